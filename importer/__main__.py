@@ -1,0 +1,59 @@
+"""Command line: `python -m importer dump|summary MODEL [options]`.
+
+Owns the process contract: on success the dump (or summary JSON) on standard
+output and exit 0; on refusal nothing on standard output, one line of JSON
+(kind, message, input, offset, field_path) on standard error, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from importer.dump import render_dump
+from importer.errors import ModelImportError
+from importer.limits import NESTING_RANGE, Limits
+from importer.load import load_model
+from importer.summary import summarize
+
+EXIT_REFUSED = 2
+
+
+def _nesting(text: str) -> int:
+    value = int(text)
+    low, high = NESTING_RANGE
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be within {low} to {high}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m importer", description="Read an ONNX model with our own reader.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command, help_text in (("dump", "the structural dump (onnx-dump/1)"), ("summary", "a summary of the resolved graph")):
+        sub = commands.add_parser(command, help=help_text)
+        sub.add_argument("model", help="path of the .onnx file")
+        sub.add_argument("--external-data-dir", default=None, help="where external data lives (default: the model's folder)")
+        sub.add_argument("--max-nesting", type=_nesting, default=Limits().max_nesting, help="nesting limit (8 to 250)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        limits = Limits(max_nesting=args.max_nesting)
+        with load_model(args.model, external_data_dir=args.external_data_dir, limits=limits) as model:
+            if args.command == "dump":
+                text = render_dump(model.proto)
+            else:
+                text = json.dumps(summarize(model), indent=1, ensure_ascii=False) + "\n"
+    except ModelImportError as error:
+        sys.stderr.write(json.dumps(error.as_dict()) + "\n")
+        return EXIT_REFUSED
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

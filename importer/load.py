@@ -1,0 +1,123 @@
+"""The public entry points: import a model or a tensor file.
+
+Owns the sequence read -> bind external data -> resolve, and the one place
+where an internal `ReadFailure` becomes the public `ModelImportError` (with
+the input's name and the root message of its field path). On any refusal
+every mapping opened so far is released.
+"""
+
+from __future__ import annotations
+
+import os
+
+from importer.data_owner import DataOwner
+from importer.errors import ErrorKind, ModelImportError, ReadFailure
+from importer.external_data import ExternalDataBinder, external_tensors
+from importer.graph import OnnxModel
+from importer.limits import MAX_PROTOBUF_BYTES, Limits
+from importer.read_context import ReadContext
+from importer.read_model import read_model
+from importer.read_tensor import read_tensor
+from importer.resolve import GraphResolver, collect_opsets
+from importer.source import open_file
+from importer.tensor import Tensor
+
+BytesLike = bytes | bytearray | memoryview
+
+
+def load_model(
+    path: str | os.PathLike[str],
+    *,
+    external_data_dir: str | os.PathLike[str] | None = None,
+    limits: Limits | None = None,
+) -> OnnxModel:
+    """Import the model file at `path`; external data is looked up in
+    `external_data_dir`, by default the model's own directory."""
+    name = os.fspath(path)
+    owner = open_file(path, name)
+    directory = external_data_dir if external_data_dir is not None else os.path.dirname(os.path.abspath(name))
+    return _import_model(owner, name, os.fspath(directory), limits or Limits())
+
+
+def load_model_bytes(
+    data: BytesLike,
+    *,
+    name: str = "<bytes>",
+    external_data_dir: str | os.PathLike[str] | None = None,
+    limits: Limits | None = None,
+) -> OnnxModel:
+    """Import a model from memory. Tensor data stays a view into `data`.
+    External data is only read when `external_data_dir` is given."""
+    owner = DataOwner(name, _byte_view(data, name))
+    directory = os.fspath(external_data_dir) if external_data_dir is not None else None
+    return _import_model(owner, name, directory, limits or Limits())
+
+
+def load_tensor(path: str | os.PathLike[str], *, limits: Limits | None = None) -> Tensor:
+    """Read a file holding one TensorProto (as in ONNX's test data)."""
+    name = os.fspath(path)
+    return _import_tensor(open_file(path, name), name, limits or Limits())
+
+
+def load_tensor_bytes(data: BytesLike, *, name: str = "<bytes>", limits: Limits | None = None) -> Tensor:
+    return _import_tensor(DataOwner(name, _byte_view(data, name)), name, limits or Limits())
+
+
+def _byte_view(data: BytesLike, name: str) -> memoryview:
+    view = memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    if len(view) > MAX_PROTOBUF_BYTES:
+        raise ModelImportError(
+            ErrorKind.UNSUPPORTED,
+            f"input is {len(view)} bytes, more than the protobuf limit of {MAX_PROTOBUF_BYTES}",
+            input_name=name,
+        )
+    return view.toreadonly()
+
+
+def _import_model(owner: DataOwner, name: str, directory: str | None, limits: Limits) -> OnnxModel:
+    owners = [owner]
+    buf = owner.view(0, owner.size)
+    try:
+        ctx = ReadContext(buf, owner, limits)
+        model = read_model(ctx)
+        binder = ExternalDataBinder(directory, limits)
+        try:
+            for path, tensor in external_tensors(model):
+                try:
+                    binder.bind(tensor)
+                except ReadFailure as failure:
+                    raise failure.within(path, tensor.offset) from None
+        finally:
+            owners.extend(binder.owners.values())
+        opsets = collect_opsets(model.opset_import)
+        graph = GraphResolver(buf, opsets).resolve_model(model)
+        return OnnxModel(model, graph, opsets, name, owners)
+    except ReadFailure as failure:
+        buf.release()
+        _close_all(owners)
+        raise failure.to_public("ModelProto", name) from None
+    except BaseException:
+        buf.release()
+        _close_all(owners)
+        raise
+    finally:
+        buf.release()
+
+
+def _import_tensor(owner: DataOwner, name: str, limits: Limits) -> Tensor:
+    buf = owner.view(0, owner.size)
+    try:
+        return read_tensor(ReadContext(buf, owner, limits), 0, len(buf), 0)
+    except ReadFailure as failure:
+        buf.release()
+        owner.close()
+        raise failure.to_public("TensorProto", name) from None
+    finally:
+        buf.release()
+
+
+def _close_all(owners: list[DataOwner]) -> None:
+    for owner in owners:
+        owner.close()

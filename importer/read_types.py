@@ -1,0 +1,137 @@
+"""Readers for ValueInfoProto, TypeProto (every member) and TensorShapeProto.
+
+Owns the rules of seed section 2 for types: a TypeProto with no member set is
+"no type" (None); the oneof member that comes last in the bytes is the one
+set; a tensor type without a shape field has unknown rank (None); a dimension
+with neither dim_value nor dim_param is unknown (None). Negative dim_value is
+kept as written (exporters write -1).
+"""
+
+from __future__ import annotations
+
+from importer.errors import ReadFailure
+from importer.messages import (
+    Dim,
+    MapType,
+    OpaqueType,
+    OptionalType,
+    SequenceType,
+    Shape,
+    TensorType,
+    TypeProto,
+    ValueInfo,
+)
+from importer.read_context import ReadContext, check_nesting
+from importer.wire import as_int32, as_int64, iter_fields, read_string
+
+
+def read_value_info(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) -> ValueInfo:
+    check_nesting(ctx, depth)
+    buf = ctx.buf
+    name = doc_string = ""
+    value_type: TypeProto | None = None
+    for key, at, a, b, _ in iter_fields(buf, start, stop):
+        if key == 0x0A:
+            name = read_string(buf, a, b, at, "name")
+        elif key == 0x12:
+            try:
+                value_type = read_type(ctx, a, b, depth + 1)
+            except ReadFailure as failure:
+                raise failure.within("type", at) from None
+        elif key == 0x1A:
+            doc_string = read_string(buf, a, b, at, "doc_string")
+    return ValueInfo(name, value_type, doc_string, offset)
+
+
+_MEMBER_NAMES = {
+    0x0A: "tensor_type",
+    0x22: "sequence_type",
+    0x2A: "map_type",
+    0x3A: "opaque_type",
+    0x42: "sparse_tensor_type",
+    0x4A: "optional_type",
+}
+
+
+def read_type(ctx: ReadContext, start: int, stop: int, depth: int) -> TypeProto | None:
+    """Read a TypeProto; None when no member of its oneof is set."""
+    check_nesting(ctx, depth)
+    member: TypeProto | None = None
+    for key, at, a, b, _ in iter_fields(ctx.buf, start, stop):
+        if key not in _MEMBER_NAMES:
+            continue  # denotation (not kept) or unknown
+        try:
+            member = _read_member(ctx, key, a, b, depth + 1)
+        except ReadFailure as failure:
+            raise failure.within(_MEMBER_NAMES[key], at) from None
+    return member
+
+
+def _read_member(ctx: ReadContext, key: int, start: int, stop: int, depth: int) -> TypeProto:
+    check_nesting(ctx, depth)
+    buf = ctx.buf
+    if key in (0x0A, 0x42):  # Tensor, SparseTensor
+        elem_type = 0
+        shape: Shape = None
+        for k, at, a, b, value in iter_fields(buf, start, stop):
+            if k == 0x08:
+                elem_type = as_int32(value)
+            elif k == 0x12:
+                try:
+                    shape = read_shape(ctx, a, b, depth + 1)
+                except ReadFailure as failure:
+                    raise failure.within("shape", at) from None
+        return TensorType(elem_type, shape, sparse=key == 0x42)
+    if key in (0x22, 0x4A):  # Sequence, Optional: elem_type = 1
+        elem: TypeProto | None = None
+        for k, at, a, b, _ in iter_fields(buf, start, stop):
+            if k == 0x0A:
+                try:
+                    elem = read_type(ctx, a, b, depth + 1)
+                except ReadFailure as failure:
+                    raise failure.within("elem_type", at) from None
+        return SequenceType(elem) if key == 0x22 else OptionalType(elem)
+    if key == 0x2A:  # Map
+        key_type = 0
+        value_type: TypeProto | None = None
+        for k, at, a, b, value in iter_fields(buf, start, stop):
+            if k == 0x08:
+                key_type = as_int32(value)
+            elif k == 0x12:
+                try:
+                    value_type = read_type(ctx, a, b, depth + 1)
+                except ReadFailure as failure:
+                    raise failure.within("value_type", at) from None
+        return MapType(key_type, value_type)
+    domain = name = ""  # Opaque
+    for k, at, a, b, _ in iter_fields(buf, start, stop):
+        if k == 0x0A:
+            domain = read_string(buf, a, b, at, "domain")
+        elif k == 0x12:
+            name = read_string(buf, a, b, at, "name")
+    return OpaqueType(domain, name)
+
+
+def read_shape(ctx: ReadContext, start: int, stop: int, depth: int) -> tuple[Dim, ...]:
+    """Read a TensorShapeProto: one entry per dimension."""
+    check_nesting(ctx, depth)
+    buf = ctx.buf
+    dims: list[Dim] = []
+    for key, at, a, b, _ in iter_fields(buf, start, stop):
+        if key != 0x0A:
+            continue
+        try:
+            check_nesting(ctx, depth + 1)
+            dim: Dim = None
+            for k, dim_at, da, db, value in iter_fields(buf, a, b):
+                if k == 0x08:
+                    dim = as_int64(value)
+                elif k == 0x12:
+                    dim = read_string(buf, da, db, dim_at, "dim_param")
+        except ReadFailure as failure:
+            raise failure.within(f"dim[{len(dims)}]", at) from None
+        dims.append(dim)
+    return tuple(dims)
+
+
+__all__ = ["read_shape", "read_type", "read_value_info"]

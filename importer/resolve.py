@@ -1,0 +1,252 @@
+"""Graph resolution (seed section 4): from the parsed graph to the graph proper.
+
+Owns: the values of each graph in the stated order (inputs, initializers,
+sparse initializers, node outputs; an initializer named like an input without
+one is that input's default), scopes and captures of subgraphs, the check of
+every reference (naming the node), opsets (the empty domain and `ai.onnx` are
+one), value types (declarations, then value_info, then the initializer's own
+tensor type), the topological order rule with `nodes_were_reordered`, and
+consumers. Function bodies are not resolved.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from importer.errors import ReadFailure, invalid, quote
+from importer.graph import (
+    GRAPH_INPUT,
+    INITIALIZER,
+    NODE_OUTPUT,
+    SPARSE_INITIALIZER,
+    ResolvedGraph,
+    ResolvedNode,
+    Value,
+)
+from importer.messages import AttributeType, Graph, Model, Node, OperatorSetId, TensorType
+from importer.tensor import SparseTensor, Tensor
+from importer.wire import find_field
+
+DEFAULT_DOMAIN = ""
+_NODE_INPUT_KEY, _NODE_OUTPUT_KEY, _NODE_DOMAIN_KEY = 0x0A, 0x12, 0x3A
+
+
+def normalize_domain(domain: str) -> str:
+    return DEFAULT_DOMAIN if domain == "ai.onnx" else domain
+
+
+def collect_opsets(opset_import: list[OperatorSetId]) -> dict[str, int]:
+    """Domain -> version; a domain imported twice must have one version."""
+    opsets: dict[str, int] = {}
+    for index, opset in enumerate(opset_import):
+        domain = normalize_domain(opset.domain)
+        if domain in opsets and opsets[domain] != opset.version:
+            raise invalid(
+                f"domain {quote(opset.domain)} imported with versions {opsets[domain]} and {opset.version}",
+                opset.offset,
+                f"opset_import[{index}]",
+            )
+        opsets[domain] = opset.version
+    return opsets
+
+
+class GraphResolver:
+    """Resolves one model's main graph and, recursively, its subgraphs."""
+
+    def __init__(self, buf: memoryview, opsets: dict[str, int]) -> None:
+        self.buf = buf
+        self.opsets = opsets
+
+    def resolve_model(self, model: Model) -> ResolvedGraph:
+        assert model.graph is not None
+        return self.resolve(model.graph, "graph", None)
+
+    def resolve(self, proto: Graph, path: str, parent: ResolvedGraph | None) -> ResolvedGraph:
+        graph = ResolvedGraph(proto, "ModelProto." + path, parent)
+        self._define_values(graph, proto, path)
+        reads = self._resolve_nodes(graph, proto, path)
+        for index, info in enumerate(proto.output):
+            value = self._lookup(graph, info.name) if info.name else None
+            if value is None:
+                raise invalid(f"graph output {quote(info.name)} is not defined", info.offset, f"{path}.output[{index}]")
+            if value.graph is graph and value.type is None:
+                value.type = info.type
+            graph.outputs.append(value)
+        self._assign_types(graph, proto)
+        self._order_nodes(graph, reads, path)
+        for node in graph.nodes:
+            for value in reads[node.index]:
+                if value.graph is graph:
+                    value.consumers.append(node)
+        return graph
+
+    # --- values
+
+    def _define_values(self, graph: ResolvedGraph, proto: Graph, path: str) -> None:
+        values = graph.values
+        for index, info in enumerate(proto.input):
+            if not info.name:
+                raise invalid("graph input has an empty name", info.offset, f"{path}.input[{index}]")
+            if info.name in values:
+                raise invalid(f"graph input {quote(info.name)} is listed twice", info.offset, f"{path}.input[{index}]")
+            value = Value(info.name, GRAPH_INPUT, graph, info.type)
+            values[info.name] = value
+            graph.inputs.append(value)
+        for index, tensor in enumerate(proto.initializer):
+            self._define_initializer(graph, tensor, f"{path}.initializer[{index}]", INITIALIZER)
+        for index, sparse in enumerate(proto.sparse_initializer):
+            self._define_initializer(graph, sparse, f"{path}.sparse_initializer[{index}]", SPARSE_INITIALIZER)
+        for node_index, node in enumerate(proto.node):
+            for output_index, name in enumerate(node.output):
+                if not name:
+                    continue
+                if name in values:
+                    raise self._node_error(
+                        f"node {_describe(node, node_index)} defines {quote(name)}, which is already defined",
+                        node, path, node_index, _NODE_OUTPUT_KEY, "output", output_index,
+                    )  # fmt: skip
+                values[name] = Value(name, NODE_OUTPUT, graph)
+
+    def _define_initializer(self, graph: ResolvedGraph, tensor: Tensor | SparseTensor, path: str, kind: str) -> None:
+        name = tensor.name
+        if not name:
+            raise invalid(f"{kind.replace('_', ' ')} has an empty name", tensor.offset, path)
+        existing = graph.values.get(name)
+        if existing is None:
+            value = Value(name, kind, graph)
+            value.initializer = tensor
+            graph.values[name] = value
+        elif kind == INITIALIZER and existing.kind == GRAPH_INPUT and existing.initializer is None:
+            existing.initializer = tensor  # an input's default value (how IR < 4 lists initializers)
+        else:
+            raise invalid(f"{kind.replace('_', ' ')} {quote(name)} is already defined", tensor.offset, path)
+
+    def _lookup(self, graph: ResolvedGraph, name: str) -> Value | None:
+        """Find `name` in this graph or an enclosing one, recording captures."""
+        scope: ResolvedGraph | None = graph
+        crossed: list[ResolvedGraph] = []
+        while scope is not None:
+            value = scope.values.get(name)
+            if value is not None:
+                for inner in crossed:
+                    if value not in inner.captures:
+                        inner.captures.append(value)
+                return value
+            crossed.append(scope)
+            scope = scope.parent
+        return None
+
+    # --- nodes
+
+    def _resolve_nodes(self, graph: ResolvedGraph, proto: Graph, path: str) -> list[list[Value]]:
+        """Resolve every node in file order; return what each node reads."""
+        reads: list[list[Value]] = []
+        for index, node in enumerate(proto.node):
+            domain = normalize_domain(node.domain)
+            version = self.opsets.get(domain)
+            if version is None:
+                raise self._node_error(
+                    f"node {_describe(node, index)} uses domain {quote(node.domain)}, which the model does not import",
+                    node, path, index, _NODE_DOMAIN_KEY, "domain", -1,
+                )  # fmt: skip
+            resolved = ResolvedNode(node, index, graph, version)
+            node_reads: list[Value] = []
+            for input_index, name in enumerate(node.input):
+                if not name:
+                    resolved.inputs.append(None)
+                    continue
+                value = self._lookup(graph, name)
+                if value is None:
+                    raise self._node_error(
+                        f"node {_describe(node, index)} reads {quote(name)}, which is not defined",
+                        node, path, index, _NODE_INPUT_KEY, "input", input_index,
+                    )  # fmt: skip
+                resolved.inputs.append(value)
+                if value not in node_reads:
+                    node_reads.append(value)
+            for name in node.output:
+                resolved.outputs.append(graph.values[name] if name else None)
+                if name:
+                    graph.values[name].producer = resolved
+            for attr_index, attribute in enumerate(node.attribute):
+                for sub_path, subgraph in _subgraphs_of(attribute.type, attribute.value):
+                    full = f"{path}.node[{index}].attribute[{attr_index}].{sub_path}"
+                    resolved_sub = self.resolve(subgraph, full, graph)
+                    resolved.subgraphs.append((attribute.name, resolved_sub))
+                    for captured in resolved_sub.captures:
+                        if captured not in node_reads:
+                            node_reads.append(captured)
+            graph.nodes.append(resolved)
+            reads.append(node_reads)
+        return reads
+
+    def _node_error(self, message: str, node: Node, path: str, index: int, key: int, field: str, field_index: int) -> ReadFailure:
+        offset = find_field(self.buf, node.offset, key, max(field_index, 0))
+        segment = f"{field}[{field_index}]" if field_index >= 0 else field
+        if offset is None:
+            return invalid(message, node.offset, f"{path}.node[{index}]")
+        return invalid(message, offset, f"{path}.node[{index}].{segment}")
+
+    # --- types
+
+    def _assign_types(self, graph: ResolvedGraph, proto: Graph) -> None:
+        for info in proto.value_info:
+            value = graph.values.get(info.name)
+            if value is not None and value.type is None:
+                value.type = info.type
+        for value in graph.values.values():
+            if value.type is None and value.initializer is not None:
+                tensor = value.initializer
+                if isinstance(tensor, SparseTensor):
+                    value.type = TensorType(int(tensor.values.data_type), tuple(tensor.dims), sparse=True)
+                else:
+                    value.type = TensorType(int(tensor.data_type), tuple(tensor.dims))
+
+    # --- order
+
+    def _order_nodes(self, graph: ResolvedGraph, reads: list[list[Value]], path: str) -> None:
+        """Keep file order when it is topological; else sort (smallest index first)."""
+        nodes = graph.nodes
+        producers: list[list[int]] = []
+        in_order = True
+        for node in nodes:
+            before = sorted({v.producer.index for v in reads[node.index] if v.graph is graph and v.producer is not None})
+            producers.append(before)
+            if before and before[-1] >= node.index:
+                in_order = False
+        if in_order:
+            return
+        waiting = [len(before) for before in producers]
+        dependents: list[list[int]] = [[] for _ in nodes]
+        for index, before in enumerate(producers):
+            for producer in before:
+                dependents[producer].append(index)
+        ready = [index for index, count in enumerate(waiting) if count == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        while ready:
+            index = heapq.heappop(ready)
+            order.append(index)
+            for dependent in dependents[index]:
+                waiting[dependent] -= 1
+                if waiting[dependent] == 0:
+                    heapq.heappush(ready, dependent)
+        if len(order) < len(nodes):
+            stuck = min(index for index, count in enumerate(waiting) if count > 0)
+            stuck_node = nodes[stuck].proto
+            raise invalid(f"node {_describe(stuck_node, stuck)} is part of a cycle", stuck_node.offset, f"{path}.node[{stuck}]")
+        graph.nodes = [nodes[index] for index in order]
+        graph.nodes_were_reordered = True
+
+
+def _subgraphs_of(attr_type: AttributeType, value: object) -> list[tuple[str, Graph]]:
+    if attr_type == AttributeType.GRAPH and isinstance(value, Graph):
+        return [("g", value)]
+    if attr_type == AttributeType.GRAPHS and isinstance(value, list):
+        return [(f"graphs[{i}]", g) for i, g in enumerate(value) if isinstance(g, Graph)]
+    return []
+
+
+def _describe(node: Node, index: int) -> str:
+    name = f" {quote(node.name)}" if node.name else ""
+    return f"{index}{name} ({quote(node.op_type)})"

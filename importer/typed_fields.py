@@ -1,0 +1,77 @@
+"""Typed-field tensor values converted to the raw layout (seed section 3).
+
+Owns the conversion of float_data, double_data, int64_data, uint64_data and
+int32_data entries into little-endian raw bytes for each element type, in bulk
+with numpy. The caller has already checked which field belongs to the type.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from importer.element_types import (
+    DOUBLE_DATA,
+    FLOAT_DATA,
+    FOUR_BIT_TYPES,
+    INT32_DATA,
+    INT64_DATA,
+    SIX_BIT_TYPES,
+    TWO_BIT_TYPES,
+    UINT64_DATA,
+    DataType,
+    bits_per_element,
+)
+from importer.errors import malformed
+from importer.wire import Buffer, varints_to_array
+
+FIXED_WIDTH = {FLOAT_DATA: 4, DOUBLE_DATA: 8}
+
+
+def fixed_width_bytes(buf: Buffer, ranges: list[tuple[int, int, int]], width: int) -> bytes:
+    """Concatenate packed and unpacked fixed-width entries (already little-endian).
+
+    `ranges` holds (key_offset, start, stop) per occurrence of the field.
+    """
+    for key_offset, start, stop in ranges:
+        if (stop - start) % width:
+            raise malformed(f"packed field of {stop - start} bytes is not a multiple of {width}", key_offset)
+    return b"".join(buf[start:stop] for _, start, stop in ranges)
+
+
+def varint_values(buf: Buffer, ranges: list[tuple[int, int, int]]) -> npt.NDArray[np.uint64]:
+    """Decode every occurrence (packed runs and single varints) in file order."""
+    parts = [varints_to_array(buf, start, stop) for _, start, stop in ranges]
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+
+
+def convert_varints(values: npt.NDArray[np.uint64], field: int, data_type: DataType) -> bytes:
+    """Raw-layout bytes of the varint typed field `field` for `data_type`."""
+    if field in (INT64_DATA, UINT64_DATA):
+        if data_type == DataType.UINT32:
+            return (values & np.uint64(0xFFFFFFFF)).astype("<u4").tobytes()
+        return values.astype("<u8").tobytes()
+    assert field == INT32_DATA
+    low32 = values & np.uint64(0xFFFFFFFF)
+    bits = bits_per_element(data_type)
+    if data_type == DataType.BOOL:
+        nonzero: npt.NDArray[np.bool_] = low32 != 0
+        return nonzero.astype(np.uint8).tobytes()
+    if data_type in FOUR_BIT_TYPES or data_type in TWO_BIT_TYPES:
+        return (low32 & np.uint64(0xFF)).astype(np.uint8).tobytes()
+    if data_type in SIX_BIT_TYPES:
+        return pack_six_bit((low32 & np.uint64(0x3F)).astype(np.uint8))
+    if bits == 32:
+        return low32.astype("<u4").tobytes()
+    if bits == 16:
+        return (low32 & np.uint64(0xFFFF)).astype("<u2").tobytes()
+    return (low32 & np.uint64(0xFF)).astype(np.uint8).tobytes()
+
+
+def pack_six_bit(elements: npt.NDArray[np.uint8]) -> bytes:
+    """Pack 6-bit elements into a bit stream from the lowest bit, padded."""
+    bits = np.unpackbits(elements[:, None], axis=1, bitorder="little")[:, :6].reshape(-1)
+    packed: bytes = np.packbits(bits, bitorder="little").tobytes()
+    return packed

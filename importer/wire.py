@@ -1,0 +1,185 @@
+"""Protobuf wire format: keys, varints, lengths, strings and packed scalars.
+
+Owns every rule of seed section 1 that is about bytes: keys of at most 32 bits,
+field 0 and wire types 3, 4, 6, 7 refused; varints of at most 10 bytes whose
+tenth byte is 0 or 1; lengths compared with the bytes that remain before any
+slice is taken; UTF-8 checked for string fields only.
+
+All positions are absolute offsets into one buffer (a memoryview of the whole
+input), so an error's offset is always from the start of the file. Nothing here
+allocates from a length read off the input. No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from importer.errors import malformed
+
+Buffer: TypeAlias = memoryview
+
+WIRE_VARINT = 0
+WIRE_FIXED64 = 1
+WIRE_LEN = 2
+WIRE_FIXED32 = 5
+
+MAX_VARINT_BYTES = 10
+_TWO_64 = 1 << 64
+_TWO_32 = 1 << 32
+
+
+def read_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """Read one varint starting at `pos`; return (value, position after it)."""
+    start = pos
+    value = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise malformed("varint cut off by the end of the data", start)
+        byte = buf[pos]
+        pos += 1
+        if shift == 63 and byte > 1:
+            raise malformed("varint overflows 64 bits", start)
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise malformed("varint longer than 10 bytes", start)
+
+
+def as_int64(value: int) -> int:
+    """Two's-complement reading of a 64-bit varint."""
+    return value - _TWO_64 if value >> 63 else value
+
+
+def as_int32(value: int) -> int:
+    """int32 and enum fields keep the low 32 bits, as protobuf does."""
+    value &= 0xFFFFFFFF
+    return value - _TWO_32 if value >> 31 else value
+
+
+def iter_fields(buf: Buffer, pos: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """Walk the fields of one message occupying buf[pos:end].
+
+    Yields (key, key_offset, start, stop, value): for a varint, buf[start:stop]
+    are its bytes and `value` its 64-bit value; for the other wire types
+    buf[start:stop] is the payload and `value` is 0. Every key, varint and
+    length is checked here; unknown fields are yielded too, for the caller to
+    ignore.
+    """
+    while pos < end:
+        key_offset = pos
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = read_varint(buf, pos, end)
+            if key > 0xFFFFFFFF:
+                raise malformed("field key longer than 32 bits", key_offset)
+        if key < 8:
+            raise malformed("field number 0", key_offset)
+        wire = key & 7
+        if wire == WIRE_LEN:
+            if pos < end and buf[pos] < 0x80:
+                length = buf[pos]
+                pos += 1
+            else:
+                length, pos = read_varint(buf, pos, end)
+            if length > end - pos:
+                raise malformed(f"length {length} exceeds the {end - pos} bytes remaining", key_offset)
+            yield key, key_offset, pos, pos + length, 0
+            pos += length
+        elif wire == WIRE_VARINT:
+            start = pos
+            if pos < end and buf[pos] < 0x80:
+                value = buf[pos]
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
+            yield key, key_offset, start, pos, value
+        elif wire == WIRE_FIXED32 or wire == WIRE_FIXED64:
+            width = 4 if wire == WIRE_FIXED32 else 8
+            if width > end - pos:
+                raise malformed(f"{width}-byte value cut off by the end of the data", key_offset)
+            yield key, key_offset, pos, pos + width, 0
+            pos += width
+        else:
+            kind = "group" if wire in (3, 4) else "unknown"
+            raise malformed(f"wire type {wire} ({kind}) is not allowed", key_offset)
+
+
+def read_string(buf: Buffer, start: int, stop: int, key_offset: int, label: str, index: int = -1) -> str:
+    """Decode a string field, which must be valid UTF-8.
+
+    `label` (and `index`, for a repeated field) name the field in the error.
+    """
+    if start == stop:
+        return ""
+    try:
+        return str(buf[start:stop], "utf-8")
+    except UnicodeDecodeError as error:
+        segment = label if index < 0 else f"{label}[{index}]"
+        raise malformed(f"string is not valid UTF-8 (byte {error.start} of it)", key_offset, segment) from None
+
+
+def varints_to_list(buf: Buffer, start: int, stop: int) -> list[int]:
+    """Decode a packed run of varints into unsigned 64-bit values."""
+    values = []
+    pos = start
+    while pos < stop:
+        byte = buf[pos]
+        if byte < 0x80:
+            values.append(byte)
+            pos += 1
+        else:
+            value, pos = read_varint(buf, pos, stop)
+            values.append(value)
+    return values
+
+
+_BULK_THRESHOLD = 64
+
+
+def varints_to_array(buf: Buffer, start: int, stop: int) -> npt.NDArray[np.uint64]:
+    """Decode a packed run of varints in bulk with numpy (unsigned 64-bit)."""
+    if stop - start < _BULK_THRESHOLD:
+        return np.array(varints_to_list(buf, start, stop), dtype=np.uint64)
+    data = np.frombuffer(buf[start:stop], dtype=np.uint8)
+    last = np.flatnonzero(data < 0x80)
+    if last.size == 0 or last[-1] != data.size - 1:
+        cut = 0 if last.size == 0 else int(last[-1]) + 1
+        raise malformed("varint cut off by the end of the data", start + cut)
+    first = np.empty_like(last)
+    first[0] = 0
+    first[1:] = last[:-1] + 1
+    lengths = last - first + 1
+    too_long = np.flatnonzero(lengths > MAX_VARINT_BYTES)
+    if too_long.size:
+        raise malformed("varint longer than 10 bytes", start + int(first[too_long[0]]))
+    overflow = np.flatnonzero((lengths == MAX_VARINT_BYTES) & (data[last] > 1))
+    if overflow.size:
+        raise malformed("varint overflows 64 bits", start + int(first[overflow[0]]))
+    place = np.arange(data.size, dtype=np.int64) - np.repeat(first, lengths)
+    parts = (data & 0x7F).astype(np.uint64) << (place * 7).astype(np.uint64)
+    return np.bitwise_or.reduceat(parts, first)
+
+
+def find_field(buf: Buffer, holder_offset: int, key: int, index: int = 0) -> int | None:
+    """Offset of the `index`-th occurrence of `key` inside the message whose
+    own key is at `holder_offset`, or None. Used only to place errors found
+    after reading (graph resolution), so the reader keeps no per-field offsets.
+    """
+    _, pos = read_varint(buf, holder_offset, len(buf))
+    length, pos = read_varint(buf, pos, len(buf))
+    seen = 0
+    for field_key, at, _a, _b, _value in iter_fields(buf, pos, pos + length):
+        if field_key == key:
+            if seen == index:
+                return at
+            seen += 1
+    return None
