@@ -44,10 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         limits = Limits(max_nesting=args.max_nesting)
         with load_model(args.model, external_data_dir=args.external_data_dir, limits=limits) as model:
-            if args.command == "dump":
-                text = render_dump(model.proto)
-            else:
-                text = json.dumps(summarize(model), indent=1, ensure_ascii=False) + "\n"
+            text = render_dump(model.proto) if args.command == "dump" else json.dumps(summarize(model), indent=1, ensure_ascii=False) + "\n"
     except ModelImportError as error:
         sys.stderr.write(json.dumps(error.as_dict()) + "\n")
         return EXIT_REFUSED

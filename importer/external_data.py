@@ -9,7 +9,7 @@ shared by its tensors; at most `Limits.max_external_files` distinct files.
 
 from __future__ import annotations
 
-import os
+import posixpath
 import re
 from collections.abc import Iterator
 
@@ -18,7 +18,7 @@ from importer.element_types import DataType
 from importer.errors import ErrorKind, ModelImportError, ReadFailure, quote
 from importer.limits import Limits
 from importer.messages import AttributeType, Graph, Model
-from importer.source import open_file
+from importer.source import open_confined
 from importer.tensor import FROM_EXTERNAL, SparseTensor, Tensor
 
 _DECIMAL = re.compile(r"[0-9]+")
@@ -36,7 +36,7 @@ def check_location(location: str, tensor: Tensor) -> str:
         raise _refuse("external data has no location", tensor)
     if "\0" in location:
         raise _refuse("external data location contains NUL", tensor)
-    if location[0] in "/\\" or _DRIVE.match(location) or os.path.isabs(location):
+    if location[0] in "/\\" or _DRIVE.match(location):
         raise _refuse(f"external data location {quote(location)} is not relative", tensor)
     if ".." in re.split(r"[/\\]", location):
         raise _refuse(f"external data location {quote(location)} has a '..' segment", tensor)
@@ -80,19 +80,18 @@ class ExternalDataBinder:
     def _owner_for(self, location: str, tensor: Tensor) -> DataOwner:
         if self.directory is None:
             raise _refuse("external data needs a directory, and none was given for this input", tensor)
-        root = os.path.realpath(self.directory)
-        path = os.path.realpath(os.path.join(root, location))
-        if os.path.commonpath([root, path]) != root or path == root:
-            raise _refuse(f"external data location {quote(location)} resolves outside the directory", tensor)
-        owner = self.owners.get(path)
+        key = posixpath.normpath(location)  # "a.bin" and "./a.bin" share one mapping
+        owner = self.owners.get(key)
         if owner is None:
             if len(self.owners) >= self.limits.max_external_files:
                 raise _refuse(f"more than max_external_files={self.limits.max_external_files} external files", tensor)
             try:
-                owner = open_file(path, location, max_bytes=MAX_EXTERNAL_FILE_BYTES)
+                owner = open_confined(
+                    self.directory, location, allow_hard_links=self.limits.allow_hard_links, max_bytes=MAX_EXTERNAL_FILE_BYTES
+                )
             except ModelImportError as error:
-                raise _refuse(f"external data file {quote(location)}: {error.message}", tensor) from None
-            self.owners[path] = owner
+                raise _refuse(f"external data file {quote(location)} {error.message}", tensor) from None
+            self.owners[key] = owner
         return owner
 
 

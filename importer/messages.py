@@ -43,7 +43,7 @@ Dim: TypeAlias = int | str | None  # dim_value, dim_param, or unknown
 Shape: TypeAlias = tuple[Dim, ...] | None  # None: unknown rank
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True)
 class TensorType:
     """TypeProto.tensor_type, or sparse_tensor_type when `sparse`."""
 
@@ -52,23 +52,23 @@ class TensorType:
     sparse: bool = False
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True)
 class SequenceType:
     elem_type: TypeProto | None
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True)
 class OptionalType:
     elem_type: TypeProto | None
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True)
 class MapType:
     key_type: int
     value_type: TypeProto | None
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True)
 class OpaqueType:
     domain: str
     name: str

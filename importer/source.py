@@ -1,9 +1,11 @@
 """Opening input files: the only module of the reader that touches the disk.
 
-Owns `open_file`: open without blocking (a FIFO is refused, never waited on),
-check on the open descriptor that it is a regular file, take its size from
-that descriptor, then read it (up to 1 MiB) or map it read-only. Returns a
-`DataOwner` whose `close()` releases the mapping.
+Owns `open_file` (the model or tensor file a caller names) and
+`open_confined` (an external data file, which must stay inside its
+directory). Both open without blocking, so a FIFO is refused and never waited
+on; check on the open descriptor that it is a regular file; take the size
+from that descriptor; then read the file (up to 1 MiB) or map it read-only.
+They return a `DataOwner` whose `close()` releases the mapping.
 """
 
 from __future__ import annotations
@@ -18,42 +20,80 @@ from importer.errors import ErrorKind, ModelImportError
 from importer.limits import MAX_PROTOBUF_BYTES
 
 READ_INSTEAD_OF_MAP_BYTES = 1 << 20
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def _io_error(name: str, message: str) -> ModelImportError:
-    return ModelImportError(ErrorKind.IO, message, input_name=name)
+def _refusal(kind: ErrorKind, name: str, message: str) -> ModelImportError:
+    return ModelImportError(kind, message, input_name=name)
 
 
 def open_file(path: str | os.PathLike[str], name: str, *, max_bytes: int = MAX_PROTOBUF_BYTES) -> DataOwner:
-    """Open `path` for reading as one buffer (see the module header)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise _io_error(name, "no such file") from None
-    except IsADirectoryError:
-        raise _io_error(name, "is a directory, not a file") from None
-    except OSError as error:
-        raise _io_error(name, f"cannot open: {error.strerror}") from None
+    """Open the file a caller named (links followed) as one buffer."""
+    fd = _open(path, _OPEN_FLAGS, ErrorKind.IO, name)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise _io_error(name, "not a regular file")
-        size = info.st_size
-        if size > max_bytes:
-            raise ModelImportError(
-                ErrorKind.UNSUPPORTED,
-                f"file is {size} bytes, more than the protobuf limit of {max_bytes} (keep weights in external data)",
-                input_name=name,
-            )
+            raise _refusal(ErrorKind.IO, name, "not a regular file")
+        return _owner_from(fd, info.st_size, name, max_bytes)
+    finally:
+        os.close(fd)
+
+
+def open_confined(directory: str, location: str, *, allow_hard_links: bool, max_bytes: int) -> DataOwner:
+    """Open `location` inside `directory`: every link resolved, the result
+    inside the resolved directory and a regular file, and the file opened the
+    very one that was checked (same device and inode, not a link)."""
+    kind = ErrorKind.EXTERNAL_DATA
+    root = os.path.realpath(directory)
+    path = os.path.realpath(os.path.join(root, location))
+    if path == root or os.path.commonpath([root, path]) != root:
+        raise _refusal(kind, location, "resolves outside the external data directory")
+    try:
+        checked = os.stat(path)
+    except FileNotFoundError:
+        raise _refusal(kind, location, "no such file") from None
+    except OSError as error:
+        raise _refusal(kind, location, f"cannot be examined: {error.strerror}") from None
+    if not stat.S_ISREG(checked.st_mode):
+        raise _refusal(kind, location, "is not a regular file")
+    fd = _open(path, _OPEN_FLAGS | _NO_FOLLOW, kind, location)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (checked.st_dev, checked.st_ino):
+            raise _refusal(kind, location, "changed between its check and its opening")
+        if info.st_nlink > 1 and not allow_hard_links:
+            raise _refusal(kind, location, f"has {info.st_nlink} hard links (refused unless allowed)")
+        return _owner_from(fd, info.st_size, location, max_bytes)
+    finally:
+        os.close(fd)
+
+
+def _open(path: str | os.PathLike[str], flags: int, kind: ErrorKind, name: str) -> int:
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        raise _refusal(kind, name, "no such file") from None
+    except IsADirectoryError:
+        raise _refusal(kind, name, "is a directory, not a file") from None
+    except OSError as error:
+        raise _refusal(kind, name, f"cannot be opened: {error.strerror}") from None
+
+
+def _owner_from(fd: int, size: int, name: str, max_bytes: int) -> DataOwner:
+    if size > max_bytes:
+        raise _refusal(
+            ErrorKind.UNSUPPORTED,
+            name,
+            f"file is {size} bytes, more than the limit of {max_bytes} (keep weights in external data)",
+        )
+    try:
         if size <= READ_INSTEAD_OF_MAP_BYTES:
             return DataOwner(name, memoryview(_read_exactly(fd, size, name)))
         mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        return DataOwner(name, memoryview(mapping), on_close=lambda: _close_mapping(mapping))
     except OSError as error:
-        raise _io_error(name, f"cannot read: {error.strerror}") from None
-    finally:
-        os.close(fd)
+        raise _refusal(ErrorKind.IO, name, f"cannot be read: {error.strerror}") from None
+    return DataOwner(name, memoryview(mapping), on_close=lambda: _close_mapping(mapping))
 
 
 def _read_exactly(fd: int, size: int, name: str) -> bytes:
@@ -62,7 +102,7 @@ def _read_exactly(fd: int, size: int, name: str) -> bytes:
     while remaining:
         chunk = os.read(fd, remaining)
         if not chunk:
-            raise _io_error(name, "file shrank while it was read")
+            raise _refusal(ErrorKind.IO, name, "file shrank while it was read")
         chunks.append(chunk)
         remaining -= len(chunk)
     return b"".join(chunks)
