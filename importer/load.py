@@ -13,6 +13,7 @@ import os
 from importer.data_owner import DataOwner
 from importer.errors import ErrorKind, ModelImportError, ReadFailure
 from importer.external_data import ExternalDataBinder, external_tensors
+from importer.gc_pause import gc_paused
 from importer.graph import OnnxModel
 from importer.limits import MAX_PROTOBUF_BYTES, Limits
 from importer.read_context import ReadContext
@@ -77,6 +78,11 @@ def _byte_view(data: BytesLike, name: str) -> memoryview:
 
 
 def _import_model(owner: DataOwner, name: str, directory: str | None, limits: Limits) -> OnnxModel:
+    with gc_paused():
+        return _read_bind_resolve(owner, name, directory, limits)
+
+
+def _read_bind_resolve(owner: DataOwner, name: str, directory: str | None, limits: Limits) -> OnnxModel:
     owners = [owner]
     buf = owner.view(0, owner.size)
     try:

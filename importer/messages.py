@@ -43,7 +43,7 @@ Dim: TypeAlias = int | str | None  # dim_value, dim_param, or unknown
 Shape: TypeAlias = tuple[Dim, ...] | None  # None: unknown rank
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class TensorType:
     """TypeProto.tensor_type, or sparse_tensor_type when `sparse`."""
 
@@ -52,29 +52,30 @@ class TensorType:
     sparse: bool = False
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class SequenceType:
     elem_type: TypeProto | None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class OptionalType:
     elem_type: TypeProto | None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class MapType:
     key_type: int
     value_type: TypeProto | None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class OpaqueType:
     domain: str
     name: str
 
 
-# A TypeProto is its set oneof member; "no type" is None.
+# A TypeProto is its set oneof member; "no type" is None. Types are immutable
+# values, shared by every ValueInfo whose type has the same bytes.
 TypeProto: TypeAlias = TensorType | SequenceType | OptionalType | MapType | OpaqueType
 
 

@@ -5,10 +5,10 @@ Owns `ReadContext` and the nesting check shared by all readers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from importer.data_owner import DataOwner
-from importer.errors import malformed
+from importer.errors import ReadFailure, malformed
 from importer.limits import Limits
 
 
@@ -17,9 +17,19 @@ class ReadContext:
     buf: memoryview
     owner: DataOwner
     limits: Limits
+    max_nesting: int = 0
+    # TypeProto bytes and depth -> the parsed type (types repeat across value_info)
+    type_cache: dict[tuple[bytes, int], object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.max_nesting = self.limits.max_nesting
 
 
 def check_nesting(ctx: ReadContext, depth: int) -> None:
     """Refuse a message nested deeper than `Limits.max_nesting` levels."""
-    if depth > ctx.limits.max_nesting:
-        raise malformed(f"messages nested deeper than max_nesting={ctx.limits.max_nesting} levels", None)
+    if depth > ctx.max_nesting:
+        raise too_deep(ctx)
+
+
+def too_deep(ctx: ReadContext) -> ReadFailure:
+    return malformed(f"messages nested deeper than max_nesting={ctx.max_nesting} levels", None)

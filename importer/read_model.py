@@ -8,16 +8,16 @@ path segment on its way up (`node[3]`, `attribute[1]`, `g`, ...).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 from importer.errors import ReadFailure, invalid
 from importer.messages import Attribute, Function, Graph, Model, Node, OperatorSetId, StringStringEntry, ValueInfo
 from importer.read_attribute import read_attribute
-from importer.read_context import ReadContext, check_nesting
+from importer.read_context import ReadContext, check_nesting, too_deep
 from importer.read_tensor import read_sparse_tensor, read_string_pair, read_tensor
 from importer.read_types import read_value_info
 from importer.tensor import SparseTensor, Tensor
-from importer.wire import as_int64, iter_fields, read_string
+from importer.wire import as_int64, invalid_utf8, iter_fields, overrun, read_key, read_length, read_string, skip_scalar
 
 MIN_IR_VERSION = 3
 
@@ -100,7 +100,8 @@ def read_opset_id(ctx: ReadContext, start: int, stop: int, depth: int, offset: i
 
 def read_graph(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) -> Graph:
     """Read a GraphProto at buf[start:stop] (`offset`: the key holding it)."""
-    check_nesting(ctx, depth)
+    if depth > ctx.max_nesting:
+        raise too_deep(ctx)
     buf = ctx.buf
     inner = depth + 1
     name = doc_string = ""
@@ -110,71 +111,119 @@ def read_graph(ctx: ReadContext, start: int, stop: int, depth: int, offset: int)
     inputs: list[ValueInfo] = []
     outputs: list[ValueInfo] = []
     value_info: list[ValueInfo] = []
-    for key, at, a, b, _ in iter_fields(buf, start, stop):
-        if key == 0x12:
-            name = read_string(buf, a, b, at, "name")
-        elif key == 0x52:
-            doc_string = read_string(buf, a, b, at, "doc_string")
+    lists: dict[int, list[Any]] = {0x0A: nodes, 0x6A: value_info, 0x2A: initializers, 0x5A: inputs, 0x62: outputs, 0x7A: sparse}
+    pos = start
+    while pos < stop:
+        at = pos
+        key = buf[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = read_key(buf, at, stop)
+        if key & 7 != 2 or key < 8:
+            pos = skip_scalar(buf, pos, stop, key, at)
+            continue
+        size = buf[pos] if pos < stop else 0x80
+        if size < 0x80:
+            pos += 1
+            end = pos + size
+            if end > stop:
+                raise overrun(size, stop - pos, at)
         else:
-            try:
-                if key == 0x0A:
-                    nodes.append(read_node(ctx, a, b, inner, at))
-                elif key == 0x2A:
-                    tensor = read_tensor(ctx, a, b, inner)
-                    tensor.offset = at
-                    initializers.append(tensor)
-                elif key == 0x5A:
-                    inputs.append(read_value_info(ctx, a, b, inner, at))
-                elif key == 0x62:
-                    outputs.append(read_value_info(ctx, a, b, inner, at))
-                elif key == 0x6A:
-                    value_info.append(read_value_info(ctx, a, b, inner, at))
-                elif key == 0x7A:
-                    sparse_tensor = read_sparse_tensor(ctx, a, b, inner)
-                    sparse_tensor.offset = at
-                    sparse.append(sparse_tensor)
-            except ReadFailure as failure:
-                segment = _graph_segment(key, nodes, initializers, sparse, inputs, outputs, value_info)
-                raise failure.within(segment, at) from None
+            pos, end = read_length(buf, pos, stop, at)
+        try:
+            if key == 0x0A:
+                nodes.append(read_node(ctx, pos, end, inner, at))
+            elif key == 0x6A:
+                value_info.append(read_value_info(ctx, pos, end, inner, at))
+            elif key == 0x2A:
+                tensor = read_tensor(ctx, pos, end, inner)
+                tensor.offset = at
+                initializers.append(tensor)
+            elif key == 0x5A:
+                inputs.append(read_value_info(ctx, pos, end, inner, at))
+            elif key == 0x62:
+                outputs.append(read_value_info(ctx, pos, end, inner, at))
+            elif key == 0x7A:
+                sparse_tensor = read_sparse_tensor(ctx, pos, end, inner)
+                sparse_tensor.offset = at
+                sparse.append(sparse_tensor)
+            elif key == 0x12:
+                name = read_string(buf, pos, end, at, "name")
+            elif key == 0x52:
+                doc_string = read_string(buf, pos, end, at, "doc_string")
+        except ReadFailure as failure:
+            if key not in lists:
+                raise  # a string field of this graph: already named
+            raise failure.within(f"{_GRAPH_LISTS[key]}[{len(lists[key])}]", at) from None
+        pos = end
     return Graph(name, doc_string, nodes, initializers, sparse, inputs, outputs, value_info, offset)
 
 
-def _graph_segment(key: int, *lists: Sequence[object]) -> str:
-    nodes, initializers, sparse, inputs, outputs, value_info = lists
-    named = {0x0A: ("node", nodes), 0x2A: ("initializer", initializers), 0x7A: ("sparse_initializer", sparse),
-             0x5A: ("input", inputs), 0x62: ("output", outputs), 0x6A: ("value_info", value_info)}  # fmt: skip
-    label, items = named[key]
-    return f"{label}[{len(items)}]"
+_GRAPH_LISTS = {0x0A: "node", 0x6A: "value_info", 0x2A: "initializer", 0x5A: "input", 0x62: "output", 0x7A: "sparse_initializer"}
+_NODE_STRING_LABELS = {0x1A: "name", 0x22: "op_type", 0x3A: "domain", 0x42: "overload", 0x32: "doc_string"}
 
 
 def read_node(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) -> Node:
-    """Read a NodeProto at buf[start:stop] (`offset`: the key holding it)."""
-    check_nesting(ctx, depth)
+    """Read a NodeProto at buf[start:stop] (`offset`: the key holding it).
+
+    The hot loop of node-heavy models: fields and strings are read inline;
+    invalid UTF-8 is placed by the handler at the end.
+    """
+    if depth > ctx.max_nesting:
+        raise too_deep(ctx)
     buf = ctx.buf
     inputs: list[str] = []
     outputs: list[str] = []
     name = op_type = domain = overload = doc_string = ""
     attributes: list[Attribute] = []
-    for key, at, a, b, _ in iter_fields(buf, start, stop):
+    pos = start
+    key = at = 0
+    try:
+        while pos < stop:
+            at = pos
+            key = buf[pos]
+            pos += 1
+            if key >= 0x80:
+                key, pos = read_key(buf, at, stop)
+            if key & 7 != 2 or key < 8:
+                pos = skip_scalar(buf, pos, stop, key, at)
+                continue
+            size = buf[pos] if pos < stop else 0x80
+            if size < 0x80:
+                pos += 1
+                end = pos + size
+                if end > stop:
+                    raise overrun(size, stop - pos, at)
+            else:
+                pos, end = read_length(buf, pos, stop, at)
+            if key == 0x0A:
+                inputs.append(str(buf[pos:end], "utf-8"))
+            elif key == 0x12:
+                outputs.append(str(buf[pos:end], "utf-8"))
+            elif key == 0x1A:
+                name = str(buf[pos:end], "utf-8")
+            elif key == 0x22:
+                op_type = str(buf[pos:end], "utf-8")
+            elif key == 0x2A:
+                try:
+                    attributes.append(read_attribute(ctx, pos, end, depth + 1, at, read_graph))
+                except ReadFailure as failure:
+                    raise failure.within(f"attribute[{len(attributes)}]", at) from None
+            elif key == 0x3A:
+                domain = str(buf[pos:end], "utf-8")
+            elif key == 0x42:
+                overload = str(buf[pos:end], "utf-8")
+            elif key == 0x32:
+                doc_string = str(buf[pos:end], "utf-8")
+            pos = end
+    except UnicodeDecodeError as error:
         if key == 0x0A:
-            inputs.append(read_string(buf, a, b, at, "input", len(inputs)))
+            label = f"input[{len(inputs)}]"
         elif key == 0x12:
-            outputs.append(read_string(buf, a, b, at, "output", len(outputs)))
-        elif key == 0x22:
-            op_type = read_string(buf, a, b, at, "op_type")
-        elif key == 0x1A:
-            name = read_string(buf, a, b, at, "name")
-        elif key == 0x2A:
-            try:
-                attributes.append(read_attribute(ctx, a, b, depth + 1, at, read_graph))
-            except ReadFailure as failure:
-                raise failure.within(f"attribute[{len(attributes)}]", at) from None
-        elif key == 0x3A:
-            domain = read_string(buf, a, b, at, "domain")
-        elif key == 0x42:
-            overload = read_string(buf, a, b, at, "overload")
-        elif key == 0x32:
-            doc_string = read_string(buf, a, b, at, "doc_string")
+            label = f"output[{len(outputs)}]"
+        else:
+            label = _NODE_STRING_LABELS[key]
+        raise invalid_utf8(error, at, label) from None
     return Node(inputs, outputs, name, op_type, domain, overload, attributes, doc_string, offset)
 
 

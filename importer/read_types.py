@@ -21,26 +21,67 @@ from importer.messages import (
     TypeProto,
     ValueInfo,
 )
-from importer.read_context import ReadContext, check_nesting
-from importer.wire import as_int32, as_int64, iter_fields, read_string
+from importer.read_context import ReadContext, check_nesting, too_deep
+from importer.wire import as_int32, as_int64, invalid_utf8, iter_fields, overrun, read_key, read_length, read_string, skip_scalar
+
+_VALUE_INFO_LABELS = {0x0A: "name", 0x1A: "doc_string"}
+_CACHED_TYPE_BYTES = 256
+_NO_TYPE = object()
 
 
 def read_value_info(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) -> ValueInfo:
-    check_nesting(ctx, depth)
+    """Read a ValueInfoProto (a hot path: inlined, its type memoized)."""
+    if depth > ctx.max_nesting:
+        raise too_deep(ctx)
     buf = ctx.buf
     name = doc_string = ""
     value_type: TypeProto | None = None
-    for key, at, a, b, _ in iter_fields(buf, start, stop):
-        if key == 0x0A:
-            name = read_string(buf, a, b, at, "name")
-        elif key == 0x12:
-            try:
-                value_type = read_type(ctx, a, b, depth + 1)
-            except ReadFailure as failure:
-                raise failure.within("type", at) from None
-        elif key == 0x1A:
-            doc_string = read_string(buf, a, b, at, "doc_string")
+    pos = start
+    key = at = 0
+    try:
+        while pos < stop:
+            at = pos
+            key = buf[pos]
+            pos += 1
+            if key >= 0x80:
+                key, pos = read_key(buf, at, stop)
+            if key & 7 != 2 or key < 8:
+                pos = skip_scalar(buf, pos, stop, key, at)
+                continue
+            size = buf[pos] if pos < stop else 0x80
+            if size < 0x80:
+                pos += 1
+                end = pos + size
+                if end > stop:
+                    raise overrun(size, stop - pos, at)
+            else:
+                pos, end = read_length(buf, pos, stop, at)
+            if key == 0x0A:
+                name = str(buf[pos:end], "utf-8")
+            elif key == 0x12:
+                try:
+                    value_type = read_type_memoized(ctx, pos, end, depth + 1)
+                except ReadFailure as failure:
+                    raise failure.within("type", at) from None
+            elif key == 0x1A:
+                doc_string = str(buf[pos:end], "utf-8")
+            pos = end
+    except UnicodeDecodeError as error:
+        raise invalid_utf8(error, at, _VALUE_INFO_LABELS[key]) from None
     return ValueInfo(name, value_type, doc_string, offset)
+
+
+def read_type_memoized(ctx: ReadContext, start: int, stop: int, depth: int) -> TypeProto | None:
+    """`read_type`, reusing the result for the same bytes at the same depth."""
+    if stop - start > _CACHED_TYPE_BYTES:
+        return read_type(ctx, start, stop, depth)
+    cache_key = (bytes(ctx.buf[start:stop]), depth)
+    cached = ctx.type_cache.get(cache_key)
+    if cached is None:
+        parsed = read_type(ctx, start, stop, depth)
+        ctx.type_cache[cache_key] = _NO_TYPE if parsed is None else parsed
+        return parsed
+    return None if cached is _NO_TYPE else cached  # type: ignore[return-value]
 
 
 _MEMBER_NAMES = {

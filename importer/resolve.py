@@ -56,6 +56,10 @@ class GraphResolver:
     def __init__(self, buf: memoryview, opsets: dict[str, int]) -> None:
         self.buf = buf
         self.opsets = opsets
+        # the version for each domain as nodes may spell it ("" and "ai.onnx" alike)
+        self.domain_versions = dict(opsets)
+        if DEFAULT_DOMAIN in opsets:
+            self.domain_versions["ai.onnx"] = opsets[DEFAULT_DOMAIN]
 
     def resolve_model(self, model: Model) -> ResolvedGraph:
         assert model.graph is not None
@@ -64,7 +68,7 @@ class GraphResolver:
     def resolve(self, proto: Graph, path: str, parent: ResolvedGraph | None) -> ResolvedGraph:
         graph = ResolvedGraph(proto, "ModelProto." + path, parent)
         self._define_values(graph, proto, path)
-        reads = self._resolve_nodes(graph, proto, path)
+        reads, in_order = self._resolve_nodes(graph, proto, path)
         for index, info in enumerate(proto.output):
             value = self._lookup(graph, info.name) if info.name else None
             if value is None:
@@ -73,7 +77,8 @@ class GraphResolver:
                 value.type = info.type
             graph.outputs.append(value)
         self._assign_types(graph, proto)
-        self._order_nodes(graph, reads, path)
+        if not in_order:
+            self._order_nodes(graph, reads, path)
         for node in graph.nodes:
             for value in reads[node.index]:
                 if value.graph is graph:
@@ -138,47 +143,63 @@ class GraphResolver:
 
     # --- nodes
 
-    def _resolve_nodes(self, graph: ResolvedGraph, proto: Graph, path: str) -> list[list[Value]]:
-        """Resolve every node in file order; return what each node reads."""
+    def _resolve_nodes(self, graph: ResolvedGraph, proto: Graph, path: str) -> tuple[list[list[Value]], bool]:
+        """Resolve every node in file order; return what each node reads, and
+        whether the file order is topological (every value read is produced
+        by an earlier node)."""
         reads: list[list[Value]] = []
+        values = graph.values
+        versions = self.domain_versions
+        in_order = True
         for index, node in enumerate(proto.node):
-            domain = normalize_domain(node.domain)
-            version = self.opsets.get(domain)
+            version = versions.get(node.domain)
             if version is None:
                 raise self._node_error(
                     f"node {_describe(node, index)} uses domain {quote(node.domain)}, which the model does not import",
                     node, path, index, _NODE_DOMAIN_KEY, "domain", -1,
                 )  # fmt: skip
             resolved = ResolvedNode(node, index, graph, version)
+            node_inputs = resolved.inputs
             node_reads: list[Value] = []
             for input_index, name in enumerate(node.input):
                 if not name:
-                    resolved.inputs.append(None)
+                    node_inputs.append(None)
                     continue
-                value = self._lookup(graph, name)
+                value = values.get(name) or self._lookup(graph, name)
                 if value is None:
                     raise self._node_error(
                         f"node {_describe(node, index)} reads {quote(name)}, which is not defined",
                         node, path, index, _NODE_INPUT_KEY, "input", input_index,
                     )  # fmt: skip
-                resolved.inputs.append(value)
+                node_inputs.append(value)
                 if value not in node_reads:
                     node_reads.append(value)
+            if node.attribute:
+                self._resolve_subgraphs(graph, resolved, node, path, node_reads)
+            for value in node_reads:
+                if value.producer is None and value.kind == NODE_OUTPUT and value.graph is graph:
+                    in_order = False  # produced by a later node (or by this one: a cycle)
+            node_outputs = resolved.outputs
             for name in node.output:
-                resolved.outputs.append(graph.values[name] if name else None)
                 if name:
-                    graph.values[name].producer = resolved
-            for attr_index, attribute in enumerate(node.attribute):
-                for sub_path, subgraph in _subgraphs_of(attribute.type, attribute.value):
-                    full = f"{path}.node[{index}].attribute[{attr_index}].{sub_path}"
-                    resolved_sub = self.resolve(subgraph, full, graph)
-                    resolved.subgraphs.append((attribute.name, resolved_sub))
-                    for captured in resolved_sub.captures:
-                        if captured not in node_reads:
-                            node_reads.append(captured)
+                    value = values[name]
+                    value.producer = resolved
+                    node_outputs.append(value)
+                else:
+                    node_outputs.append(None)
             graph.nodes.append(resolved)
             reads.append(node_reads)
-        return reads
+        return reads, in_order
+
+    def _resolve_subgraphs(self, graph: ResolvedGraph, resolved: ResolvedNode, node: Node, path: str, node_reads: list[Value]) -> None:
+        for attr_index, attribute in enumerate(node.attribute):
+            for sub_path, subgraph in _subgraphs_of(attribute.type, attribute.value):
+                full = f"{path}.node[{resolved.index}].attribute[{attr_index}].{sub_path}"
+                resolved_sub = self.resolve(subgraph, full, graph)
+                resolved.subgraphs.append((attribute.name, resolved_sub))
+                for captured in resolved_sub.captures:
+                    if captured not in node_reads:
+                        node_reads.append(captured)
 
     def _node_error(self, message: str, node: Node, path: str, index: int, key: int, field: str, field_index: int) -> ReadFailure:
         offset = find_field(self.buf, node.offset, key, max(field_index, 0))
@@ -205,22 +226,16 @@ class GraphResolver:
     # --- order
 
     def _order_nodes(self, graph: ResolvedGraph, reads: list[list[Value]], path: str) -> None:
-        """Keep file order when it is topological; else sort (smallest index first)."""
+        """Sort nodes that are not in topological order: repeatedly take the
+        ready node with the smallest file index (Kahn's algorithm, min-heap)."""
         nodes = graph.nodes
-        producers: list[list[int]] = []
-        in_order = True
-        for node in nodes:
-            before = sorted({v.producer.index for v in reads[node.index] if v.graph is graph and v.producer is not None})
-            producers.append(before)
-            if before and before[-1] >= node.index:
-                in_order = False
-        if in_order:
-            return
-        waiting = [len(before) for before in producers]
+        waiting = [0] * len(nodes)
         dependents: list[list[int]] = [[] for _ in nodes]
-        for index, before in enumerate(producers):
-            for producer in before:
-                dependents[producer].append(index)
+        for node in nodes:
+            producers = {v.producer.index for v in reads[node.index] if v.producer is not None and v.graph is graph}
+            waiting[node.index] = len(producers)
+            for producer in producers:
+                dependents[producer].append(node.index)
         ready = [index for index, count in enumerate(waiting) if count == 0]
         heapq.heapify(ready)
         order: list[int] = []

@@ -18,7 +18,7 @@ from typing import TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from importer.errors import malformed
+from importer.errors import ReadFailure, malformed
 
 Buffer: TypeAlias = memoryview
 
@@ -63,8 +63,50 @@ def as_int32(value: int) -> int:
     return value - _TWO_32 if value >> 31 else value
 
 
+def read_key(buf: Buffer, key_offset: int, end: int) -> tuple[int, int]:
+    """Slow path of a key (2 bytes or more): at most 32 bits."""
+    key, pos = read_varint(buf, key_offset, end)
+    if key > 0xFFFFFFFF:
+        raise malformed("field key longer than 32 bits", key_offset)
+    return key, pos
+
+
+def read_length(buf: Buffer, pos: int, end: int, key_offset: int) -> tuple[int, int]:
+    """Slow path of a length prefix: return the payload's (start, stop), checked."""
+    length, pos = read_varint(buf, pos, end)
+    if length > end - pos:
+        raise overrun(length, end - pos, key_offset)
+    return pos, pos + length
+
+
+def overrun(length: int, remaining: int, key_offset: int) -> ReadFailure:
+    return malformed(f"length {length} exceeds the {remaining} bytes remaining", key_offset)
+
+
+def field_zero(key_offset: int) -> ReadFailure:
+    return malformed("field number 0", key_offset)
+
+
+def skip_scalar(buf: Buffer, pos: int, end: int, key: int, key_offset: int) -> int:
+    """Skip the value of a key whose wire type is not LEN; refuse the wire
+    types that are not allowed and field 0. Return the position after it."""
+    wire = key & 7
+    if key < 8:
+        raise field_zero(key_offset)
+    if wire == WIRE_VARINT:
+        return read_varint(buf, pos, end)[1]
+    if wire == WIRE_FIXED32 or wire == WIRE_FIXED64:
+        width = 4 if wire == WIRE_FIXED32 else 8
+        if width > end - pos:
+            raise malformed(f"{width}-byte value cut off by the end of the data", key_offset)
+        return pos + width
+    kind = "group" if wire in (3, 4) else "unknown"
+    raise malformed(f"wire type {wire} ({kind}) is not allowed", key_offset)
+
+
 def iter_fields(buf: Buffer, pos: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
-    """Walk the fields of one message occupying buf[pos:end].
+    """Walk the fields of one message occupying buf[pos:end] (for messages
+    off the hot path; the hot readers inline the same steps).
 
     Yields (key, key_offset, start, stop, value): for a varint, buf[start:stop]
     are its bytes and `value` its 64-bit value; for the other wire types
@@ -75,42 +117,33 @@ def iter_fields(buf: Buffer, pos: int, end: int) -> Iterator[tuple[int, int, int
     while pos < end:
         key_offset = pos
         key = buf[pos]
-        if key < 0x80:
-            pos += 1
-        else:
-            key, pos = read_varint(buf, pos, end)
-            if key > 0xFFFFFFFF:
-                raise malformed("field key longer than 32 bits", key_offset)
-        if key < 8:
-            raise malformed("field number 0", key_offset)
+        pos += 1
+        if key >= 0x80:
+            key, pos = read_key(buf, key_offset, end)
         wire = key & 7
-        if wire == WIRE_LEN:
-            if pos < end and buf[pos] < 0x80:
-                length = buf[pos]
+        if wire == WIRE_LEN and key > 7:
+            size = buf[pos] if pos < end else 0x80
+            if size < 0x80:
                 pos += 1
+                if size > end - pos:
+                    raise overrun(size, end - pos, key_offset)
+                stop = pos + size
             else:
-                length, pos = read_varint(buf, pos, end)
-            if length > end - pos:
-                raise malformed(f"length {length} exceeds the {end - pos} bytes remaining", key_offset)
-            yield key, key_offset, pos, pos + length, 0
-            pos += length
-        elif wire == WIRE_VARINT:
+                pos, stop = read_length(buf, pos, end, key_offset)
+            yield key, key_offset, pos, stop, 0
+            pos = stop
+        elif wire == WIRE_VARINT and key > 7:
             start = pos
-            if pos < end and buf[pos] < 0x80:
-                value = buf[pos]
+            value = buf[pos] if pos < end else 0x80
+            if value < 0x80:
                 pos += 1
             else:
                 value, pos = read_varint(buf, pos, end)
             yield key, key_offset, start, pos, value
-        elif wire == WIRE_FIXED32 or wire == WIRE_FIXED64:
-            width = 4 if wire == WIRE_FIXED32 else 8
-            if width > end - pos:
-                raise malformed(f"{width}-byte value cut off by the end of the data", key_offset)
-            yield key, key_offset, pos, pos + width, 0
-            pos += width
         else:
-            kind = "group" if wire in (3, 4) else "unknown"
-            raise malformed(f"wire type {wire} ({kind}) is not allowed", key_offset)
+            start = pos
+            pos = skip_scalar(buf, pos, end, key, key_offset)
+            yield key, key_offset, start, pos, 0
 
 
 def read_string(buf: Buffer, start: int, stop: int, key_offset: int, label: str, index: int = -1) -> str:
@@ -123,8 +156,11 @@ def read_string(buf: Buffer, start: int, stop: int, key_offset: int, label: str,
     try:
         return str(buf[start:stop], "utf-8")
     except UnicodeDecodeError as error:
-        segment = label if index < 0 else f"{label}[{index}]"
-        raise malformed(f"string is not valid UTF-8 (byte {error.start} of it)", key_offset, segment) from None
+        raise invalid_utf8(error, key_offset, label if index < 0 else f"{label}[{index}]") from None
+
+
+def invalid_utf8(error: UnicodeDecodeError, key_offset: int, segment: str) -> ReadFailure:
+    return malformed(f"string is not valid UTF-8 (byte {error.start} of it)", key_offset, segment)
 
 
 def varints_to_list(buf: Buffer, start: int, stop: int) -> list[int]:

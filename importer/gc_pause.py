@@ -1,0 +1,26 @@
+"""Pausing Python's cyclic garbage collector while a model is imported.
+
+Owns `gc_paused`. Importing creates hundreds of thousands of small container
+objects and no garbage; left on, the collector walks them again and again
+(more than half the import time of a 200,000-node model). It is switched off
+for the duration of one import and restored to its previous state after, so a
+caller that disabled it keeps it disabled. The pause is process-wide: another
+thread allocating meanwhile is not collected until the import ends.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
