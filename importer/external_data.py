@@ -95,10 +95,13 @@ class ExternalDataBinder:
         return owner
 
 
-def external_tensors(model: Model) -> Iterator[tuple[str, Tensor]]:
-    """Every tensor of the model whose values are external, with its path."""
+def path_of_tensor(model: Model, wanted: Tensor) -> str:
+    """The field path of an external tensor (walks the model: for errors only)."""
     if model.graph is not None:
-        yield from _graph_tensors(model.graph, "graph")
+        for path, tensor in _graph_tensors(model.graph, "graph"):
+            if tensor is wanted:
+                return path
+    return "graph"  # a tensor in a field the attribute's type does not use
 
 
 def _graph_tensors(graph: Graph, path: str) -> Iterator[tuple[str, Tensor]]:

@@ -6,6 +6,13 @@ objects and no garbage; left on, the collector walks them again and again
 for the duration of one import and restored to its previous state after, so a
 caller that disabled it keeps it disabled. The pause is process-wide: another
 thread allocating meanwhile is not collected until the import ends.
+
+Re-enabling alone would make the next young collection scan every object the
+import created (0.3 s for 200,000 nodes). Instead, `gc.freeze()` followed by
+`gc.unfreeze()` moves them straight into the oldest generation, where they
+wait for the next full collection like any long-lived object. That trick
+would also unfreeze objects a host application froze itself, so it is skipped
+when the permanent generation is not empty.
 """
 
 from __future__ import annotations
@@ -22,5 +29,8 @@ def gc_paused() -> Iterator[None]:
     try:
         yield
     finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
         if was_enabled:
             gc.enable()

@@ -137,9 +137,7 @@ class OnnxModel:
 
     __slots__ = ("proto", "graph", "opsets", "input_name", "owners")
 
-    def __init__(
-        self, proto: Model, graph: ResolvedGraph, opsets: dict[str, int], input_name: str, owners: list[DataOwner]
-    ) -> None:
+    def __init__(self, proto: Model, graph: ResolvedGraph, opsets: dict[str, int], input_name: str, owners: list[DataOwner]) -> None:
         self.proto = proto
         self.graph = graph
         self.opsets = opsets

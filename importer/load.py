@@ -12,7 +12,7 @@ import os
 
 from importer.data_owner import DataOwner
 from importer.errors import ErrorKind, ModelImportError, ReadFailure
-from importer.external_data import ExternalDataBinder, external_tensors
+from importer.external_data import ExternalDataBinder, path_of_tensor
 from importer.gc_pause import gc_paused
 from importer.graph import OnnxModel
 from importer.limits import MAX_PROTOBUF_BYTES, Limits
@@ -90,11 +90,11 @@ def _read_bind_resolve(owner: DataOwner, name: str, directory: str | None, limit
         model = read_model(ctx)
         binder = ExternalDataBinder(directory, limits)
         try:
-            for path, tensor in external_tensors(model):
+            for tensor in ctx.external_tensors:
                 try:
                     binder.bind(tensor)
                 except ReadFailure as failure:
-                    raise failure.within(path, tensor.offset) from None
+                    raise failure.within(path_of_tensor(model, tensor), tensor.offset) from None
         finally:
             owners.extend(binder.owners.values())
         opsets = collect_opsets(model.opset_import)

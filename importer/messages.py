@@ -118,7 +118,6 @@ class Attribute:
     value: AttributeValue
     ref_attr_name: str
     doc_string: str
-    offset: int
 
     @property
     def float_value(self) -> float:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from importer.data_owner import DataOwner
 from importer.errors import ReadFailure, malformed
 from importer.limits import Limits
+from importer.tensor import Tensor
 
 
 @dataclass(slots=True)
@@ -20,6 +21,10 @@ class ReadContext:
     max_nesting: int = 0
     # TypeProto bytes and depth -> the parsed type (types repeat across value_info)
     type_cache: dict[tuple[bytes, int], object] = field(default_factory=dict)
+    # AttributeProto bytes and depth -> the attribute, for attributes holding no message
+    attribute_cache: dict[tuple[bytes, int], object] = field(default_factory=dict)
+    # every tensor read whose values are external, for the external data binder
+    external_tensors: list[Tensor] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.max_nesting = self.limits.max_nesting

@@ -206,7 +206,7 @@ def read_node(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) 
                 op_type = str(buf[pos:end], "utf-8")
             elif key == 0x2A:
                 try:
-                    attributes.append(read_attribute(ctx, pos, end, depth + 1, at, read_graph))
+                    attributes.append(read_attribute(ctx, pos, end, depth + 1, read_graph))
                 except ReadFailure as failure:
                     raise failure.within(f"attribute[{len(attributes)}]", at) from None
             elif key == 0x3A:
@@ -263,7 +263,7 @@ def read_function(ctx: ReadContext, start: int, stop: int, depth: int, offset: i
             domain = read_string(buf, a, b, at, "domain")
         elif key == 0x5A:
             try:
-                attributes.append(read_attribute(ctx, a, b, depth + 1, at, read_graph))
+                attributes.append(read_attribute(ctx, a, b, depth + 1, read_graph))
             except ReadFailure as failure:
                 raise failure.within(f"attribute_proto[{len(attributes)}]", at) from None
         elif key == 0x6A:

@@ -153,6 +153,7 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
         _refuse_mixing(raw, typed_present, "external data")
         tensor.source = FROM_EXTERNAL
         tensor.external_data = _external_entries(external)
+        ctx.external_tensors.append(tensor)
         return tensor
     if location != DATA_LOCATION_DEFAULT:
         raise invalid(f"unknown data_location {location}", location_offset, "data_location")

@@ -69,9 +69,7 @@ def summarize(model: OnnxModel) -> Json:
     graph = model.graph
     proto = model.proto
     subgraphs = list(graph.subgraphs())
-    op_types = Counter(
-        f"{node.domain}::{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type for node in graph.nodes
-    )
+    op_types = Counter(f"{node.domain}::{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type for node in graph.nodes)
     initializers = [describe_tensor(t) for t in proto.graph.initializer] if proto.graph else []
     sparse: list[SparseTensor] = proto.graph.sparse_initializer if proto.graph else []
     return {
