@@ -98,7 +98,7 @@ class ResolvedGraph:
         "outputs",
         "nodes",
         "nodes_were_reordered",
-        "captures",
+        "_captures",
     )
 
     def __init__(self, proto: Graph, path: str, parent: ResolvedGraph | None) -> None:
@@ -110,7 +110,15 @@ class ResolvedGraph:
         self.outputs: list[Value] = []
         self.nodes: list[ResolvedNode] = []
         self.nodes_were_reordered = False
-        self.captures: list[Value] = []
+        self._captures: dict[Value, None] = {}  # an ordered set, by identity
+
+    @property
+    def captures(self) -> list[Value]:
+        return list(self._captures)
+
+    def capture(self, value: Value) -> None:
+        """Record that this graph (or a subgraph of it) reads outer `value`."""
+        self._captures[value] = None
 
     @property
     def name(self) -> str:

@@ -134,8 +134,7 @@ class GraphResolver:
             value = scope.values.get(name)
             if value is not None:
                 for inner in crossed:
-                    if value not in inner.captures:
-                        inner.captures.append(value)
+                    inner.capture(value)
                 return value
             crossed.append(scope)
             scope = scope.parent
@@ -160,7 +159,7 @@ class GraphResolver:
                 )  # fmt: skip
             resolved = ResolvedNode(node, index, graph, version)
             node_inputs = resolved.inputs
-            node_reads: list[Value] = []
+            node_reads: dict[Value, None] = {}  # an ordered set (by identity): linear even for 100,000 inputs
             for input_index, name in enumerate(node.input):
                 if not name:
                     node_inputs.append(None)
@@ -172,8 +171,7 @@ class GraphResolver:
                         node, path, index, _NODE_INPUT_KEY, "input", input_index,
                     )  # fmt: skip
                 node_inputs.append(value)
-                if value not in node_reads:
-                    node_reads.append(value)
+                node_reads[value] = None
             if node.attribute:
                 self._resolve_subgraphs(graph, resolved, node, path, node_reads)
             for value in node_reads:
@@ -188,18 +186,19 @@ class GraphResolver:
                 else:
                     node_outputs.append(None)
             graph.nodes.append(resolved)
-            reads.append(node_reads)
+            reads.append(list(node_reads))
         return reads, in_order
 
-    def _resolve_subgraphs(self, graph: ResolvedGraph, resolved: ResolvedNode, node: Node, path: str, node_reads: list[Value]) -> None:
+    def _resolve_subgraphs(
+        self, graph: ResolvedGraph, resolved: ResolvedNode, node: Node, path: str, node_reads: dict[Value, None]
+    ) -> None:
         for attr_index, attribute in enumerate(node.attribute):
             for sub_path, subgraph in _subgraphs_of(attribute.type, attribute.value):
                 full = f"{path}.node[{resolved.index}].attribute[{attr_index}].{sub_path}"
                 resolved_sub = self.resolve(subgraph, full, graph)
                 resolved.subgraphs.append((attribute.name, resolved_sub))
                 for captured in resolved_sub.captures:
-                    if captured not in node_reads:
-                        node_reads.append(captured)
+                    node_reads[captured] = None
 
     def _node_error(self, message: str, node: Node, path: str, index: int, key: int, field: str, field_index: int) -> ReadFailure:
         offset = find_field(self.buf, node.offset, key, max(field_index, 0))
