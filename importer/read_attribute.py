@@ -14,7 +14,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from importer.errors import ReadFailure, invalid, malformed, unsupported
+from importer.errors import ReadFailure, invalid, malformed, quote, unsupported
 from importer.messages import Attribute, AttributeType
 from importer.read_context import ReadContext, check_nesting
 from importer.read_tensor import read_sparse_tensor, read_tensor
@@ -188,7 +188,7 @@ def _typed_attribute(
     if attr_type in _REQUIRED_SINGULAR:
         field_key = _REQUIRED_SINGULAR[attr_type]
         if field_key not in singular:
-            raise invalid(f"attribute {name!r} of type {attr_type.name} has no {_FIELD_NAMES[attr_type]} field", None)
+            raise invalid(f"attribute {quote(name)} of type {attr_type.name} has no {_FIELD_NAMES[attr_type]} field", None)
         value = singular[field_key]
     elif attr_type == T.FLOAT:
         value = singular.get(_F, 0)
@@ -208,4 +208,4 @@ def _infer_type(singular: dict[int, object], plural: dict[AttributeType, list[ob
     for attr_type in _PLURAL_ORDER:
         if plural.get(attr_type):
             return attr_type
-    raise invalid(f"attribute {name[:80]!r} has neither a type nor a value", None)
+    raise invalid(f"attribute {quote(name)} has neither a type nor a value", None)

@@ -67,7 +67,7 @@ def element_count(dims: list[int], dim_offsets: list[int]) -> int:
     for dim in dims:
         count *= dim
         if count > MAX_ELEMENT_COUNT:
-            raise invalid(f"element count exceeds 2^60 (dims {_clip_dims(dims)})", None, "dims")
+            raise invalid(f"element count exceeds 2^60 (dims {_clip_dims(dims)})", dim_offsets[0], "dims")
     return count
 
 
@@ -77,8 +77,10 @@ def _clip_dims(dims: list[int]) -> str:
 
 
 def check_data_type(code: int, offset: int | None) -> DataType:
+    if code == 0 and offset is None:
+        raise invalid("tensor has no data_type", None)
     if code == 0:
-        raise invalid("data_type is 0 (UNDEFINED) or absent", offset, "data_type")
+        raise invalid("data_type is 0 (UNDEFINED)", offset, "data_type")
     if not 1 <= code <= MAX_DATA_TYPE:
         raise unsupported(f"unknown data_type {code}", offset, "data_type")
     return DataType(code)
@@ -136,7 +138,7 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     bits = bits_per_element(data_type)
     byte_length = (count * bits + 7) // 8
     if byte_length > MAX_TENSOR_BYTES:
-        raise unsupported(f"tensor needs {byte_length} bytes, more than 2^31-1", None, "dims")
+        raise unsupported(f"tensor needs {byte_length} bytes, more than 2^31-1", dim_offsets[0], "dims")
     typed_present = {field: ranges for field, ranges in typed.items() if any(a < b for _, a, b in ranges)}
     if strings:
         typed_present[STRING_DATA] = [(strings_offset or 0, 0, 0)]
@@ -187,7 +189,7 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     ranges = typed_present[expected_field]
     field_name = TYPED_FIELD_NAMES[expected_field]
     if expected_field in FIXED_WIDTH:
-        data = fixed_width_bytes(buf, ranges, FIXED_WIDTH[expected_field])
+        data = fixed_width_bytes(buf, ranges, FIXED_WIDTH[expected_field], field_name)
     else:
         data = convert_varints(varint_values(buf, ranges), expected_field, data_type)
     if len(data) != byte_length:
@@ -233,6 +235,7 @@ def read_sparse_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> S
     values: Tensor | None = None
     indices: Tensor | None = None
     dims: list[int] = []
+    dim_offsets: list[int] = []
     for key, at, a, b, value in iter_fields(ctx.buf, start, stop):
         if key == 0x0A:
             try:
@@ -247,12 +250,14 @@ def read_sparse_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> S
                 raise failure.within("indices", at) from None
             indices.offset = at
         elif key == 0x18 or key == 0x1A:
+            before = len(dims)
             read_int64s(ctx, key, a, b, value, dims)
+            dim_offsets.extend([at] * (len(dims) - before))
     if values is None:
         raise invalid("sparse tensor has no values", None, None)
     if indices is None:
         raise invalid("sparse tensor has no indices", None, None)
     for index, dim in enumerate(dims):
         if dim < 0:
-            raise invalid(f"dimension {dim} is negative", None, f"dims[{index}]")
+            raise invalid(f"dimension {dim} is negative", dim_offsets[index], f"dims[{index}]")
     return SparseTensor(values, indices, tuple(dims))

@@ -230,8 +230,10 @@ class GraphResolver:
         nodes = graph.nodes
         waiting = [0] * len(nodes)
         dependents: list[list[int]] = [[] for _ in nodes]
+        producers_of: list[set[int]] = []
         for node in nodes:
             producers = {v.producer.index for v in reads[node.index] if v.producer is not None and v.graph is graph}
+            producers_of.append(producers)
             waiting[node.index] = len(producers)
             for producer in producers:
                 dependents[producer].append(node.index)
@@ -246,11 +248,27 @@ class GraphResolver:
                 if waiting[dependent] == 0:
                     heapq.heappush(ready, dependent)
         if len(order) < len(nodes):
-            stuck = min(index for index, count in enumerate(waiting) if count > 0)
+            stuck = _node_on_a_cycle(waiting, producers_of)
             stuck_node = nodes[stuck].proto
             raise invalid(f"node {_describe(stuck_node, stuck)} is part of a cycle", stuck_node.offset, f"{path}.node[{stuck}]")
         graph.nodes = [nodes[index] for index in order]
         graph.nodes_were_reordered = True
+
+
+def _node_on_a_cycle(waiting: list[int], producers_of: list[set[int]]) -> int:
+    """The smallest file index on a cycle among the nodes left unsorted.
+
+    Walk from the first unsorted node to an unsorted producer, again and
+    again: the walk must come back to a node it has seen, and the nodes from
+    there on form a cycle (the first unsorted node may only wait on one).
+    """
+    index = min(i for i, count in enumerate(waiting) if count > 0)
+    seen: dict[int, int] = {}
+    while index not in seen:
+        seen[index] = len(seen)
+        index = min(p for p in producers_of[index] if waiting[p] > 0)
+    cycle_start = seen[index]
+    return min(node for node, step in seen.items() if step >= cycle_start)
 
 
 def _subgraphs_of(attr_type: AttributeType, value: object) -> list[tuple[str, Graph]]:

@@ -22,6 +22,7 @@ from importer.element_types import (
     DataType,
     numpy_dtype_for,
 )
+from importer.errors import ErrorKind, ModelImportError, quote
 
 # Where a tensor's values come from.
 FROM_RAW_DATA = "raw_data"
@@ -148,7 +149,19 @@ class Tensor:
         See `importer.element_types.numpy_dtype_for` for the types numpy lacks
         (bfloat16 and float8 as bit patterns; 4-, 2- and 6-bit types unpacked,
         one element per byte). STRING tensors give an object array of bytes.
+        A shape numpy cannot represent (an empty tensor whose other dims
+        multiply past 2^63) raises ModelImportError (Unsupported).
         """
+        try:
+            return self._to_numpy()
+        except ValueError as error:
+            raise ModelImportError(
+                ErrorKind.UNSUPPORTED,
+                f"numpy cannot hold tensor {quote(self.name)} of dims {list(self.dims)[:8]}: {str(error)[:100]}",
+                input_name=self.data_file or "",
+            ) from None
+
+    def _to_numpy(self) -> npt.NDArray[np.generic]:
         if self.data_type == DataType.STRING:
             return np.array(self.strings, dtype=object).reshape(self.dims)
         dtype = numpy_dtype_for(self.data_type)

@@ -13,7 +13,7 @@ allocates from a length read off the input. No I/O.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TypeAlias
+from typing import NoReturn, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -181,6 +181,12 @@ def varints_to_list(buf: Buffer, start: int, stop: int) -> list[int]:
 _BULK_THRESHOLD = 64
 
 
+def _refuse_first_bad_varint(buf: Buffer, start: int, stop: int) -> NoReturn:
+    """The bulk checks found a bad varint: let the scalar decoder name the first."""
+    varints_to_list(buf, start, stop)
+    raise AssertionError("the scalar decoder accepted what the bulk decoder refused")
+
+
 def varints_to_array(buf: Buffer, start: int, stop: int) -> npt.NDArray[np.uint64]:
     """Decode a packed run of varints in bulk with numpy (unsigned 64-bit)."""
     if stop - start < _BULK_THRESHOLD:
@@ -188,18 +194,15 @@ def varints_to_array(buf: Buffer, start: int, stop: int) -> npt.NDArray[np.uint6
     data = np.frombuffer(buf[start:stop], dtype=np.uint8)
     last = np.flatnonzero(data < 0x80)
     if last.size == 0 or last[-1] != data.size - 1:
-        cut = 0 if last.size == 0 else int(last[-1]) + 1
-        raise malformed("varint cut off by the end of the data", start + cut)
+        _refuse_first_bad_varint(buf, start, stop)
     first = np.empty_like(last)
     first[0] = 0
     first[1:] = last[:-1] + 1
     lengths = last - first + 1
-    too_long = np.flatnonzero(lengths > MAX_VARINT_BYTES)
-    if too_long.size:
-        raise malformed("varint longer than 10 bytes", start + int(first[too_long[0]]))
-    overflow = np.flatnonzero((lengths == MAX_VARINT_BYTES) & (data[last] > 1))
-    if overflow.size:
-        raise malformed("varint overflows 64 bits", start + int(first[overflow[0]]))
+    if lengths.max() >= MAX_VARINT_BYTES and (
+        (lengths > MAX_VARINT_BYTES).any() or ((lengths == MAX_VARINT_BYTES) & (data[last] > 1)).any()
+    ):
+        _refuse_first_bad_varint(buf, start, stop)
     place = np.arange(data.size, dtype=np.int64) - np.repeat(first, lengths)
     parts = (data & 0x7F).astype(np.uint64) << (place * 7).astype(np.uint64)
     return np.bitwise_or.reduceat(parts, first)

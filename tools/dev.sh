@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pick_python() {
-    for candidate in python3.13 python3.12 python3.11 python3; do
+    for candidate in python3.11 python3.12 python3.13 python3; do
         if command -v "$candidate" >/dev/null 2>&1 &&
             "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
             echo "$candidate"
