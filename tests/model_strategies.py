@@ -166,9 +166,7 @@ def models(draw: st.DrawFn) -> onnx.ModelProto:
     if draw(st.booleans()):
         nodes = draw(st.permutations(nodes))  # out of topological order: must still import
     outputs = [helper.make_value_info(values[-1], draw(type_protos()))]
-    value_info = [
-        helper.make_value_info(name, draw(type_protos())) for name in draw(st.lists(st.sampled_from(values), max_size=3))
-    ]
+    value_info = [helper.make_value_info(name, draw(type_protos())) for name in draw(st.lists(st.sampled_from(values), max_size=3))]
     graph = helper.make_graph(nodes, draw(_NAMES), inputs, outputs, initializer=initializers, value_info=value_info)
     opsets = [helper.make_opsetid("", draw(st.integers(1, 23))), helper.make_opsetid(CUSTOM_DOMAIN, 1)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name=draw(_NAMES))

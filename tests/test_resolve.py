@@ -103,9 +103,7 @@ def test_a_value_defined_twice_is_refused(tmp_path: Path) -> None:
 def test_initializer_listed_as_input_is_the_inputs_default(tmp_path: Path) -> None:
     weight = helper.make_tensor("w", F, [2], [1.0, 2.0])
     extra = helper.make_tensor("k", F, [1], [3.0])
-    path = _save(
-        tmp_path, [helper.make_node("Add", ["x", "w"], ["y"])], ["x", "w"], ["y"], initializer=[weight, extra], ir_version=3
-    )
+    path = _save(tmp_path, [helper.make_node("Add", ["x", "w"], ["y"])], ["x", "w"], ["y"], initializer=[weight, extra], ir_version=3)
     with _load(path) as model:
         values = model.graph.values
         assert values["w"].kind == GRAPH_INPUT
@@ -124,14 +122,10 @@ def test_an_initializer_defined_twice_is_refused(tmp_path: Path) -> None:
 def _if_model(tmp_path: Path, then_reads: str, nested: bool = False) -> Path:
     then_nodes = [helper.make_node("Relu", [then_reads], ["t"])]
     if nested:  # a Loop-free nesting: an If inside the then-branch that reads the outermost value
-        inner = helper.make_graph(
-            [helper.make_node("Neg", ["x"], ["i"])], "inner", [], [helper.make_tensor_value_info("i", F, None)]
-        )
+        inner = helper.make_graph([helper.make_node("Neg", ["x"], ["i"])], "inner", [], [helper.make_tensor_value_info("i", F, None)])
         then_nodes = [helper.make_node("If", ["cond"], ["t"], then_branch=inner, else_branch=inner)]
     then_graph = helper.make_graph(then_nodes, "then", [], [helper.make_tensor_value_info("t", F, None)])
-    else_graph = helper.make_graph(
-        [helper.make_node("Neg", ["a"], ["e"])], "else", [], [helper.make_tensor_value_info("e", F, None)]
-    )
+    else_graph = helper.make_graph([helper.make_node("Neg", ["a"], ["e"])], "else", [], [helper.make_tensor_value_info("e", F, None)])
     nodes = [
         helper.make_node("Relu", ["x"], ["a"]),
         helper.make_node("If", ["cond"], ["y"], then_branch=then_graph, else_branch=else_graph),
