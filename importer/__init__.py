@@ -1,6 +1,6 @@
 """ONNX model importer: reads model files with its own protobuf reader.
 
-Public API: `load_model`, `load_model_bytes`, `load_tensor`,
+Public API: `load_model`, `load_model_bytes`, `load_model_stream`, `load_tensor`,
 `load_tensor_bytes`, the returned `OnnxModel` / `Tensor`, `Limits`, and the one
 exception type `ModelImportError` with its `ErrorKind`. This package does no
 I/O beyond `importer.source` and imports nothing from `service` or `onnx`.
@@ -10,7 +10,7 @@ from importer.element_types import DataType
 from importer.errors import ErrorKind, ModelImportError
 from importer.graph import OnnxModel, ResolvedGraph, ResolvedNode, Value
 from importer.limits import Limits
-from importer.load import load_model, load_model_bytes, load_tensor, load_tensor_bytes
+from importer.load import load_model, load_model_bytes, load_model_stream, load_tensor, load_tensor_bytes
 from importer.tensor import SparseTensor, Tensor
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "Value",
     "load_model",
     "load_model_bytes",
+    "load_model_stream",
     "load_tensor",
     "load_tensor_bytes",
 ]

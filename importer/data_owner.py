@@ -4,6 +4,14 @@ Owns: `DataOwner`, one per underlying buffer (the model file's mapping or
 bytes, the caller's byte array, or one external data file). Views are handed
 out only while the owner is open; after `close()` asking for one raises
 `ModelImportError` (kind Io) instead of touching released memory.
+
+A mapped file that shrinks under its mapping: each new view first checks the
+file's current size (`current_size`, an fstat of the mapping's descriptor)
+and refuses a range that is no longer backed by the file (kind Io). A view
+handed out before the file shrank cannot be protected: touching its missing
+pages raises SIGBUS, which ends the process (Python's faulthandler, when on,
+prints "Bus error" and the traceback). The service reads tensors in worker
+processes and checks size, mtime and inode before serving for that reason.
 """
 
 from __future__ import annotations
@@ -16,13 +24,20 @@ from importer.errors import ErrorKind, ModelImportError
 class DataOwner:
     """A buffer shared by the tensors that view into it."""
 
-    __slots__ = ("name", "_buffer", "_on_close", "_closed")
+    __slots__ = ("name", "_buffer", "_on_close", "_closed", "_current_size")
 
-    def __init__(self, name: str, buffer: memoryview, on_close: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        buffer: memoryview,
+        on_close: Callable[[], None] | None = None,
+        current_size: Callable[[], int] | None = None,
+    ) -> None:
         self.name = name
         self._buffer = buffer
         self._on_close = on_close
         self._closed = False
+        self._current_size = current_size
 
     @property
     def closed(self) -> bool:
@@ -38,6 +53,12 @@ class DataOwner:
             raise ModelImportError(
                 ErrorKind.IO,
                 "the model was closed; its tensor data can no longer be read",
+                input_name=self.name,
+            )
+        if self._current_size is not None and self._current_size() < stop:
+            raise ModelImportError(
+                ErrorKind.IO,
+                f"the file shrank to {self._current_size()} bytes since it was mapped; bytes {start} to {stop} are gone",
                 input_name=self.name,
             )
         return self._buffer[start:stop]

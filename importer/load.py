@@ -9,6 +9,7 @@ every mapping opened so far is released.
 from __future__ import annotations
 
 import os
+from typing import BinaryIO
 
 from importer.data_owner import DataOwner
 from importer.errors import ErrorKind, ModelImportError, ReadFailure
@@ -52,6 +53,19 @@ def load_model_bytes(
     owner = DataOwner(name, _byte_view(data, name))
     directory = os.fspath(external_data_dir) if external_data_dir is not None else None
     return _import_model(owner, name, directory, limits or Limits())
+
+
+def load_model_stream(
+    stream: BinaryIO,
+    *,
+    name: str = "<stream>",
+    external_data_dir: str | os.PathLike[str] | None = None,
+    limits: Limits | None = None,
+) -> OnnxModel:
+    """Import a model read from a binary stream (read whole, at most 2^31-1
+    bytes). External data is only read when `external_data_dir` is given."""
+    data = stream.read(MAX_PROTOBUF_BYTES + 1)
+    return load_model_bytes(data, name=name, external_data_dir=external_data_dir, limits=limits)
 
 
 def load_tensor(path: str | os.PathLike[str], *, limits: Limits | None = None) -> Tensor:

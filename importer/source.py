@@ -93,7 +93,7 @@ def _owner_from(fd: int, size: int, name: str, max_bytes: int) -> DataOwner:
         mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
     except OSError as error:
         raise _refusal(ErrorKind.IO, name, f"cannot be read: {error.strerror}") from None
-    return DataOwner(name, memoryview(mapping), on_close=lambda: _close_mapping(mapping))
+    return DataOwner(name, memoryview(mapping), on_close=lambda: _close_mapping(mapping), current_size=mapping.size)
 
 
 def _read_exactly(fd: int, size: int, name: str) -> bytes:
