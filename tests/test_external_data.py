@@ -22,7 +22,7 @@ import pytest
 from conftest import REPO
 from onnx import TensorProto, helper
 
-from importer import ErrorKind, Limits, ModelImportError, load_model, load_model_bytes, load_model_stream
+from importer import ErrorKind, Limits, ModelImportError, Tensor, load_model, load_model_bytes, load_model_stream
 
 
 def _external(name: str, location: str, dims: list[int], offset: int | None = None) -> TensorProto:
@@ -156,7 +156,7 @@ def test_close_releases_every_mapping(tmp_path: Path) -> None:
     path = _write_model(tmp_path, [_external("a", "big.bin", [600_000])])
     model = load_model(path)
     tensor = model.graph.values["a"].initializer
-    assert tensor is not None
+    assert isinstance(tensor, Tensor)
     np.testing.assert_array_equal(tensor.to_numpy(), big)
     assert str(tmp_path / "big.bin") in _mapped_paths()
     model.close()
@@ -172,7 +172,7 @@ def test_a_file_truncated_under_its_mapping_is_refused_on_the_next_read(tmp_path
     path = _write_model(tmp_path, [_external("a", "big.bin", [600_000])])
     with load_model(path) as model:
         tensor = model.graph.values["a"].initializer
-        assert tensor is not None
+        assert isinstance(tensor, Tensor)
         os.truncate(tmp_path / "big.bin", 1000)
         with pytest.raises(ModelImportError) as refused:
             tensor.to_numpy()
