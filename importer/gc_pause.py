@@ -1,6 +1,7 @@
 """Pausing Python's cyclic garbage collector while a model is imported.
 
-Owns `gc_paused`. Importing creates hundreds of thousands of small container
+Owns `pause_gc` and `resume_gc` (plain calls rather than a context manager:
+they run once per import, and on a tiny model every microsecond shows). Importing creates hundreds of thousands of small container
 objects and no garbage; left on, the collector walks them again and again
 (more than half the import time of a 200,000-node model). It is switched off
 for the duration of one import and restored to its previous state after, so a
@@ -18,19 +19,20 @@ when the permanent generation is not empty.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
+def pause_gc() -> bool:
+    """Stop the collector; return whether it was running (for `resume_gc`)."""
     was_enabled = gc.isenabled()
     gc.disable()
-    try:
-        yield
-    finally:
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        if was_enabled:
-            gc.enable()
+    return was_enabled
+
+
+def resume_gc(was_enabled: bool) -> None:
+    """Move what was allocated meanwhile to the oldest generation, unscanned,
+    and restart the collector if it was running before."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
+    if was_enabled:
+        gc.enable()

@@ -14,7 +14,7 @@ from typing import BinaryIO
 from importer.data_owner import DataOwner
 from importer.errors import ErrorKind, ModelImportError, ReadFailure
 from importer.external_data import ExternalDataBinder, path_of_tensor
-from importer.gc_pause import gc_paused
+from importer.gc_pause import pause_gc, resume_gc
 from importer.graph import OnnxModel
 from importer.limits import MAX_PROTOBUF_BYTES, Limits
 from importer.read_context import ReadContext
@@ -92,8 +92,11 @@ def _byte_view(data: BytesLike, name: str) -> memoryview:
 
 
 def _import_model(owner: DataOwner, name: str, directory: str | None, limits: Limits) -> OnnxModel:
-    with gc_paused():
+    was_collecting = pause_gc()
+    try:
         return _read_bind_resolve(owner, name, directory, limits)
+    finally:
+        resume_gc(was_collecting)
 
 
 def _read_bind_resolve(owner: DataOwner, name: str, directory: str | None, limits: Limits) -> OnnxModel:

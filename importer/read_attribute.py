@@ -40,6 +40,7 @@ _REQUIRED_SINGULAR = {T.TENSOR: _T, T.GRAPH: _G, T.SPARSE_TENSOR: _SPARSE, T.TYP
 _FIELD_NAMES = {T.FLOAT: "f", T.INT: "i", T.STRING: "s", T.TENSOR: "t", T.GRAPH: "g",
                 T.SPARSE_TENSOR: "sparse_tensor", T.TYPE_PROTO: "tp"}  # fmt: skip
 
+_ATTRIBUTE_TYPES = {int(t): t for t in AttributeType}  # faster than AttributeType(code)
 _MESSAGE_KEYS = frozenset({_T, _G, _SPARSE, _TP})
 _MESSAGE_LISTS = frozenset({T.TENSORS, T.GRAPHS, T.SPARSE_TENSORS, T.TYPE_PROTOS})
 
@@ -174,10 +175,10 @@ def _typed_attribute(
     plural: dict[AttributeType, list[object]],
 ) -> Attribute:
     if type_code:
-        try:
-            attr_type = AttributeType(type_code)
-        except ValueError:
-            raise unsupported(f"attribute type {type_code} is not defined", type_offset, "type") from None
+        found = _ATTRIBUTE_TYPES.get(type_code)
+        if found is None:
+            raise unsupported(f"attribute type {type_code} is not defined", type_offset, "type")
+        attr_type = found
     elif ref_attr_name:
         attr_type = T.UNDEFINED
     else:

@@ -25,6 +25,7 @@ from importer.tensor import FROM_EXTERNAL, FROM_NOTHING, FROM_RAW_DATA, SparseTe
 from importer.typed_fields import FIXED_WIDTH, convert_varints, fixed_width_bytes, varint_values
 from importer.wire import as_int32, as_int64, iter_fields, read_string, varints_to_list
 
+_DATA_TYPES = {int(t): t for t in DataType}  # faster than DataType(code)
 DATA_LOCATION_DEFAULT = 0
 DATA_LOCATION_EXTERNAL = 1
 
@@ -83,7 +84,7 @@ def check_data_type(code: int, offset: int | None) -> DataType:
         raise invalid("data_type is 0 (UNDEFINED)", offset, "data_type")
     if not 1 <= code <= MAX_DATA_TYPE:
         raise unsupported(f"unknown data_type {code}", offset, "data_type")
-    return DataType(code)
+    return _DATA_TYPES[code]
 
 
 def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
