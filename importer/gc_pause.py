@@ -1,8 +1,10 @@
 """Pausing Python's cyclic garbage collector while a model is imported.
 
 Owns `pause_gc` and `resume_gc` (plain calls rather than a context manager:
-they run once per import, and on a tiny model every microsecond shows). Importing creates hundreds of thousands of small container
-objects and no garbage; left on, the collector walks them again and again
+they run once per import, and on a tiny model every microsecond shows).
+
+Importing creates hundreds of thousands of small container objects and no
+garbage; left on, the collector walks them again and again
 (more than half the import time of a 200,000-node model). It is switched off
 for the duration of one import and restored to its previous state after, so a
 caller that disabled it keeps it disabled. The pause is process-wide: another
