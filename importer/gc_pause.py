@@ -4,36 +4,56 @@ Owns `pause_gc` and `resume_gc` (plain calls rather than a context manager:
 they run once per import, and on a tiny model every microsecond shows).
 
 Importing creates hundreds of thousands of small container objects and no
-garbage; left on, the collector walks them again and again
-(more than half the import time of a 200,000-node model). It is switched off
-for the duration of one import and restored to its previous state after, so a
-caller that disabled it keeps it disabled. The pause is process-wide: another
-thread allocating meanwhile is not collected until the import ends.
+garbage; left on, the collector walks them again and again (more than half
+the import time of a 200,000-node model). It is switched off for one import
+and restored to its previous state after, so a caller that disabled it keeps
+it disabled. The pause is process-wide: another thread allocating meanwhile
+is not collected until the import ends.
 
 Re-enabling alone would make the next young collection scan every object the
 import created (0.3 s for 200,000 nodes). Instead, `gc.freeze()` followed by
-`gc.unfreeze()` moves them straight into the oldest generation, where they
-wait for the next full collection like any long-lived object. That trick
-would also unfreeze objects a host application froze itself, so it is skipped
-when the permanent generation is not empty.
+`gc.unfreeze()` moves them straight into the oldest generation. CPython does
+not count objects moved that way toward its next full collection, and the
+resolved graph holds reference cycles, so dropped models would pile up: this
+module keeps the count itself and runs a full collection at the start of an
+import once the objects moved since the last one outnumber those that
+survived it (the same amortized rule as CPython's). A process that imports one
+large model never pays for a scan; one that imports many pays its share. The
+trick would also unfreeze objects a host application froze itself, so it is
+skipped (plain re-enabling) when the permanent generation is not empty.
 """
 
 from __future__ import annotations
 
 import gc
 
+_MIN_OBJECTS_BEFORE_COLLECTING = 100_000
+
+
+class _Accounts:
+    """What the collector was not told: objects moved since its last full run."""
+
+    moved_since_full_collection = 0
+    survivors_of_last_full_collection = 0
+
 
 def pause_gc() -> bool:
-    """Stop the collector; return whether it was running (for `resume_gc`)."""
+    """Stop the collector (after a full collection, when one is owed); return
+    whether it was running, for `resume_gc`."""
     was_enabled = gc.isenabled()
+    if _Accounts.moved_since_full_collection > max(_Accounts.survivors_of_last_full_collection, _MIN_OBJECTS_BEFORE_COLLECTING):
+        gc.collect()
+        _Accounts.moved_since_full_collection = 0
+        _Accounts.survivors_of_last_full_collection = len(gc.get_objects())
     gc.disable()
     return was_enabled
 
 
 def resume_gc(was_enabled: bool) -> None:
-    """Move what was allocated meanwhile to the oldest generation, unscanned,
-    and restart the collector if it was running before."""
+    """Move what was allocated meanwhile to the oldest generation, unscanned
+    (and counted), and restart the collector if it was running before."""
     if gc.get_freeze_count() == 0:
+        _Accounts.moved_since_full_collection += gc.get_count()[0]
         gc.freeze()
         gc.unfreeze()
     if was_enabled:
