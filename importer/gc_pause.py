@@ -38,10 +38,11 @@ class _Accounts:
 
 
 def pause_gc() -> bool:
-    """Stop the collector (after a full collection, when one is owed); return
-    whether it was running, for `resume_gc`."""
+    """Stop the collector (after a full collection, when one is owed and the
+    caller has not switched the collector off); return whether it was
+    running, for `resume_gc`."""
     was_enabled = gc.isenabled()
-    if _Accounts.moved_since_full_collection > max(_Accounts.survivors_of_last_full_collection, _MIN_OBJECTS_BEFORE_COLLECTING):
+    if was_enabled and _Accounts.moved_since_full_collection > max(_Accounts.survivors_of_last_full_collection, _MIN_OBJECTS_BEFORE_COLLECTING):
         gc.collect()
         _Accounts.moved_since_full_collection = 0
         _Accounts.survivors_of_last_full_collection = len(gc.get_objects())
