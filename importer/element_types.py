@@ -108,6 +108,18 @@ def bits_per_element(data_type: DataType) -> int:
     return BITS_PER_ELEMENT.get(data_type, 0)
 
 
+def typed_entry_count(data_type: DataType, count: int) -> int:
+    """Entries a typed field holds for `count` elements (seed section 3):
+    two per complex element, one per two 4-bit or four 2-bit elements, else one."""
+    if data_type in FOUR_BIT_TYPES:
+        return (count + 1) // 2
+    if data_type in TWO_BIT_TYPES:
+        return (count + 3) // 4
+    if data_type in (DataType.COMPLEX64, DataType.COMPLEX128):
+        return 2 * count
+    return count
+
+
 def has_native_numpy_dtype(data_type: DataType) -> bool:
     """True for the types numpy represents exactly (float16 included)."""
     return data_type in _NUMPY

@@ -42,7 +42,8 @@ def pause_gc() -> bool:
     caller has not switched the collector off); return whether it was
     running, for `resume_gc`."""
     was_enabled = gc.isenabled()
-    if was_enabled and _Accounts.moved_since_full_collection > max(_Accounts.survivors_of_last_full_collection, _MIN_OBJECTS_BEFORE_COLLECTING):
+    owed = max(_Accounts.survivors_of_last_full_collection, _MIN_OBJECTS_BEFORE_COLLECTING)
+    if was_enabled and _Accounts.moved_since_full_collection > owed:
         gc.collect()
         _Accounts.moved_since_full_collection = 0
         _Accounts.survivors_of_last_full_collection = len(gc.get_objects())

@@ -17,13 +17,14 @@ from importer.element_types import (
     TYPED_FIELD_NAMES,
     DataType,
     bits_per_element,
+    typed_entry_count,
 )
 from importer.errors import ReadFailure, invalid, unsupported
 from importer.limits import MAX_ELEMENT_COUNT, MAX_TENSOR_BYTES
 from importer.read_context import ReadContext, check_nesting
 from importer.tensor import FROM_EXTERNAL, FROM_NOTHING, FROM_RAW_DATA, SparseTensor, Tensor
-from importer.typed_fields import FIXED_WIDTH, convert_varints, fixed_width_bytes, varint_values
-from importer.wire import as_int32, as_int64, iter_fields, read_string, varints_to_list
+from importer.typed_fields import FIXED_WIDTH, check_fixed_width, convert_varints, fixed_width_bytes, varint_values
+from importer.wire import as_int32, as_int64, check_varints, count_varints, iter_fields, read_string, varints_to_list
 
 _DATA_TYPES = {int(t): t for t in DataType}  # faster than DataType(code)
 DATA_LOCATION_DEFAULT = 0
@@ -189,6 +190,10 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
         return tensor
     ranges = typed_present[expected_field]
     field_name = TYPED_FIELD_NAMES[expected_field]
+    expected_entries = typed_entry_count(data_type, count)
+    entries = _entry_count(buf, expected_field, ranges, expected_entries)
+    if entries != expected_entries:  # checked before converting: memory stays bounded by the tensor's size
+        raise invalid(f"{field_name} has {entries} entries, expected {expected_entries}", ranges[0][0], field_name)
     if expected_field in FIXED_WIDTH:
         data = fixed_width_bytes(buf, ranges, FIXED_WIDTH[expected_field], field_name)
     else:
@@ -198,6 +203,20 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     tensor.source = field_name
     tensor.bind_converted(data)
     return tensor
+
+
+def _entry_count(buf: memoryview, field: int, ranges: list[tuple[int, int, int]], expected: int) -> int:
+    """Entries of a typed field, counted without decoding them. When the count
+    is wrong, the field's bytes are checked first: bytes that are not valid
+    protobuf are Malformed before they are the wrong amount."""
+    if field in FIXED_WIDTH:
+        check_fixed_width(ranges, FIXED_WIDTH[field], TYPED_FIELD_NAMES[field])
+        return sum(b - a for _, a, b in ranges) // FIXED_WIDTH[field]
+    entries = sum(count_varints(buf, a, b) for _, a, b in ranges)
+    if entries != expected:
+        for _, a, b in ranges:
+            check_varints(buf, a, b)
+    return entries
 
 
 def _refuse_mixing(raw: tuple[int, int, int] | None, typed: dict[int, list[tuple[int, int, int]]], chosen: str) -> None:

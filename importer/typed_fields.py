@@ -28,14 +28,17 @@ from importer.wire import Buffer, varints_to_array
 FIXED_WIDTH = {FLOAT_DATA: 4, DOUBLE_DATA: 8}
 
 
-def fixed_width_bytes(buf: Buffer, ranges: list[tuple[int, int, int]], width: int, field_name: str) -> bytes:
-    """Concatenate packed and unpacked fixed-width entries (already little-endian).
-
-    `ranges` holds (key_offset, start, stop) per occurrence of the field.
-    """
+def check_fixed_width(ranges: list[tuple[int, int, int]], width: int, field_name: str) -> None:
+    """Every occurrence must hold whole entries. `ranges` holds (key_offset,
+    start, stop) per occurrence of the field."""
     for key_offset, start, stop in ranges:
         if (stop - start) % width:
             raise malformed(f"packed field of {stop - start} bytes is not a multiple of {width}", key_offset, field_name)
+
+
+def fixed_width_bytes(buf: Buffer, ranges: list[tuple[int, int, int]], width: int, field_name: str) -> bytes:
+    """Concatenate packed and unpacked fixed-width entries (already little-endian)."""
+    check_fixed_width(ranges, width, field_name)
     return b"".join(buf[start:stop] for _, start, stop in ranges)
 
 

@@ -13,7 +13,7 @@ allocates from a length read off the input. No I/O.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NoReturn, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -181,31 +181,62 @@ def varints_to_list(buf: Buffer, start: int, stop: int) -> list[int]:
 _BULK_THRESHOLD = 64
 
 
-def _refuse_first_bad_varint(buf: Buffer, start: int, stop: int) -> NoReturn:
-    """The bulk checks found a bad varint: let the scalar decoder name the first."""
-    varints_to_list(buf, start, stop)
-    raise AssertionError("the scalar decoder accepted what the bulk decoder refused")
+_WINDOW_BYTES = 1 << 20  # the bulk decoder works on 1 MiB at a time: temporaries stay bounded
+
+
+def count_varints(buf: Buffer, start: int, stop: int) -> int:
+    """How many varints a packed run holds (its bytes below 0x80), without decoding."""
+    count = 0
+    for window in range(start, stop, _WINDOW_BYTES):
+        chunk = np.frombuffer(buf[window : min(window + _WINDOW_BYTES, stop)], dtype=np.uint8)
+        count += int(np.count_nonzero(chunk < 0x80))
+    return count
+
+
+def check_varints(buf: Buffer, start: int, stop: int) -> None:
+    """Refuse a packed run holding a bad varint (the first one), keeping nothing."""
+    if stop - start < _BULK_THRESHOLD:
+        varints_to_list(buf, start, stop)
+    else:
+        _bulk_varints(buf, start, stop, keep=False)
 
 
 def varints_to_array(buf: Buffer, start: int, stop: int) -> npt.NDArray[np.uint64]:
     """Decode a packed run of varints in bulk with numpy (unsigned 64-bit)."""
     if stop - start < _BULK_THRESHOLD:
         return np.array(varints_to_list(buf, start, stop), dtype=np.uint64)
-    data = np.frombuffer(buf[start:stop], dtype=np.uint8)
-    last = np.flatnonzero(data < 0x80)
-    if last.size == 0 or last[-1] != data.size - 1:
-        _refuse_first_bad_varint(buf, start, stop)
-    first = np.empty_like(last)
-    first[0] = 0
-    first[1:] = last[:-1] + 1
-    lengths = last - first + 1
-    if lengths.max() >= MAX_VARINT_BYTES and (
-        (lengths > MAX_VARINT_BYTES).any() or ((lengths == MAX_VARINT_BYTES) & (data[last] > 1)).any()
-    ):
-        _refuse_first_bad_varint(buf, start, stop)
-    place = np.arange(data.size, dtype=np.int64) - np.repeat(first, lengths)
-    parts = (data & 0x7F).astype(np.uint64) << (place * 7).astype(np.uint64)
-    return np.bitwise_or.reduceat(parts, first)
+    return _bulk_varints(buf, start, stop, keep=True)
+
+
+def _bulk_varints(buf: Buffer, start: int, stop: int, *, keep: bool) -> npt.NDArray[np.uint64]:
+    """Check (and, with `keep`, decode) a window of bytes at a time, each
+    ending with a whole varint, so that temporaries stay bounded; the first
+    bad varint is refused by `read_varint` itself, so bulk and scalar decoding
+    refuse alike."""
+    parts: list[npt.NDArray[np.uint64]] = []
+    pos = start
+    while pos < stop:
+        data = np.frombuffer(buf[pos : min(pos + _WINDOW_BYTES, stop)], dtype=np.uint8)
+        last = np.flatnonzero(data < 0x80)
+        if last.size == 0:  # no varint ends in this window: cut off, or longer than 10 bytes
+            read_varint(buf, pos, stop)
+            raise AssertionError("read_varint accepted a varint the bulk decoder refused")
+        first = np.empty_like(last)
+        first[0] = 0
+        first[1:] = last[:-1] + 1
+        lengths = last - first + 1
+        bad = (lengths > MAX_VARINT_BYTES) | ((lengths == MAX_VARINT_BYTES) & (data[last] > 1))
+        if bad.any():
+            read_varint(buf, pos + int(first[int(bad.argmax())]), stop)
+            raise AssertionError("read_varint accepted a varint the bulk decoder refused")
+        if keep:
+            place = np.arange(int(last[-1]) + 1, dtype=np.int64) - np.repeat(first, lengths)
+            shifted = (data[: int(last[-1]) + 1] & 0x7F).astype(np.uint64) << (place * 7).astype(np.uint64)
+            parts.append(np.bitwise_or.reduceat(shifted, first))
+        pos += int(last[-1]) + 1
+    if not keep:
+        return np.zeros(0, dtype=np.uint64)
+    return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
 
 def find_field(buf: Buffer, holder_offset: int, key: int, index: int = 0) -> int | None:

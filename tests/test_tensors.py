@@ -219,3 +219,30 @@ def test_tensor_file_reader_reads_files_from_disk(tmp_path: Path) -> None:
     path.write_bytes(numpy_helper.from_array(np.array([[1, 2], [3, 4]], dtype=np.int64), "t").SerializeToString())
     tensor = load_tensor(path)
     assert tensor.to_numpy().tolist() == [[1, 2], [3, 4]]
+
+
+def test_an_oversized_typed_field_is_refused_before_it_is_decoded() -> None:
+    """50 MB of int32_data for a 1-element tensor: counted, not converted."""
+    import tracemalloc
+
+    entries = 50_000_000
+    data = bytes.fromhex("08 01 10 06 2A") + _varint(entries) + b"\x01" * entries
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelImportError) as refused:
+            load_tensor_bytes(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert refused.value.kind == ErrorKind.INVALID_MODEL
+    assert refused.value.message == f"int32_data has {entries} entries, expected 1"
+    assert peak < 2 * entries  # one byte-per-byte pass, not the decoder's ~40 bytes per entry
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

@@ -60,7 +60,17 @@ from importer.errors import ReadFailure
 from importer.messages import Attribute, AttributeType, SequenceType, TensorType
 from importer.summary import describe_type
 from importer.tensor import Tensor
-from importer.wire import as_int32, as_int64, iter_fields, read_string, read_varint, varints_to_array, varints_to_list
+from importer.wire import (
+    as_int32,
+    as_int64,
+    check_varints,
+    count_varints,
+    iter_fields,
+    read_string,
+    read_varint,
+    varints_to_array,
+    varints_to_list,
+)
 
 MAX_U64 = (1 << 64) - 1
 
@@ -496,3 +506,24 @@ def test_both_decoders_refuse_at_the_first_bad_varint(chunks: list[bytes], tail:
 )
 def test_both_decoders_refuse_a_bad_run_at_the_bad_varint(run: bytes, offset: int) -> None:
     assert decode_both(b"\x00\x00" + run, 2) == (("refused", offset + 2), ("refused", offset + 2))
+
+
+def test_bulk_decoding_across_chunk_boundaries_agrees_with_the_scalar_decoder() -> None:
+    """More bytes than one window of the bulk decoder, varints of every length."""
+    rng = np.random.default_rng(7)
+    raw, shifts = rng.integers(0, 2**63, size=300_000), rng.integers(0, 63, size=300_000)
+    values = [int(v) >> int(shift) for v, shift in zip(raw, shifts, strict=True)]
+    encoded = b"".join(_encode_varint(v) for v in values)
+    view = memoryview(encoded)
+    assert varints_to_array(view, 0, len(encoded)).tolist() == values
+    assert count_varints(view, 0, len(encoded)) == len(values)
+    check_varints(view, 0, len(encoded))
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
