@@ -1,0 +1,168 @@
+"""The full resolved graph as JSON-ready data (run in the worker).
+
+Owns `render_graph`: nodes in resolved order with their attributes as JSON
+values, values with types, producers and consumers (node positions in the
+resolved order of the same graph), subgraphs inline in the attribute that
+holds them, with their captures; functions as written. Tensors are referred to
+by their catalogue name (`service.catalog`), never inlined. Floats that JSON
+cannot hold are the strings "NaN", "Infinity" and "-Infinity".
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any
+
+from importer import OnnxModel, ResolvedGraph, ResolvedNode, SparseTensor, Tensor, Value
+from importer.messages import Attribute, AttributeType, Function, Graph, Node
+from importer.summary import describe_type, element_type_name
+
+Json = Any
+
+
+def _float(bits: object) -> Json:
+    assert isinstance(bits, int)
+    value: float = struct.unpack("<f", bits.to_bytes(4, "little"))[0]
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def _text(value: object) -> Json:
+    assert isinstance(value, bytes)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"hex": value.hex()}
+
+
+class GraphRenderer:
+    def __init__(self, tensor_names: dict[int, str]) -> None:
+        self.tensor_names = tensor_names  # id(Tensor) -> catalogue name
+
+    def model(self, model: OnnxModel) -> Json:
+        return {
+            "format": "onnx-service-graph/1",
+            "graph": self.graph(model.graph),
+            "functions": [self.function(f) for f in model.functions],
+        }
+
+    def tensor_ref(self, tensor: Tensor) -> Json:
+        return {
+            "tensor": self.tensor_names.get(id(tensor)),
+            "name": tensor.name,
+            "elem_type": element_type_name(tensor.data_type),
+            "dims": list(tensor.dims),
+        }
+
+    def sparse_ref(self, sparse: SparseTensor) -> Json:
+        return {
+            "sparse_tensor": {
+                "dims": list(sparse.dims),
+                "values": self.tensor_ref(sparse.values),
+                "indices": self.tensor_ref(sparse.indices),
+            }
+        }
+
+    def graph(self, graph: ResolvedGraph) -> Json:
+        positions = {id(node): position for position, node in enumerate(graph.nodes)}
+
+        def value(v: Value) -> Json:
+            item: dict[str, Json] = {
+                "name": v.name,
+                "kind": v.kind,
+                "type": describe_type(v.type),
+                "producer": positions.get(id(v.producer)) if v.producer is not None else None,
+                "consumers": [positions[id(node)] for node in v.consumers if id(node) in positions],
+            }
+            if isinstance(v.initializer, Tensor):
+                item["initializer"] = self.tensor_names.get(id(v.initializer))
+            elif isinstance(v.initializer, SparseTensor):
+                item["initializer"] = self.tensor_names.get(id(v.initializer.values))
+            return item
+
+        return {
+            "name": graph.name,
+            "path": graph.path,
+            "inputs": [v.name for v in graph.inputs],
+            "outputs": [v.name for v in graph.outputs],
+            "captures": [v.name for v in graph.captures],
+            "nodes_were_reordered": graph.nodes_were_reordered,
+            "values": [value(v) for v in graph.values.values()],
+            "nodes": [self.node(node, position) for position, node in enumerate(graph.nodes)],
+        }
+
+    def node(self, node: ResolvedNode, position: int) -> Json:
+        subgraphs = {id(sub.proto): sub for _, sub in node.subgraphs}
+        return {
+            "position": position,
+            "index": node.index,
+            "name": node.name,
+            "op_type": node.op_type,
+            "domain": node.domain,
+            "opset_version": node.opset_version,
+            "inputs": [v.name if v is not None else None for v in node.inputs],
+            "outputs": [v.name if v is not None else None for v in node.outputs],
+            "attributes": [self.attribute(a, subgraphs) for a in node.proto.attribute],
+        }
+
+    def attribute(self, attribute: Attribute, subgraphs: dict[int, ResolvedGraph]) -> Json:
+        item: dict[str, Json] = {"name": attribute.name, "type": attribute.type.name}
+        if attribute.ref_attr_name:
+            item["ref_attr_name"] = attribute.ref_attr_name
+        else:
+            item["value"] = self.attribute_value(attribute.type, attribute.value, subgraphs)
+        return item
+
+    def attribute_value(self, attr_type: AttributeType, value: object, subgraphs: dict[int, ResolvedGraph]) -> Json:
+        T = AttributeType
+        if attr_type in (T.FLOATS, T.INTS, T.STRINGS, T.TENSORS, T.GRAPHS, T.SPARSE_TENSORS, T.TYPE_PROTOS):
+            assert isinstance(value, list)
+            singular = AttributeType[attr_type.name[:-1]]
+            return [self.attribute_value(singular, item, subgraphs) for item in value]
+        if attr_type == T.FLOAT:
+            return _float(value)
+        if attr_type == T.INT:
+            return value
+        if attr_type == T.STRING:
+            return _text(value)
+        if attr_type == T.TENSOR and isinstance(value, Tensor):
+            return self.tensor_ref(value)
+        if attr_type == T.SPARSE_TENSOR and isinstance(value, SparseTensor):
+            return self.sparse_ref(value)
+        if attr_type == T.GRAPH and isinstance(value, Graph):
+            resolved = subgraphs.get(id(value))
+            if resolved is not None:
+                return self.graph(resolved)
+            return {"name": value.name, "nodes": [self.function_node(n) for n in value.node]}  # in a function: not resolved
+        if attr_type == T.TYPE_PROTO:
+            return describe_type(value)  # type: ignore[arg-type]
+        return None
+
+    def function(self, function: Function) -> Json:
+        return {
+            "name": function.name,
+            "domain": function.domain,
+            "overload": function.overload,
+            "inputs": list(function.input),
+            "outputs": list(function.output),
+            "attributes": list(function.attribute),
+            "attribute_defaults": [self.attribute(a, {}) for a in function.attribute_proto],
+            "opset_import": [{"domain": o.domain, "version": o.version} for o in function.opset_import],
+            "nodes": [self.function_node(n) for n in function.node],
+        }
+
+    def function_node(self, node: Node) -> Json:
+        return {
+            "name": node.name,
+            "op_type": node.op_type,
+            "domain": node.domain,
+            "inputs": list(node.input),
+            "outputs": list(node.output),
+            "attributes": [self.attribute(a, {}) for a in node.attribute],
+        }
+
+
+def render_graph(model: OnnxModel, tensor_names: dict[int, str]) -> Json:
+    return GraphRenderer(tensor_names).model(model)

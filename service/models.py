@@ -1,0 +1,193 @@
+"""Pydantic models of every response, so /openapi.json documents them all.
+
+Owns the response schemas: the model summary, the graph document, health and
+readiness, and the RFC 9457 problem (with the members import errors add).
+Routes serve stored JSON bytes as they are (no re-validation per request);
+these models describe those bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem (media type application/problem+json)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str = Field(examples=["https://onnx-import.example/problems/malformed"])
+    title: str
+    status: int
+    detail: str = Field(description="bounded in size; never raw bytes")
+    instance: str = Field(description="the request path")
+    kind: str | None = Field(
+        None, description="import errors: Malformed, InvalidModel, Unsupported, ExternalData, Io, ResourceLimit, WorkerCrashed"
+    )
+    offset: int | None = Field(None, description="import errors: byte offset from the start of the file")
+    field_path: str | None = Field(None, description="import errors: e.g. ModelProto.graph.node[3].attribute[1].t")
+    input: str | None = Field(None, description="import errors: the file the error is in")
+    limit: str | None = Field(None, description="ResourceLimit: memory, cpu or time; 413: max_upload or max_upload_total")
+    errors: list[dict[str, Any]] | None = Field(None, description="validation errors: where and what")
+
+
+class PathRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(description="a model file under the data root, relative (no '..', not absolute)", max_length=4096)
+
+
+class ModelFile(BaseModel):
+    size: int
+    sha256: str
+
+
+class Producer(BaseModel):
+    name: str
+    version: str
+
+
+class Opset(BaseModel):
+    domain: str
+    version: int
+
+
+class TypedValue(BaseModel):
+    name: str
+    type: dict[str, Any] | None = Field(description='e.g. {"kind": "tensor", "elem_type": "FLOAT", "shape": [1, "N", null]}')
+
+
+class TensorLocation(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    source: str = Field(description="raw_data, external, a typed field name (float_data, ...), string_data or none")
+    file: str | None = None
+    offset: int | None = None
+    length: int | None = None
+
+
+class InitializerSummary(BaseModel):
+    name: str
+    elem_type: str
+    dims: list[int]
+    byte_length: int
+    location: TensorLocation
+    tensor: str | None = Field(None, description="its name under /models/{id}/tensors/")
+
+
+class SparseInitializerSummary(BaseModel):
+    name: str
+    dims: list[int]
+    values: InitializerSummary
+    indices: InitializerSummary
+
+
+class GraphSummary(BaseModel):
+    name: str
+    inputs: list[TypedValue]
+    outputs: list[TypedValue]
+    node_count: int
+    op_types: dict[str, int]
+    initializers: list[InitializerSummary]
+    sparse_initializers: list[SparseInitializerSummary]
+    nodes_were_reordered: bool
+    subgraph_count: int
+
+
+class FunctionSummary(BaseModel):
+    domain: str
+    name: str
+    overload: str
+    inputs: list[str]
+    outputs: list[str]
+    node_count: int
+
+
+class TensorEntry(BaseModel):
+    name: str = Field(description="unique, URL-safe: GET /models/{id}/tensors/{name}")
+    tensor_name: str
+    field_path: str
+    role: str = Field(description="initializer, sparse_values, sparse_indices or attribute")
+    elem_type: str
+    dims: list[int]
+    byte_length: int
+    source: str
+    href: str
+
+
+class Links(BaseModel):
+    self: str
+    graph: str
+
+
+class ModelSummary(BaseModel):
+    id: str = Field(description="content-derived: SHA-256 over the model's bytes and its external files")
+    input: str
+    model_file: ModelFile
+    ir_version: int
+    producer: Producer
+    domain: str
+    model_version: int
+    opsets: list[Opset]
+    graph: GraphSummary
+    functions: list[FunctionSummary]
+    metadata_props: dict[str, str]
+    tensors: list[TensorEntry]
+    links: Links
+
+
+class GraphValue(BaseModel):
+    name: str
+    kind: str
+    type: dict[str, Any] | None
+    producer: int | None = Field(description="position of the producing node in `nodes`")
+    consumers: list[int]
+    initializer: str | None = None
+
+
+class GraphAttribute(BaseModel):
+    name: str
+    type: str
+    value: Any = Field(None, description="JSON value; GRAPH attributes hold a ResolvedGraph; tensors are references")
+    ref_attr_name: str | None = None
+
+
+class GraphNode(BaseModel):
+    position: int = Field(description="index in the resolved order")
+    index: int = Field(description="index in the file")
+    name: str
+    op_type: str
+    domain: str
+    opset_version: int
+    inputs: list[str | None]
+    outputs: list[str | None]
+    attributes: list[GraphAttribute]
+
+
+class ResolvedGraph(BaseModel):
+    name: str
+    path: str
+    inputs: list[str]
+    outputs: list[str]
+    captures: list[str]
+    nodes_were_reordered: bool
+    values: list[GraphValue]
+    nodes: list[GraphNode]
+
+
+class GraphDocument(BaseModel):
+    format: str
+    graph: ResolvedGraph
+    functions: list[dict[str, Any]]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    status: str
+    fork_server: bool
+    store_writable: bool
+    network_isolation: str = Field(description="namespace, user-namespace or unavailable")
+    imports_running: int
+    imports_waiting: int

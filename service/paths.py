@@ -1,0 +1,93 @@
+"""Server-side path confinement: a client-named path under the data root.
+
+Owns `check_relative_path` (the lexical rules of seed section 5, step 1, also
+applied to every percent-decoded form of the path, so `%2e%2e/x` is refused
+like `../x`) and `resolve_under_root` (every link resolved; the result must
+lie inside the resolved root and be a regular file). Lexical refusals are
+400 (`path-refused`), a path that resolves outside the root or to a
+non-regular file (directory, FIFO, device, socket) is 403
+(`path-forbidden`), a missing file 404. It opens nothing: the worker opens the
+file, and a swap after this check is not defended against (seed section 5).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from service.problems import ProblemError, bounded
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_SEGMENTS = re.compile(r"[/\\]")
+MAX_PATH_CHARS = 4096
+MAX_DECODING_ROUNDS = 4
+
+
+def lexical_refusal(path: str) -> str | None:
+    """Why `path` breaks the rules of section 5 step 1, or None."""
+    if not path:
+        return "the path is empty"
+    if "\0" in path:
+        return "the path contains NUL"
+    if path[0] in "/\\" or _DRIVE.match(path) or os.path.isabs(path):
+        return "the path is not relative"
+    if ".." in _SEGMENTS.split(path):
+        return "the path has a '..' segment"
+    return None
+
+
+def check_relative_path(path: str) -> str:
+    """`path` if it and its percent-decoded forms are relative and confined."""
+    if len(path) > MAX_PATH_CHARS:
+        raise ProblemError("path-refused", f"the path is longer than {MAX_PATH_CHARS} characters")
+    form = path
+    for _ in range(MAX_DECODING_ROUNDS):
+        reason = lexical_refusal(form)
+        if reason is not None:
+            encoded = "" if form == path else " (after percent-decoding)"
+            raise ProblemError("path-refused", f"{reason}{encoded}: {bounded(repr(path), 200)}")
+        decoded = unquote(form, errors="replace") if "%" in form else form
+        if decoded == form:
+            break
+        form = decoded
+    return path
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPath:
+    real_path: str  # absolute, every link resolved
+    relative: str  # as the client named it
+    size: int
+    mtime_ns: int
+    inode: int
+    device: int
+
+
+def resolve_under_root(root: str, path: str) -> ResolvedPath:
+    """Resolve client path `path` under `root`; see the module comment."""
+    check_relative_path(path)
+    real_root = os.path.realpath(root)
+    real_path = os.path.realpath(os.path.join(real_root, path))
+    if real_path == real_root or os.path.commonpath([real_root, real_path]) != real_root:
+        raise ProblemError("path-forbidden", f"the path resolves outside the data root: {bounded(repr(path), 200)}")
+    try:
+        info = os.stat(real_path)
+    except FileNotFoundError:
+        raise ProblemError("not-found", f"no such file under the data root: {bounded(repr(path), 200)}") from None
+    except OSError as error:
+        raise ProblemError("path-forbidden", f"the path cannot be examined ({error.strerror}): {bounded(repr(path), 200)}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ProblemError("path-forbidden", f"not a regular file: {bounded(repr(path), 200)}")
+    return ResolvedPath(real_path, path, info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
+
+
+def resolve_confined(directory: str, location: str) -> str | None:
+    """The real path of `location` inside `directory`, or None if it escapes."""
+    real_directory = os.path.realpath(directory)
+    real_path = os.path.realpath(os.path.join(real_directory, location))
+    if real_path == real_directory or os.path.commonpath([real_directory, real_path]) != real_directory:
+        return None
+    return real_path

@@ -1,0 +1,180 @@
+"""RFC 9457 problem details: every error response of the service.
+
+Owns the problem types (one stable URI per kind, `PROBLEM_BASE` + slug), the
+`ProblemError` exception the routes raise, and the exception handlers that turn
+our errors and the framework's (validation errors, unknown routes, wrong
+methods, anything unexpected) into `application/problem+json`. A detail is
+bounded in size and printable: it never echoes raw bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_BASE = "https://onnx-import.example/problems/"
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+MAX_DETAIL_CHARS = 500
+MAX_INSTANCE_CHARS = 300
+
+log = logging.getLogger("service")
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemType:
+    slug: str
+    title: str
+    status: int
+
+    @property
+    def uri(self) -> str:
+        return PROBLEM_BASE + self.slug
+
+
+def _types(*items: tuple[str, str, int]) -> dict[str, ProblemType]:
+    return {slug: ProblemType(slug, title, status) for slug, title, status in items}
+
+
+# Import errors: one per importer ErrorKind, plus the sandbox's own two kinds.
+IMPORT_PROBLEMS = _types(
+    ("malformed", "The model is not valid protobuf", 422),
+    ("invalid-model", "The model is not a valid ONNX model", 422),
+    ("unsupported", "The model uses something the importer does not support", 422),
+    ("external-data", "The model's external data is missing or unsafe", 422),
+    ("io", "The model could not be read", 500),
+    ("resource-limit", "The import exceeded a resource limit", 422),
+    ("worker-crashed", "The import worker died unexpectedly", 500),
+)
+KIND_SLUGS = {
+    "Malformed": "malformed",
+    "InvalidModel": "invalid-model",
+    "Unsupported": "unsupported",
+    "ExternalData": "external-data",
+    "Io": "io",
+    "ResourceLimit": "resource-limit",
+    "WorkerCrashed": "worker-crashed",
+}
+
+# Everything else.
+PROBLEMS = IMPORT_PROBLEMS | _types(
+    ("bad-request", "The request is not well formed", 400),
+    ("path-refused", "The path is not a relative path inside the data root", 400),
+    ("path-forbidden", "The path leads outside the data root or to something that is not a regular file", 403),
+    ("not-found", "No such resource", 404),
+    ("method-not-allowed", "The method is not allowed on this resource", 405),
+    ("tensor-source-changed", "The file holding the tensor changed since the import", 409),
+    ("tensor-source-gone", "The file holding the tensor is gone", 410),
+    ("payload-too-large", "The upload exceeds a size limit", 413),
+    ("unsupported-media-type", "The media type is not supported here", 415),
+    ("range-not-satisfiable", "The requested range is not within the representation", 416),
+    ("validation-error", "The request did not validate", 422),
+    ("internal-error", "Internal server error", 500),
+    ("overloaded", "Too many imports are running or waiting", 503),
+    ("not-ready", "The service is not ready", 503),
+    ("store-full", "The store cannot hold this model within its size cap", 507),
+)
+_BY_STATUS = {
+    400: "bad-request",
+    403: "path-forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    413: "payload-too-large",
+    415: "unsupported-media-type",
+    422: "validation-error",
+    503: "not-ready",
+}
+
+
+def bounded(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    """Printable and at most `limit` characters (control characters escaped)."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit * 2])
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class ProblemError(Exception):
+    """An error response: a problem type, a detail and extension members."""
+
+    def __init__(self, slug: str, detail: str, *, headers: dict[str, str] | None = None, **extensions: Any) -> None:
+        super().__init__(detail)
+        self.problem = PROBLEMS[slug]
+        self.detail = bounded(detail)
+        self.headers = headers or {}
+        self.extensions = extensions
+
+
+def import_problem(error: dict[str, Any], *, limit: str | None = None) -> ProblemError:
+    """The problem for an import error as the worker sent it (`as_dict()` form)."""
+    kind = str(error.get("kind", "WorkerCrashed"))
+    slug = KIND_SLUGS.get(kind, "worker-crashed")
+    message = str(error.get("message", ""))
+    offset = error.get("offset")
+    problem = ProblemError(
+        slug,
+        message,
+        kind=kind,
+        offset=offset if isinstance(offset, int) else None,
+        field_path=bounded(str(error["field_path"]), 300) if error.get("field_path") else None,
+        input=bounded(str(error.get("input") or ""), 300),
+    )
+    if limit is not None:
+        problem.extensions["limit"] = limit
+    if kind == "Io" and error.get("missing"):
+        problem.problem = PROBLEMS["not-found"]
+    return problem
+
+
+def problem_response(request: Request, error: ProblemError) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": error.problem.uri,
+        "title": error.problem.title,
+        "status": error.problem.status,
+        "detail": error.detail,
+        "instance": bounded(request.url.path, MAX_INSTANCE_CHARS),
+    }
+    body.update(error.extensions)
+    return JSONResponse(body, status_code=error.problem.status, headers=error.headers, media_type=PROBLEM_MEDIA_TYPE)
+
+
+async def _on_problem(request: Request, error: Exception) -> Response:
+    assert isinstance(error, ProblemError)
+    return problem_response(request, error)
+
+
+async def _on_validation(request: Request, error: Exception) -> Response:
+    assert isinstance(error, RequestValidationError)
+    errors = [
+        {"loc": [str(part) for part in item.get("loc", ())][:10], "msg": bounded(str(item.get("msg", "")), 200)}
+        for item in list(error.errors())[:20]
+    ]
+    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    detail = f"{'.'.join(first['loc'])}: {first['msg']}"
+    return problem_response(request, ProblemError("validation-error", detail, errors=errors))
+
+
+async def _on_http_exception(request: Request, error: Exception) -> Response:
+    assert isinstance(error, StarletteHTTPException)
+    slug = _BY_STATUS.get(error.status_code)
+    if slug is None:
+        slug = "internal-error" if error.status_code >= 500 else "bad-request"
+    problem = ProblemError(slug, str(error.detail), headers=dict(error.headers or {}))
+    if problem.problem.status != error.status_code:  # keep the framework's status
+        problem.problem = ProblemType(problem.problem.slug, problem.problem.title, error.status_code)
+    return problem_response(request, problem)
+
+
+async def _on_unexpected(request: Request, error: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return problem_response(request, ProblemError("internal-error", "an unexpected error occurred; see the service log"))
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ProblemError, _on_problem)
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(StarletteHTTPException, _on_http_exception)
+    app.add_exception_handler(Exception, _on_unexpected)

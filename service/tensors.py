@@ -1,0 +1,171 @@
+"""Serving tensor bytes: raw layout or .npy, streamed with constant memory.
+
+Owns `tensor_response`. The bytes come from a file range: the model file or an
+external data file the worker reported (for a server-side model: in the data
+root; for an upload: its copy in the store), or a converted tensor the store
+holds. Before serving, the file is opened (no link followed) and checked to
+be the very file seen at import: same size, mtime_ns, inode and device (else
+409 `tensor-source-changed`; a missing file is 410 `tensor-source-gone`). The
+body is read with `os.pread` in 1 MiB chunks in a worker thread, so a 4 GB
+tensor costs no more memory than a small one.
+
+Headers: Content-Length, ETag (strong; derived from the content-addressed
+model id and the tensor's name and format), Accept-Ranges, X-Tensor-Element-Type,
+X-Tensor-Dims (a JSON list). A single `Range: bytes=...` gives 206 (an
+unsatisfiable one 416; several ranges, or an `If-Range` that does not match,
+the whole representation). `If-None-Match` gives 304.
+
+`?format=npy`: a version 1.0 .npy file (version 2.0 when the header needs it)
+for the types numpy has; BFLOAT16 is given as `<u2` bit patterns and the float8
+types as `u1` bit patterns (their raw layout is exactly that); the 4-, 2- and
+6-bit types and STRING have no .npy form here: 415 `unsupported-media-type`.
+STRING tensors' raw form is each element as an 8-byte little-endian length and
+its bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio.to_thread
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+
+from service.problems import ProblemError, bounded
+
+CHUNK_BYTES = 1 << 20
+NPY_MAGIC = b"\x93NUMPY"
+NPY_DESCR = {
+    "FLOAT": "<f4", "UINT8": "|u1", "INT8": "|i1", "UINT16": "<u2", "INT16": "<i2", "INT32": "<i4",
+    "INT64": "<i8", "BOOL": "|b1", "FLOAT16": "<f2", "DOUBLE": "<f8", "UINT32": "<u4", "UINT64": "<u8",
+    "COMPLEX64": "<c8", "COMPLEX128": "<c16",
+    "BFLOAT16": "<u2",  # bit patterns
+    "FLOAT8E4M3FN": "|u1", "FLOAT8E4M3FNUZ": "|u1", "FLOAT8E5M2": "|u1", "FLOAT8E5M2FNUZ": "|u1", "FLOAT8E8M0": "|u1",
+}  # fmt: skip
+
+
+def npy_header(descr: str, dims: list[int]) -> bytes:
+    shape = "(" + "".join(f"{d}, " for d in dims).rstrip(" ") + ")" if len(dims) != 1 else f"({dims[0]},)"
+    text = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}"
+    for version, length_bytes in ((1, 2), (2, 4)):
+        fixed = len(NPY_MAGIC) + 2 + length_bytes
+        padded = -(-(fixed + len(text) + 1) // 64) * 64
+        body = text + " " * (padded - fixed - len(text) - 1) + "\n"
+        if len(body) < 1 << (8 * length_bytes):
+            return NPY_MAGIC + bytes([version, 0]) + len(body).to_bytes(length_bytes, "little") + body.encode("latin-1")
+    raise ProblemError("unsupported-media-type", "the tensor's shape does not fit a .npy header")
+
+
+def _unsatisfiable(size: int) -> ProblemError:
+    return ProblemError("range-not-satisfiable", f"the representation has {size} bytes", headers={"Content-Range": f"bytes */{size}"})
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """The one byte range [start, end] asked for, or None for the whole
+    representation (no header, several ranges, or an invalid one: RFC 9110
+    says ignore it). Raises 416 when it is valid but unsatisfiable."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first, dash, last = header[len("bytes=") :].strip().partition("-")
+    first, last = first.strip(), last.strip()
+    if not dash or not (first.isdigit() or last.isdigit()) or (first and not first.isdigit()) or (last and not last.isdigit()):
+        return None
+    if not first:  # suffix: the last N bytes
+        suffix = int(last)
+        if suffix == 0 or size == 0:
+            raise _unsatisfiable(size)
+        return max(0, size - suffix), size - 1
+    start = int(first)
+    end = int(last) if last else size - 1
+    if last and end < start:
+        return None
+    if start >= size:
+        raise _unsatisfiable(size)
+    return start, min(end, size - 1)
+
+
+def open_checked(path: str, identity: dict[str, Any]) -> int:
+    """Open the file a tensor lives in, checking it is the one seen at import."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ProblemError("tensor-source-gone", "the file holding the tensor no longer exists; import the model again") from None
+    except OSError as error:
+        raise ProblemError("tensor-source-changed", f"the file holding the tensor cannot be opened ({error.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        seen = (identity["size"], identity["mtime_ns"], identity["inode"], identity["device"])
+        now = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
+        if not stat.S_ISREG(info.st_mode) or now != seen:
+            raise ProblemError("tensor-source-changed", "the file holding the tensor changed since the import; import the model again")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+async def _stream(prefix: bytes, fd: int, offset: int, start: int, end: int) -> AsyncIterator[bytes]:
+    """Bytes [start, end] of prefix + file[offset:]; closes `fd` at the end."""
+    try:
+        position = start
+        if position < len(prefix):
+            piece = prefix[position : min(len(prefix), end + 1)]
+            position += len(piece)
+            yield piece
+        while position <= end:
+            want = min(CHUNK_BYTES, end + 1 - position)
+            chunk = await anyio.to_thread.run_sync(os.pread, fd, want, offset + position - len(prefix))
+            if not chunk:
+                break  # the file shrank under us: the client sees a short body
+            position += len(chunk)
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def tensor_response(request: Request, model_id: str, entry: dict[str, Any], source: tuple[str, dict[str, Any], int], fmt: str) -> Response:
+    """The response for one tensor. `source`: (path, identity, offset in the file)."""
+    elem_type = str(entry["elem_type"])
+    dims = [int(d) for d in entry["dims"]]
+    length = int(entry["length"])
+    prefix = b""
+    if fmt == "npy":
+        descr = NPY_DESCR.get(elem_type)
+        if descr is None:
+            raise ProblemError("unsupported-media-type", f"{elem_type} tensors have no .npy form here; fetch the raw layout (format=raw)")
+        prefix = npy_header(descr, dims)
+    size = len(prefix) + length
+    tag = hashlib.sha256(f"{model_id}\0{entry['name']}\0{fmt}".encode()).hexdigest()[:32]
+    etag = f'"{tag}"'
+    headers = {
+        "ETag": etag,
+        "Accept-Ranges": "bytes",
+        "Cache-Control": "public, max-age=31536000, immutable",
+        "X-Tensor-Element-Type": elem_type,
+        "X-Tensor-Dims": json.dumps(dims, separators=(",", ":")),
+        "Content-Disposition": f'attachment; filename="{entry["name"]}.{"npy" if fmt == "npy" else "bin"}"',
+    }
+    if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
+        return Response(status_code=304, headers=headers)
+    asked = request.headers.get("range")
+    if_range = request.headers.get("if-range")
+    wanted = parse_range(asked, size) if if_range is None or if_range.strip() == etag else None
+    start, end = wanted if wanted is not None else (0, size - 1)
+    status = 206 if wanted is not None else 200
+    if status == 206:
+        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+    headers["Content-Length"] = str(max(0, end - start + 1))
+    media_type = "application/octet-stream"
+    if size == 0 or end < start:
+        return Response(b"", status_code=200, headers=headers, media_type=media_type)
+    path, identity, offset = source
+    fd = open_checked(path, identity)
+    if offset + length > identity["size"]:
+        os.close(fd)
+        raise ProblemError("tensor-source-changed", f"the file holding the tensor {bounded(entry['name'], 100)} is shorter than the tensor")
+    return StreamingResponse(_stream(prefix, fd, offset, start, end), status_code=status, headers=headers, media_type=media_type)
