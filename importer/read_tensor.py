@@ -249,6 +249,16 @@ def read_string_pair(ctx: ReadContext, start: int, stop: int, depth: int) -> tup
     return key_text, value_text
 
 
+def _read_part(ctx: ReadContext, start: int, stop: int, depth: int, offset: int, label: str) -> Tensor:
+    """The values or indices tensor of a sparse tensor."""
+    try:
+        tensor = read_tensor(ctx, start, stop, depth)
+    except ReadFailure as failure:
+        raise failure.within(label, offset) from None
+    tensor.offset = offset
+    return tensor
+
+
 def read_sparse_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> SparseTensor:
     """Read one SparseTensorProto; values and indices are required."""
     check_nesting(ctx, depth)
@@ -258,17 +268,9 @@ def read_sparse_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> S
     dim_offsets: list[int] = []
     for key, at, a, b, value in iter_fields(ctx.buf, start, stop):
         if key == 0x0A:
-            try:
-                values = read_tensor(ctx, a, b, depth + 1)
-            except ReadFailure as failure:
-                raise failure.within("values", at) from None
-            values.offset = at
+            values = _read_part(ctx, a, b, depth + 1, at, "values")
         elif key == 0x12:
-            try:
-                indices = read_tensor(ctx, a, b, depth + 1)
-            except ReadFailure as failure:
-                raise failure.within("indices", at) from None
-            indices.offset = at
+            indices = _read_part(ctx, a, b, depth + 1, at, "indices")
         elif key == 0x18 or key == 0x1A:
             before = len(dims)
             read_int64s(ctx, key, a, b, value, dims)
