@@ -36,13 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("model", help="path of the .onnx file")
         sub.add_argument("--external-data-dir", default=None, help="where external data lives (default: the model's folder)")
         sub.add_argument("--max-nesting", type=_nesting, default=Limits().max_nesting, help="nesting limit (8 to 250)")
+        sub.add_argument(
+            "--allow-hard-links", action="store_true", help="accept external data files that have more than one hard link"
+        )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        limits = Limits(max_nesting=args.max_nesting)
+        limits = Limits(max_nesting=args.max_nesting, allow_hard_links=args.allow_hard_links)
         with load_model(args.model, external_data_dir=args.external_data_dir, limits=limits) as model:
             text = render_dump(model.proto) if args.command == "dump" else json.dumps(summarize(model), indent=1, ensure_ascii=False) + "\n"
     except ModelImportError as error:
