@@ -55,7 +55,7 @@ def typed_fields_model() -> onnx.ModelProto:
         helper.make_tensor("f64", TensorProto.DOUBLE, [3], [0.1, 0.2, 0.3]),
         helper.make_tensor("flags", TensorProto.BOOL, [4], [True, False, True, True]),
         helper.make_tensor("half", TensorProto.FLOAT16, [2], np.array([1.5, -2.0], dtype=np.float16).view(np.uint16).tolist()),
-        helper.make_tensor("words", TensorProto.STRING, [3], [b"alpha", b"", "\u00e9t\u00e9".encode()]),
+        helper.make_tensor("words", TensorProto.STRING, [3], [b"alpha", b"", "\u00e9t\u00e9".encode()]),  # type: ignore[list-item]
     ]
     sparse = helper.make_sparse_tensor(
         helper.make_tensor("sparse", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0]),

@@ -1,0 +1,160 @@
+"""Helpers of the service tests: a real `python -m service` on a free port.
+
+`ServiceProcess` starts the server as a subprocess (its own store and data
+root), waits for /readyz, and stops it with SIGTERM. Also: finding the import
+workers (children of the fork server, a child of the service) through /proc,
+the content-derived id as documented in service/app.py, and the reference
+SHA-256 of a tensor from the onnx package (tools/onnx_dump.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from conftest import REPO
+
+SAMPLES = REPO / "testdata" / "samples"
+PROBLEM_FIELDS = ("type", "title", "status", "detail", "instance")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class ServiceProcess:
+    def __init__(self, store: Path, data_root: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None) -> None:
+        self.store = store
+        self.data_root = data_root
+        self.args = list(args)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ONNX_SERVICE_")}
+        self.env.update(env or {})
+        self.log = log or store.parent / f"service-{id(self)}.log"
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> ServiceProcess:
+        self.port = free_port()
+        command = [
+            sys.executable,
+            "-m",
+            "service",
+            "--port",
+            str(self.port),
+            "--store",
+            str(self.store),
+            "--data-root",
+            str(self.data_root),
+        ]
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen([*command, *self.args], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the service exited with {self.process.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"the service did not become ready:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60, **kwargs)
+
+    def worker_pids(self) -> list[int]:
+        """Import workers: grandchildren of the service (fork server children)."""
+        assert self.process is not None
+        workers = []
+        for child in _children(self.process.pid):
+            workers.extend(_children(child))
+        return workers
+
+    def temporary_files(self) -> list[Path]:
+        """What the service left in its per-process tmp folders."""
+        return [p for folder in (self.store / "tmp").iterdir() if folder.is_dir() for p in folder.rglob("*")]
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.extend(int(p) for p in (task / "children").read_text().split())
+    return found
+
+
+def model_id_of(model: bytes, externals: dict[str, bytes]) -> str:
+    """The documented id: SHA-256 over the model's and the external files' SHA-256s."""
+    digest = hashlib.sha256(b"onnx-import-id/1\n" + hashlib.sha256(model).hexdigest().encode() + b"\n")
+    for location in sorted(externals):
+        digest.update(location.encode() + b"\0" + hashlib.sha256(externals[location]).hexdigest().encode() + b"\n")
+    return digest.hexdigest()
+
+
+def onnx_tensor_at(model: Any, field_path: str) -> Any:
+    """The onnx TensorProto at a field path such as ModelProto.graph.node[0].attribute[1].t."""
+    target = model
+    for segment in field_path.split(".")[1:]:
+        match = re.fullmatch(r"(\w+)(?:\[(\d+)\])?", segment)
+        assert match, segment
+        target = getattr(target, match.group(1))
+        if match.group(2) is not None:
+            target = target[int(match.group(2))]
+    return target
+
+
+def reference_sha256(model_path: Path, field_path: str) -> str:
+    import onnx
+    from onnx_dump import tensor_sha256
+
+    model = onnx.load(str(model_path))  # loads external data from the model's folder
+    return str(tensor_sha256(onnx_tensor_at(model, field_path)))
+
+
+def assert_problem(response: httpx.Response, status: int, slug: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json"), response.headers
+    body: dict[str, Any] = response.json()
+    for name in PROBLEM_FIELDS:
+        assert name in body, (name, body)
+    assert body["status"] == status
+    assert body["type"].startswith("https://onnx-import.example/problems/")
+    if slug is not None:
+        assert body["type"].endswith("/" + slug), body
+    assert len(body["detail"]) <= 500
+    return body
+
+
+def copy_samples(target: Path) -> Path:
+    shutil.copytree(SAMPLES, target)
+    return target

@@ -1,0 +1,164 @@
+"""The service's limits over HTTP: upload size caps (413, nothing kept), a
+worker past its memory cap (ResourceLimit; the service keeps serving), and a
+restart that keeps the store."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from service_harness import SAMPLES, ServiceProcess, assert_problem
+
+BIG_ELEMENTS = 4_000_000  # int32_data: 4 MB of varints in the file, 16 MB converted, more while converting
+
+
+def _big_typed_model(path: Path) -> None:
+    from onnx import TensorProto, helper
+
+    tensor = TensorProto(name="big", data_type=TensorProto.INT32, dims=[BIG_ELEMENTS])
+    tensor.int32_data.extend(np.ones(BIG_ELEMENTS, dtype=np.int32))
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["X"], ["Y"])],
+        "big",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1])],
+        [tensor],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    path.write_bytes(model.SerializeToString())
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    base = tmp_path_factory.mktemp("service-limits")
+    root = base / "root"
+    shutil.copytree(SAMPLES, root)
+    _big_typed_model(root / "big_typed.onnx")
+    service = ServiceProcess(
+        base / "store", root, "--max-upload", "64KiB", "--max-upload-total", "96KiB", "--worker-memory", "128MiB", "--workers", "2"
+    ).start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def _upload(client: httpx.Client, model: bytes, externals: dict[str, bytes]) -> httpx.Response:
+    files = [("model", ("model.onnx", model))] + [("external_data", (k, v)) for k, v in externals.items()]
+    return client.post("/models", files=files)
+
+
+def test_model_part_over_the_limit_is_413_and_nothing_is_kept(limited: ServiceProcess) -> None:
+    with limited.client() as client:
+        body = assert_problem(_upload(client, b"\0" * (70 << 10), {}), 413, "payload-too-large")
+        assert body["limit"] == "max_upload"
+        assert limited.temporary_files() == []
+        assert not list((limited.store / "models").iterdir())
+
+
+def test_upload_total_over_the_limit_is_413(limited: ServiceProcess) -> None:
+    model = (SAMPLES / "add.onnx").read_bytes()
+    with limited.client() as client:
+        body = assert_problem(_upload(client, model, {"a.bin": b"1" * (60 << 10), "b.bin": b"2" * (60 << 10)}), 413)
+        assert body["limit"] == "max_upload_total"
+        assert limited.temporary_files() == []
+        # a declared Content-Length past the total is refused before reading
+        big = b"--b\r\n" + b"x" * (200 << 10)
+        response = client.post("/models", content=big, headers={"content-type": "multipart/form-data; boundary=b"})
+        assert_problem(response, 413)
+    with limited.client() as client:  # and the service is fine
+        assert client.post("/models", json={"path": "add.onnx"}).status_code in (200, 201)
+    assert limited.temporary_files() == []
+
+
+def test_a_model_needing_more_memory_than_the_cap_is_a_resource_limit(limited: ServiceProcess) -> None:
+    with limited.client() as client:
+        body = assert_problem(client.post("/models", json={"path": "big_typed.onnx"}), 422, "resource-limit")
+        assert body["kind"] == "ResourceLimit" and body["limit"] == "memory"
+        assert body["input"] == "big_typed.onnx"
+        for path in ("add.onnx", "typed_fields.onnx", "external/model.onnx"):  # still serving
+            response = client.post("/models", json={"path": path})
+            assert response.status_code in (200, 201), response.text
+        assert client.get("/readyz").status_code == 200
+    assert limited.temporary_files() == []
+
+
+def test_restart_keeps_the_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = ServiceProcess(store, SAMPLES).start()
+    try:
+        with first.client() as client:
+            created = client.post("/models", files={"model": ("m.onnx", (SAMPLES / "typed_fields.onnx").read_bytes())})
+            assert created.status_code == 201
+            summary = created.json()
+            words = client.get(f"/models/{summary['id']}/tensors/words").content
+    finally:
+        first.stop()
+    second = ServiceProcess(store, SAMPLES).start()
+    try:
+        with second.client() as client:
+            assert client.get(f"/models/{summary['id']}").json() == summary
+            assert client.get(f"/models/{summary['id']}/tensors/words").content == words
+            assert client.get(f"/models/{summary['id']}/graph").status_code == 200
+            again = client.post("/models", files={"model": ("m.onnx", (SAMPLES / "typed_fields.onnx").read_bytes())})
+            assert again.status_code == 200 and again.json()["id"] == summary["id"]
+    finally:
+        second.stop()
+    assert [p.name for p in (store / "tmp").iterdir()] == []  # each process removed its own work folder
+
+
+def test_a_crashed_process_temporary_files_are_removed_at_start(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    (store / "tmp" / "dead-process" / "upload").mkdir(parents=True)
+    (store / "tmp" / "dead-process" / "upload" / "model.onnx").write_bytes(b"partial")
+    (store / "tmp" / "dead-process.lock").write_bytes(b"")
+    service = ServiceProcess(store, SAMPLES).start()
+    try:
+        assert not (store / "tmp" / "dead-process").exists()
+        assert not (store / "tmp" / "dead-process.lock").exists()
+    finally:
+        service.stop()
+
+
+def test_changed_source_file_is_409_and_a_removed_one_410(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    shutil.copytree(SAMPLES, root)
+    service = ServiceProcess(tmp_path / "store", root).start()
+    try:
+        with service.client() as client:
+            model_id = client.post("/models", json={"path": "external/model.onnx"}).json()["id"]
+            assert client.get(f"/models/{model_id}/tensors/B").status_code == 200
+            (root / "external" / "more" / "bias.bin").write_bytes(b"\1" * 128)
+            assert_problem(client.get(f"/models/{model_id}/tensors/B"), 409, "tensor-source-changed")
+            (root / "external" / "weights.bin").unlink()
+            assert_problem(client.get(f"/models/{model_id}/tensors/W"), 410, "tensor-source-gone")
+    finally:
+        service.stop()
+
+
+def test_store_cap_evicts_the_least_recently_used(tmp_path: Path) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    service = ServiceProcess(tmp_path / "store", SAMPLES, "--store-max-bytes", "1MiB").start()
+    try:
+        ids = []
+        with service.client() as client:
+            for seed in range(4):  # about 300 KB stored each
+                model = onnx.load(str(SAMPLES / "add.onnx"))
+                model.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.full((300, 256), seed, np.float32), name="W"))
+                response = client.post("/models", files={"model": ("m.onnx", model.SerializeToString())})
+                assert response.status_code == 201, response.text
+                ids.append(response.json()["id"])
+                if seed == 2:
+                    assert client.get(f"/models/{ids[0]}").status_code == 200  # the first is used again
+            assert client.get(f"/models/{ids[0]}").status_code == 200
+            assert_problem(client.get(f"/models/{ids[1]}"), 404)  # the least recently used went
+            assert client.get(f"/models/{ids[3]}/tensors/W").status_code == 200
+    finally:
+        service.stop()

@@ -1,0 +1,107 @@
+"""The worker sandbox over HTTP: a worker killed mid-import (WorkerCrashed),
+the wall-clock deadline (ResourceLimit), the bounded queue (503 with
+Retry-After), and the test hooks being off unless enabled."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import REPO
+from service_harness import SAMPLES, ServiceProcess, assert_problem
+
+SLEEP = "x-test-worker-sleep"
+
+
+@pytest.fixture(scope="module")
+def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """One worker, one waiting place, a 3 s deadline, test hooks on."""
+    base = tmp_path_factory.mktemp("service-sandbox")
+    service = ServiceProcess(
+        base / "store",
+        SAMPLES,
+        "--workers", "1", "--queue", "1", "--worker-timeout", "3",
+        env={"ONNX_SERVICE_TEST_HOOKS": "1"},
+    ).start()  # fmt: skip
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def _post_sleeping(service: ServiceProcess, seconds: float, path: str = "add.onnx") -> httpx.Response:
+    with service.client() as client:
+        return client.post("/models", json={"path": path}, headers={SLEEP: str(seconds)})
+
+
+def _wait_for_worker(service: ServiceProcess, timeout: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = service.worker_pids()
+        if pids:
+            return pids[0]
+        time.sleep(0.01)
+    raise AssertionError("no worker appeared")
+
+
+def test_a_worker_killed_mid_import_is_worker_crashed(hooked: ServiceProcess) -> None:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(_post_sleeping, hooked, 2.5)
+        os.kill(_wait_for_worker(hooked), signal.SIGKILL)
+        response = pending.result()
+    body = assert_problem(response, 500, "worker-crashed")
+    assert body["kind"] == "WorkerCrashed" and "SIGKILL" in body["detail"]
+    with hooked.client() as client:  # the service goes on
+        assert client.post("/models", json={"path": "typed_fields.onnx"}).status_code in (200, 201)
+    assert hooked.temporary_files() == []
+
+
+def test_the_deadline_is_a_resource_limit(hooked: ServiceProcess) -> None:
+    started = time.monotonic()
+    body = assert_problem(_post_sleeping(hooked, 30), 422, "resource-limit")
+    assert body["kind"] == "ResourceLimit" and body["limit"] == "time"
+    assert time.monotonic() - started < 10
+    assert hooked.worker_pids() == []
+    assert hooked.temporary_files() == []
+
+
+def test_queue_overflow_is_503_with_retry_after(hooked: ServiceProcess) -> None:
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        running = pool.submit(_post_sleeping, hooked, 1.5)
+        _wait_for_worker(hooked)
+        waiting = pool.submit(_post_sleeping, hooked, 0, "if_subgraph.onnx")
+        time.sleep(0.3)
+        with hooked.client() as client:
+            overflow = client.post("/models", json={"path": "external/model.onnx"})
+            body = assert_problem(overflow, 503, "overloaded")
+            assert int(overflow.headers["retry-after"]) >= 1
+            assert "running" in body["detail"]
+            assert client.get("/healthz").status_code == 200  # reads are not queued
+        assert running.result().status_code in (200, 201)
+        assert waiting.result().status_code in (200, 201)
+
+
+def test_test_hooks_are_refused_unless_enabled(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONNX_SERVICE_")}
+    command = [sys.executable, "-m", "service", "--store", str(tmp_path / "s"), "--debug-worker-sleep", "1"]
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "test hook" in result.stderr
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--port", "70000"), ("--workers", "0"), ("--worker-memory", "1MiB"), ("--max-upload", "lots"), ("--data-root", "/nonexistent")],
+)
+def test_unsafe_or_invalid_settings_are_refused(tmp_path: Path, flag: str, value: str) -> None:
+    command = [sys.executable, "-m", "service", "--store", str(tmp_path / "s"), flag, value]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and flag in result.stderr

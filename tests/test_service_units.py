@@ -1,0 +1,119 @@
+"""The service's pure parts, without a server: settings, byte ranges, .npy
+headers, tensor names, path rules and the problem bodies."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.catalog import catalog_tensors, slug
+from service.paths import check_relative_path, lexical_refusal
+from service.problems import MAX_DETAIL_CHARS, ProblemError, bounded
+from service.settings import GIB, MIB, SettingsError, load_settings, parse_size
+from service.tensors import npy_header, parse_range
+
+
+def test_sizes() -> None:
+    assert parse_size("2GiB") == 2 * GIB
+    assert parse_size("512 MiB") == 512 * MIB
+    assert parse_size("1.5M") == 1_500_000
+    assert parse_size("4096") == 4096
+    for bad in ("", "lots", "1 parsec", "-1"):
+        with pytest.raises(SettingsError):
+            parse_size(bad)
+
+
+def test_settings_flags_win_over_environment_over_defaults(tmp_path: Path) -> None:
+    defaults = load_settings([], {})
+    assert (defaults.host, defaults.port, defaults.max_upload, defaults.max_upload_total) == ("127.0.0.1", 8000, 2 * GIB, 16 * GIB)
+    assert defaults.data_root.name == "samples" and defaults.store == Path("state/store")
+    environ = {"ONNX_SERVICE_PORT": "9000", "ONNX_SERVICE_WORKER_MEMORY": "256MiB", "ONNX_SERVICE_DATA_ROOT": str(tmp_path)}
+    from_env = load_settings([], environ)
+    assert (from_env.port, from_env.worker_memory, from_env.data_root) == (9000, 256 * MIB, tmp_path)
+    assert load_settings(["--port", "9001"], environ).port == 9001
+
+
+def test_test_hooks_need_the_environment_variable() -> None:
+    with pytest.raises(SettingsError, match="test hook"):
+        load_settings(["--debug-worker-sleep", "1"], {})
+    assert load_settings(["--debug-worker-sleep", "1"], {"ONNX_SERVICE_TEST_HOOKS": "1"}).debug_worker_sleep == 1.0
+    assert load_settings([], {"ONNX_SERVICE_TEST_HOOKS": "yes"}).test_hooks is False
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (None, None),
+        ("bytes=0-9", (0, 9)),
+        ("bytes=90-200", (90, 99)),
+        ("bytes=-10", (90, 99)),
+        ("bytes=-1000", (0, 99)),
+        ("bytes=50-", (50, 99)),
+        ("bytes=0-1,4-5", None),
+        ("items=0-1", None),
+        ("bytes=5-1", None),
+        ("bytes=a-b", None),
+        ("bytes=-", None),
+    ],
+)
+def test_ranges(header: str | None, expected: tuple[int, int] | None) -> None:
+    assert parse_range(header, 100) == expected
+
+
+@pytest.mark.parametrize("header", ["bytes=100-", "bytes=-0", "bytes=200-300"])
+def test_unsatisfiable_ranges(header: str) -> None:
+    with pytest.raises(ProblemError) as caught:
+        parse_range(header, 100)
+    assert caught.value.problem.status == 416 and caught.value.headers["Content-Range"] == "bytes */100"
+
+
+@pytest.mark.parametrize("dims", [[], [3], [2, 3], [0, 4], [1] * 40])
+def test_npy_headers_load_with_numpy(dims: list[int]) -> None:
+    data = np.arange(int(np.prod(dims)), dtype="<f4").reshape(dims)
+    header = npy_header("<f4", dims)
+    assert len(header) % 64 == 0
+    loaded = np.load(io.BytesIO(header + data.tobytes()), allow_pickle=False)
+    assert loaded.shape == tuple(dims) and np.array_equal(loaded, data)
+
+
+def test_tensor_names_are_url_safe_and_unique() -> None:
+    assert slug("a/b c") == "a_b_c"
+    assert slug("") == "_" and slug("..") == "_.." and slug(".hidden") == "_.hidden"
+    assert slug("x" * 500) == "x" * 100
+    import onnx
+    from onnx import helper
+
+    from importer import load_model_bytes
+
+    tensors = [helper.make_tensor(name, onnx.TensorProto.FLOAT, [1], [1.0]) for name in ("w", "a/b", "a_b", "../x")]
+    constants = [
+        helper.make_node("Constant", [], ["c1"], name="c1", value=helper.make_tensor("w", onnx.TensorProto.FLOAT, [1], [2.0])),
+        helper.make_node("Constant", [], ["c2"], value=helper.make_tensor("", onnx.TensorProto.FLOAT, [1], [3.0])),
+    ]
+    graph = helper.make_graph(constants, "g", [], [helper.make_tensor_value_info("c2", onnx.TensorProto.FLOAT, [1])], tensors)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    with load_model_bytes(model.SerializeToString()) as imported:
+        names = [entry.url_name for entry in catalog_tensors(imported.proto)]
+    assert names == ["w", "a_b", "a_b~2", "_.._x", "w~2", "Constant.value"]
+
+
+@pytest.mark.parametrize(
+    "path", ["", "/abs", "\\abs", "C:x", "a/../b", "..", "a\\..\\b", "x\0y", "%2e%2e/x", "%252E%252E/x", "a/%2E%2E%5Cb", "%2Fetc", "a%00"]
+)
+def test_refused_paths(path: str) -> None:
+    with pytest.raises(ProblemError) as caught:
+        check_relative_path(path)
+    assert caught.value.problem.status == 400
+
+
+@pytest.mark.parametrize("path", ["a.onnx", "sub/a.onnx", "a..b.onnx", "...", "%41.onnx", "50%.onnx"])
+def test_accepted_paths(path: str) -> None:
+    assert check_relative_path(path) == path and lexical_refusal(path) is None
+
+
+def test_details_are_bounded_and_printable() -> None:
+    text = bounded("\x00\x01\xff" + "x" * 5000)
+    assert len(text) <= MAX_DETAIL_CHARS and text.isprintable()
