@@ -209,7 +209,8 @@ def _receive(reader: Connection, work_dir: Path) -> WorkerOutcome:
 
 
 def _receive_file(reader: Connection, path: Path, length: int) -> None:
-    """Write `length` bytes arriving in frames of at most CHUNK_BYTES to `path`."""
+    """Write `length` bytes arriving in frames of at most CHUNK_BYTES to `path`
+    (made durable by the store's commit)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         remaining = length
@@ -222,6 +223,5 @@ def _receive_file(reader: Connection, path: Path, length: int) -> None:
                 written = os.write(fd, view)
                 view = view[written:]
             remaining -= len(frame)
-        os.fsync(fd)
     finally:
         os.close(fd)

@@ -6,11 +6,12 @@ Layout under the store root:
     models/<id>/graph.json    the full resolved graph, served as is
     models/<id>/files/...     an uploaded model and its external data
     models/<id>/tensors/N.bin converted tensor bytes (typed fields, strings)
-    models/<id>/size          bytes the model takes in the store (decimal)
-    models/<id>/last-used     its mtime is the model's last use (LRU)
+    models/<id>/lru           its mtime is the model's last use; it holds the
+                              bytes the model takes in the store (decimal)
     tmp/<process>/...         work folders of one live service process
     tmp/<process>.lock        held (flock) while that process lives
     lock, usage               flock for commits and eviction; the byte total
+                              (a cache: recomputed from the lru files at start)
 
 Rules: a model folder appears whole or not at all (its files are written and
 fsynced in a work folder, which is then renamed into models/); a model is never
@@ -34,6 +35,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,24 +48,31 @@ class StoreFullError(Exception):
     """The model alone is larger than the store's size cap."""
 
 
-def fsync_tree(root: Path) -> None:
-    """fsync every file and folder under `root` (and `root`)."""
-    for folder, _, files in os.walk(root):
-        for name in files:
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(Path(folder))
+_FSYNC_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fsync")
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file and folder under `root` (and `root`), several at once
+    (the file system commits concurrent fsyncs together: one journal commit
+    instead of one per file)."""
+    paths: list[str] = []
+    for folder, _, files in os.walk(root):
+        paths.extend(os.path.join(folder, name) for name in files)
+        paths.append(folder)
+    for _ in _FSYNC_POOL.map(_fsync_path, paths):
+        pass
+
+
+def fsync_dir(path: Path) -> None:
+    _fsync_path(str(path))
 
 
 def tree_bytes(root: Path) -> int:
@@ -74,17 +83,21 @@ def tree_bytes(root: Path) -> int:
     return total
 
 
-def write_file_atomically(path: Path, data: bytes) -> None:
+def write_file_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Temporary file, fsync (unless not `durable`), rename over `path`."""
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(temporary, path)
+    if durable:
+        fsync_dir(path.parent)
 
 
 class Store:
@@ -183,7 +196,7 @@ class Store:
     @staticmethod
     def _size_of(folder: Path) -> int:
         try:
-            return int((folder / "size").read_text())
+            return int((folder / "lru").read_text())
         except (OSError, ValueError):
             return 0
 
@@ -194,7 +207,7 @@ class Store:
             return self._scan_usage()
 
     def _write_usage(self, total: int) -> None:
-        write_file_atomically(self.root / "usage", str(max(0, total)).encode())
+        write_file_atomically(self.root / "usage", str(max(0, total)).encode(), durable=False)
 
     # --- models
 
@@ -227,17 +240,16 @@ class Store:
 
     def touch(self, model_id: str) -> None:
         with contextlib.suppress(OSError):
-            os.utime(self.models / model_id / "last-used")
+            os.utime(self.models / model_id / "lru")
 
     def commit(self, work: Path, model_id: str, record: dict[str, Any], summary: bytes) -> bool:
         """Move the finished work folder `work` into the store as `model_id`.
         True if stored now, False if the model was there already."""
         (work / "record.json").write_bytes(json.dumps(record).encode())
         (work / "summary.json").write_bytes(summary)
-        (work / "last-used").write_bytes(b"")
         size = tree_bytes(work)
-        size += len(str(size)) + 1
-        (work / "size").write_text(str(size))
+        size += len(str(size + 20))
+        (work / "lru").write_text(str(size))
         if size > self.max_bytes:
             raise StoreFullError(f"the model takes {size} bytes, more than the store's cap of {self.max_bytes}")
         fsync_tree(work)
@@ -266,7 +278,7 @@ class Store:
             if folder.name == keep or not folder.is_dir():
                 continue
             try:
-                used = (folder / "last-used").stat().st_mtime_ns
+                used = (folder / "lru").stat().st_mtime_ns
             except OSError:
                 used = 0
             candidates.append((used, folder))
