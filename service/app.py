@@ -218,8 +218,10 @@ async def _import_upload(request: Request, service: Service, work: Path) -> Resp
     outcome = await _run_worker(service, job, work)
     stored: dict[str, dict[str, Any]] = {"model": {"path": f"files/{MODEL_FILE}", "in_store": True, **identity_of(str(upload.model.path))}}
     for location in outcome.header["external_files"]:
-        path = files / EXTERNAL_FOLDER / location
-        stored[location] = {"path": str(path.relative_to(work)), "in_store": True, **identity_of(str(path))}
+        real = resolve_confined(str(files / EXTERNAL_FOLDER), location)
+        if real is None or not os.path.isfile(real):
+            raise ProblemError("worker-crashed", "the worker reported an external file that was not uploaded", kind="WorkerCrashed")
+        stored[location] = {"path": os.path.relpath(real, os.path.realpath(work)), "in_store": True, **identity_of(real)}
     model_file = {"size": upload.model.size, "sha256": upload.model.sha256}
     return await _commit(service, model_id, outcome, stored, model_file, work)
 

@@ -99,6 +99,7 @@ def run_import(connection: Connection, job: dict[str, Any], isolation: str) -> N
     except ModelImportError as error:
         failure = error.as_dict()
         failure["input"] = job["display_name"]
+        failure["message"] = str(failure["message"]).replace(model_path, job["display_name"])  # no server paths
         failure["missing"] = error.kind.value == "Io" and "no such file" in error.message
         send_header(connection, {"status": "error", "error": failure})
         return

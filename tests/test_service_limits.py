@@ -162,3 +162,35 @@ def test_store_cap_evicts_the_least_recently_used(tmp_path: Path) -> None:
             assert client.get(f"/models/{ids[3]}/tensors/W").status_code == 200
     finally:
         service.stop()
+
+
+def test_a_chunked_upload_is_cut_off_by_its_running_count(limited: ServiceProcess) -> None:
+    def body() -> Iterator[bytes]:  # no Content-Length: the server counts as it reads
+        yield b'--b\r\nContent-Disposition: form-data; name="model"; filename="m.onnx"\r\n\r\n'
+        for _ in range(20):
+            yield b"\0" * (8 << 10)
+
+    with limited.client() as client:
+        response = client.post("/models", content=body(), headers={"content-type": "multipart/form-data; boundary=b"})
+        assert assert_problem(response, 413)["limit"] in ("max_upload", "max_upload_total")
+    assert limited.temporary_files() == []
+
+
+def test_two_service_processes_share_one_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = ServiceProcess(store, SAMPLES).start()
+    second = ServiceProcess(store, SAMPLES).start()
+    try:
+        with first.client() as one, second.client() as two:
+            created = one.post("/models", json={"path": "external/model.onnx"})
+            assert created.status_code == 201
+            model_id = created.json()["id"]
+            assert two.get(f"/models/{model_id}/tensors/W").content == one.get(f"/models/{model_id}/tensors/W").content
+            assert two.post("/models", json={"path": "external/model.onnx"}).status_code == 200
+            uploaded = two.post("/models", files={"model": ("t.onnx", (SAMPLES / "typed_fields.onnx").read_bytes())})
+            assert uploaded.status_code == 201
+            assert one.get(f"/models/{uploaded.json()['id']}/tensors/words").status_code == 200
+    finally:
+        first.stop()
+        second.stop()
+    assert list((store / "tmp").iterdir()) == []
