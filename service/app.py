@@ -145,16 +145,18 @@ async def _read_json(request: Request) -> PathRequest:
         raise RequestValidationError(error.errors(include_url=False, include_input=False)) from None
 
 
-def _test_sleep(request: Request, settings: Settings) -> float:
+def _test_hold(request: Request, settings: Settings) -> tuple[float, bool]:
+    """Test hook: `X-Test-Worker-Sleep: 2.5` (sleep) or `spin:2.5` (burn CPU)."""
     header = request.headers.get(TEST_SLEEP_HEADER)
     if header is None:
-        return settings.debug_worker_sleep
+        return settings.debug_worker_sleep, False
     if not settings.test_hooks:
         raise ProblemError("bad-request", f"{TEST_SLEEP_HEADER} is a test hook, and test hooks are off")
+    spin = header.startswith("spin:")
     try:
-        return max(0.0, min(600.0, float(header)))
+        return max(0.0, min(600.0, float(header.removeprefix("spin:")))), spin
     except ValueError:
-        raise ProblemError("bad-request", f"{TEST_SLEEP_HEADER} must be a number of seconds") from None
+        raise ProblemError("bad-request", f"{TEST_SLEEP_HEADER} must be a number of seconds, or spin: and one") from None
 
 
 async def _run_worker(service: Service, job: ImportJob, work: Path) -> WorkerOutcome:
@@ -214,7 +216,7 @@ async def _import_upload(request: Request, service: Service, work: Path) -> Resp
     model_id = model_id_of(upload.model.sha256, [(e.location, e.sha256) for e in upload.externals])
     if service.store.has(model_id):
         return await _stored_summary(service, model_id, 200)
-    job = ImportJob(str(files), MODEL_FILE, upload.display_name, EXTERNAL_FOLDER, _test_sleep(request, settings))
+    job = ImportJob(str(files), MODEL_FILE, upload.display_name, EXTERNAL_FOLDER, *_test_hold(request, settings))
     outcome = await _run_worker(service, job, work)
     stored: dict[str, dict[str, Any]] = {"model": {"path": f"files/{MODEL_FILE}", "in_store": True, **identity_of(str(upload.model.path))}}
     for location in outcome.header["external_files"]:
@@ -231,7 +233,7 @@ async def _import_path(request: Request, service: Service, work: Path) -> Respon
     wanted = await _read_json(request)
     resolved: ResolvedPath = resolve_under_root(str(settings.data_root), wanted.path)
     folder, name = os.path.split(resolved.real_path)
-    job = ImportJob(folder, name, wanted.path, None, _test_sleep(request, settings))
+    job = ImportJob(folder, name, wanted.path, None, *_test_hold(request, settings))
     outcome = await _run_worker(service, job, work)
     files: dict[str, dict[str, Any]] = {"model": {"path": resolved.real_path, "in_store": False}}
     for location in outcome.header["external_files"]:

@@ -48,7 +48,8 @@ class ImportJob:
     model: str  # model file name inside `directory`
     display_name: str  # the name the client knows the model by
     external_dir: str | None = None  # default: the model's folder
-    sleep: float = 0.0  # test hook
+    sleep: float = 0.0  # test hook: the worker waits this long before reading
+    spin: bool = False  # test hook: ... burning CPU instead of sleeping
 
 
 @dataclass
@@ -113,6 +114,7 @@ class Sandbox:
             display_name=job.display_name,
             external_dir=job.external_dir,
             sleep=job.sleep,
+            spin=job.spin,
         )
         reader, writer = self.context.Pipe(duplex=False)
         process = self.context.Process(target=worker.main, args=(writer, spec), daemon=True)

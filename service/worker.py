@@ -73,8 +73,13 @@ def main(connection: Connection, job: dict[str, Any]) -> None:
         if job.get("probe"):
             send_header(connection, {"status": "probe", "isolation": isolation})
             return
-        if job.get("sleep"):
-            time.sleep(float(job["sleep"]))
+        if job.get("sleep"):  # test hook: hold the worker (sleeping, or burning CPU)
+            if job.get("spin"):
+                until = time.monotonic() + float(job["sleep"])
+                while time.monotonic() < until:
+                    pass
+            else:
+                time.sleep(float(job["sleep"]))
         run_import(connection, job, isolation)
     except MemoryError:
         gc.collect()

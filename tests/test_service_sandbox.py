@@ -23,12 +23,12 @@ SLEEP = "x-test-worker-sleep"
 
 @pytest.fixture(scope="module")
 def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    """One worker, one waiting place, a 3 s deadline, test hooks on."""
+    """One worker, one waiting place, a 3 s deadline, 1 s of CPU, test hooks on."""
     base = tmp_path_factory.mktemp("service-sandbox")
     service = ServiceProcess(
         base / "store",
         SAMPLES,
-        "--workers", "1", "--queue", "1", "--worker-timeout", "3",
+        "--workers", "1", "--queue", "1", "--worker-timeout", "3", "--worker-cpu-seconds", "1",
         env={"ONNX_SERVICE_TEST_HOOKS": "1"},
     ).start()  # fmt: skip
     try:
@@ -37,7 +37,7 @@ def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]
         service.stop()
 
 
-def _post_sleeping(service: ServiceProcess, seconds: float, path: str = "add.onnx") -> httpx.Response:
+def _post_sleeping(service: ServiceProcess, seconds: float | str, path: str = "add.onnx") -> httpx.Response:
     with service.client() as client:
         return client.post("/models", json={"path": path}, headers={SLEEP: str(seconds)})
 
@@ -70,6 +70,12 @@ def test_the_deadline_is_a_resource_limit(hooked: ServiceProcess) -> None:
     assert body["kind"] == "ResourceLimit" and body["limit"] == "time"
     assert time.monotonic() - started < 10
     assert hooked.worker_pids() == []
+    assert hooked.temporary_files() == []
+
+
+def test_the_cpu_limit_is_a_resource_limit(hooked: ServiceProcess) -> None:
+    body = assert_problem(_post_sleeping(hooked, "spin:2.5"), 422, "resource-limit")
+    assert body["kind"] == "ResourceLimit" and body["limit"] == "cpu", body
     assert hooked.temporary_files() == []
 
 
