@@ -98,7 +98,7 @@ class Settings:
         require(0 <= self.port <= 65535, f"--port must be within 0 to 65535, not {self.port}")
         require(1 <= self.workers <= 256, f"--workers must be within 1 to 256, not {self.workers}")
         require(0 <= self.queue <= 100_000, f"--queue must be within 0 to 100000, not {self.queue}")
-        require(self.worker_memory >= 64 * MIB, "--worker-memory must be at least 64MiB (the worker's runtime alone needs about 100MiB)")
+        require(self.worker_memory >= 128 * MIB, "--worker-memory must be at least 128MiB (the worker's runtime alone takes about 95MiB)")
         require(1 <= self.worker_cpu_seconds <= 86_400, "--worker-cpu-seconds must be within 1 to 86400")
         require(0.1 <= self.worker_timeout <= 86_400, "--worker-timeout must be within 0.1 to 86400 seconds")
         require(self.max_upload >= 1, "--max-upload must be positive")
