@@ -7,12 +7,15 @@ the image starts it: the image's environment (Dockerfile ENV, with /tmp, /data
 and /store moved into the test folder, and the loopback address), the image's
 uid (10001; as root the test switches to it with setpriv: no capabilities, no
 new privileges; as another user it runs as that user), a working directory it
-cannot write, the install and the data root read-only; writable are only the
-store folder and a temporary folder. Then, over HTTP: readiness, an upload,
-its summary, tensor bytes compared with the model's own values, a server-side
-model with external data, problem responses, the front end's memory against
-the deployments' budget, nothing written elsewhere, and a clean stop on
-SIGTERM. Setup takes about half a minute (pip's cache holds the dependencies).
+cannot write, the install and the data root read-only, and (as root, where
+mount namespaces are permitted) the whole root file system remounted
+read-only but for the store folder and a temporary folder, as
+`read_only: true` does. Then, over HTTP: readiness, an upload, its summary,
+tensor bytes compared with the model's own values, a server-side model with
+external data, problem responses, the front end's memory against the
+deployments' budget, nothing written elsewhere, a second replica sharing the
+store, and a clean stop on SIGTERM. Setup takes 10 to 30 seconds (pip's cache
+holds the dependencies).
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ class Packaged:
     tmp: Path
     uid: int
     dedicated_uid: bool  # True: a uid of its own (files it owns anywhere are its writes)
-    prefix: list[str]  # runs a command as that uid
+    prefix: list[str]  # runs a command as that uid (and on a read-only root, where possible)
     replicas: list[Replica] = field(default_factory=list)
     install_state: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -113,6 +116,24 @@ def switch_user(uid: int, gid: int) -> list[str]:
     if setpriv is None:
         pytest.skip("running as root but util-linux's setpriv is missing: cannot switch to an unprivileged user")
     return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+
+
+def read_only_root(root: Path, writable: list[Path]) -> tuple[list[str], str]:
+    """The prefix that runs a command in a mount namespace of its own where `/`
+    is read-only but for `writable` (what `read_only: true` and
+    readOnlyRootFilesystem do), and how it went: root only, and only where
+    mount namespaces are permitted; elsewhere file permissions alone guard."""
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or unshare is None:
+        return [], "not emulated (needs root and unshare); file permissions only"
+    binds = " && ".join(f'mount --bind "${n}" "${n}"' for n in range(1, len(writable) + 1))
+    script = f'{binds} && mount -o remount,bind,ro / && shift {len(writable)} && exec "$@"'
+    prefix = [unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", *map(str, writable)]
+    probe = f'touch "{writable[0]}/.probe" && rm "{writable[0]}/.probe" && ! touch "{root}/.probe" 2>/dev/null'
+    result = subprocess.run([*prefix, "/bin/sh", "-c", probe], capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        return [], f"not emulated (a mount namespace is not permitted here: {result.stderr.strip()[:200]}); file permissions only"
+    return prefix, "emulated: / read-only in a mount namespace of the service's own, but for the store and tmp"
 
 
 def base_interpreter(prefix: list[str]) -> str:
@@ -305,6 +326,9 @@ def packaged() -> Iterator[Packaged]:
         if not as_root:  # the install and the data root read-only to the service's own user too
             read_only(service.venv)
             read_only(service.data)
+        read_only_prefix, how = read_only_root(root, [service.store, service.tmp])
+        service.prefix = read_only_prefix + prefix
+        service.notes.append(f"packaged service: read-only root {how}")
         service.install_state = tree_state(service.venv)
         launch(service)
         service.notes.append(f"packaged service: ready {time.monotonic() - started:.1f} s after the build started")
