@@ -10,6 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 MAX_QUOTED_CHARS = 80
+NOT_FOUND = "not-found"  # ModelImportError.reason: the named file does not exist
 MAX_MESSAGE_CHARS = 400
 
 
@@ -43,8 +44,9 @@ class ModelImportError(Exception):
 
     Attributes: `kind`, `message`, `input_name` (the file or stream name),
     `offset` (byte offset from the start of the input, or None when no single
-    place is at fault) and `field_path` (e.g. `ModelProto.graph.node[3].input[0]`,
-    or None).
+    place is at fault), `field_path` (e.g. `ModelProto.graph.node[3].input[0]`,
+    or None) and `reason`: a stable token for callers that act on a cause
+    (`NOT_FOUND` when the input file does not exist), else None.
     """
 
     def __init__(
@@ -55,8 +57,10 @@ class ModelImportError(Exception):
         input_name: str = "",
         offset: int | None = None,
         field_path: str | None = None,
+        reason: str | None = None,
     ) -> None:
         self.kind = kind
+        self.reason = reason
         self.message = _bounded(message)
         self.input_name = input_name
         self.offset = offset

@@ -23,7 +23,7 @@ from importer.errors import ReadFailure, invalid, unsupported
 from importer.limits import MAX_ELEMENT_COUNT, MAX_TENSOR_BYTES
 from importer.read_context import ReadContext, check_nesting
 from importer.tensor import FROM_EXTERNAL, FROM_NOTHING, FROM_RAW_DATA, SparseTensor, Tensor
-from importer.typed_fields import FIXED_WIDTH, check_fixed_width, convert_varints, fixed_width_bytes, varint_values
+from importer.typed_fields import FIXED_WIDTH, check_fixed_width, convert_varint_field, fixed_width_bytes
 from importer.wire import as_int32, as_int64, check_varints, count_varints, iter_fields, read_string, varints_to_list
 
 _DATA_TYPES = {int(t): t for t in DataType}  # faster than DataType(code)
@@ -194,10 +194,11 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     entries = _entry_count(buf, expected_field, ranges, expected_entries)
     if entries != expected_entries:  # checked before converting: memory stays bounded by the tensor's size
         raise invalid(f"{field_name} has {entries} entries, expected {expected_entries}", ranges[0][0], field_name)
+    data: bytes | bytearray
     if expected_field in FIXED_WIDTH:
         data = fixed_width_bytes(buf, ranges, FIXED_WIDTH[expected_field], field_name)
     else:
-        data = convert_varints(varint_values(buf, ranges), expected_field, data_type)
+        data = convert_varint_field(buf, ranges, expected_field, data_type)
     if len(data) != byte_length:
         raise invalid(f"{field_name} gives {len(data)} bytes, expected {byte_length}", ranges[0][0], field_name)
     tensor.source = field_name

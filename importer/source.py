@@ -16,7 +16,7 @@ import os
 import stat
 
 from importer.data_owner import DataOwner
-from importer.errors import ErrorKind, ModelImportError
+from importer.errors import NOT_FOUND, ErrorKind, ModelImportError
 from importer.limits import MAX_PROTOBUF_BYTES
 
 READ_INSTEAD_OF_MAP_BYTES = 1 << 20
@@ -24,8 +24,8 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def _refusal(kind: ErrorKind, name: str, message: str) -> ModelImportError:
-    return ModelImportError(kind, message, input_name=name)
+def _refusal(kind: ErrorKind, name: str, message: str, reason: str | None = None) -> ModelImportError:
+    return ModelImportError(kind, message, input_name=name, reason=reason)
 
 
 def open_file(path: str | os.PathLike[str], name: str, *, max_bytes: int = MAX_PROTOBUF_BYTES) -> DataOwner:
@@ -52,7 +52,7 @@ def open_confined(directory: str, location: str, *, allow_hard_links: bool, max_
     try:
         checked = os.stat(path)
     except FileNotFoundError:
-        raise _refusal(kind, location, "no such file") from None
+        raise _refusal(kind, location, "no such file", NOT_FOUND) from None
     except OSError as error:
         raise _refusal(kind, location, f"cannot be examined: {error.strerror}") from None
     if not stat.S_ISREG(checked.st_mode):
@@ -73,7 +73,7 @@ def _open(path: str | os.PathLike[str], flags: int, kind: ErrorKind, name: str) 
     try:
         return os.open(path, flags)
     except FileNotFoundError:
-        raise _refusal(kind, name, "no such file") from None
+        raise _refusal(kind, name, "no such file", NOT_FOUND) from None
     except IsADirectoryError:
         raise _refusal(kind, name, "is a directory, not a file") from None
     except OSError as error:

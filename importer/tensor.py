@@ -74,7 +74,7 @@ class Tensor:
         self.offset = offset
         self._owner: DataOwner | None = None
         self._start = 0
-        self._converted: bytes | None = None
+        self._converted: bytes | bytearray | None = None
         self._strings: list[bytes] | None = None
 
     # --- binding the values (done by the readers and the external data loader)
@@ -84,7 +84,7 @@ class Tensor:
         self._owner = owner
         self._start = start
 
-    def bind_converted(self, data: bytes) -> None:
+    def bind_converted(self, data: bytes | bytearray) -> None:
         self._converted = data
 
     def bind_strings(self, strings: list[bytes]) -> None:
@@ -115,7 +115,7 @@ class Tensor:
         STRING tensors have no raw layout: use `strings`.
         """
         if self._converted is not None:
-            return memoryview(self._converted)
+            return memoryview(self._converted).toreadonly()
         if self._owner is not None:
             return self._owner.view(self._start, self._start + self.byte_length)
         if self.data_type == DataType.STRING:

@@ -23,7 +23,7 @@ from importer.element_types import (
     bits_per_element,
 )
 from importer.errors import malformed
-from importer.wire import Buffer, varints_to_array
+from importer.wire import Buffer, iter_varint_windows
 
 FIXED_WIDTH = {FLOAT_DATA: 4, DOUBLE_DATA: 8}
 
@@ -42,16 +42,21 @@ def fixed_width_bytes(buf: Buffer, ranges: list[tuple[int, int, int]], width: in
     return b"".join(buf[start:stop] for _, start, stop in ranges)
 
 
-def varint_values(buf: Buffer, ranges: list[tuple[int, int, int]]) -> npt.NDArray[np.uint64]:
-    """Decode every occurrence (packed runs and single varints) in file order."""
-    parts = [varints_to_array(buf, start, stop) for _, start, stop in ranges]
-    if len(parts) == 1:
-        return parts[0]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+def convert_varint_field(buf: Buffer, ranges: list[tuple[int, int, int]], field: int, data_type: DataType) -> bytearray:
+    """Raw-layout bytes of the varint typed field `field` for `data_type`,
+    decoded and converted a window at a time: memory stays close to the
+    result's own size (`ranges`: (key_offset, start, stop) per occurrence)."""
+    out = bytearray()
+    six_bit = data_type in SIX_BIT_TYPES
+    for _, start, stop in ranges:
+        for values in iter_varint_windows(buf, start, stop):
+            out += convert_varints(values, field, data_type)
+    return bytearray(pack_six_bit(np.frombuffer(out, dtype=np.uint8))) if six_bit else out
 
 
 def convert_varints(values: npt.NDArray[np.uint64], field: int, data_type: DataType) -> bytes:
-    """Raw-layout bytes of the varint typed field `field` for `data_type`."""
+    """Raw-layout bytes of some entries of `field` for `data_type` (for the
+    6-bit types: one element per byte, packed afterwards by `pack_six_bit`)."""
     if field in (INT64_DATA, UINT64_DATA):
         if data_type == DataType.UINT32:
             return (values & np.uint64(0xFFFFFFFF)).astype("<u4").tobytes()
@@ -65,7 +70,7 @@ def convert_varints(values: npt.NDArray[np.uint64], field: int, data_type: DataT
     if data_type in FOUR_BIT_TYPES or data_type in TWO_BIT_TYPES:
         return (low32 & np.uint64(0xFF)).astype(np.uint8).tobytes()
     if data_type in SIX_BIT_TYPES:
-        return pack_six_bit((low32 & np.uint64(0x3F)).astype(np.uint8))
+        return (low32 & np.uint64(0x3F)).astype(np.uint8).tobytes()
     if bits == 32:
         return low32.astype("<u4").tobytes()
     if bits == 16:
@@ -74,7 +79,13 @@ def convert_varints(values: npt.NDArray[np.uint64], field: int, data_type: DataT
 
 
 def pack_six_bit(elements: npt.NDArray[np.uint8]) -> bytes:
-    """Pack 6-bit elements into a bit stream from the lowest bit, padded."""
-    bits = np.unpackbits(elements[:, None], axis=1, bitorder="little")[:, :6].reshape(-1)
-    packed: bytes = np.packbits(bits, bitorder="little").tobytes()
-    return packed
+    """Pack 6-bit elements into a bit stream from the lowest bit, padded:
+    every 4 elements are 24 bits, written as 3 little-endian bytes."""
+    count = elements.size
+    padded = np.zeros((count + 3) // 4 * 4, dtype=np.uint32)
+    padded[:count] = elements
+    groups = padded.reshape(-1, 4)
+    word = groups[:, 0] | groups[:, 1] << 6 | groups[:, 2] << 12 | groups[:, 3] << 18
+    packed = np.stack([word & 0xFF, word >> 8 & 0xFF, word >> 16], axis=1).astype(np.uint8).reshape(-1)
+    result: bytes = packed[: (count * 6 + 7) // 8].tobytes()
+    return result

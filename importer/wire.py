@@ -181,7 +181,7 @@ def varints_to_list(buf: Buffer, start: int, stop: int) -> list[int]:
 _BULK_THRESHOLD = 64
 
 
-_WINDOW_BYTES = 1 << 20  # the bulk decoder works on 1 MiB at a time: temporaries stay bounded
+_WINDOW_BYTES = 1 << 18  # the bulk decoder works on 256 KiB at a time: about 10 MB of temporaries
 
 
 def count_varints(buf: Buffer, start: int, stop: int) -> int:
@@ -195,25 +195,26 @@ def count_varints(buf: Buffer, start: int, stop: int) -> int:
 
 def check_varints(buf: Buffer, start: int, stop: int) -> None:
     """Refuse a packed run holding a bad varint (the first one), keeping nothing."""
-    if stop - start < _BULK_THRESHOLD:
-        varints_to_list(buf, start, stop)
-    else:
-        _bulk_varints(buf, start, stop, keep=False)
+    for _ in iter_varint_windows(buf, start, stop):
+        pass
 
 
 def varints_to_array(buf: Buffer, start: int, stop: int) -> npt.NDArray[np.uint64]:
-    """Decode a packed run of varints in bulk with numpy (unsigned 64-bit)."""
+    """Decode a packed run of varints (unsigned 64-bit) into one array."""
+    parts = list(iter_varint_windows(buf, start, stop))
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+
+
+def iter_varint_windows(buf: Buffer, start: int, stop: int) -> Iterator[npt.NDArray[np.uint64]]:
+    """Decode a packed run of varints a window of bytes at a time (each ending
+    with a whole varint), in bulk with numpy, so that temporaries stay bounded
+    whatever the run's size. The first bad varint is refused by `read_varint`
+    itself, so bulk and scalar decoding refuse alike."""
     if stop - start < _BULK_THRESHOLD:
-        return np.array(varints_to_list(buf, start, stop), dtype=np.uint64)
-    return _bulk_varints(buf, start, stop, keep=True)
-
-
-def _bulk_varints(buf: Buffer, start: int, stop: int, *, keep: bool) -> npt.NDArray[np.uint64]:
-    """Check (and, with `keep`, decode) a window of bytes at a time, each
-    ending with a whole varint, so that temporaries stay bounded; the first
-    bad varint is refused by `read_varint` itself, so bulk and scalar decoding
-    refuse alike."""
-    parts: list[npt.NDArray[np.uint64]] = []
+        yield np.array(varints_to_list(buf, start, stop), dtype=np.uint64)
+        return
     pos = start
     while pos < stop:
         data = np.frombuffer(buf[pos : min(pos + _WINDOW_BYTES, stop)], dtype=np.uint8)
@@ -229,14 +230,11 @@ def _bulk_varints(buf: Buffer, start: int, stop: int, *, keep: bool) -> npt.NDAr
         if bad.any():
             read_varint(buf, pos + int(first[int(bad.argmax())]), stop)
             raise AssertionError("read_varint accepted a varint the bulk decoder refused")
-        if keep:
-            place = np.arange(int(last[-1]) + 1, dtype=np.int64) - np.repeat(first, lengths)
-            shifted = (data[: int(last[-1]) + 1] & 0x7F).astype(np.uint64) << (place * 7).astype(np.uint64)
-            parts.append(np.bitwise_or.reduceat(shifted, first))
-        pos += int(last[-1]) + 1
-    if not keep:
-        return np.zeros(0, dtype=np.uint64)
-    return np.concatenate(parts) if len(parts) != 1 else parts[0]
+        end = int(last[-1]) + 1
+        place = np.arange(end, dtype=np.int64) - np.repeat(first, lengths)
+        shifted = (data[:end] & 0x7F).astype(np.uint64) << (place * 7).astype(np.uint64)
+        yield np.bitwise_or.reduceat(shifted, first)
+        pos += end
 
 
 def find_field(buf: Buffer, holder_offset: int, key: int, index: int = 0) -> int | None:

@@ -24,7 +24,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from importer import DataType, Limits, ModelImportError, load_model
+from importer import DataType, ErrorKind, Limits, ModelImportError, load_model
+from importer.errors import NOT_FOUND
 from importer.summary import element_type_name, summarize
 from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
 from service.catalog import CatalogEntry, catalog_tensors
@@ -105,7 +106,7 @@ def run_import(connection: Connection, job: dict[str, Any], isolation: str) -> N
         failure = error.as_dict()
         failure["input"] = job["display_name"]
         failure["message"] = str(failure["message"]).replace(model_path, job["display_name"])  # no server paths
-        failure["missing"] = error.kind.value == "Io" and "no such file" in error.message
+        failure["missing"] = error.kind == ErrorKind.IO and error.reason == NOT_FOUND
         send_header(connection, {"status": "error", "error": failure})
         return
     with model:

@@ -13,24 +13,31 @@ import numpy as np
 import pytest
 from service_harness import SAMPLES, ServiceProcess, assert_problem
 
-BIG_ELEMENTS = 4_000_000  # int32_data: 4 MB of varints in the file, 16 MB converted, more while converting
+BIG_NODES = 400_000  # about 10 MB on disk; hundreds of MB of graph objects once imported
 
 
-def _big_typed_model(path: Path) -> None:
-    from onnx import TensorProto, helper
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (this test writes the model byte by byte: fast)."""
+    out = bytearray()
+    for varint in (number << 3 | 2, len(payload)):
+        rest = varint
+        while rest >= 0x80:
+            out.append(rest & 0x7F | 0x80)
+            rest >>= 7
+        out.append(rest)
+    return bytes(out) + payload
 
-    tensor = TensorProto(name="big", data_type=TensorProto.INT32, dims=[BIG_ELEMENTS])
-    tensor.int32_data.extend(np.ones(BIG_ELEMENTS, dtype=np.int32))
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["X"], ["Y"])],
-        "big",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1])],
-        [tensor],
+
+def _big_graph_model(path: Path) -> None:
+    """A valid chain of Identity nodes too large to import within 128 MiB."""
+    float_type = _field(1, b"\x08\x01")  # TypeProto.tensor_type { elem_type: FLOAT }
+    nodes = b"".join(
+        _field(1, _field(1, b"v%d" % i) + _field(2, b"v%d" % (i + 1)) + _field(4, b"Identity")) for i in range(BIG_NODES)
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    path.write_bytes(model.SerializeToString())
+    graph = nodes + _field(2, b"big") + _field(11, _field(1, b"v0") + _field(2, float_type))
+    graph += _field(12, _field(1, b"v%d" % BIG_NODES) + _field(2, float_type))
+    opset = b"\x10\x15"  # OperatorSetIdProto { version: 21 }
+    path.write_bytes(b"\x08\x0a" + _field(7, graph) + _field(8, opset))  # ir_version 10, graph, opset_import
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +45,7 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
     base = tmp_path_factory.mktemp("service-limits")
     root = base / "root"
     shutil.copytree(SAMPLES, root)
-    _big_typed_model(root / "big_typed.onnx")
+    _big_graph_model(root / "big_graph.onnx")
     service = ServiceProcess(
         base / "store", root, "--max-upload", "64KiB", "--max-upload-total", "96KiB", "--worker-memory", "128MiB", "--workers", "2"
     ).start()
@@ -78,9 +85,9 @@ def test_upload_total_over_the_limit_is_413(limited: ServiceProcess) -> None:
 
 def test_a_model_needing_more_memory_than_the_cap_is_a_resource_limit(limited: ServiceProcess) -> None:
     with limited.client() as client:
-        body = assert_problem(client.post("/models", json={"path": "big_typed.onnx"}), 422, "resource-limit")
+        body = assert_problem(client.post("/models", json={"path": "big_graph.onnx"}), 422, "resource-limit")
         assert body["kind"] == "ResourceLimit" and body["limit"] == "memory"
-        assert body["input"] == "big_typed.onnx"
+        assert body["input"] == "big_graph.onnx"
         for path in ("add.onnx", "typed_fields.onnx", "external/model.onnx"):  # still serving
             response = client.post("/models", json={"path": path})
             assert response.status_code in (200, 201), response.text
