@@ -8,6 +8,7 @@ Run with tools/run_fuzz.sh model SECONDS.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import atheris
@@ -33,7 +34,9 @@ def test_one_input(data: bytes) -> None:
 
 
 def main() -> None:
-    atheris.Setup(sys.argv, test_one_input)
+    # tools/run_fuzz.sh names its runner script: libFuzzer's -fork mode re-runs argv[0]
+    argv = [os.environ.get("FUZZ_RUNNER", sys.argv[0]), *sys.argv[1:]]
+    atheris.Setup(argv, test_one_input)
     atheris.Fuzz()
 
 
