@@ -74,7 +74,7 @@ def file_sha256(path: str) -> str:
 
 def identity_of(path: str) -> dict[str, Any]:
     info = os.stat(path)
-    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "inode": info.st_ino, "device": info.st_dev}
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "inode": info.st_ino}
 
 
 class ImportLimiter:

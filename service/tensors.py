@@ -99,8 +99,10 @@ def open_checked(path: str, identity: dict[str, Any]) -> int:
         raise ProblemError("tensor-source-changed", f"the file holding the tensor cannot be opened ({error.strerror})") from None
     try:
         info = os.fstat(fd)
-        seen = (identity["size"], identity["mtime_ns"], identity["inode"], identity["device"])
-        now = (info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
+        # size, mtime and inode, not the device number: on a shared network
+        # store each node numbers the mount its own way (see deploy/README.md)
+        seen = (identity["size"], identity["mtime_ns"], identity["inode"])
+        now = (info.st_size, info.st_mtime_ns, info.st_ino)
         if not stat.S_ISREG(info.st_mode) or now != seen:
             raise ProblemError("tensor-source-changed", "the file holding the tensor changed since the import; import the model again")
     except BaseException:
