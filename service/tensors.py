@@ -4,7 +4,8 @@ Owns `tensor_response`. The bytes come from a file range: the model file or an
 external data file the worker reported (for a server-side model: in the data
 root; for an upload: its copy in the store), or a converted tensor the store
 holds. Before serving, the file is opened (no link followed) and checked to
-be the very file seen at import: same size, mtime_ns, inode and device (else
+be the very file seen at import: same size, mtime_ns and inode (not the
+device number, which differs between the nodes mounting a shared store; else
 409 `tensor-source-changed`; a missing file is 410 `tensor-source-gone`). The
 body is read with `os.pread` in 1 MiB chunks in a worker thread, so a 4 GB
 tensor costs no more memory than a small one.
