@@ -176,9 +176,19 @@ def main() -> None:
                 seconds = time.perf_counter() - start
                 after = peak_rss_mb(server.pid)
             print(
-                f"GET 100 MB tensor: {received / seconds / 1e9:.2f} GB/s ({received} bytes in {seconds * 1000:.0f} ms); "
+                f"GET 100 MB tensor (httpx client): {received / seconds / 1e9:.2f} GB/s ({seconds * 1000:.0f} ms); "
                 f"server peak RSS {before:.0f} MB before, {after:.0f} MB after"
             )
+            if shutil.which("curl"):  # a client in C, so that the figure is the server's
+                speeds = []
+                for _ in range(3):
+                    result = subprocess.run(
+                        ["curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", f"{url}/models/{model_id}/tensors/big"],
+                        check=True, capture_output=True, text=True,
+                    )  # fmt: skip
+                    speeds.append(float(result.stdout) / 1e9)
+                median_speed = statistics.median(speeds)
+                print(f"GET 100 MB tensor (curl): median {median_speed:.2f} GB/s; server peak RSS {peak_rss_mb(server.pid):.0f} MB")
         finally:
             server.terminate()
             server.wait(timeout=30)
