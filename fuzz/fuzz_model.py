@@ -8,10 +8,8 @@ Run with tools/run_fuzz.sh model SECONDS.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import atheris
+from runner import fuzz
 
 with atheris.instrument_imports():
     from importer import Limits, ModelImportError, load_model_bytes
@@ -34,10 +32,7 @@ def test_one_input(data: bytes) -> None:
 
 
 def main() -> None:
-    # tools/run_fuzz.sh names its runner script: libFuzzer's -fork mode re-runs argv[0]
-    argv = [os.environ.get("FUZZ_RUNNER", sys.argv[0]), *sys.argv[1:]]
-    atheris.Setup(argv, test_one_input)
-    atheris.Fuzz()
+    fuzz(test_one_input)
 
 
 if __name__ == "__main__":

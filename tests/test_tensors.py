@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from hostile_cases import varint
 from onnx import TensorProto, helper, numpy_helper
 
 from importer import DataType, ErrorKind, ModelImportError, Tensor, load_model, load_tensor, load_tensor_bytes
@@ -226,7 +227,7 @@ def test_an_oversized_typed_field_is_refused_before_it_is_decoded() -> None:
     import tracemalloc
 
     entries = 50_000_000
-    data = bytes.fromhex("08 01 10 06 2A") + _varint(entries) + b"\x01" * entries
+    data = bytes.fromhex("08 01 10 06 2A") + varint(entries) + b"\x01" * entries
     tracemalloc.start()
     try:
         with pytest.raises(ModelImportError) as refused:
@@ -238,11 +239,3 @@ def test_an_oversized_typed_field_is_refused_before_it_is_decoded() -> None:
     assert refused.value.message == f"int32_data has {entries} entries, expected 1"
     assert peak < 2 * entries  # one byte-per-byte pass, not the decoder's ~40 bytes per entry
 
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)

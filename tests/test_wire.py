@@ -513,17 +513,9 @@ def test_bulk_decoding_across_chunk_boundaries_agrees_with_the_scalar_decoder() 
     rng = np.random.default_rng(7)
     raw, shifts = rng.integers(0, 2**63, size=300_000), rng.integers(0, 63, size=300_000)
     values = [int(v) >> int(shift) for v, shift in zip(raw, shifts, strict=True)]
-    encoded = b"".join(_encode_varint(v) for v in values)
+    encoded = b"".join(varint(v) for v in values)
     view = memoryview(encoded)
     assert varints_to_array(view, 0, len(encoded)).tolist() == values
     assert count_varints(view, 0, len(encoded)) == len(values)
     check_varints(view, 0, len(encoded))
 
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
