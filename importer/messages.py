@@ -12,6 +12,7 @@ the key of the field that holds it.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TypeAlias
@@ -137,13 +138,16 @@ def _float_from_bits(bits: object) -> float:
 
 @dataclass(slots=True, eq=False)
 class Node:
+    """A NodeProto. `attribute` is a shared empty tuple when there are none
+    (most nodes: one list fewer per node of a 200,000-node model)."""
+
     input: list[str]
     output: list[str]
     name: str
     op_type: str
     domain: str
     overload: str
-    attribute: list[Attribute]
+    attribute: Sequence[Attribute]
     doc_string: str
     offset: int
 

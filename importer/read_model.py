@@ -181,7 +181,7 @@ def read_node(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) 
     inputs: list[str] = []
     outputs: list[str] = []
     name = op_type = domain = overload = doc_string = ""
-    attributes: list[Attribute] = []
+    attributes: list[Attribute] | None = None
     pos = start
     key = at = 0
     try:
@@ -211,6 +211,8 @@ def read_node(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) 
             elif key == 0x22:
                 op_type = str(buf[pos:end], "utf-8")
             elif key == 0x2A:
+                if attributes is None:
+                    attributes = []
                 try:
                     attributes.append(read_attribute(ctx, pos, end, depth + 1, read_graph))
                 except ReadFailure as failure:
@@ -230,7 +232,7 @@ def read_node(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) 
         else:
             label = _NODE_STRING_LABELS[key]
         raise invalid_utf8(error, at, label) from None
-    return Node(inputs, outputs, name, op_type, domain, overload, attributes, doc_string, offset)
+    return Node(inputs, outputs, name, op_type, domain, overload, attributes if attributes is not None else (), doc_string, offset)
 
 
 def read_function(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) -> Function:

@@ -142,11 +142,11 @@ class GraphResolver:
 
     # --- nodes
 
-    def _resolve_nodes(self, graph: ResolvedGraph, proto: Graph, path: str) -> tuple[list[list[Value]], bool]:
+    def _resolve_nodes(self, graph: ResolvedGraph, proto: Graph, path: str) -> tuple[list[dict[Value, None]], bool]:
         """Resolve every node in file order; return what each node reads, and
         whether the file order is topological (every value read is produced
         by an earlier node)."""
-        reads: list[list[Value]] = []
+        reads: list[dict[Value, None]] = []
         values = graph.values
         versions = self.domain_versions
         in_order = True
@@ -158,11 +158,9 @@ class GraphResolver:
                     node, path, index, _NODE_DOMAIN_KEY, "domain", -1,
                 )  # fmt: skip
             resolved = ResolvedNode(node, index, graph, version)
-            node_inputs = resolved.inputs
             node_reads: dict[Value, None] = {}  # an ordered set (by identity): linear even for 100,000 inputs
             for input_index, name in enumerate(node.input):
                 if not name:
-                    node_inputs.append(None)
                     continue
                 value = values.get(name) or self._lookup(graph, name)
                 if value is None:
@@ -170,35 +168,32 @@ class GraphResolver:
                         f"node {_describe(node, index)} reads {quote(name)}, which is not defined",
                         node, path, index, _NODE_INPUT_KEY, "input", input_index,
                     )  # fmt: skip
-                node_inputs.append(value)
                 node_reads[value] = None
             if node.attribute:
                 self._resolve_subgraphs(graph, resolved, node, path, node_reads)
             for value in node_reads:
                 if value.producer is None and value.kind == NODE_OUTPUT and value.graph is graph:
                     in_order = False  # produced by a later node (or by this one: a cycle)
-            node_outputs = resolved.outputs
             for name in node.output:
                 if name:
-                    value = values[name]
-                    value.producer = resolved
-                    node_outputs.append(value)
-                else:
-                    node_outputs.append(None)
+                    values[name].producer = resolved
             graph.nodes.append(resolved)
-            reads.append(list(node_reads))
+            reads.append(node_reads)
         return reads, in_order
 
     def _resolve_subgraphs(
         self, graph: ResolvedGraph, resolved: ResolvedNode, node: Node, path: str, node_reads: dict[Value, None]
     ) -> None:
+        subgraphs = []
         for attr_index, attribute in enumerate(node.attribute):
             for sub_path, subgraph in _subgraphs_of(attribute.type, attribute.value):
                 full = f"{path}.node[{resolved.index}].attribute[{attr_index}].{sub_path}"
                 resolved_sub = self.resolve(subgraph, full, graph)
-                resolved.subgraphs.append((attribute.name, resolved_sub))
+                subgraphs.append((attribute.name, resolved_sub))
                 for captured in resolved_sub.captures:
                     node_reads[captured] = None
+        if subgraphs:
+            resolved.subgraphs = subgraphs
 
     def _node_error(self, message: str, node: Node, path: str, index: int, key: int, field: str, field_index: int) -> ReadFailure:
         offset = find_field(self.buf, node.offset, key, max(field_index, 0))
@@ -224,7 +219,7 @@ class GraphResolver:
 
     # --- order
 
-    def _order_nodes(self, graph: ResolvedGraph, reads: list[list[Value]], path: str) -> None:
+    def _order_nodes(self, graph: ResolvedGraph, reads: list[dict[Value, None]], path: str) -> None:
         """Sort nodes that are not in topological order: repeatedly take the
         ready node with the smallest file index (Kahn's algorithm, min-heap)."""
         nodes = graph.nodes

@@ -224,7 +224,7 @@ def test_if_and_loop_bodies_resolve_with_their_captures(exported: dict[str, Case
         if_node, loop_node = by_op["If"], by_op["Loop"]
         assert sorted(attribute for attribute, _ in if_node.subgraphs) == ["else_branch", "then_branch"]
         assert [attribute for attribute, _ in loop_node.subgraphs] == ["body"]
-        bodies = [graph for _, graph in if_node.subgraphs + loop_node.subgraphs]
+        bodies = [graph for _, graph in [*if_node.subgraphs, *loop_node.subgraphs]]
         # Both exporters' bodies read the outer input `x` and the parameter `scale`.
         for body in bodies:
             assert body.parent is model.graph
