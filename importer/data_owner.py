@@ -16,6 +16,7 @@ processes and checks size, mtime and inode before serving for that reason.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 
 from importer.errors import ErrorKind, ModelImportError
@@ -46,6 +47,15 @@ class DataOwner:
     @property
     def size(self) -> int:
         return len(self._buffer)
+
+    def parse_buffer(self) -> bytes | bytearray | mmap.mmap:
+        """The object the reader parses: the bytes, bytearray or mapping behind
+        the view when the view is all of it, else a copy (a caller's partial
+        memoryview; tensor views still point into the caller's memory)."""
+        underlying = self._buffer.obj
+        if isinstance(underlying, (bytes, bytearray, mmap.mmap)) and len(underlying) == len(self._buffer):
+            return underlying
+        return self._buffer.tobytes()
 
     def view(self, start: int, stop: int) -> memoryview:
         """A zero-copy, read-only view of buffer[start:stop]."""

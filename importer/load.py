@@ -101,9 +101,8 @@ def _import_model(owner: DataOwner, name: str, directory: str | None, limits: Li
 
 def _read_bind_resolve(owner: DataOwner, name: str, directory: str | None, limits: Limits) -> OnnxModel:
     owners = [owner]
-    buf = owner.view(0, owner.size)
     try:
-        ctx = ReadContext(buf, owner, limits)
+        ctx = ReadContext(owner.parse_buffer(), owner, limits)
         model = read_model(ctx)
         binder = ExternalDataBinder(directory, limits)
         try:
@@ -115,30 +114,23 @@ def _read_bind_resolve(owner: DataOwner, name: str, directory: str | None, limit
         finally:
             owners.extend(binder.owners.values())
         opsets = collect_opsets(model.opset_import)
-        graph = GraphResolver(buf, opsets).resolve_model(model)
+        graph = GraphResolver(ctx.buf, opsets).resolve_model(model)
         return OnnxModel(model, graph, opsets, name, owners)
     except ReadFailure as failure:
-        buf.release()
         _close_all(owners)
         raise failure.to_public("ModelProto", name) from None
     except BaseException:
-        buf.release()
         _close_all(owners)
         raise
-    finally:
-        buf.release()
 
 
 def _import_tensor(owner: DataOwner, name: str, limits: Limits) -> Tensor:
-    buf = owner.view(0, owner.size)
+    buf = owner.parse_buffer()
     try:
         return read_tensor(ReadContext(buf, owner, limits), 0, len(buf), 0)
     except ReadFailure as failure:
-        buf.release()
         owner.close()
         raise failure.to_public("TensorProto", name) from None
-    finally:
-        buf.release()
 
 
 def _close_all(owners: list[DataOwner]) -> None:

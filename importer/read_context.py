@@ -11,11 +11,12 @@ from importer.data_owner import DataOwner
 from importer.errors import ReadFailure, malformed
 from importer.limits import Limits
 from importer.tensor import Tensor
+from importer.wire import Buffer
 
 
 @dataclass(slots=True)
 class ReadContext:
-    buf: memoryview
+    buf: Buffer  # the whole input (bytes, bytearray or mmap); tensors view it through `owner`
     owner: DataOwner
     limits: Limits
     max_nesting: int = 0

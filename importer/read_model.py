@@ -203,13 +203,13 @@ def read_node(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) 
             else:
                 pos, end = read_length(buf, pos, stop, at)
             if key == 0x0A:
-                inputs.append(str(buf[pos:end], "utf-8"))
+                inputs.append(buf[pos:end].decode())
             elif key == 0x12:
-                outputs.append(str(buf[pos:end], "utf-8"))
+                outputs.append(buf[pos:end].decode())
             elif key == 0x1A:
-                name = str(buf[pos:end], "utf-8")
+                name = buf[pos:end].decode()
             elif key == 0x22:
-                op_type = str(buf[pos:end], "utf-8")
+                op_type = buf[pos:end].decode()
             elif key == 0x2A:
                 if attributes is None:
                     attributes = []
@@ -218,11 +218,11 @@ def read_node(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) 
                 except ReadFailure as failure:
                     raise failure.within(f"attribute[{len(attributes)}]", at) from None
             elif key == 0x3A:
-                domain = str(buf[pos:end], "utf-8")
+                domain = buf[pos:end].decode()
             elif key == 0x42:
-                overload = str(buf[pos:end], "utf-8")
+                overload = buf[pos:end].decode()
             elif key == 0x32:
-                doc_string = str(buf[pos:end], "utf-8")
+                doc_string = buf[pos:end].decode()
             pos = end
     except UnicodeDecodeError as error:
         if key == 0x0A:

@@ -24,7 +24,7 @@ from importer.limits import MAX_ELEMENT_COUNT, MAX_TENSOR_BYTES
 from importer.read_context import ReadContext, check_nesting
 from importer.tensor import FROM_EXTERNAL, FROM_NOTHING, FROM_RAW_DATA, SparseTensor, Tensor
 from importer.typed_fields import FIXED_WIDTH, check_fixed_width, convert_varint_field, fixed_width_bytes
-from importer.wire import as_int32, as_int64, check_varints, count_varints, iter_fields, read_string, varints_to_list
+from importer.wire import Buffer, as_int32, as_int64, check_varints, count_varints, iter_fields, read_string, varints_to_list
 
 _DATA_TYPES = {int(t): t for t in DataType}  # faster than DataType(code)
 DATA_LOCATION_DEFAULT = 0
@@ -206,7 +206,7 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     return tensor
 
 
-def _entry_count(buf: memoryview, field: int, ranges: list[tuple[int, int, int]], expected: int) -> int:
+def _entry_count(buf: Buffer, field: int, ranges: list[tuple[int, int, int]], expected: int) -> int:
     """Entries of a typed field, counted without decoding them. When the count
     is wrong, the field's bytes are checked first: bytes that are not valid
     protobuf are Malformed before they are the wrong amount."""

@@ -57,14 +57,14 @@ def read_value_info(ctx: ReadContext, start: int, stop: int, depth: int, offset:
             else:
                 pos, end = read_length(buf, pos, stop, at)
             if key == 0x0A:
-                name = str(buf[pos:end], "utf-8")
+                name = buf[pos:end].decode()
             elif key == 0x12:
                 try:
                     value_type = read_type_memoized(ctx, pos, end, depth + 1)
                 except ReadFailure as failure:
                     raise failure.within("type", at) from None
             elif key == 0x1A:
-                doc_string = str(buf[pos:end], "utf-8")
+                doc_string = buf[pos:end].decode()
             pos = end
     except UnicodeDecodeError as error:
         raise invalid_utf8(error, at, _VALUE_INFO_LABELS[key]) from None

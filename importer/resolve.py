@@ -25,7 +25,7 @@ from importer.graph import (
 )
 from importer.messages import AttributeType, Graph, Model, Node, OperatorSetId, TensorType
 from importer.tensor import SparseTensor, Tensor
-from importer.wire import find_field
+from importer.wire import Buffer, find_field
 
 DEFAULT_DOMAIN = ""
 _NODE_INPUT_KEY, _NODE_OUTPUT_KEY, _NODE_DOMAIN_KEY = 0x0A, 0x12, 0x3A
@@ -53,7 +53,7 @@ def collect_opsets(opset_import: list[OperatorSetId]) -> dict[str, int]:
 class GraphResolver:
     """Resolves one model's main graph and, recursively, its subgraphs."""
 
-    def __init__(self, buf: memoryview, opsets: dict[str, int]) -> None:
+    def __init__(self, buf: Buffer, opsets: dict[str, int]) -> None:
         self.buf = buf
         self.opsets = opsets
         # the version for each domain as nodes may spell it ("" and "ai.onnx" alike)

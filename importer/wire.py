@@ -5,13 +5,15 @@ field 0 and wire types 3, 4, 6, 7 refused; varints of at most 10 bytes whose
 tenth byte is 0 or 1; lengths compared with the bytes that remain before any
 slice is taken; UTF-8 checked for string fields only.
 
-All positions are absolute offsets into one buffer (a memoryview of the whole
-input), so an error's offset is always from the start of the file. Nothing here
+All positions are absolute offsets into one buffer (the whole input: bytes,
+a bytearray or a read-only mmap, whose slices decode to text twice as fast as
+a memoryview's), so an error's offset is always from the start of the file. Nothing here
 allocates from a length read off the input. No I/O.
 """
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterator
 from typing import TypeAlias
 
@@ -20,7 +22,7 @@ import numpy.typing as npt
 
 from importer.errors import ReadFailure, malformed
 
-Buffer: TypeAlias = memoryview
+Buffer: TypeAlias = bytes | bytearray | mmap.mmap
 
 WIRE_VARINT = 0
 WIRE_FIXED64 = 1
@@ -154,7 +156,7 @@ def read_string(buf: Buffer, start: int, stop: int, key_offset: int, label: str,
     if start == stop:
         return ""
     try:
-        return str(buf[start:stop], "utf-8")
+        return buf[start:stop].decode()
     except UnicodeDecodeError as error:
         raise invalid_utf8(error, key_offset, label if index < 0 else f"{label}[{index}]") from None
 
@@ -188,7 +190,7 @@ def count_varints(buf: Buffer, start: int, stop: int) -> int:
     """How many varints a packed run holds (its bytes below 0x80), without decoding."""
     count = 0
     for window in range(start, stop, _WINDOW_BYTES):
-        chunk = np.frombuffer(buf[window : min(window + _WINDOW_BYTES, stop)], dtype=np.uint8)
+        chunk = np.frombuffer(buf, dtype=np.uint8, count=min(_WINDOW_BYTES, stop - window), offset=window)
         count += int(np.count_nonzero(chunk < 0x80))
     return count
 
@@ -217,7 +219,7 @@ def iter_varint_windows(buf: Buffer, start: int, stop: int) -> Iterator[npt.NDAr
         return
     pos = start
     while pos < stop:
-        data = np.frombuffer(buf[pos : min(pos + _WINDOW_BYTES, stop)], dtype=np.uint8)
+        data = np.frombuffer(buf, dtype=np.uint8, count=min(_WINDOW_BYTES, stop - pos), offset=pos)
         last = np.flatnonzero(data < 0x80)
         if last.size == 0:  # no varint ends in this window: cut off, or longer than 10 bytes
             read_varint(buf, pos, stop)
