@@ -30,16 +30,26 @@ def _refuse(message: str, tensor: Tensor) -> ReadFailure:
     return ReadFailure(ErrorKind.EXTERNAL_DATA, message, tensor.offset)
 
 
-def check_location(location: str, tensor: Tensor) -> str:
-    """The lexical rules of section 5, step 1."""
+def location_refusal(location: str) -> str | None:
+    """Why a relative location breaks the lexical rules of section 5, step 1
+    (empty, NUL, rooted at / or \\, a drive prefix, a '..' segment split at
+    either slash), or None. Also used by the service for its own paths."""
     if not location:
-        raise _refuse("external data has no location", tensor)
+        return "is empty"
     if "\0" in location:
-        raise _refuse("external data location contains NUL", tensor)
+        return "contains NUL"
     if location[0] in "/\\" or _DRIVE.match(location):
-        raise _refuse(f"external data location {quote(location)} is not relative", tensor)
+        return "is not relative"
     if ".." in re.split(r"[/\\]", location):
-        raise _refuse(f"external data location {quote(location)} has a '..' segment", tensor)
+        return "has a '..' segment"
+    return None
+
+
+def check_location(location: str, tensor: Tensor) -> str:
+    """The lexical rules of section 5, step 1, for an external data location."""
+    reason = location_refusal(location)
+    if reason is not None:
+        raise _refuse(f"external data location {quote(location)} {reason}", tensor)
     return location
 
 

@@ -13,30 +13,24 @@ file, and a swap after this check is not defended against (seed section 5).
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from importer.external_data import location_refusal
 from service.problems import ProblemError, bounded
 
-_DRIVE = re.compile(r"^[A-Za-z]:")
-_SEGMENTS = re.compile(r"[/\\]")
 MAX_PATH_CHARS = 4096
 MAX_DECODING_ROUNDS = 4
 
 
 def lexical_refusal(path: str) -> str | None:
-    """Why `path` breaks the rules of section 5 step 1, or None."""
-    if not path:
-        return "the path is empty"
-    if "\0" in path:
-        return "the path contains NUL"
-    if path[0] in "/\\" or _DRIVE.match(path) or os.path.isabs(path):
-        return "the path is not relative"
-    if ".." in _SEGMENTS.split(path):
-        return "the path has a '..' segment"
-    return None
+    """Why `path` breaks the rules of section 5 step 1 (the importer's own
+    check, `location_refusal`), or None."""
+    reason = location_refusal(path)
+    if reason is None and os.path.isabs(path):
+        reason = "is not relative"
+    return None if reason is None else f"the path {reason}"
 
 
 def check_relative_path(path: str) -> str:
