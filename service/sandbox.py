@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from service import worker
+from service.memory_watch import EXIT_MEMORY
 from service.settings import Settings
 
 log = logging.getLogger("service.sandbox")
@@ -158,7 +159,7 @@ class Sandbox:
             )
         if exitcode == -signal.SIGXCPU or (exitcode == -signal.SIGKILL and seconds >= cpu + 1):
             return WorkerOutcome("resource_limit", limit="cpu", detail=f"the import used more than {cpu} s of CPU time")
-        if exitcode == worker.EXIT_MEMORY:
+        if exitcode == EXIT_MEMORY:
             return WorkerOutcome(
                 "resource_limit", limit="memory", detail=f"the import needed more than {self.settings.worker_memory} bytes of memory"
             )

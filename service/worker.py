@@ -7,7 +7,9 @@ limits: RLIMIT_DATA (memory; not RLIMIT_AS, which would count the read-only
 mapping of a large model), RLIMIT_CPU, RLIMIT_NOFILE (the external files it
 may map plus a margin: each mapping keeps a descriptor), RLIMIT_FSIZE 0 (it
 writes no file), RLIMIT_CORE 0 and RLIMIT_NPROC 0 (no children; not enforced
-for root, who is also the only user that can always unshare). Then it imports
+for root, who is also the only user that can always unshare), after starting
+its memory watchdog (`service.memory_watch`: RLIMIT_DATA alone can leave a
+worker crawling at its limit instead of failing). Then it imports
 the model and sends the result back over the pipe as frames (`send_result`):
 a JSON header, then the graph JSON and every converted tensor in chunks.
 It never writes a file and never opens one except through the importer.
@@ -30,10 +32,10 @@ from importer.summary import element_type_name, summarize
 from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
 from service.catalog import CatalogEntry, catalog_tensors
 from service.graph_json import render_graph
+from service.memory_watch import EXIT_MEMORY, watch_memory
 
 CHUNK_BYTES = 1 << 20
 NOFILE_MARGIN = 64
-EXIT_MEMORY = 86  # the worker ran out of memory and could not even say so
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
@@ -70,6 +72,7 @@ def main(connection: Connection, job: dict[str, Any]) -> None:
     """Import `job["model"]` and send the outcome over `connection`."""
     try:
         isolation = isolate_network()
+        watch_memory(int(job["memory"]))  # before the limits: RLIMIT_NPROC 0 forbids new threads
         set_limits(job)
         if job.get("probe"):
             send_header(connection, {"status": "probe", "isolation": isolation})
