@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator
 
 from importer.data_owner import DataOwner
 from importer.element_types import DataType
 from importer.errors import ErrorKind, ModelImportError, ReadFailure, quote
 from importer.limits import Limits
-from importer.messages import AttributeType, Graph, Model
+from importer.messages import Model
 from importer.source import open_confined
-from importer.tensor import FROM_EXTERNAL, SparseTensor, Tensor
+from importer.tensor import Tensor
+from importer.tensor_places import tensor_places
 
 _DECIMAL = re.compile(r"[0-9]+")
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -106,45 +106,9 @@ class ExternalDataBinder:
 
 
 def path_of_tensor(model: Model, wanted: Tensor) -> str:
-    """The field path of an external tensor (walks the model: for errors only)."""
-    if model.graph is not None:
-        for path, tensor in _graph_tensors(model.graph, "graph"):
-            if tensor is wanted:
-                return path
+    """The field path of an external tensor, below ModelProto (walks the
+    model: for errors only)."""
+    for place in tensor_places(model, root=""):
+        if place.tensor is wanted:
+            return place.field_path.removeprefix(".")
     return "graph"  # a tensor in a field the attribute's type does not use
-
-
-def _graph_tensors(graph: Graph, path: str) -> Iterator[tuple[str, Tensor]]:
-    for index, tensor in enumerate(graph.initializer):
-        if tensor.source == FROM_EXTERNAL:
-            yield f"{path}.initializer[{index}]", tensor
-    for index, sparse in enumerate(graph.sparse_initializer):
-        yield from _sparse_tensors(sparse, f"{path}.sparse_initializer[{index}]")
-    for node_index, node in enumerate(graph.node):
-        for attr_index, attribute in enumerate(node.attribute):
-            attr_path = f"{path}.node[{node_index}].attribute[{attr_index}]"
-            yield from _attribute_tensors(attribute.type, attribute.value, attr_path)
-
-
-def _sparse_tensors(sparse: SparseTensor, path: str) -> Iterator[tuple[str, Tensor]]:
-    for part, tensor in (("values", sparse.values), ("indices", sparse.indices)):
-        if tensor.source == FROM_EXTERNAL:
-            yield f"{path}.{part}", tensor
-
-
-def _attribute_tensors(attr_type: AttributeType, value: object, path: str) -> Iterator[tuple[str, Tensor]]:
-    items = value if isinstance(value, list) else [value]
-    field = {AttributeType.TENSOR: "t", AttributeType.GRAPH: "g", AttributeType.SPARSE_TENSOR: "sparse_tensor"}.get(attr_type)
-    plural = {
-        AttributeType.TENSORS: "tensors",
-        AttributeType.GRAPHS: "graphs",
-        AttributeType.SPARSE_TENSORS: "sparse_tensors",
-    }.get(attr_type)
-    for index, item in enumerate(items):
-        item_path = f"{path}.{field}" if field else f"{path}.{plural}[{index}]"
-        if isinstance(item, Tensor) and item.source == FROM_EXTERNAL:
-            yield item_path, item
-        elif isinstance(item, SparseTensor):
-            yield from _sparse_tensors(item, item_path)
-        elif isinstance(item, Graph):
-            yield from _graph_tensors(item, item_path)

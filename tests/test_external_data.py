@@ -207,3 +207,15 @@ def test_the_model_file_itself_is_mapped_and_released(tmp_path: Path) -> None:
     assert str(path) in _mapped_paths()
     model.close()
     assert str(path) not in _mapped_paths()
+
+
+def test_an_external_tensor_in_a_function_body_is_placed_exactly(tmp_path: Path) -> None:
+    constant = helper.make_node("Constant", [], ["c"], value=_external("c", "missing.bin", [2]))
+    function = helper.make_function("local", "F", [], ["c"], [constant], [helper.make_opsetid("", 21)])
+    path = _write_model(tmp_path, [])
+    model = onnx.load(path)
+    model.functions.append(function)
+    onnx.save(model, path)
+    error = _refusal(path)
+    assert error.kind == ErrorKind.EXTERNAL_DATA
+    assert error.field_path == "ModelProto.functions[0].node[0].attribute[0].t"
