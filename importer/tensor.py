@@ -132,16 +132,16 @@ class Tensor:
     def tobytes(self) -> bytes:
         return bytes(self.data)
 
+    def string_layout(self) -> bytes:
+        """A STRING tensor's bytes, element by element: its byte length as 8
+        bytes little-endian, then its bytes (STRING has no raw layout)."""
+        return b"".join(len(item).to_bytes(8, "little") + item for item in self.strings)
+
     def sha256(self) -> str:
-        """SHA-256 of the raw layout (for STRING: length-prefixed elements)."""
-        digest = hashlib.sha256()
+        """SHA-256 of the raw layout (for STRING: of `string_layout`)."""
         if self.data_type == DataType.STRING:
-            for item in self._strings or []:
-                digest.update(len(item).to_bytes(8, "little"))
-                digest.update(item)
-        else:
-            digest.update(self.data)
-        return digest.hexdigest()
+            return hashlib.sha256(self.string_layout()).hexdigest()
+        return hashlib.sha256(self.data).hexdigest()
 
     def to_numpy(self) -> npt.NDArray[np.generic]:
         """A copy of the values as a numpy array of shape `dims`.

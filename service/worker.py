@@ -29,7 +29,7 @@ from typing import Any
 from importer import DataType, ErrorKind, Limits, ModelImportError, load_model
 from importer.errors import NOT_FOUND
 from importer.summary import element_type_name, summarize
-from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
+from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA
 from service.catalog import CatalogEntry, catalog_tensors
 from service.graph_json import render_graph
 from service.memory_watch import EXIT_MEMORY, watch_memory
@@ -160,18 +160,12 @@ def _describe_entry(entry: CatalogEntry, model_path: str, blobs: list[memoryview
         item["offset"] = tensor.data_offset
         item["length"] = tensor.byte_length
         return item
-    data = _string_layout(tensor) if tensor.data_type == DataType.STRING else tensor.data
+    data = tensor.string_layout() if tensor.data_type == DataType.STRING else tensor.data
     item["length"] = len(data)
     if len(data):
         item["blob"] = len(blobs)
         blobs.append(data)
     return item
-
-
-def _string_layout(tensor: Tensor) -> bytes:
-    """STRING tensors have no raw layout: each element as an 8-byte
-    little-endian length and its bytes (what `Tensor.sha256` hashes)."""
-    return b"".join(len(item).to_bytes(8, "little") + item for item in tensor.strings)
 
 
 def _hide_model_path(summary: Json, model_path: str, display_name: str) -> None:
