@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from importer.messages import (
+    SINGULAR_OF,
     Attribute,
     AttributeType,
     Function,
@@ -120,10 +121,9 @@ def _attribute(attribute: Attribute) -> Json:
 
 def _attribute_value(attr_type: AttributeType, value: object) -> Json:
     T = AttributeType
-    if attr_type in (T.FLOATS, T.INTS, T.STRINGS, T.TENSORS, T.GRAPHS, T.SPARSE_TENSORS, T.TYPE_PROTOS):
+    if attr_type in SINGULAR_OF:
         assert isinstance(value, list)
-        singular = AttributeType[attr_type.name[:-1]]
-        return [_attribute_value(singular, item) for item in value]
+        return [_attribute_value(SINGULAR_OF[attr_type], item) for item in value]
     if attr_type == T.FLOAT:
         assert isinstance(value, int)
         return f"0x{value:08x}"
@@ -131,10 +131,7 @@ def _attribute_value(attr_type: AttributeType, value: object) -> Json:
         return value
     if attr_type == T.STRING:
         assert isinstance(value, bytes)
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return {"hex": value.hex()}
+        return text_or_hex(value)
     if attr_type == T.TENSOR:
         assert isinstance(value, Tensor)
         return dump_tensor(value)
@@ -147,6 +144,14 @@ def _attribute_value(attr_type: AttributeType, value: object) -> Json:
     if attr_type == T.TYPE_PROTO:
         return dump_type(value)  # type: ignore[arg-type]
     return None
+
+
+def text_or_hex(value: bytes) -> Json:
+    """Bytes as a string when they are valid UTF-8, else {"hex": ...}."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"hex": value.hex()}
 
 
 def _function(function: Function) -> Json:

@@ -40,6 +40,17 @@ class AttributeType(IntEnum):
     TYPE_PROTOS = 14
 
 
+# The plural attribute types, each with its singular: FLOATS -> FLOAT, ...
+SINGULAR_OF = {
+    AttributeType.FLOATS: AttributeType.FLOAT,
+    AttributeType.INTS: AttributeType.INT,
+    AttributeType.STRINGS: AttributeType.STRING,
+    AttributeType.TENSORS: AttributeType.TENSOR,
+    AttributeType.GRAPHS: AttributeType.GRAPH,
+    AttributeType.SPARSE_TENSORS: AttributeType.SPARSE_TENSOR,
+    AttributeType.TYPE_PROTOS: AttributeType.TYPE_PROTO,
+}
+
 Dim: TypeAlias = int | str | None  # dim_value, dim_param, or unknown
 Shape: TypeAlias = tuple[Dim, ...] | None  # None: unknown rank
 
@@ -122,15 +133,16 @@ class Attribute:
 
     @property
     def float_value(self) -> float:
-        return _float_from_bits(self.value)
+        return float_from_bits(self.value)
 
     @property
     def float_values(self) -> list[float]:
         assert isinstance(self.value, list)
-        return [_float_from_bits(bits) for bits in self.value]
+        return [float_from_bits(bits) for bits in self.value]
 
 
-def _float_from_bits(bits: object) -> float:
+def float_from_bits(bits: object) -> float:
+    """A FLOAT attribute value (kept as its 32-bit pattern) as a Python float."""
     assert isinstance(bits, int)
     value: float = struct.unpack("<f", bits.to_bytes(4, "little"))[0]
     return value

@@ -11,30 +11,21 @@ cannot hold are the strings "NaN", "Infinity" and "-Infinity".
 from __future__ import annotations
 
 import math
-import struct
 from typing import Any
 
 from importer import OnnxModel, ResolvedGraph, ResolvedNode, SparseTensor, Tensor, Value
-from importer.messages import Attribute, AttributeType, Function, Graph, Node
+from importer.dump import text_or_hex
+from importer.messages import SINGULAR_OF, Attribute, AttributeType, Function, Graph, Node, float_from_bits
 from importer.summary import describe_type, element_type_name
 
 Json = Any
 
 
 def _float(bits: object) -> Json:
-    assert isinstance(bits, int)
-    value: float = struct.unpack("<f", bits.to_bytes(4, "little"))[0]
+    value = float_from_bits(bits)
     if math.isfinite(value):
         return value
     return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-
-
-def _text(value: object) -> Json:
-    assert isinstance(value, bytes)
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"hex": value.hex()}
 
 
 class GraphRenderer:
@@ -117,16 +108,16 @@ class GraphRenderer:
 
     def attribute_value(self, attr_type: AttributeType, value: object, subgraphs: dict[int, ResolvedGraph]) -> Json:
         T = AttributeType
-        if attr_type in (T.FLOATS, T.INTS, T.STRINGS, T.TENSORS, T.GRAPHS, T.SPARSE_TENSORS, T.TYPE_PROTOS):
+        if attr_type in SINGULAR_OF:
             assert isinstance(value, list)
-            singular = AttributeType[attr_type.name[:-1]]
-            return [self.attribute_value(singular, item, subgraphs) for item in value]
+            return [self.attribute_value(SINGULAR_OF[attr_type], item, subgraphs) for item in value]
         if attr_type == T.FLOAT:
             return _float(value)
         if attr_type == T.INT:
             return value
         if attr_type == T.STRING:
-            return _text(value)
+            assert isinstance(value, bytes)
+            return text_or_hex(value)
         if attr_type == T.TENSOR and isinstance(value, Tensor):
             return self.tensor_ref(value)
         if attr_type == T.SPARSE_TENSOR and isinstance(value, SparseTensor):
