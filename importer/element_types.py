@@ -125,6 +125,16 @@ def has_native_numpy_dtype(data_type: DataType) -> bool:
     return data_type in _NUMPY
 
 
+def raw_layout_dtype(data_type: DataType) -> np.dtype[np.generic] | None:
+    """The numpy dtype whose items are exactly this type's raw layout, one
+    element per item (the native types; BFLOAT16 and the float8 types as bit
+    patterns), or None: the 4-, 2- and 6-bit types are packed, STRING has no
+    raw layout."""
+    if data_type in _NUMPY or data_type == DataType.BFLOAT16 or data_type in FLOAT8_TYPES:
+        return numpy_dtype_for(data_type)
+    return None
+
+
 def numpy_dtype_for(data_type: DataType) -> np.dtype[np.generic]:
     """The dtype of `Tensor.to_numpy()` for this element type.
 

@@ -37,17 +37,13 @@ import anyio.to_thread
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
+from importer.element_types import DataType, raw_layout_dtype
 from service.problems import ProblemError, bounded
 
 CHUNK_BYTES = 1 << 20
 NPY_MAGIC = b"\x93NUMPY"
-NPY_DESCR = {
-    "FLOAT": "<f4", "UINT8": "|u1", "INT8": "|i1", "UINT16": "<u2", "INT16": "<i2", "INT32": "<i4",
-    "INT64": "<i8", "BOOL": "|b1", "FLOAT16": "<f2", "DOUBLE": "<f8", "UINT32": "<u4", "UINT64": "<u8",
-    "COMPLEX64": "<c8", "COMPLEX128": "<c16",
-    "BFLOAT16": "<u2",  # bit patterns
-    "FLOAT8E4M3FN": "|u1", "FLOAT8E4M3FNUZ": "|u1", "FLOAT8E5M2": "|u1", "FLOAT8E5M2FNUZ": "|u1", "FLOAT8E8M0": "|u1",
-}  # fmt: skip
+# .npy descr by element type name: the types whose raw layout is a numpy array
+NPY_DESCR = {t.name: dtype.str for t in DataType if (dtype := raw_layout_dtype(t)) is not None}
 
 
 def npy_header(descr: str, dims: list[int]) -> bytes:
