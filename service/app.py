@@ -396,22 +396,31 @@ def create_app(settings: Settings) -> FastAPI:
                     return await _import_upload(request, service, work)
                 return await _import_path(request, service, work)
 
+    def not_found(model_id: str) -> ProblemError:
+        return ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
+
     def stored_record(service: Service, model_id: str) -> dict[str, Any]:
         record = service.store.read_record(model_id)
         if record is None:
-            raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
+            raise not_found(model_id)
         return record
+
+    def require_stored(service: Service, model_id: str) -> None:
+        """404 unless stored; a stat, not a parse of the record (which may be large)."""
+        if not service.store.has(model_id):
+            raise not_found(model_id)
 
     @app.get("/models/{model_id}", response_model=ModelSummary, summary="The summary of an imported model", responses=_problems(404))
     async def get_model(request: Request, model_id: str) -> Response:
         service = _service(request)
-        stored_record(service, model_id)
+        require_stored(service, model_id)
         return await _stored_summary(service, model_id, 200)
 
     @app.get("/models/{model_id}/graph", response_model=GraphDocument, summary="The full resolved graph", responses=_problems(404))
     async def get_graph(request: Request, model_id: str) -> Response:
         service = _service(request)
-        stored_record(service, model_id)
+        require_stored(service, model_id)
+        service.store.touch(model_id)
         return FileResponse(service.store.folder(model_id) / "graph.json", media_type="application/json")
 
     @app.get(
