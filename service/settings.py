@@ -7,6 +7,15 @@ over the variable, the variable over the default. Defaults are the safe ones
 (`512MiB`, `2GiB`, `1.5G`, plain bytes). Test hooks (`--debug-worker-sleep`
 and the per-request sleep header) are refused unless
 `ONNX_SERVICE_TEST_HOOKS=1` is set in the environment.
+
+Each setting is declared once, as a field of `Settings` made by `setting()`:
+its type, default, `Kind` (how text becomes a value and a value is shown), help
+and single-value rule. The argparse parser, the variable names, the README's
+settings table (`settings_table_markdown()`, printed by
+`python -m service.settings`) and the checks of tests/test_settings_declaration.py
+are all derived from those fields. To add a setting, add a field here (then
+regenerate the README table and add its variable to deploy/configmap.yaml or
+to the test's list of settings deliberately absent there).
 """
 
 from __future__ import annotations
@@ -16,30 +25,49 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 ENV_PREFIX = "ONNX_SERVICE_"
-TEST_HOOKS_VARIABLE = "ONNX_SERVICE_TEST_HOOKS"
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_ROOT = REPO / "testdata" / "samples"
 DEFAULT_STORE = Path("state") / "store"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 KIB = 1 << 10
 MIB = 1 << 20
 GIB = 1 << 30
+TIB = 1 << 40
 _UNITS = {
     "": 1, "b": 1,
     "k": 1000, "kb": 1000, "kib": KIB,
     "m": 1000**2, "mb": 1000**2, "mib": MIB,
     "g": 1000**3, "gb": 1000**3, "gib": GIB,
-    "t": 1000**4, "tb": 1000**4, "tib": 1 << 40,
+    "t": 1000**4, "tb": 1000**4, "tib": TIB,
 }  # fmt: skip
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*")
+_DECLARATION = "setting"  # the key of a Settings field's metadata
+
+T = TypeVar("T")
+N = TypeVar("N", int, float)
 
 
 class SettingsError(ValueError):
     """A setting has a value the service refuses to start with."""
+
+
+def env_name(field_name: str) -> str:
+    """`worker_memory` -> `ONNX_SERVICE_WORKER_MEMORY`."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def flag_name(field_name: str) -> str:
+    """`worker_memory` -> `--worker-memory`."""
+    return "--" + field_name.replace("_", "-")
+
+
+TEST_HOOKS_VARIABLE = env_name("test_hooks")
 
 
 def parse_size(text: str) -> int:
@@ -49,6 +77,14 @@ def parse_size(text: str) -> int:
     if match is None or unit not in _UNITS:
         raise SettingsError(f"{text!r} is not a size (a number with an optional unit such as KiB, MiB, GiB)")
     return int(float(match.group(1)) * _UNITS[unit])
+
+
+def format_size(size: int) -> str:
+    """2147483648 -> `2GiB`; the largest binary unit that divides it, else bytes."""
+    for unit, name in ((TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
+        if size and size % unit == 0:
+            return f"{size // unit}{name}"
+    return str(size)
 
 
 def _parse_seconds(text: str) -> float:
@@ -68,112 +104,199 @@ def _parse_int(text: str) -> int:
         raise SettingsError(f"{text!r} is not an integer") from None
 
 
+def _number(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Kind(Generic[T]):
+    """How a setting's text (flag or variable) becomes a value, and how a value is shown."""
+
+    parse: Callable[[str], T]
+    show: Callable[[T], str]
+
+
+TEXT: Kind[str] = Kind(str, str)
+LEVEL: Kind[str] = Kind(str.lower, str)
+PATH: Kind[Path] = Kind(Path, str)
+INT: Kind[int] = Kind(_parse_int, str)
+SIZE: Kind[int] = Kind(parse_size, format_size)
+SECONDS: Kind[float] = Kind(_parse_seconds, _number)
+SWITCH: Kind[bool] = Kind(lambda text: text == "1", lambda on: "1" if on else "off")  # on only for exactly `1`
+
+
+@dataclass(frozen=True, slots=True)
+class Rule(Generic[T]):
+    """A requirement on one setting's value, checked by `Settings.__post_init__`."""
+
+    holds: Callable[[T], bool]
+    requirement: str  # completes "--flag ...": "must be within 1 to 256"
+
+
+def within(low: N, high: N) -> Rule[N]:
+    return Rule(lambda value: low <= value <= high, f"must be within {_number(low)} to {_number(high)}")
+
+
+def one_of(*choices: str) -> Rule[str]:
+    return Rule(lambda value: value in choices, f"must be one of {', '.join(choices)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One declared setting, as the parser, the docs and the checks see it."""
+
+    name: str  # the Settings field
+    flag: str | None  # None: read from its variable only
+    variable: str
+    kind: Kind[Any]
+    help: str
+    default: str  # for people (Markdown): `2GiB`, CPU count, ...
+    rule: Rule[Any] | None
+
+    @property
+    def label(self) -> str:
+        """How errors name the setting: its flag, else its variable."""
+        return self.flag or self.variable
+
+
+@dataclass(frozen=True, slots=True)
+class _Declaration:
+    """What a `Settings` field's metadata holds: all of `Setting` but the names."""
+
+    kind: Kind[Any]
+    help: str
+    default: str
+    flag: bool
+    rule: Rule[Any] | None
+
+
+def setting(default: T, kind: Kind[T], help: str, *, rule: Rule[T] | None = None, shown: str | None = None, flag: bool = True) -> T:
+    """Declare a `Settings` field: its default, how to parse and show it, its help.
+
+    `shown` replaces the default in the docs where the value itself means
+    little (`CPU count`); `flag=False` makes a setting its variable only.
+    """
+    declaration = _Declaration(kind, help, f"`{kind.show(default)}`" if shown is None else shown, flag, rule)
+    return field(default=default, metadata={_DECLARATION: declaration})
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The validated settings. Sizes in bytes, durations in seconds."""
+    """The validated settings. Sizes in bytes, durations in seconds.
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    data_root: Path = DEFAULT_DATA_ROOT
-    store: Path = DEFAULT_STORE
-    workers: int = max(1, os.cpu_count() or 1)
-    queue: int = 64
-    worker_memory: int = 2 * GIB
-    worker_cpu_seconds: int = 60
-    worker_timeout: float = 120.0
-    max_upload: int = 2 * GIB
-    max_upload_total: int = 16 * GIB
-    store_max_bytes: int = 64 * GIB
-    max_external_files: int = 1000
-    log_level: str = "info"
-    debug_worker_sleep: float = 0.0  # test hook: the worker sleeps before reading
-    test_hooks: bool = False  # set from ONNX_SERVICE_TEST_HOOKS, never a flag
+    One `setting()` per field (it returns a `dataclasses.field`, which is why
+    RUF009 is silenced where the annotation is not a type ruff knows immutable).
+    """
+
+    host: str = setting(
+        "127.0.0.1", TEXT, "address to listen on", rule=Rule(lambda h: bool(h) and "\0" not in h, "must be a host name or address")
+    )
+    port: int = setting(8000, INT, "port to listen on (0: any free port)", rule=within(0, 65535))
+    data_root: Path = setting(  # noqa: RUF009
+        DEFAULT_DATA_ROOT,
+        PATH,
+        "folder of server-side models (POST /models with a JSON path)",
+        rule=Rule(Path.is_dir, "must be a directory"),
+        shown="the bundled samples (`testdata/samples`)",
+    )
+    store: Path = setting(DEFAULT_STORE, PATH, "folder of the content-addressed store (created if missing)")  # noqa: RUF009
+    workers: int = setting(max(1, os.cpu_count() or 1), INT, "imports running at once", rule=within(1, 256), shown="CPU count")
+    queue: int = setting(64, INT, "imports that may wait for a worker; beyond that 503", rule=within(0, 100_000))
+    worker_memory: int = setting(
+        2 * GIB,
+        SIZE,
+        "memory cap of one import worker (RLIMIT_DATA)",
+        rule=Rule(lambda size: size >= 128 * MIB, "must be at least 128MiB (the worker's runtime alone takes about 95MiB)"),
+    )
+    worker_cpu_seconds: int = setting(60, INT, "CPU-time cap of one import worker (RLIMIT_CPU)", rule=within(1, 86_400))
+    worker_timeout: float = setting(120.0, SECONDS, "wall-clock deadline of one import worker, in seconds", rule=within(0.1, 86_400.0))
+    max_upload: int = setting(2 * GIB, SIZE, "largest model part of an upload", rule=Rule(lambda size: size >= 1, "must be positive"))
+    max_upload_total: int = setting(16 * GIB, SIZE, "largest upload in all (model and external data); at least --max-upload")
+    store_max_bytes: int = setting(
+        64 * GIB,
+        SIZE,
+        "store size cap; least recently used models are evicted",
+        rule=Rule(lambda size: size >= MIB, "must be at least 1MiB"),
+    )
+    max_external_files: int = setting(1000, INT, "external data files one model may name", rule=within(1, 100_000))
+    log_level: str = setting("info", LEVEL, f"{', '.join(LOG_LEVELS)}; debug also logs each request", rule=one_of(*LOG_LEVELS))
+    debug_worker_sleep: float = setting(
+        0.0,
+        SECONDS,
+        f"TEST HOOK (needs {TEST_HOOKS_VARIABLE}=1): seconds each worker sleeps before reading",
+        rule=Rule(lambda seconds: seconds >= 0, "must not be negative"),
+    )
+    test_hooks: bool = setting(
+        False,
+        SWITCH,
+        "1 turns the test hooks on (--debug-worker-sleep, the X-Test-Worker-Sleep header); never in production",
+        shown="off",
+        flag=False,
+    )
 
     def __post_init__(self) -> None:
-        def require(condition: bool, message: str) -> None:
-            if not condition:
-                raise SettingsError(message)
-
-        require(bool(self.host) and "\0" not in self.host, "--host must be a host name or address")
-        require(0 <= self.port <= 65535, f"--port must be within 0 to 65535, not {self.port}")
-        require(1 <= self.workers <= 256, f"--workers must be within 1 to 256, not {self.workers}")
-        require(0 <= self.queue <= 100_000, f"--queue must be within 0 to 100000, not {self.queue}")
-        require(self.worker_memory >= 128 * MIB, "--worker-memory must be at least 128MiB (the worker's runtime alone takes about 95MiB)")
-        require(1 <= self.worker_cpu_seconds <= 86_400, "--worker-cpu-seconds must be within 1 to 86400")
-        require(0.1 <= self.worker_timeout <= 86_400, "--worker-timeout must be within 0.1 to 86400 seconds")
-        require(self.max_upload >= 1, "--max-upload must be positive")
-        require(self.max_upload_total >= self.max_upload, "--max-upload-total must be at least --max-upload")
-        require(self.store_max_bytes >= MIB, "--store-max-bytes must be at least 1MiB")
-        require(1 <= self.max_external_files <= 100_000, "--max-external-files must be within 1 to 100000")
-        require(self.log_level in ("critical", "error", "warning", "info", "debug"), f"--log-level {self.log_level!r} is not a level")
-        require(self.debug_worker_sleep >= 0, "--debug-worker-sleep must not be negative")
-        require(
-            self.debug_worker_sleep == 0 or self.test_hooks,
-            f"--debug-worker-sleep is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1",
-        )
-        require(self.data_root.is_dir(), f"--data-root {str(self.data_root)!r} is not a directory")
+        for declared in SETTINGS:
+            value = getattr(self, declared.name)
+            if declared.rule is not None and not declared.rule.holds(value):
+                shown = repr(str(value)) if isinstance(value, str | Path) else declared.kind.show(value)
+                raise SettingsError(f"{declared.label} {declared.rule.requirement}, not {shown}")
+        # The rules between settings.
+        if self.max_upload_total < self.max_upload:
+            raise SettingsError("--max-upload-total must be at least --max-upload")
+        if self.debug_worker_sleep != 0 and not self.test_hooks:
+            raise SettingsError(f"--debug-worker-sleep is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
 
 
-_PARSERS: dict[str, Callable[[str], object]] = {
-    "host": str,
-    "port": _parse_int,
-    "data_root": Path,
-    "store": Path,
-    "workers": _parse_int,
-    "queue": _parse_int,
-    "worker_memory": parse_size,
-    "worker_cpu_seconds": _parse_int,
-    "worker_timeout": _parse_seconds,
-    "max_upload": parse_size,
-    "max_upload_total": parse_size,
-    "store_max_bytes": parse_size,
-    "max_external_files": _parse_int,
-    "log_level": str.lower,
-    "debug_worker_sleep": _parse_seconds,
-}
-
-_HELP = {
-    "host": "address to listen on",
-    "port": "port to listen on (0: any free port)",
-    "data_root": "folder of server-side models (POST /models with a JSON path)",
-    "store": "folder of the content-addressed store (created if missing)",
-    "workers": "imports running at once (default: CPU count)",
-    "queue": "imports that may wait for a worker; beyond that 503",
-    "worker_memory": "memory cap of one import worker (RLIMIT_DATA)",
-    "worker_cpu_seconds": "CPU-time cap of one import worker (RLIMIT_CPU)",
-    "worker_timeout": "wall-clock deadline of one import worker, in seconds",
-    "max_upload": "largest model part of an upload",
-    "max_upload_total": "largest upload in all (model and external data)",
-    "store_max_bytes": "store size cap; least recently used models are evicted",
-    "max_external_files": "external data files one model may name",
-    "log_level": "critical, error, warning, info or debug",
-    "debug_worker_sleep": f"TEST HOOK (needs {TEST_HOOKS_VARIABLE}=1): seconds each worker sleeps before reading",
-}
+def _declared(name: str, metadata: Mapping[str, Any]) -> Setting:
+    declaration = metadata[_DECLARATION]
+    if not isinstance(declaration, _Declaration):
+        raise TypeError(f"Settings.{name} is not declared with setting()")
+    flag = flag_name(name) if declaration.flag else None
+    return Setting(name, flag, env_name(name), declaration.kind, declaration.help, declaration.default, declaration.rule)
 
 
-def env_name(field_name: str) -> str:
-    return ENV_PREFIX + field_name.upper()
+SETTINGS: tuple[Setting, ...] = tuple(_declared(f.name, f.metadata) for f in fields(Settings))  # in declaration order
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `python -m service`: one `--flag VALUE` per declared flag (strings; parsed later)."""
+    parser = argparse.ArgumentParser(prog="python -m service", description="Sandboxed ONNX import service.")
+    for declared in SETTINGS:
+        if declared.flag is not None:
+            text = f"{declared.help} (default: {declared.default.replace('`', '')}; env {declared.variable})"
+            parser.add_argument(declared.flag, dest=declared.name, default=None, metavar="VALUE", help=text.replace("%", "%%"))
+    return parser
 
 
 def load_settings(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Settings from flags, then environment variables, then defaults."""
     environ = os.environ if environ is None else environ
-    parser = argparse.ArgumentParser(prog="python -m service", description="Sandboxed ONNX import service.")
-    for name, _ in _PARSERS.items():
-        flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, dest=name, default=None, metavar="VALUE", help=f"{_HELP[name]} (env {env_name(name)})")
-    arguments = vars(parser.parse_args(argv))
-    values: dict[str, object] = {}
-    for setting in fields(Settings):
-        if setting.name == "test_hooks":
-            continue
-        text = arguments.get(setting.name)
+    arguments = vars(build_parser().parse_args(argv))
+    values: dict[str, Any] = {}
+    for declared in SETTINGS:
+        text, source = arguments.get(declared.name), declared.flag
         if text is None:
-            text = environ.get(env_name(setting.name))
+            text, source = environ.get(declared.variable), declared.variable
         if text is not None:
             try:
-                values[setting.name] = _PARSERS[setting.name](text)
+                values[declared.name] = declared.kind.parse(text)
             except SettingsError as error:
-                raise SettingsError(f"--{setting.name.replace('_', '-')}: {error}") from None
-    values["test_hooks"] = environ.get(TEST_HOOKS_VARIABLE) == "1"
-    return Settings(**values)  # type: ignore[arg-type]
+                raise SettingsError(f"{source}: {error}") from None
+    return Settings(**values)
+
+
+def settings_table_markdown() -> str:
+    """The README's settings table (flag, variable, default, meaning), one row per setting."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| Flag | Variable | Default | Meaning |", "| --- | --- | --- | --- |"]
+    for declared in SETTINGS:
+        flag = f"`{declared.flag}`" if declared.flag else "(none)"
+        rows.append(f"| {flag} | `{declared.variable}` | {cell(declared.default)} | {cell(declared.help)} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(settings_table_markdown(), end="")

@@ -1,0 +1,95 @@
+"""The settings are declared once (`service/settings.py`); what describes them elsewhere agrees.
+
+- `python -m service --help`: its flags are exactly the declared flags.
+- README.md: the settings paragraph holds exactly `settings_table_markdown()`.
+- deploy/configmap.yaml: every key is a declared variable, and every declared
+  setting is there or on `ABSENT_FROM_CONFIGMAP` below (compose.yaml must
+  equal the ConfigMap: tests/test_deploy_static.py checks that).
+- The declarations themselves: names derived one way, defaults valid.
+"""
+
+# Regenerate the README table after changing a setting:
+#     .venv/bin/python -m service.settings
+# and paste its output over the table under "Every setting is a flag and ..." in README.md.
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+from deploy_files import DEPLOY, yaml_document
+
+from service.settings import ENV_PREFIX, SETTINGS, TEST_HOOKS_VARIABLE, Settings, env_name, flag_name, settings_table_markdown
+
+README = REPO / "README.md"
+CONFIGMAP = DEPLOY / "configmap.yaml"
+SETTINGS_PARAGRAPH = "Every setting is a flag and an `ONNX_SERVICE_<NAME>` variable"
+
+# Settings deliberately not in deploy/configmap.yaml, each with its reason.
+ABSENT_FROM_CONFIGMAP = {
+    "ONNX_SERVICE_DEBUG_WORKER_SLEEP": "a test hook: never in a deployment",
+    "ONNX_SERVICE_TEST_HOOKS": "turns the test hooks on: never in a deployment",
+}
+
+
+def declared_flags() -> set[str]:
+    return {s.flag for s in SETTINGS if s.flag is not None}
+
+
+def test_help_lists_exactly_the_declared_flags() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+    result = subprocess.run([sys.executable, "-m", "service", "--help"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    options = result.stdout.partition("\noptions:\n")[2]
+    assert options, f"no options section in:\n{result.stdout}"
+    listed = set(re.findall(r"^ {2}(?:-\w, )?(--[a-z][a-z0-9-]*)", options, re.MULTILINE)) - {"--help"}
+    assert listed == declared_flags()
+
+
+def readme_table() -> str:
+    """The first run of `|` lines after the settings paragraph's opening words."""
+    text = README.read_text(encoding="utf-8")
+    assert text.count(SETTINGS_PARAGRAPH) == 1, f"README.md: the paragraph starting {SETTINGS_PARAGRAPH!r} once"
+    lines = text[text.index(SETTINGS_PARAGRAPH) :].splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("|")), None)
+    assert start is not None, "README.md: no table after the settings paragraph"
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "\n".join(lines[start:end]) + "\n"
+
+
+def test_readme_table_is_the_declared_one() -> None:
+    assert readme_table() == settings_table_markdown(), "README.md is stale: regenerate with `python -m service.settings`"
+
+
+def test_configmap_sets_declared_settings_and_misses_only_the_listed_ones() -> None:
+    data = yaml_document(CONFIGMAP)["data"]
+    variables = {s.variable for s in SETTINGS}
+    unknown = sorted(set(data) - variables)
+    assert not unknown, f"deploy/configmap.yaml sets variables the service does not declare: {unknown}"
+    missing = sorted(variables - set(data) - set(ABSENT_FROM_CONFIGMAP))
+    assert not missing, f"deploy/configmap.yaml lacks {missing}: add them, or to ABSENT_FROM_CONFIGMAP with the reason"
+    stale = sorted(set(ABSENT_FROM_CONFIGMAP) & set(data))
+    assert not stale, f"ABSENT_FROM_CONFIGMAP lists variables the ConfigMap does set: {stale}"
+    assert set(ABSENT_FROM_CONFIGMAP) <= variables, "ABSENT_FROM_CONFIGMAP lists undeclared variables"
+
+
+def test_every_field_is_declared_and_named_one_way() -> None:
+    assert [s.name for s in SETTINGS] == list(Settings.__slots__)
+    for declared in SETTINGS:
+        assert declared.variable == env_name(declared.name) and declared.variable.startswith(ENV_PREFIX)
+        assert declared.flag in (flag_name(declared.name), None)
+        assert declared.help and declared.default
+    assert [s.variable for s in SETTINGS if s.flag is None] == [TEST_HOOKS_VARIABLE]
+
+
+def test_defaults_are_valid_and_shown_as_they_parse() -> None:
+    defaults = Settings()
+    for declared in SETTINGS:
+        value = getattr(defaults, declared.name)
+        assert declared.rule is None or declared.rule.holds(value), declared.name
+        shown = declared.kind.show(value)
+        if declared.default == f"`{shown}`":  # a literal default reads back as itself
+            assert declared.kind.parse(shown) == value, declared.name
