@@ -1,11 +1,11 @@
 """Hypothesis strategies for random valid ONNX models, written with the onnx package.
 
-The models are valid by the seed's rules (every reference defined, domains
-imported, names unique) but otherwise as varied as the format allows: every
-element type in raw_data and in its typed field (with out-of-range entries
-that the conversion rules truncate), every attribute type, every TypeProto
-member, subgraphs that capture outer values, functions, metadata, and nodes
-stored out of topological order.
+The models are valid by the import rules (docs/import-rules.md: every
+reference defined, domains imported, names unique) but otherwise as varied as
+the format allows: every element type in raw_data and in its typed field
+(with out-of-range entries that the conversion rules truncate), every
+attribute type, every TypeProto member, subgraphs that capture outer values,
+functions, metadata, and nodes stored out of topological order.
 """
 
 from __future__ import annotations

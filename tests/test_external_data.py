@@ -1,4 +1,4 @@
-"""External data (seed section 5) and memory (section 6) on real files.
+"""External data (docs/import-rules.md §5) and memory (§6) on real files.
 
 Links inside and out, devices, FIFOs (never waited on), a file swapped
 between its check and its opening, hard links (refused unless allowed), one

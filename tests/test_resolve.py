@@ -1,4 +1,4 @@
-"""Graph resolution (seed section 4) on models written with onnx to disk.
+"""Graph resolution (docs/import-rules.md §4) on models written with onnx to disk.
 
 Values and their order, the IR < 4 default-value rule, scopes, captures and
 shadowing in subgraphs, reference errors that name the node and the exact

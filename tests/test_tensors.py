@@ -2,9 +2,9 @@
 
 Read from real files on disk, as in production, and compared with onnx's own
 numpy_helper (numpy dtypes, and ml_dtypes bit patterns for the types numpy
-lacks). Also the worked byte examples of seed 004 and the memory contract:
-values are views into the file (read, or mapped above 1 MiB) and reading
-after close() raises our error.
+lacks). Also the worked byte examples of docs/import-rules.md §3a and the
+memory rules of §6: values are views into the file (read, or mapped above
+1 MiB) and reading after close() raises our error.
 """
 
 from __future__ import annotations
@@ -102,16 +102,16 @@ def test_float16_is_native_and_bfloat16_is_a_bit_pattern(tmp_path: Path) -> None
     assert array.tolist() == [0x3F80]
 
 
-# --- seed 004's worked examples, byte for byte
+# --- the worked examples of docs/import-rules.md §3a, byte for byte
 
 
-def test_seed_example_string_tensor() -> None:
+def test_worked_example_string_tensor() -> None:
     tensor = load_tensor_bytes(bytes.fromhex("08 02 10 08 32 03 61 62 63 32 03 64 65 66 42 01 78"))
     assert (tensor.name, tensor.data_type, tensor.dims) == ("x", DataType.STRING, (2,))
     assert tensor.strings == [b"abc", b"def"]
 
 
-def test_seed_example_float16_raw_data() -> None:
+def test_worked_example_float16_raw_data() -> None:
     header = bytes.fromhex("08 03 08 04 10 0A 42 06 6F 75 74 70 75 74 4A 18")
     raw = bytes.fromhex("64 38") + bytes(22)
     tensor = load_tensor_bytes(header + raw)
@@ -119,7 +119,7 @@ def test_seed_example_float16_raw_data() -> None:
     assert float(tensor.to_numpy()[0, 0]) == pytest.approx(0.548828, abs=1e-6)
 
 
-def test_seed_example_int4_in_int32_data() -> None:
+def test_worked_example_int4_in_int32_data() -> None:
     # dims 5, 5; INT4; int32_data packed: 13 entries, the first 136 (0x88): both nibbles -8.
     entries = [136] + [0x21] * 12
     packed = b"".join(bytes([v]) if v < 0x80 else bytes([v & 0x7F | 0x80, v >> 7]) for v in entries)

@@ -1,4 +1,4 @@
-"""Unit tests of importer/wire.py, and the wire rules of seed section 1 seen through the loaders.
+"""Unit tests of importer/wire.py, and the wire rules of docs/import-rules.md §1 seen through the loaders.
 
 Varint edge cases (overlong accepted, 10-byte maximum, tenth byte above 1 and
 cut-off varints refused, never reading past the message's end), the int32 and
@@ -463,7 +463,7 @@ def test_bulk_and_scalar_decoders_agree_on_any_bytes(data: bytes, prefix: bytes)
 
 
 def reference_decode(data: bytes, start: int) -> tuple[str, object]:
-    """Seed section 1 spelled out: the values of data[start:], or where its first bad varint starts."""
+    """docs/import-rules.md §1 spelled out: the values of data[start:], or where its first bad varint starts."""
     values = []
     pos = start
     while pos < len(data):

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Diff the importer's structural dump against the onnx reference writer.
 #
-# This script owns the comparison step of the importer check (seed 000 section
-# 8): for one model file, or every *.onnx below a folder, it runs
+# This script owns the comparison step of the importer check
+# (docs/import-rules.md §8): for one model file, or every *.onnx below a
+# folder, it runs
 #   importer side:   $IMPORTER_CMD MODEL        (default: PY -m importer dump)
 #   reference side:  PY tools/onnx_dump.py      (one --batch process for all)
 # and compares the two `onnx-dump/1` texts byte for byte.

@@ -1,10 +1,10 @@
-# Reference writer of the structural dump `onnx-dump/1` (spec/dump-format.md).
+# Reference writer of the structural dump `onnx-dump/1` (docs/dump-format.md).
 #
-# This module owns the ONNX-side half of the importer check (seed 000 section 8):
+# This module owns the ONNX-side half of the importer check (docs/import-rules.md §8):
 # it reads a model with the `onnx` package -- `onnx.load` and the generated
 # message fields only (no numpy_helper, helper or checker) -- and renders the
 # canonical JSON dump. Tensor values are hashed in the raw layout of
-# TensorProto.raw_data, converting typed fields by seed 000 section 3,
+# TensorProto.raw_data, converting typed fields by docs/import-rules.md §3,
 # independently of onnx's own conversion code.
 #
 # Python API:
@@ -15,7 +15,8 @@
 #   load_tensor_file(path) -> TensorProto   parse a TensorProto file
 #   tensor_file_sha256(path) -> str      tensor_sha256 of a TensorProto file
 #   DumpError                            raised for models onnx cannot load or
-#                                        that are invalid by the seed's rules
+#                                        that are invalid by the import rules
+#                                        (docs/import-rules.md)
 #
 # Command line (exit 0 on success, 2 when a file is refused, message on stderr):
 #   onnx_dump.py MODEL                   print the dump of MODEL
@@ -51,14 +52,14 @@ Json = dict[str, Any]
 
 
 class DumpError(Exception):
-    """The file cannot be loaded or is not a valid model by the seed's rules."""
+    """The file cannot be loaded or is not a valid model by the import rules (docs/import-rules.md)."""
 
 
 # --------------------------------------------------------------------------
 # Tensors
 # --------------------------------------------------------------------------
 
-# Bits per element of each TensorProto.DataType (seed 000 section 3). STRING (8)
+# Bits per element of each TensorProto.DataType (docs/import-rules.md §3). STRING (8)
 # has no fixed width and is handled separately.
 _BITS: dict[int, int] = {
     1: 32,  # FLOAT
@@ -239,7 +240,7 @@ def _typed_bytes(t: onnx.TensorProto, data_type: int, field: str) -> bytes:
 def tensor_sha256(t: onnx.TensorProto) -> str:
     """Lowercase hex SHA-256 of the tensor's values in the raw layout.
 
-    Raises DumpError when the tensor is invalid by seed 000 section 3 (unknown
+    Raises DumpError when the tensor is invalid by docs/import-rules.md §3 (unknown
     type, negative dims, unsupported size, segment, mixed or wrong sources,
     wrong byte length or string count, unresolved external data).
     """
@@ -382,7 +383,7 @@ _ATTR_TYPE_NAMES: dict[int, str] = {
     14: "TYPE_PROTOS",
 }
 
-# Inference order of seed 000 section 2: singular fields, then repeated ones.
+# Inference order of docs/import-rules.md §2: singular fields, then repeated ones.
 _SINGULAR_INFERENCE = (
     ("f", "FLOAT"),
     ("i", "INT"),
@@ -578,7 +579,7 @@ def model_doc(m: onnx.ModelProto) -> Json:
 
 def _not_json(obj: object) -> Any:
     # upb hands back a proto2 `string` field that is not valid UTF-8 as bytes;
-    # seed 000 section 1 makes such a string an error.
+    # docs/import-rules.md §1 makes such a string an error.
     if isinstance(obj, bytes):
         raise DumpError(f"string field is not valid UTF-8: {obj!r}")
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
