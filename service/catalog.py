@@ -1,40 +1,125 @@
-"""The tensor catalogue of one model: every tensor, with a unique URL-safe name.
+"""The tensor catalogue of one model: an SQLite database, built in the worker.
 
-Owns `catalog_tensors` (run in the worker): every tensor the importer's
-`tensor_places` walk finds (initializers, sparse initializer parts, attribute
-tensors in the main graph, every subgraph and every function, in file order,
-depth first), each given a name.
+Owns the catalogue's schema, `build_catalog` (run in the worker: every tensor
+the importer's `tensor_places` walk finds, in file order, as one row, written
+to an in-memory database and serialized to bytes, so the front end only copies
+those bytes to the store) and `Catalog` (run in the front end: lookups and
+pages, each an indexed query, so a request costs the same for a model of ten
+tensors as for one of a million). A catalogue is immutable once stored, so it
+is opened read-only and `immutable=1`: no locks, safe on a shared store.
 
-Naming scheme (stable: the same model always gives the same names):
+Why SQLite: the standard library has it, a lookup by name or field path is an
+index search without loading anything, pages are range queries, and the file
+is one self-contained, portable blob the worker can produce without touching
+the file system (`Connection.serialize`).
+
+Each tensor has its ONNX name (any string, the empty one too) and a URL-safe
+alias kept from the first versions of the API:
 - the base is the tensor's name; a sparse tensor's parts are
   `<name>.values` and `<name>.indices`; an unnamed attribute tensor is
   `<node name or op_type>.<attribute name>`;
 - every character outside `A-Z a-z 0-9 . _ -` becomes `_`, the base is cut to
   100 characters, and a base that is empty or starts with `.` gets a `_` prefix;
 - the first tensor with a base gets the base itself, later ones
-  `<base>~2`, `<base>~3`, ... (`~` never occurs in a base, so no suffixed name
-  collides with a plain one).
+  `<base>~2`, `<base>~3`, ... (`~` never occurs in a base).
 """
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
+import sqlite3
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
 
-from importer import Tensor
+from importer import DataType
 from importer.messages import Model
+from importer.summary import element_type_name
+from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
 from importer.tensor_places import SPARSE_VALUES, TensorPlace, tensor_places
 
 MAX_BASE_CHARS = 100
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+MODEL_FILE_KEY = "model"  # `file` of a tensor in the model file itself
+CONVERTED_FILE_KEY = "converted"  # `file` of a tensor converted by the worker (typed fields, strings)
+
+SCHEMA = """
+CREATE TABLE tensors (
+    seq INTEGER PRIMARY KEY,       -- position in file order, from 0
+    name TEXT NOT NULL,            -- the ONNX name
+    alias TEXT NOT NULL,           -- the URL-safe alias
+    field_path TEXT NOT NULL,      -- e.g. ModelProto.graph.node[3].attribute[0].t
+    role TEXT NOT NULL,            -- initializer, sparse_values, sparse_indices or attribute
+    elem_type TEXT NOT NULL,
+    dims TEXT NOT NULL,            -- a JSON list
+    byte_length INTEGER NOT NULL,  -- of the raw layout
+    source TEXT NOT NULL,          -- raw_data, external, a typed field name, string_data or none
+    file TEXT,                     -- "model", an external location, "converted"; NULL when empty
+    offset INTEGER NOT NULL,       -- where the bytes start in `file`
+    length INTEGER NOT NULL,       -- bytes served (STRING: the length-prefixed layout)
+    shared INTEGER NOT NULL        -- how many tensors of the model have this name
+);
+CREATE INDEX tensors_by_name ON tensors (name);
+CREATE UNIQUE INDEX tensors_by_alias ON tensors (alias);
+CREATE UNIQUE INDEX tensors_by_field_path ON tensors (field_path);
+"""
+COLUMNS = "seq, name, alias, field_path, role, elem_type, dims, byte_length, source, file, offset, length, shared"
 
 
 @dataclass(frozen=True, slots=True)
-class CatalogEntry:
-    url_name: str
-    tensor: Tensor
-    field_path: str  # e.g. ModelProto.graph.node[3].attribute[0].t
-    role: str  # initializer, sparse_values, sparse_indices, attribute
+class TensorRow:
+    """One catalogue row (see SCHEMA)."""
+
+    seq: int
+    name: str
+    alias: str
+    field_path: str
+    role: str
+    elem_type: str
+    dims: list[int]
+    byte_length: int
+    source: str
+    file: str | None
+    offset: int
+    length: int
+    shared: int
+
+    @classmethod
+    def from_sql(cls, row: tuple[object, ...]) -> TensorRow:
+        seq, name, alias, field_path, role, elem_type, dims, byte_length, source, file, offset, length, shared = row
+        return cls(
+            int(seq),  # type: ignore[call-overload]
+            str(name),
+            str(alias),
+            str(field_path),
+            str(role),
+            str(elem_type),
+            json.loads(str(dims)),
+            int(byte_length),  # type: ignore[call-overload]
+            str(source),
+            None if file is None else str(file),
+            int(offset),  # type: ignore[call-overload]
+            int(length),  # type: ignore[call-overload]
+            int(shared),  # type: ignore[call-overload]
+        )
+
+
+def tensor_href(model_id: str, name: str, field_path: str, shared: int) -> str:
+    """The URL of a tensor: its real name, percent-encoded as one path segment;
+    with `?field_path=` when other tensors of the model have the same name."""
+    segment = quote(name, safe="")
+    if segment in (".", ".."):  # would be removed as a dot segment by clients
+        segment = segment.replace(".", "%2E")
+    href = f"/models/{model_id}/tensors/{segment}"
+    return href if shared == 1 else f"{href}?field_path={quote(field_path, safe='')}"
+
+
+# --- building (in the worker)
 
 
 def slug(text: str) -> str:
@@ -44,19 +129,173 @@ def slug(text: str) -> str:
     return base
 
 
-def catalog_tensors(model: Model) -> list[CatalogEntry]:
-    entries: list[CatalogEntry] = []
-    taken: dict[str, int] = {}
-    for place in tensor_places(model):
-        name = slug(_base_name(place))
-        count = taken.get(name, 0) + 1
-        taken[name] = count
-        entries.append(CatalogEntry(name if count == 1 else f"{name}~{count}", place.tensor, place.field_path, place.role))
-    return entries
-
-
 def _base_name(place: TensorPlace) -> str:
     if place.sparse is not None:
         part = "values" if place.role == SPARSE_VALUES else "indices"
         return f"{place.sparse.name or place.holder}.{part}"
     return place.tensor.name or place.holder
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltCatalog:
+    database: bytes  # the serialized SQLite database
+    rows: list[TensorRow]  # the first `keep_rows` rows, for the summary
+    count: int
+    external_files: list[str]  # external locations the tensors use, sorted
+    converted: list[memoryview | bytes]  # bytes of the "converted" file, in order
+    name_counts: Counter[str]  # how many tensors have each name
+
+
+def build_catalog(model: Model, keep_rows: int) -> BuiltCatalog:
+    """Every tensor of `model` as a catalogue row (the first `keep_rows` also
+    returned as objects); a tensor's `file` is "model" (raw_data), its external
+    location (normalized), or "converted" (the bytes in `converted`)."""
+    places = list(tensor_places(model))
+    shared = Counter(place.tensor.name for place in places)
+    aliases: dict[str, int] = {}
+    converted: list[memoryview | bytes] = []
+    converted_bytes = 0
+    externals: set[str] = set()
+    rows: list[TensorRow] = []
+
+    def row_of(seq: int, place: TensorPlace) -> TensorRow:
+        nonlocal converted_bytes
+        tensor: Tensor = place.tensor
+        base = slug(_base_name(place))
+        taken = aliases[base] = aliases.get(base, 0) + 1
+        alias = base if taken == 1 else f"{base}~{taken}"
+        file: str | None
+        if tensor.source == FROM_EXTERNAL and tensor.external_data is not None:
+            file = posixpath.normpath(tensor.external_data.get("location", ""))
+            externals.add(file)
+            offset, length = tensor.data_offset or 0, tensor.byte_length
+        elif tensor.source == FROM_RAW_DATA:
+            file, offset, length = MODEL_FILE_KEY, tensor.data_offset or 0, tensor.byte_length
+        else:
+            data = tensor.string_layout() if tensor.data_type == DataType.STRING else tensor.data
+            length, offset = len(data), converted_bytes
+            file = CONVERTED_FILE_KEY if length else None
+            if length:
+                converted.append(data)
+                converted_bytes += length
+        return TensorRow(
+            seq,
+            tensor.name,
+            alias,
+            place.field_path,
+            place.role,
+            element_type_name(tensor.data_type),
+            list(tensor.dims),
+            tensor.byte_length,
+            tensor.source,
+            file,
+            offset if file is not None else 0,
+            length,
+            shared[tensor.name],
+        )
+
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.executescript(SCHEMA)
+
+        def sql_rows() -> Iterable[tuple[object, ...]]:
+            for seq, place in enumerate(places):
+                row = row_of(seq, place)
+                if seq < keep_rows:
+                    rows.append(row)
+                yield (
+                    row.seq, row.name, row.alias, row.field_path, row.role, row.elem_type,
+                    json.dumps(row.dims, separators=(",", ":")), row.byte_length, row.source,
+                    row.file, row.offset, row.length, row.shared,
+                )  # fmt: skip
+
+        connection.executemany(f"INSERT INTO tensors ({COLUMNS}) VALUES ({', '.join('?' * 13)})", sql_rows())
+        connection.commit()
+        database = connection.serialize()
+    finally:
+        connection.close()
+    return BuiltCatalog(database, rows, len(places), sorted(externals), converted, shared)
+
+
+# --- reading (in the front end)
+
+
+class CatalogUnavailable(Exception):
+    """The catalogue cannot be read (its model was deleted or evicted meanwhile)."""
+
+
+class Catalog:
+    """One stored catalogue, opened read-only. Safe to share between threads
+    (one query at a time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.connection: sqlite3.Connection | None = None
+        self.lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the connection; a later query opens it again."""
+        with self.lock:
+            if self.connection is not None:
+                self.connection.close()
+                self.connection = None
+
+    def _rows(self, where: str, parameters: tuple[object, ...], limit: int) -> list[TensorRow]:
+        sql = f"SELECT {COLUMNS} FROM tensors WHERE {where} ORDER BY seq LIMIT ?"
+        with self.lock:
+            try:
+                if self.connection is None:
+                    uri = f"{self.path.as_uri()}?mode=ro&immutable=1"
+                    self.connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                return [TensorRow.from_sql(row) for row in self.connection.execute(sql, (*parameters, limit))]
+            except sqlite3.Error as error:
+                raise CatalogUnavailable(str(error)) from None
+
+    def by_name(self, name: str, limit: int) -> list[TensorRow]:
+        """Tensors with this ONNX name, in file order (at most `limit`)."""
+        return self._rows("name = ?", (name,), limit)
+
+    def by_alias(self, alias: str) -> TensorRow | None:
+        found = self._rows("alias = ?", (alias,), 1)
+        return found[0] if found else None
+
+    def by_field_path(self, field_path: str) -> TensorRow | None:
+        found = self._rows("field_path = ?", (field_path,), 1)
+        return found[0] if found else None
+
+    def page(self, after: int, limit: int, prefix: str) -> list[TensorRow]:
+        """Up to `limit` tensors after position `after`, whose name starts with `prefix`."""
+        if not prefix:
+            return self._rows("seq > ?", (after,), limit)
+        return self._rows("seq > ? AND substr(name, 1, ?) = ?", (after, len(prefix), prefix), limit)
+
+
+class OpenCatalogs:
+    """The most recently used catalogues, kept open (a connection costs more
+    than a lookup). Content-addressed and immutable, so an open one never goes
+    stale; a deleted model's is dropped when its id is forgotten."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self.open: OrderedDict[Path, Catalog] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, path: Path) -> Catalog:
+        with self.lock:
+            catalog = self.open.get(path)
+            if catalog is not None:
+                self.open.move_to_end(path)
+                return catalog
+        catalog = Catalog(path)
+        with self.lock:
+            self.open[path] = catalog
+            while len(self.open) > self.capacity:
+                _, oldest = self.open.popitem(last=False)
+                oldest.close()
+        return catalog
+
+    def forget(self, path: Path) -> None:
+        with self.lock:
+            catalog = self.open.pop(path, None)
+        if catalog is not None:
+            catalog.close()

@@ -67,11 +67,12 @@ class TensorLocation(BaseModel):
 
 class InitializerSummary(BaseModel):
     name: str
+    field_path: str
     elem_type: str
     dims: list[int]
     byte_length: int
     location: TensorLocation
-    tensor: str | None = Field(None, description="its name under /models/{id}/tensors/")
+    href: str = Field(description="GET it for the tensor's bytes (its real name, percent-encoded)")
 
 
 class SparseInitializerSummary(BaseModel):
@@ -87,7 +88,7 @@ class GraphSummary(BaseModel):
     outputs: list[TypedValue]
     node_count: int
     op_types: dict[str, int]
-    initializers: list[InitializerSummary]
+    initializers: list[InitializerSummary] = Field(description="the first ones; all are in GET /models/{id}/tensors")
     sparse_initializers: list[SparseInitializerSummary]
     nodes_were_reordered: bool
     subgraph_count: int
@@ -103,20 +104,21 @@ class FunctionSummary(BaseModel):
 
 
 class TensorEntry(BaseModel):
-    name: str = Field(description="unique, URL-safe: GET /models/{id}/tensors/{name}")
-    tensor_name: str
-    field_path: str
+    name: str = Field(description="the tensor's ONNX name (any string; may be shared by several tensors)")
+    alias: str = Field(description="a unique URL-safe name, also accepted in place of the name")
+    field_path: str = Field(description="exact: GET /models/{id}/tensors/{name}?field_path=...")
     role: str = Field(description="initializer, sparse_values, sparse_indices or attribute")
     elem_type: str
     dims: list[int]
     byte_length: int
     source: str
-    href: str
+    href: str = Field(description="the tensor's URL: its name percent-encoded, with ?field_path= when the name is shared")
 
 
-class Links(BaseModel):
+class SummaryLinks(BaseModel):
     self: str
     graph: str
+    tensors: str
 
 
 class ModelSummary(BaseModel):
@@ -131,8 +133,43 @@ class ModelSummary(BaseModel):
     graph: GraphSummary
     functions: list[FunctionSummary]
     metadata_props: dict[str, str]
-    tensors: list[TensorEntry]
-    links: Links
+    tensors: list[TensorEntry] = Field(description="the first tensors in file order; GET links.tensors pages through all")
+    counts: dict[str, int] = Field(description="the full length of every list, some of which are cut")
+    truncated: list[str] = Field(description="the lists cut (by number of items or bytes)")
+    links: SummaryLinks
+
+
+class PageLinks(BaseModel):
+    next: str | None = Field(description="the next page, or null after the last")
+
+
+class TensorPage(BaseModel):
+    items: list[TensorEntry]
+    next_cursor: str | None = Field(description="opaque; pass as ?cursor= for the next page")
+    links: PageLinks
+
+
+class ModelListItem(BaseModel):
+    id: str
+    input: str
+    created: str = Field(description="when it was committed to the store, RFC 3339 UTC")
+    model_file: ModelFile
+    tensor_count: int
+    href: str
+
+
+class ModelPage(BaseModel):
+    items: list[ModelListItem] = Field(description="newest first")
+    next_cursor: str | None
+    links: PageLinks
+
+
+class TensorRef(BaseModel):
+    name: str
+    field_path: str
+    elem_type: str
+    dims: list[int]
+    href: str
 
 
 class GraphValue(BaseModel):
@@ -141,7 +178,7 @@ class GraphValue(BaseModel):
     type: dict[str, Any] | None
     producer: int | None = Field(description="position of the producing node in `nodes`")
     consumers: list[int]
-    initializer: str | None = None
+    initializer: TensorRef | None = None
 
 
 class GraphAttribute(BaseModel):

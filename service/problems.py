@@ -18,6 +18,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.worker_protocol import ImportFailure
+
 PROBLEM_BASE = "https://onnx-import.example/problems/"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 MAX_DETAIL_CHARS = 500
@@ -69,6 +71,8 @@ PROBLEMS = IMPORT_PROBLEMS | _types(
     ("not-found", "No such resource", 404),
     ("method-not-allowed", "The method is not allowed on this resource", 405),
     ("tensor-source-changed", "The file holding the tensor changed since the import", 409),
+    ("model-source-changed", "The model's files changed since the import", 409),
+    ("ambiguous-tensor-name", "Several tensors of the model have this name", 409),
     ("tensor-source-gone", "The file holding the tensor is gone", 410),
     ("payload-too-large", "The upload exceeds a size limit", 413),
     ("unsupported-media-type", "The media type is not supported here", 415),
@@ -108,23 +112,19 @@ class ProblemError(Exception):
         self.extensions = extensions
 
 
-def import_problem(error: dict[str, Any], *, limit: str | None = None) -> ProblemError:
-    """The problem for an import error as the worker sent it (`as_dict()` form)."""
-    kind = str(error.get("kind", "WorkerCrashed"))
-    slug = KIND_SLUGS.get(kind, "worker-crashed")
-    message = str(error.get("message", ""))
-    offset = error.get("offset")
+def import_problem(error: ImportFailure, *, limit: str | None = None) -> ProblemError:
+    """The problem for an import error as the worker reported it."""
     problem = ProblemError(
-        slug,
-        message,
-        kind=kind,
-        offset=offset if isinstance(offset, int) else None,
-        field_path=bounded(str(error["field_path"]), 300) if error.get("field_path") else None,
-        input=bounded(str(error.get("input") or ""), 300),
+        KIND_SLUGS.get(error.kind, "worker-crashed"),
+        error.message,
+        kind=error.kind,
+        offset=error.offset,
+        field_path=bounded(error.field_path, 300) if error.field_path else None,
+        input=bounded(error.input, 300),
     )
     if limit is not None:
         problem.extensions["limit"] = limit
-    if kind == "Io" and error.get("missing"):
+    if error.kind == "Io" and error.missing:
         problem.problem = PROBLEMS["not-found"]
     return problem
 

@@ -2,9 +2,9 @@
 
 Owns `Sandbox`: a multiprocessing fork server started once (with `importer`
 and `service.worker` preloaded, so a worker does not pay Python's start-up),
-`run` (blocking; called from a thread) which forks one worker per import,
-kills it at the wall-clock deadline, receives its frames into files of a work
-folder, and classifies how it ended:
+`run` (blocking; called from a thread) which forks one worker per job,
+kills it at the wall-clock deadline, receives the byte streams its header
+announces into the files the caller names, and classifies how it ended:
 
 - a result, an import error, or the worker's own report of a MemoryError;
 - death by SIGXCPU (the soft CPU limit), by SIGKILL after at least the hard
@@ -17,26 +17,25 @@ The worker sets its limits itself (`service.worker.main`); no preexec_fn.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import multiprocessing
 import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Literal
+
+from pydantic import ValidationError
 
 from service import worker
 from service.memory_watch import EXIT_MEMORY
 from service.settings import Settings
+from service.worker_protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, WorkerHeader, WorkerJob
 
 log = logging.getLogger("service.sandbox")
-
-MAX_HEADER_BYTES = 1 << 30
-CHUNK_BYTES = worker.CHUNK_BYTES
 
 
 class WorkerProtocolError(Exception):
@@ -44,26 +43,14 @@ class WorkerProtocolError(Exception):
 
 
 @dataclass
-class ImportJob:
-    directory: str  # the worker's working directory (the model's folder)
-    model: str  # model file name inside `directory`
-    display_name: str  # the name the client knows the model by
-    external_dir: str | None = None  # default: the model's folder
-    sleep: float = 0.0  # test hook: the worker waits this long before reading
-    spin: bool = False  # test hook: ... burning CPU instead of sleeping
-
-
-@dataclass
 class WorkerOutcome:
-    """How one import ended. `status`: ok, error, resource_limit or crashed."""
+    """How one job ended. `status`: ok, error, resource_limit or crashed."""
 
-    status: str
-    header: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, Any] = field(default_factory=dict)
+    status: Literal["ok", "error", "resource_limit", "crashed"]
+    header: WorkerHeader | None = None
+    error: ImportFailure | None = None
     limit: str | None = None
     detail: str = ""
-    graph_file: Path | None = None
-    blob_files: list[Path] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -82,43 +69,33 @@ class Sandbox:
         else:
             log.info("workers run in their own network namespace (%s)", self.isolation)
 
-    def _job(self, **extra: Any) -> dict[str, Any]:
-        return {
-            "memory": self.settings.worker_memory,
-            "cpu_seconds": self.settings.worker_cpu_seconds,
-            "max_external_files": self.settings.max_external_files,
-            **extra,
-        }
+    def job(self, task: Literal["import", "graph", "probe"], **details: object) -> WorkerJob:
+        """A job with this service's limits."""
+        limits = WorkerJob(task, self.settings.worker_memory, self.settings.worker_cpu_seconds, self.settings.max_external_files)
+        return replace(limits, **details)  # type: ignore[arg-type]
 
     def probe(self, timeout: float = 5.0) -> str:
         """Fork one worker that only sets its limits and answers; its isolation."""
         reader, writer = self.context.Pipe(duplex=False)
-        process = self.context.Process(target=worker.main, args=(writer, self._job(probe=True)), daemon=True)
+        process = self.context.Process(target=worker.main, args=(writer, self.job("probe")), daemon=True)
         process.start()
         writer.close()
         try:
             if not reader.poll(timeout):
                 raise RuntimeError("the probe worker did not answer")
-            header = json.loads(reader.recv_bytes(1 << 16))
+            header = WorkerHeader.model_validate_json(reader.recv_bytes(1 << 16))
         finally:
             reader.close()
             _kill(process)
             process.join(timeout)
-        return str(header.get("isolation", "unknown"))
+        return header.isolation
 
-    def run(self, job: ImportJob, work_dir: Path) -> WorkerOutcome:
-        """Import in a fresh worker; frames go to files in `work_dir`."""
+    def run(self, job: WorkerJob, destinations: list[Path]) -> WorkerOutcome:
+        """Run `job` in a fresh worker; the streams of an ok answer are written
+        to `destinations`, one file each, in order."""
         started = time.monotonic()
-        spec = self._job(
-            directory=job.directory,
-            model=job.model,
-            display_name=job.display_name,
-            external_dir=job.external_dir,
-            sleep=job.sleep,
-            spin=job.spin,
-        )
         reader, writer = self.context.Pipe(duplex=False)
-        process = self.context.Process(target=worker.main, args=(writer, spec), daemon=True)
+        process = self.context.Process(target=worker.main, args=(writer, job), daemon=True)
         process.start()
         writer.close()
         deadline_hit = threading.Event()
@@ -133,10 +110,10 @@ class Sandbox:
         outcome: WorkerOutcome | None = None
         broken = ""
         try:
-            outcome = _receive(reader, work_dir)
+            outcome = _receive(reader, destinations)
         except EOFError:
             broken = "the worker ended without a complete result"
-        except (OSError, ValueError, WorkerProtocolError) as error:
+        except (OSError, ValueError, ValidationError, WorkerProtocolError) as error:
             broken = f"the worker's result was broken: {str(error)[:200]}"
         finally:
             reader.close()
@@ -180,35 +157,21 @@ def _kill(process: multiprocessing.process.BaseProcess) -> None:
             process.kill()
 
 
-def _receive(reader: Connection, work_dir: Path) -> WorkerOutcome:
-    header = json.loads(reader.recv_bytes(MAX_HEADER_BYTES))
-    if not isinstance(header, dict):
-        raise WorkerProtocolError("the header is not an object")
-    status = header.get("status")
-    if status == "error":
-        return WorkerOutcome("error", header=header, error=dict(header.get("error") or {}))
-    if status == "resource_limit":
-        return WorkerOutcome("resource_limit", header=header, limit=str(header.get("limit")), detail="the import ran out of memory")
-    if status != "ok":
-        raise WorkerProtocolError(f"unknown status {str(status)[:40]!r}")
-    graph_length = header.get("graph_length")
-    blob_lengths = header.get("blob_lengths")
-    if (
-        not isinstance(graph_length, int)
-        or not isinstance(blob_lengths, list)
-        or not all(isinstance(n, int) and n >= 0 for n in blob_lengths)
-    ):
-        raise WorkerProtocolError("lengths missing")
-    graph_file = work_dir / "graph.json"
-    _receive_file(reader, graph_file, graph_length)
-    blob_files = []
-    if blob_lengths:
-        (work_dir / "tensors").mkdir()
-    for index, length in enumerate(blob_lengths):
-        path = work_dir / "tensors" / f"{index}.bin"
+def _receive(reader: Connection, destinations: list[Path]) -> WorkerOutcome:
+    header = WorkerHeader.model_validate_json(reader.recv_bytes(MAX_HEADER_BYTES))
+    if header.status == "error":
+        if header.error is None:
+            raise WorkerProtocolError("an error without its description")
+        return WorkerOutcome("error", header=header, error=header.error)
+    if header.status == "resource_limit":
+        return WorkerOutcome("resource_limit", header=header, limit=header.limit, detail="the import ran out of memory")
+    if header.status != "ok":
+        raise WorkerProtocolError(f"unexpected status {header.status!r}")
+    if len(header.streams) != len(destinations) or any(length < 0 for length in header.streams):
+        raise WorkerProtocolError("the announced streams do not match the task")
+    for path, length in zip(destinations, header.streams, strict=True):
         _receive_file(reader, path, length)
-        blob_files.append(path)
-    return WorkerOutcome("ok", header=header, graph_file=graph_file, blob_files=blob_files)
+    return WorkerOutcome("ok", header=header)
 
 
 def _receive_file(reader: Connection, path: Path, length: int) -> None:

@@ -1,21 +1,24 @@
 """The content-addressed store: imported models by id, on disk.
 
-Layout under the store root:
-    models/<id>/record.json   what the service needs to answer (summary, tensors, files)
-    models/<id>/summary.json  the summary, served as is
-    models/<id>/graph.json    the full resolved graph, served as is
-    models/<id>/files/...     an uploaded model and its external data
-    models/<id>/tensors/N.bin converted tensor bytes (typed fields, strings)
-    models/<id>/lru           its mtime is the model's last use; it holds the
-                              bytes the model takes in the store (decimal)
+Layout under the store root (`ModelFolder` names each file; nobody else
+writes a path into the store):
+    models/<id>/record.json     the stored record (`service.record`): files and their identity
+    models/<id>/summary.json    the bounded summary, served as is
+    models/<id>/catalog.sqlite  the tensor catalogue (`service.catalog`)
+    models/<id>/converted.bin   converted tensor bytes (typed fields, strings), one after another
+    models/<id>/graph.json      the resolved graph, served as is; made on first request
+    models/<id>/files/...       an uploaded model (model.onnx) and its external data (external/...)
+    models/<id>/lru             its mtime is the model's last use; it holds the
+                                bytes the model takes in the store (decimal)
     tmp/<process>/...         work folders of one live service process
     tmp/<process>.lock        held (flock) while that process lives
     lock, usage               flock for commits and eviction; the byte total
                               (a cache: recomputed from the lru files at start)
 
 Rules: a model folder appears whole or not at all (its files are written and
-fsynced in a work folder, which is then renamed into models/); a model is never
-modified after that; eviction renames a folder out of models/ before deleting
+fsynced in a work folder, which is then renamed into models/); after that
+nothing in it changes, but for `graph.json`, which is derived from the model,
+added once (renamed in whole) when first asked for, and the `lru` file; eviction renames a folder out of models/ before deleting
 it, so a reader sees a model whole or not at all (an open file stays readable).
 Several service processes may share one store: commits, the byte total and
 eviction are serialized by an exclusive flock on `lock`; each process owns only
@@ -28,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
+import heapq
 import logging
 import os
 import re
@@ -37,7 +40,8 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+
+from service.record import SourceFile, StoredRecord
 
 log = logging.getLogger("service.store")
 
@@ -46,6 +50,26 @@ MODEL_ID = re.compile(r"[0-9a-f]{64}")
 
 class StoreFullError(Exception):
     """The model alone is larger than the store's size cap."""
+
+
+class ModelFolder:
+    """The files of one model's folder, in the store or in a work folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.record = root / "record.json"
+        self.summary = root / "summary.json"
+        self.catalog = root / "catalog.sqlite"
+        self.converted = root / "converted.bin"
+        self.graph = root / "graph.json"
+        self.files = root / "files"
+        self.upload_model = self.files / "model.onnx"
+        self.upload_external = self.files / "external"
+        self.lru = root / "lru"
+
+    def relative(self, path: Path) -> str:
+        """`path` (inside this folder) as the record stores it."""
+        return str(path.relative_to(self.root))
 
 
 _FSYNC_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fsync")
@@ -166,12 +190,13 @@ class Store:
             return False
 
     @contextlib.contextmanager
-    def work_folder(self) -> Iterator[Path]:
-        """A fresh folder for one request; removed on every path out."""
+    def work_folder(self) -> Iterator[ModelFolder]:
+        """A fresh folder for one request, laid out as a model's; removed on
+        every path out (unless committed)."""
         folder = self.work_root / uuid.uuid4().hex
         folder.mkdir()
         try:
-            yield folder
+            yield ModelFolder(folder)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -211,54 +236,60 @@ class Store:
 
     # --- models
 
-    def folder(self, model_id: str) -> Path:
+    def folder(self, model_id: str) -> ModelFolder:
         if not MODEL_ID.fullmatch(model_id):
             raise KeyError(model_id)
-        return self.models / model_id
+        return ModelFolder(self.models / model_id)
 
     def has(self, model_id: str) -> bool:
         return MODEL_ID.fullmatch(model_id) is not None and (self.models / model_id / "record.json").is_file()
 
-    def read_record(self, model_id: str) -> dict[str, Any] | None:
-        """The record of a stored model (and mark it used), or None."""
+    def read_record(self, model_id: str) -> StoredRecord | None:
+        """The record of a stored model, or None."""
         if not MODEL_ID.fullmatch(model_id):
             return None
-        folder = self.models / model_id
         try:
-            record: dict[str, Any] = json.loads((folder / "record.json").read_bytes())
+            return StoredRecord.model_validate_json(ModelFolder(self.models / model_id).record.read_bytes())
         except FileNotFoundError:
             return None
-        self.touch(model_id)
-        return record
-
-    def replace_record(self, model_id: str, record: dict[str, Any]) -> None:
-        """Rewrite a stored record whole (same content, files found elsewhere now)."""
-        with self.locked():
-            folder = self.models / model_id
-            if folder.is_dir():
-                write_file_atomically(folder / "record.json", json.dumps(record).encode())
 
     def touch(self, model_id: str) -> None:
-        with contextlib.suppress(OSError):
-            os.utime(self.models / model_id / "lru")
+        with contextlib.suppress(OSError, KeyError):
+            os.utime(self.folder(model_id).lru)
 
-    def commit(self, work: Path, model_id: str, record: dict[str, Any], summary: bytes) -> bool:
-        """Move the finished work folder `work` into the store as `model_id`.
+    def list_models(self, before: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
+        """(commit time in ns, id) of up to `limit` models, newest first, older
+        than `before`. One directory scan and a stat per model."""
+        found: list[tuple[int, str]] = []
+        with os.scandir(self.models) as entries:
+            for entry in entries:
+                if not MODEL_ID.fullmatch(entry.name):
+                    continue
+                try:
+                    committed = os.stat(os.path.join(entry.path, "summary.json")).st_mtime_ns  # written once, at commit
+                except OSError:
+                    continue
+                if before is None or (committed, entry.name) < before:
+                    found.append((committed, entry.name))
+        return heapq.nlargest(limit, found)
+
+    def commit(self, work: ModelFolder, model_id: str, record: StoredRecord, summary: bytes) -> bool:
+        """Move the finished work folder into the store as `model_id`.
         True if stored now, False if the model was there already."""
-        (work / "record.json").write_bytes(json.dumps(record).encode())
-        (work / "summary.json").write_bytes(summary)
-        size = tree_bytes(work)
+        work.record.write_bytes(record.model_dump_json().encode())
+        work.summary.write_bytes(summary)
+        size = tree_bytes(work.root)
         size += len(str(size + 20))
-        (work / "lru").write_text(str(size))
+        work.lru.write_text(str(size))
         if size > self.max_bytes:
             raise StoreFullError(f"the model takes {size} bytes, more than the store's cap of {self.max_bytes}")
-        fsync_tree(work)
+        fsync_tree(work.root)
         target = self.models / model_id
         with self.locked():
             if target.exists():
                 return False
             try:
-                os.rename(work, target)
+                os.rename(work.root, target)
             except OSError as error:
                 if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
                     return False
@@ -266,6 +297,58 @@ class Store:
             fsync_dir(self.models)
             self._write_usage(self._read_usage() + size)
             self._evict(keep=model_id)
+        return True
+
+    def refresh_sources(self, model_id: str, files: dict[str, SourceFile]) -> None:
+        """The same content was imported again from the data root: record the
+        identity its files have now (a touch or a copy changes it), so its
+        tensors stay servable. Files in the store are never replaced."""
+        with self.locked():
+            record = self.read_record(model_id)
+            if record is None:
+                return
+            changed = {
+                key: item
+                for key, item in files.items()
+                if key in record.files and not record.files[key].in_store and record.files[key] != item
+            }
+            if changed:
+                record.files.update(changed)
+                write_file_atomically(self.folder(model_id).record, record.model_dump_json().encode())
+
+    def add_graph(self, model_id: str, graph: Path) -> bool:
+        """Install a rendered graph document in a stored model (once; a
+        second render of the same model, by another replica, is dropped).
+        False if the model is gone meanwhile."""
+        folder = self.folder(model_id)
+        size = graph.stat().st_size
+        _fsync_path(str(graph))
+        with self.locked():
+            if not folder.record.is_file():
+                return False
+            if folder.graph.exists():
+                return True
+            os.rename(graph, folder.graph)
+            fsync_dir(folder.root)
+            old = self._size_of(folder.root)
+            write_file_atomically(folder.lru, str(old + size).encode())
+            self._write_usage(self._read_usage() + size)
+            self._evict(keep=model_id)
+        return True
+
+    def delete(self, model_id: str) -> bool:
+        """Remove a stored model (its folder only: nothing under the data root). False if absent."""
+        folder = self.folder(model_id)
+        with self.locked():
+            size = self._size_of(folder.root)
+            trash = self.work_root / f"deleted-{model_id}-{uuid.uuid4().hex[:8]}"
+            try:
+                os.rename(folder.root, trash)
+            except FileNotFoundError:
+                return False
+            fsync_dir(self.models)
+            self._write_usage(self._read_usage() - size)
+        shutil.rmtree(trash, ignore_errors=True)
         return True
 
     def _evict(self, keep: str) -> None:

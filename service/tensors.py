@@ -2,8 +2,8 @@
 
 Owns `tensor_response`. The bytes come from a file range: the model file or an
 external data file the worker reported (for a server-side model: in the data
-root; for an upload: its copy in the store), or a converted tensor the store
-holds. Before serving, the file is opened (no link followed) and checked to
+root; for an upload: its copy in the store), or the model's converted tensor
+bytes in the store. Before serving, the file is opened (no link followed) and checked to
 be the very file seen at import: same size, mtime_ns and inode (not the
 device number, which differs between the nodes mounting a shared store; else
 409 `tensor-source-changed`; a missing file is 410 `tensor-source-gone`). The
@@ -11,7 +11,7 @@ body is read with `os.pread` in 1 MiB chunks in a worker thread, so a 4 GB
 tensor costs no more memory than a small one.
 
 Headers: Content-Length, ETag (strong; derived from the content-addressed
-model id and the tensor's name and format), Accept-Ranges, X-Tensor-Element-Type,
+model id and the tensor's field path and format), Accept-Ranges, X-Tensor-Element-Type,
 X-Tensor-Dims (a JSON list). A single `Range: bytes=...` gives 206 (an
 unsatisfiable one 416; several ranges, or an `If-Range` that does not match,
 the whole representation). `If-None-Match` gives 304.
@@ -31,16 +31,19 @@ import json
 import os
 import stat
 from collections.abc import AsyncIterator
-from typing import Any
+from urllib.parse import quote
 
 import anyio.to_thread
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from importer.element_types import DataType, raw_layout_dtype
+from service.catalog import TensorRow
 from service.problems import ProblemError, bounded
+from service.record import SourceFile
 
 CHUNK_BYTES = 1 << 20
+SMALL_BYTES = 256 << 10  # tensors up to this size are read in one go, not streamed
 NPY_MAGIC = b"\x93NUMPY"
 # .npy descr by element type name: the types whose raw layout is a numpy array
 NPY_DESCR = {t.name: dtype.str for t in DataType if (dtype := raw_layout_dtype(t)) is not None}
@@ -86,7 +89,7 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, min(end, size - 1)
 
 
-def open_checked(path: str, identity: dict[str, Any]) -> int:
+def open_checked(path: str, identity: SourceFile) -> int:
     """Open the file a tensor lives in, checking it is the one seen at import."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -98,7 +101,7 @@ def open_checked(path: str, identity: dict[str, Any]) -> int:
         info = os.fstat(fd)
         # size, mtime and inode, not the device number: on a shared network
         # store each node numbers the mount its own way (see deploy/README.md)
-        seen = (identity["size"], identity["mtime_ns"], identity["inode"])
+        seen = (identity.size, identity.mtime_ns, identity.inode)
         now = (info.st_size, info.st_mtime_ns, info.st_ino)
         if not stat.S_ISREG(info.st_mode) or now != seen:
             raise ProblemError("tensor-source-changed", "the file holding the tensor changed since the import; import the model again")
@@ -127,27 +130,29 @@ async def _stream(prefix: bytes, fd: int, offset: int, start: int, end: int) -> 
         os.close(fd)
 
 
-def tensor_response(request: Request, model_id: str, entry: dict[str, Any], source: tuple[str, dict[str, Any], int], fmt: str) -> Response:
-    """The response for one tensor. `source`: (path, identity, offset in the file)."""
-    elem_type = str(entry["elem_type"])
-    dims = [int(d) for d in entry["dims"]]
-    length = int(entry["length"])
+def tensor_response(request: Request, model_id: str, row: TensorRow, source: tuple[str, SourceFile] | None, fmt: str) -> Response:
+    """The response for one tensor. `source`: (path, identity at import) of
+    the file holding it; None when it has no bytes. Called from a worker
+    thread: it opens (and for a small tensor reads) the file."""
     prefix = b""
     if fmt == "npy":
-        descr = NPY_DESCR.get(elem_type)
+        descr = NPY_DESCR.get(row.elem_type)
         if descr is None:
-            raise ProblemError("unsupported-media-type", f"{elem_type} tensors have no .npy form here; fetch the raw layout (format=raw)")
-        prefix = npy_header(descr, dims)
-    size = len(prefix) + length
-    tag = hashlib.sha256(f"{model_id}\0{entry['name']}\0{fmt}".encode()).hexdigest()[:32]
+            raise ProblemError(
+                "unsupported-media-type", f"{row.elem_type} tensors have no .npy form here; fetch the raw layout (format=raw)"
+            )
+        prefix = npy_header(descr, row.dims)
+    size = len(prefix) + row.length
+    tag = hashlib.sha256(f"{model_id}\0{row.field_path}\0{fmt}".encode()).hexdigest()[:32]
     etag = f'"{tag}"'
+    extension = "npy" if fmt == "npy" else "bin"
     headers = {
         "ETag": etag,
         "Accept-Ranges": "bytes",
         "Cache-Control": "public, max-age=31536000, immutable",
-        "X-Tensor-Element-Type": elem_type,
-        "X-Tensor-Dims": json.dumps(dims, separators=(",", ":")),
-        "Content-Disposition": f'attachment; filename="{entry["name"]}.{"npy" if fmt == "npy" else "bin"}"',
+        "X-Tensor-Element-Type": row.elem_type,
+        "X-Tensor-Dims": json.dumps(row.dims, separators=(",", ":")),
+        "Content-Disposition": f"attachment; filename=\"{row.alias}.{extension}\"; filename*=UTF-8''{quote(row.name or row.alias)}.{extension}",  # noqa: E501
     }
     if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
         return Response(status_code=304, headers=headers)
@@ -160,11 +165,32 @@ def tensor_response(request: Request, model_id: str, entry: dict[str, Any], sour
         headers["Content-Range"] = f"bytes {start}-{end}/{size}"
     headers["Content-Length"] = str(max(0, end - start + 1))
     media_type = "application/octet-stream"
-    if size == 0 or end < start:
-        return Response(b"", status_code=200, headers=headers, media_type=media_type)
-    path, identity, offset = source
-    fd = open_checked(path, identity)
-    if offset + length > identity["size"]:
-        os.close(fd)
-        raise ProblemError("tensor-source-changed", f"the file holding the tensor {bounded(entry['name'], 100)} is shorter than the tensor")
-    return StreamingResponse(_stream(prefix, fd, offset, start, end), status_code=status, headers=headers, media_type=media_type)
+    fd = None
+    if source is not None and row.length:
+        path, identity = source
+        fd = open_checked(path, identity)
+        if row.offset + row.length > identity.size:
+            os.close(fd)
+            raise ProblemError("tensor-source-changed", f"the file holding the tensor {bounded(row.name, 100)} is shorter than the tensor")
+    if fd is None or request.method == "HEAD" or end < start:
+        if fd is not None:
+            os.close(fd)
+        if fd is None and row.length:
+            raise ProblemError("tensor-source-gone", "the tensor's bytes are not recorded; import the model again")
+        body = prefix[start : end + 1] if request.method != "HEAD" else b""
+        return Response(body, status_code=status, headers=headers, media_type=media_type)
+    if end + 1 - start <= SMALL_BYTES:  # read at once (this runs in a worker thread): no streaming hops
+        try:
+            body = _read_range(prefix, fd, row.offset, start, end)
+        finally:
+            os.close(fd)
+        return Response(body, status_code=status, headers=headers, media_type=media_type)
+    return StreamingResponse(_stream(prefix, fd, row.offset, start, end), status_code=status, headers=headers, media_type=media_type)
+
+
+def _read_range(prefix: bytes, fd: int, offset: int, start: int, end: int) -> bytes:
+    """Bytes [start, end] of prefix + file[offset:] (the file may come up short)."""
+    head = prefix[start : end + 1]
+    first = max(start, len(prefix)) - len(prefix)
+    want = end + 1 - max(start, len(prefix))
+    return head + (os.pread(fd, want, offset + first) if want > 0 else b"")

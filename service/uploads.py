@@ -27,8 +27,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from service.paths import check_relative_path
 from service.problems import ProblemError, bounded
 
-MODEL_FILE = "model.onnx"
-EXTERNAL_FOLDER = "external"
+DEFAULT_DISPLAY_NAME = "model.onnx"
 MAX_PARTS_MARGIN = 8
 MAX_DISPLAY_NAME = 200
 MAX_LOCATION_DEPTH = 64
@@ -37,7 +36,7 @@ DRAIN_BYTES = 1 << 20  # read (and drop) up to this much past a limit, so the cl
 
 @dataclass
 class StagedFile:
-    location: str  # relative location (the model: MODEL_FILE)
+    location: str  # relative location (the model: its display name)
     path: Path
     size: int = 0
     sha256: str = ""
@@ -45,8 +44,9 @@ class StagedFile:
 
 @dataclass
 class Upload:
-    folder: Path  # holds MODEL_FILE and EXTERNAL_FOLDER/
-    display_name: str = MODEL_FILE
+    model_path: Path  # where the model part is written
+    external_dir: Path  # where external_data parts are written, under their locations
+    display_name: str = DEFAULT_DISPLAY_NAME
     model: StagedFile | None = None
     externals: list[StagedFile] = field(default_factory=list)
 
@@ -94,8 +94,9 @@ class _PartWriter:
             if self.upload.model is not None:
                 raise ProblemError("bad-request", "more than one 'model' part")
             if filename:
-                self.upload.display_name = bounded(posixpath.basename(filename.replace("\\", "/")) or MODEL_FILE, MAX_DISPLAY_NAME)
-            self.current = self.upload.model = StagedFile(MODEL_FILE, self.upload.folder / MODEL_FILE)
+                base = posixpath.basename(filename.replace("\\", "/"))
+                self.upload.display_name = bounded(base or DEFAULT_DISPLAY_NAME, MAX_DISPLAY_NAME)
+            self.current = self.upload.model = StagedFile(self.upload.display_name, self.upload.model_path)
         elif name == b"external_data":
             if not filename:
                 raise ProblemError("bad-request", "an 'external_data' part needs a file name: the location the model names")
@@ -103,14 +104,14 @@ class _PartWriter:
             if location in self.locations:
                 raise ProblemError("bad-request", f"two 'external_data' parts for {bounded(repr(location), 200)}")
             self.locations.add(location)
-            self.current = StagedFile(location, self.upload.folder / EXTERNAL_FOLDER / location)
+            self.current = StagedFile(location, self.upload.external_dir / location)
             self.upload.externals.append(self.current)
         else:
             raise ProblemError(
                 "bad-request", f"unknown part {bounded(repr(name.decode('latin-1')), 100)}: only 'model' and 'external_data'"
             )
         self.digest = hashlib.sha256()
-        self.fd = _create(self.current.path, self.upload.folder)
+        self.fd = _create(self.current.path, self.upload.model_path.parent)
 
     # data callbacks
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
@@ -163,8 +164,8 @@ def _create(path: Path, root: Path) -> int:
         raise ProblemError("bad-request", f"cannot place upload file {bounded(repr(where), 200)}: {error.strerror}") from None
 
 
-async def receive_upload(request: Request, folder: Path, max_model: int, max_total: int, max_parts: int) -> Upload:
-    """Stream the multipart body of `request` into `folder` (see the module comment)."""
+async def receive_upload(request: Request, model_path: Path, external_dir: Path, max_model: int, max_total: int, max_parts: int) -> Upload:
+    """Stream the multipart body of `request` to `model_path` and `external_dir` (see the module comment)."""
     _, options = parse_options_header(request.headers.get("content-type", ""))
     boundary = options.get(b"boundary")
     if not boundary:
@@ -177,8 +178,8 @@ async def receive_upload(request: Request, folder: Path, max_model: int, max_tot
             limit="max_upload_total",
             headers={"Connection": "close"},
         )
-    upload = Upload(folder)
-    (folder / EXTERNAL_FOLDER).mkdir()
+    upload = Upload(model_path, external_dir)
+    external_dir.mkdir(parents=True)
     writer = _PartWriter(upload, max_model, max_parts + MAX_PARTS_MARGIN)
     parser = MultipartParser(
         boundary,

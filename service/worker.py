@@ -9,10 +9,13 @@ may map plus a margin: each mapping keeps a descriptor), RLIMIT_FSIZE 0 (it
 writes no file), RLIMIT_CORE 0 and RLIMIT_NPROC 0 (no children; not enforced
 for root, who is also the only user that can always unshare), after starting
 its memory watchdog (`service.memory_watch`: RLIMIT_DATA alone can leave a
-worker crawling at its limit instead of failing). Then it imports
-the model and sends the result back over the pipe as frames (`send_result`):
-a JSON header, then the graph JSON and every converted tensor in chunks.
-It never writes a file and never opens one except through the importer.
+worker crawling at its limit instead of failing). Then it does its task
+(`service.worker_protocol`): an import sends a bounded header (the summary),
+then the tensor catalogue as a serialized SQLite database and the converted
+tensor bytes; a graph task sends the graph document. It never writes a file
+and never opens one except through the importer. Once its answer is written it
+leaves with `os._exit`, without tearing down its heap (a 200,000-node graph
+takes longer to free than to send).
 """
 
 from __future__ import annotations
@@ -23,23 +26,21 @@ import json
 import os
 import resource
 import time
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
-from typing import Any
 
-from importer import DataType, ErrorKind, Limits, ModelImportError, load_model
+from importer import ErrorKind, Limits, ModelImportError, OnnxModel, load_model
 from importer.errors import NOT_FOUND
-from importer.summary import element_type_name, summarize
-from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA
-from service.catalog import CatalogEntry, catalog_tensors
+from importer.tensor_places import tensor_places
+from service.catalog import build_catalog
 from service.graph_json import render_graph
 from service.memory_watch import EXIT_MEMORY, watch_memory
+from service.summary_doc import bounded_summary
+from service.worker_protocol import CHUNK_BYTES, ImportFailure, WorkerHeader, WorkerJob
 
-CHUNK_BYTES = 1 << 20
 NOFILE_MARGIN = 64
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
-
-Json = Any
 
 
 def isolate_network() -> str:
@@ -55,10 +56,10 @@ def isolate_network() -> str:
     return "unavailable"
 
 
-def set_limits(job: dict[str, Any]) -> None:
-    memory = int(job["memory"])
-    cpu = int(job["cpu_seconds"])
-    nofile = int(job["max_external_files"]) + NOFILE_MARGIN
+def set_limits(job: WorkerJob) -> None:
+    memory = job.memory
+    cpu = job.cpu_seconds
+    nofile = job.max_external_files + NOFILE_MARGIN
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -68,113 +69,110 @@ def set_limits(job: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
 
 
-def main(connection: Connection, job: dict[str, Any]) -> None:
-    """Import `job["model"]` and send the outcome over `connection`."""
+def main(connection: Connection, job: WorkerJob) -> None:
+    """Do `job` and send the outcome over `connection`; then leave at once."""
+    code = 0
     try:
         isolation = isolate_network()
-        watch_memory(int(job["memory"]))  # before the limits: RLIMIT_NPROC 0 forbids new threads
+        watch_memory(job.memory)  # before the limits: RLIMIT_NPROC 0 forbids new threads
         set_limits(job)
-        if job.get("probe"):
-            send_header(connection, {"status": "probe", "isolation": isolation})
+        if job.task == "probe":
+            send_header(connection, WorkerHeader(status="probe", isolation=isolation))
             return
-        if job.get("sleep"):  # test hook: hold the worker (sleeping, or burning CPU)
-            if job.get("spin"):
-                until = time.monotonic() + float(job["sleep"])
+        if job.sleep:  # test hook: hold the worker (sleeping, or burning CPU)
+            if job.spin:
+                until = time.monotonic() + job.sleep
                 while time.monotonic() < until:
                     pass
             else:
-                time.sleep(float(job["sleep"]))
-        run_import(connection, job, isolation)
+                time.sleep(job.sleep)
+        run_task(connection, job, isolation)
     except MemoryError:
         gc.collect()
         try:
-            send_header(connection, {"status": "resource_limit", "limit": "memory"})
+            send_header(connection, WorkerHeader(status="resource_limit", limit="memory"))
         except BaseException:
-            os._exit(EXIT_MEMORY)
+            code = EXIT_MEMORY
+    except BaseException:
+        code = 1
+        raise
     finally:
         connection.close()
+        if code != 1:
+            os._exit(code)
 
 
-def send_header(connection: Connection, header: Json) -> None:
-    connection.send_bytes(json.dumps(header, allow_nan=False).encode())
+def send_header(connection: Connection, header: WorkerHeader) -> None:
+    connection.send_bytes(header.model_dump_json(exclude_defaults=True).encode())
 
 
-def run_import(connection: Connection, job: dict[str, Any], isolation: str) -> None:
-    os.chdir(job["directory"])
-    model_path = os.path.abspath(job["model"])
-    limits = Limits(max_external_files=int(job["max_external_files"]))
+def run_task(connection: Connection, job: WorkerJob, isolation: str) -> None:
+    os.chdir(job.directory)
+    model_path = os.path.abspath(job.model)
+    limits = Limits(max_external_files=job.max_external_files)
     try:
-        model = load_model(model_path, external_data_dir=job.get("external_dir"), limits=limits)
+        model = load_model(model_path, external_data_dir=job.external_dir, limits=limits)
     except ModelImportError as error:
-        failure = error.as_dict()
-        failure["input"] = job["display_name"]
-        failure["message"] = str(failure["message"]).replace(model_path, job["display_name"])  # no server paths
-        failure["missing"] = error.kind == ErrorKind.IO and error.reason == NOT_FOUND
-        send_header(connection, {"status": "error", "error": failure})
+        send_header(
+            connection,
+            WorkerHeader(
+                status="error",
+                error=ImportFailure(
+                    kind=error.kind.value,
+                    message=error.message.replace(model_path, job.display_name),  # no server paths
+                    input=job.display_name,
+                    offset=error.offset,
+                    field_path=error.field_path,
+                    missing=error.kind == ErrorKind.IO and error.reason == NOT_FOUND,
+                ),
+            ),
+        )
         return
     with model:
-        entries = catalog_tensors(model.proto)
-        graph = json.dumps(render_graph(model, {id(e.tensor): e.url_name for e in entries}), allow_nan=False).encode()
-        summary = summarize(model)
-        _hide_model_path(summary, model_path, job["display_name"])
-        blobs: list[memoryview | bytes] = []
-        tensors = [_describe_entry(entry, model_path, blobs) for entry in entries]
-        external_files = sorted({t["file"] for t in tensors if t.get("file") not in (None, "model")})
-        header = {
-            "status": "ok",
-            "isolation": isolation,
-            "summary": summary,
-            "tensors": tensors,
-            "external_files": external_files,
-            "graph_length": len(graph),
-            "blob_lengths": [len(b) for b in blobs],
-        }
-        send_header(connection, header)
-        _send_chunks(connection, graph)
-        del graph
-        for blob in blobs:
-            _send_chunks(connection, blob)
+        if job.task == "graph":
+            send_graph(connection, model, job, isolation)
+        else:
+            send_import(connection, model, job, isolation)
 
 
-def _send_chunks(connection: Connection, data: memoryview | bytes) -> None:
-    view = memoryview(data)
-    for start in range(0, len(view), CHUNK_BYTES):
-        connection.send_bytes(view[start : start + CHUNK_BYTES])
+def send_import(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
+    catalog = build_catalog(model.proto, keep_rows=job.summary_items)
+    summary = bounded_summary(model, job.display_name, catalog, job.summary_items)
+    converted_length = sum(len(part) for part in catalog.converted)
+    header = WorkerHeader(
+        status="ok",
+        isolation=isolation,
+        summary=summary,
+        tensor_count=catalog.count,
+        external_files=catalog.external_files,
+        streams=[len(catalog.database), converted_length],
+    )
+    send_header(connection, header)
+    _send_chunks(connection, [catalog.database])
+    _send_chunks(connection, catalog.converted)
 
 
-def _describe_entry(entry: CatalogEntry, model_path: str, blobs: list[memoryview | bytes]) -> Json:
-    tensor = entry.tensor
-    item: dict[str, Json] = {
-        "name": entry.url_name,
-        "tensor_name": tensor.name,
-        "field_path": entry.field_path,
-        "role": entry.role,
-        "elem_type": element_type_name(tensor.data_type),
-        "elem_type_code": int(tensor.data_type),
-        "dims": list(tensor.dims),
-        "source": tensor.source,
-        "byte_length": tensor.byte_length,
-    }
-    if tensor.source in (FROM_RAW_DATA, FROM_EXTERNAL) and tensor.data_file is not None:
-        item["file"] = "model" if tensor.data_file == model_path else os.path.normpath(tensor.data_file)
-        item["offset"] = tensor.data_offset
-        item["length"] = tensor.byte_length
-        return item
-    data = tensor.string_layout() if tensor.data_type == DataType.STRING else tensor.data
-    item["length"] = len(data)
-    if len(data):
-        item["blob"] = len(blobs)
-        blobs.append(data)
-    return item
+def send_graph(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
+    field_paths = {id(place.tensor): place.field_path for place in tensor_places(model.proto)}
+    graph = json.dumps(render_graph(model, field_paths), allow_nan=False, separators=(",", ":")).encode()
+    send_header(connection, WorkerHeader(status="ok", isolation=isolation, streams=[len(graph)]))
+    _send_chunks(connection, [graph])
 
 
-def _hide_model_path(summary: Json, model_path: str, display_name: str) -> None:
-    """The summary names files as the client does, never by server path."""
-    summary["input"] = display_name
-    graph = summary.get("graph", {})
-    locations = [t.get("location", {}) for t in graph.get("initializers", [])]
-    for sparse in graph.get("sparse_initializers", []):
-        locations += [sparse["values"].get("location", {}), sparse["indices"].get("location", {})]
-    for location in locations:
-        if location.get("file") == model_path:
-            location["file"] = display_name
+def _send_chunks(connection: Connection, parts: Sequence[memoryview | bytes]) -> None:
+    """`parts`, one after the other, as frames of at most CHUNK_BYTES."""
+    pending = bytearray()
+    for part in parts:
+        view = memoryview(part)
+        while view:
+            take = min(len(view), CHUNK_BYTES - len(pending))
+            if not pending and take == CHUNK_BYTES:
+                connection.send_bytes(view[:take])
+            else:
+                pending += view[:take]
+                if len(pending) == CHUNK_BYTES:
+                    connection.send_bytes(pending)
+                    pending.clear()
+            view = view[take:]
+    if pending:
+        connection.send_bytes(pending)

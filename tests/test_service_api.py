@@ -75,6 +75,11 @@ def upload(client: httpx.Client, model: bytes, externals: dict[str, bytes] | Non
     return client.post("/models", files=files)
 
 
+def with_query(href: str, query: str) -> str:
+    """`href` (which may hold ?field_path=) with one more query parameter."""
+    return href + ("&" if "?" in href else "?") + query
+
+
 def expected_id(path: str) -> str:
     model = (SAMPLES / path).read_bytes()
     externals = {k: v.read_bytes() for k, v in EXTERNAL_FILES.items()} if path.startswith("external/") else {}
@@ -123,17 +128,22 @@ def test_summary_contents(client: httpx.Client) -> None:
     assert graph["inputs"] == [{"name": "X", "type": {"kind": "tensor", "elem_type": "FLOAT", "shape": ["N"]}}]
     assert [i["name"] for i in graph["initializers"]] == ["f32", "i32", "i16", "i64", "f64", "flags", "half", "words"]
     assert graph["initializers"][1]["location"] == {"source": "int32_data"}
-    assert graph["initializers"][1]["tensor"] == "i32"
-    assert graph["sparse_initializers"][0]["values"]["tensor"] == "sparse.values"
+    assert graph["initializers"][1]["href"] == f"/models/{summary['id']}/tensors/i32"
+    sparse = graph["sparse_initializers"][0]
+    assert sparse["values"]["field_path"] == "ModelProto.graph.sparse_initializer[0].values"
+    assert sparse["values"]["href"] == f"/models/{summary['id']}/tensors/sparse"
+    assert sparse["indices"]["href"] == f"/models/{summary['id']}/tensors/sparse_indices"
     assert graph["nodes_were_reordered"] is False and graph["subgraph_count"] == 0
-    names = [t["name"] for t in summary["tensors"]]
-    assert len(names) == len(set(names)) == 10
+    assert summary["counts"]["tensors"] == len(summary["tensors"]) == 10 and summary["truncated"] == []
+    aliases = [t["alias"] for t in summary["tensors"]]
+    assert len(aliases) == len(set(aliases)) == 10
     external = post_path(client, "external/model.onnx").json()
     w = external["graph"]["initializers"][0]
     assert w["location"] == {"source": "external", "file": "weights.bin", "offset": 16, "length": 64 * 32 * 4}
     subgraphs = post_path(client, "if_subgraph.onnx").json()
     assert subgraphs["graph"]["subgraph_count"] == 2
-    assert [t["name"] for t in subgraphs["tensors"]] == ["offset", "k", "k~2"]
+    assert [t["name"] for t in subgraphs["tensors"]] == ["offset", "k", "k"]
+    assert [t["alias"] for t in subgraphs["tensors"]] == ["offset", "k", "k~2"]
 
 
 def test_graph_document(client: httpx.Client) -> None:
@@ -146,9 +156,12 @@ def test_graph_document(client: httpx.Client) -> None:
     assert then_branch["captures"] == ["offset"]
     assert [n["op_type"] for n in then_branch["nodes"]] == ["Constant", "Add"]
     constant = then_branch["nodes"][0]["attributes"][0]["value"]
-    assert constant["tensor"] == "k~2" and constant["dims"] == [3]  # else_branch is attribute[0]: its "k" came first
+    assert constant["name"] == "k" and constant["dims"] == [3]
+    assert constant["field_path"] == "ModelProto.graph.node[0].attribute[1].g.node[0].attribute[0].t"  # else_branch is attribute[0]
+    assert constant["href"] == f"/models/{model_id}/tensors/k?field_path=" + constant["field_path"].replace("[", "%5B").replace("]", "%5D")
+    assert np.frombuffer(client.get(constant["href"]).content, np.float32).tolist() == [1.0, 1.0, 1.0]
     offset = next(v for v in graph["values"] if v["name"] == "offset")
-    assert offset["consumers"] == [0] and offset["initializer"] == "offset"
+    assert offset["consumers"] == [0] and offset["initializer"]["href"] == f"/models/{model_id}/tensors/offset"
     add = client.get(f"/models/{post_path(client, 'add.onnx').json()['id']}/graph").json()["graph"]
     assert [n["op_type"] for n in add["nodes"]] == ["Constant", "Add", "Mul"]
     assert add["nodes"][1]["inputs"] == ["X", "W"]
@@ -235,7 +248,7 @@ def test_npy_equals_numpy_helper(client: httpx.Client) -> None:
         summary = post_path(client, path).json()
         reference = onnx.load(str(SAMPLES / path))
         for tensor in summary["tensors"]:
-            response = client.get(tensor["href"], params={"format": "npy"})
+            response = client.get(with_query(tensor["href"], "format=npy"))
             if tensor["elem_type"] == "STRING":
                 assert_problem(response, 415, "unsupported-media-type")
                 continue
@@ -246,7 +259,7 @@ def test_npy_equals_numpy_helper(client: httpx.Client) -> None:
             assert np.array_equal(array, expected)
             checked += 1
     assert checked >= 14
-    part = client.get(summary["tensors"][0]["href"], params={"format": "npy"}, headers={"Range": "bytes=0-5"})
+    part = client.get(with_query(summary["tensors"][0]["href"], "format=npy"), headers={"Range": "bytes=0-5"})
     assert part.status_code == 206 and part.content == b"\x93NUMPY"
 
 
@@ -335,6 +348,9 @@ def test_openapi_documents_every_route_and_response(client: httpx.Client) -> Non
         ("/models/{model_id}", "get"): {"200", "404"},
         ("/models/{model_id}/graph", "get"): {"200", "404"},
         ("/models/{model_id}/tensors/{name}", "get"): {"200", "206", "304", "404", "409", "410", "415", "416", "422"},
+        ("/models/{model_id}/tensors", "get"): {"200", "400", "404", "422"},
+        ("/models", "get"): {"200", "400", "422"},
+        ("/models/{model_id}", "delete"): {"204", "404"},
         ("/healthz", "get"): {"200"},
         ("/readyz", "get"): {"200", "503"},
     }
@@ -346,7 +362,7 @@ def test_openapi_documents_every_route_and_response(client: httpx.Client) -> Non
             if status == "default" or status[0] in "45":
                 assert "application/problem+json" in response["content"], (path, status)
     schemas = document["components"]["schemas"]
-    assert {"Problem", "ModelSummary", "GraphDocument", "Readiness", "Health"} <= set(schemas)
+    assert {"Problem", "ModelSummary", "GraphDocument", "Readiness", "Health", "TensorPage", "ModelPage"} <= set(schemas)
     assert {"multipart/form-data", "application/json"} <= set(paths["/models"]["post"]["requestBody"]["content"])
     assert client.get("/docs").status_code == 200
 

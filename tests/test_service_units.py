@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.catalog import catalog_tensors, slug
+from service.catalog import Catalog, build_catalog, slug, tensor_href
 from service.paths import check_relative_path, lexical_refusal
 from service.problems import MAX_DETAIL_CHARS, ProblemError, bounded
 from service.settings import GIB, MIB, SettingsError, load_settings, parse_size
@@ -79,7 +79,7 @@ def test_npy_headers_load_with_numpy(dims: list[int]) -> None:
     assert loaded.shape == tuple(dims) and np.array_equal(loaded, data)
 
 
-def test_tensor_names_are_url_safe_and_unique() -> None:
+def test_catalogue_rows_aliases_and_hrefs(tmp_path: Path) -> None:
     assert slug("a/b c") == "a_b_c"
     assert slug("") == "_" and slug("..") == "_.." and slug(".hidden") == "_.hidden"
     assert slug("x" * 500) == "x" * 100
@@ -96,8 +96,29 @@ def test_tensor_names_are_url_safe_and_unique() -> None:
     graph = helper.make_graph(constants, "g", [], [helper.make_tensor_value_info("c2", onnx.TensorProto.FLOAT, [1])], tensors)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     with load_model_bytes(model.SerializeToString()) as imported:
-        names = [entry.url_name for entry in catalog_tensors(imported.proto)]
-    assert names == ["w", "a_b", "a_b~2", "_.._x", "w~2", "Constant.value"]
+        built = build_catalog(imported.proto, keep_rows=2)
+    assert built.count == 6 and [row.alias for row in built.rows] == ["w", "a_b"]
+    (tmp_path / "catalog.sqlite").write_bytes(built.database)  # the store's copy, read as the front end reads it
+    catalog = Catalog(tmp_path / "catalog.sqlite")
+    rows = catalog.page(-1, 100, "")
+    assert [row.alias for row in rows] == ["w", "a_b", "a_b~2", "_.._x", "w~2", "Constant.value"]
+    assert [row.name for row in rows] == ["w", "a/b", "a_b", "../x", "w", ""]
+    assert [row.shared for row in rows] == [2, 1, 1, 1, 2, 1]
+    assert [row.field_path for row in catalog.by_name("w", 10)] == [
+        "ModelProto.graph.initializer[0]",
+        "ModelProto.graph.node[0].attribute[0].t",
+    ]
+    assert catalog.by_alias("a_b~2") == rows[2] and catalog.by_field_path("ModelProto.graph.initializer[3]") == rows[3]
+    assert [row.name for row in catalog.page(0, 2, "a")] == ["a/b", "a_b"]
+    # float_data: converted by the worker, one after another in the "converted" file
+    assert [(row.file, row.offset, row.length) for row in rows] == [("converted", 4 * i, 4) for i in range(6)]
+    assert b"".join(built.converted) == np.array([1, 1, 1, 1, 2, 3], np.float32).tobytes()
+    catalog.close()
+    assert tensor_href("M", "a/b", "ModelProto.graph.initializer[1]", 1) == "/models/M/tensors/a%2Fb"
+    assert tensor_href("M", "..", "p", 1) == "/models/M/tensors/%2E%2E" and tensor_href("M", "", "p", 1) == "/models/M/tensors/"
+    assert (
+        tensor_href("M", "w", "ModelProto.graph.initializer[0]", 2) == "/models/M/tensors/w?field_path=ModelProto.graph.initializer%5B0%5D"
+    )
 
 
 @pytest.mark.parametrize(

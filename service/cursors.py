@@ -1,0 +1,37 @@
+"""Opaque page cursors: what a page's last item was, as a URL-safe token.
+
+Owns `encode_cursor` and `decode_cursor`. A cursor is base64url of a JSON
+list tagged with what it pages (`tensors`, `models`), so a cursor of one
+listing given to another, or a mangled one, is a 400, never a wrong page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+from service.problems import ProblemError
+
+MAX_CURSOR_CHARS = 1024
+
+
+def encode_cursor(kind: str, *position: int | str) -> str:
+    text = json.dumps([kind, *position], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(kind: str, token: str, types: tuple[type, ...]) -> list[int | str]:
+    """The position a cursor of `kind` holds, each part of the given type."""
+    try:
+        if len(token) > MAX_CURSOR_CHARS:
+            raise ValueError("too long")
+        parsed = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        if not isinstance(parsed, list) or parsed[:1] != [kind] or len(parsed) != len(types) + 1:
+            raise ValueError("not this listing's cursor")
+        position = parsed[1:]
+        if not all(type(part) is wanted for part, wanted in zip(position, types, strict=True)):
+            raise ValueError("malformed")
+        return position
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ProblemError("bad-request", "the cursor is not one this listing handed out") from None

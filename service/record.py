@@ -1,0 +1,39 @@
+"""The stored record of one imported model: what the front end needs besides
+the summary and the catalogue, small whatever the model's size.
+
+Owns `StoredRecord` and `SourceFile`, written once at commit (`record.json`
+in the model's folder) and read with one small parse. The record names the
+files a tensor's bytes live in, by the catalogue's file keys ("model", an
+external location, "converted"), with the identity each had at import, which
+serving checks before reading a byte.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+RECORD_FORMAT = "onnx-service-record/2"
+
+
+class SourceFile(BaseModel):
+    """A file holding tensor bytes: in the model's store folder (`in_store`,
+    `path` relative to it) or under the data root (`path` absolute)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str
+    in_store: bool
+    size: int
+    mtime_ns: int
+    inode: int
+
+
+class StoredRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    format: str = RECORD_FORMAT
+    id: str
+    input: str  # the name the importing client gave the model
+    created_ns: int
+    model_size: int
+    model_sha256: str
+    tensor_count: int
+    files: dict[str, SourceFile]

@@ -1,0 +1,1 @@
+"""The HTTP routes, one router per resource: models, tensors, health."""

@@ -1,0 +1,157 @@
+"""Routes of the tensors resource: the paged list and one tensor's bytes.
+
+`GET /models/{id}/tensors` pages through the catalogue in file order
+(`limit`, an opaque `cursor`, a name `prefix`). `GET /models/{id}/tensors/{name}`
+takes the tensor's ONNX name percent-encoded as one path segment (any
+characters: `/` as `%2F`, and the empty name as nothing after the slash; the
+server decodes the path once, so `%252F` is the name `%2F`), or its URL-safe
+alias. A name several tensors share answers 409 with the candidates;
+`?field_path=` picks one exactly. Each lookup is one indexed query of the
+model's catalogue, in a worker thread; the bytes are served by
+`service.tensors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Annotated, Literal
+from urllib.parse import quote
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from service.catalog import Catalog, CatalogUnavailable, TensorRow, tensor_href
+from service.cursors import decode_cursor, encode_cursor
+from service.models import PageLinks, TensorEntry, TensorPage
+from service.openapi_doc import problem_responses
+from service.problems import ProblemError, bounded
+from service.routes.models import MAX_PAGE, require_model
+from service.state import Service, ServiceDep
+from service.tensors import tensor_response
+
+router = APIRouter(tags=["tensors"])
+MAX_CANDIDATES = 100
+
+
+def entry_of(model_id: str, row: TensorRow) -> TensorEntry:
+    return TensorEntry(
+        name=row.name,
+        alias=row.alias,
+        field_path=row.field_path,
+        role=row.role,
+        elem_type=row.elem_type,
+        dims=row.dims,
+        byte_length=row.byte_length,
+        source=row.source,
+        href=tensor_href(model_id, row.name, row.field_path, row.shared),
+    )
+
+
+@router.api_route(
+    "/models/{model_id}/tensors",
+    methods=["GET", "HEAD"],
+    response_model=TensorPage,
+    summary="Every tensor of a model, in file order, paged",
+    responses=problem_responses(400, 404, 422),
+)
+def list_tensors(
+    model_id: str,
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+    prefix: Annotated[str, Query(max_length=4096, description="only tensors whose name starts with this")] = "",
+) -> TensorPage:
+    # a plain def: FastAPI runs it in a worker thread (an SQLite query)
+    require_model(service, model_id)
+    after = -1
+    if cursor is not None:
+        (position,) = decode_cursor("tensors", cursor, (int,))
+        after = int(position)
+    with catalog_errors():
+        rows = catalog_of(service, model_id).page(after, limit + 1, prefix)
+    page = rows[:limit]
+    next_cursor = encode_cursor("tensors", page[-1].seq) if len(rows) > limit else None
+    next_link = None
+    if next_cursor is not None:
+        query = f"limit={limit}&cursor={next_cursor}" + (f"&prefix={quote(prefix, safe='')}" if prefix else "")
+        next_link = f"/models/{model_id}/tensors?{query}"
+    return TensorPage(items=[entry_of(model_id, row) for row in page], next_cursor=next_cursor, links=PageLinks(next=next_link))
+
+
+def find_tensor(service: Service, model_id: str, name: str, field_path: str | None) -> TensorRow:
+    """The one tensor `name` (and `field_path`, if given) means; else 404 or 409."""
+    catalog = catalog_of(service, model_id)
+    if field_path is not None:
+        row = catalog.by_field_path(field_path)
+        if row is None or name not in (row.name, row.alias):
+            raise ProblemError(
+                "not-found", f"model {model_id[:12]}... has no tensor {bounded(repr(name), 120)} at {bounded(field_path, 200)}"
+            )
+        return row
+    rows = catalog.by_name(name, MAX_CANDIDATES)
+    if len(rows) == 1:
+        return rows[0]
+    if rows:
+        candidates = [{"field_path": r.field_path, "href": tensor_href(model_id, r.name, r.field_path, r.shared)} for r in rows]
+        raise ProblemError(
+            "ambiguous-tensor-name",
+            f"{rows[0].shared} tensors are named {bounded(repr(name), 120)}; choose one with ?field_path=",
+            candidates=candidates,
+            candidate_count=rows[0].shared,
+        )
+    row = catalog.by_alias(name)
+    if row is None:
+        raise ProblemError("not-found", f"model {model_id[:12]}... has no tensor {bounded(repr(name), 120)}")
+    return row
+
+
+@router.api_route(
+    "/models/{model_id}/tensors/{name:path}",
+    methods=["GET", "HEAD"],
+    summary="A tensor's values (raw layout, or .npy with format=npy); Range supported",
+    response_class=Response,
+    responses={
+        200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}, "description": "the bytes"},
+        206: {"description": "the requested range"},
+        304: {"description": "not modified (If-None-Match)"},
+        **problem_responses(404, 409, 410, 415, 416, 422),
+    },
+)
+def get_tensor(
+    request: Request,
+    model_id: str,
+    name: str,
+    service: ServiceDep,
+    format: Literal["raw", "npy"] = "raw",
+    field_path: Annotated[str | None, Query(max_length=4096)] = None,
+) -> Response:
+    # a plain def: FastAPI runs it in one worker thread (lookup, record, open; a small tensor is read here too)
+    require_model(service, model_id)
+    with catalog_errors():
+        row = find_tensor(service, model_id, name, field_path)
+    record = service.store.read_record(model_id)
+    if record is None:
+        raise ProblemError("not-found", "the model was removed from the store meanwhile")
+    service.store.touch(model_id)
+    source = None
+    if row.file is not None and row.length:
+        item = record.files.get(row.file)
+        if item is None:
+            raise ProblemError("internal-error", "the model's record does not name the file of this tensor")
+        path = str(service.store.folder(model_id).root / item.path) if item.in_store else item.path
+        source = (path, item)
+    return tensor_response(request, model_id, row, source, format)
+
+
+def catalog_of(service: Service, model_id: str) -> Catalog:
+    return service.catalogs.get(service.store.folder(model_id).catalog)
+
+
+@contextlib.contextmanager
+def catalog_errors() -> Iterator[None]:
+    """A catalogue that went away between the existence check and the query: 404."""
+    try:
+        yield
+    except CatalogUnavailable:
+        raise ProblemError("not-found", "the model was removed from the store meanwhile") from None

@@ -1,0 +1,38 @@
+"""The service's parts, as the routes reach them: `ServiceDep`.
+
+Owns `Service` (settings, store, sandbox, import limiter, the graph renders
+under way in this process and the catalogues kept open) and the FastAPI dependency that hands it
+to a route (`ServiceDep`), set up by the app's lifespan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from service.catalog import OpenCatalogs
+from service.limiter import ImportLimiter
+from service.sandbox import Sandbox
+from service.settings import Settings
+from service.store import Store
+
+
+@dataclass
+class Service:
+    settings: Settings
+    store: Store
+    sandbox: Sandbox
+    limiter: ImportLimiter
+    graph_renders: dict[str, asyncio.Future[None]] = field(default_factory=dict)
+    catalogs: OpenCatalogs = field(default_factory=OpenCatalogs)
+
+
+def get_service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]

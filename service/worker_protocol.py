@@ -1,0 +1,65 @@
+"""The messages between the front end and an import worker, as typed classes.
+
+Owns `WorkerJob` (what the front end asks; pickled to the forked worker) and
+`WorkerHeader` (the worker's first frame, JSON, bounded in size). After an
+`ok` header come the byte streams the header announces in `streams`, in order,
+each as frames of at most `CHUNK_BYTES`:
+
+- task "import": the catalogue database, then the converted tensor bytes;
+- task "graph": the graph document (JSON);
+- task "probe": nothing (the worker only reports its isolation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CHUNK_BYTES = 1 << 20
+MAX_HEADER_BYTES = 16 << 20  # the summary is bounded; this bounds a broken worker
+IMPORT_STREAMS = ("catalog", "converted")
+GRAPH_STREAMS = ("graph",)
+
+Task = Literal["import", "graph", "probe"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerJob:
+    task: Task
+    memory: int  # RLIMIT_DATA, bytes
+    cpu_seconds: int
+    max_external_files: int
+    directory: str = ""  # the worker's working directory (the model's folder)
+    model: str = ""  # model file name inside `directory`
+    display_name: str = ""  # the name the client knows the model by
+    external_dir: str | None = None  # default: the model's folder
+    model_id: str = ""  # task "graph": the id its tensor references point into
+    summary_items: int = 100  # task "import": tensors listed in the summary
+    sleep: float = 0.0  # test hook: the worker waits this long before reading
+    spin: bool = False  # test hook: ... burning CPU instead of sleeping
+
+
+class ImportFailure(BaseModel):
+    """The importer's error, as the worker reports it (no server paths)."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: str
+    message: str
+    input: str
+    offset: int | None = None
+    field_path: str | None = None
+    missing: bool = False  # the model file itself was not found (Io, not found)
+
+
+class WorkerHeader(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["ok", "error", "resource_limit", "probe"]
+    isolation: str = "unknown"
+    error: ImportFailure | None = None
+    limit: str | None = None
+    summary: dict[str, Any] | None = None  # task import: the bounded summary, without the id and links
+    tensor_count: int = 0
+    external_files: list[str] = Field(default_factory=list, description="external locations the tensors use")
+    streams: list[int] = Field(default_factory=list, description="byte lengths of the streams that follow")
