@@ -1,4 +1,4 @@
-"""The structural dump, format `onnx-dump/1` (shared/spec/dump-format.md).
+"""The structural dump, format `onnx-dump/1` (docs/dump-format.md).
 
 Owns the canonical JSON rendering of a model as read: file order kept, nodes
 not re-sorted, tensors by element type, dims and the SHA-256 of their raw
@@ -8,12 +8,11 @@ layout. `tools/onnx_dump.py` writes the same bytes from the onnx package.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, assert_never
 
+from importer.attribute_types import TYPE_INFO, AttributeType, ValueKind
 from importer.messages import (
-    SINGULAR_OF,
     Attribute,
-    AttributeType,
     Function,
     Graph,
     MapType,
@@ -120,30 +119,39 @@ def _attribute(attribute: Attribute) -> Json:
 
 
 def _attribute_value(attr_type: AttributeType, value: object) -> Json:
-    T = AttributeType
-    if attr_type in SINGULAR_OF:
+    info = TYPE_INFO.get(attr_type)
+    if info is None:  # UNDEFINED
+        return None
+    if info.plural:
         assert isinstance(value, list)
-        return [_attribute_value(SINGULAR_OF[attr_type], item) for item in value]
-    if attr_type == T.FLOAT:
-        assert isinstance(value, int)
-        return f"0x{value:08x}"
-    if attr_type == T.INT:
-        return value
-    if attr_type == T.STRING:
-        assert isinstance(value, bytes)
-        return text_or_hex(value)
-    if attr_type == T.TENSOR:
-        assert isinstance(value, Tensor)
-        return dump_tensor(value)
-    if attr_type == T.GRAPH:
-        assert isinstance(value, Graph)
-        return _graph(value)
-    if attr_type == T.SPARSE_TENSOR:
-        assert isinstance(value, SparseTensor)
-        return _sparse(value)
-    if attr_type == T.TYPE_PROTO:
-        return dump_type(value)  # type: ignore[arg-type]
-    return None
+        return [_item(info.kind, item) for item in value]
+    return _item(info.kind, value)
+
+
+def _item(kind: ValueKind, value: object) -> Json:
+    """One item of an attribute's value (docs/dump-format.md, ATTR)."""
+    match kind:
+        case ValueKind.FLOAT:
+            assert isinstance(value, int)
+            return f"0x{value:08x}"
+        case ValueKind.INT:
+            return value
+        case ValueKind.BYTES:
+            assert isinstance(value, bytes)
+            return text_or_hex(value)
+        case ValueKind.TENSOR:
+            assert isinstance(value, Tensor)
+            return dump_tensor(value)
+        case ValueKind.GRAPH:
+            assert isinstance(value, Graph)
+            return _graph(value)
+        case ValueKind.SPARSE_TENSOR:
+            assert isinstance(value, SparseTensor)
+            return _sparse(value)
+        case ValueKind.TYPE_PROTO:
+            return dump_type(value)  # type: ignore[arg-type]
+        case _:
+            assert_never(kind)
 
 
 def text_or_hex(value: bytes) -> Json:

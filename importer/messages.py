@@ -14,42 +14,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import TypeAlias
 
+from importer.attribute_types import AttributeType as AttributeType  # noqa: PLC0414 (re-exported: the type of Attribute.type)
 from importer.tensor import SparseTensor, Tensor
-
-
-class AttributeType(IntEnum):
-    """AttributeProto.AttributeType, numbered and named as in onnx.proto."""
-
-    UNDEFINED = 0
-    FLOAT = 1
-    INT = 2
-    STRING = 3
-    TENSOR = 4
-    GRAPH = 5
-    FLOATS = 6
-    INTS = 7
-    STRINGS = 8
-    TENSORS = 9
-    GRAPHS = 10
-    SPARSE_TENSOR = 11
-    SPARSE_TENSORS = 12
-    TYPE_PROTO = 13
-    TYPE_PROTOS = 14
-
-
-# The plural attribute types, each with its singular: FLOATS -> FLOAT, ...
-SINGULAR_OF = {
-    AttributeType.FLOATS: AttributeType.FLOAT,
-    AttributeType.INTS: AttributeType.INT,
-    AttributeType.STRINGS: AttributeType.STRING,
-    AttributeType.TENSORS: AttributeType.TENSOR,
-    AttributeType.GRAPHS: AttributeType.GRAPH,
-    AttributeType.SPARSE_TENSORS: AttributeType.SPARSE_TENSOR,
-    AttributeType.TYPE_PROTOS: AttributeType.TYPE_PROTO,
-}
 
 Dim: TypeAlias = int | str | None  # dim_value, dim_param, or unknown
 Shape: TypeAlias = tuple[Dim, ...] | None  # None: unknown rank
@@ -117,12 +85,11 @@ AttributeValue: TypeAlias = object
 
 @dataclass(slots=True, eq=False)
 class Attribute:
-    """An AttributeProto, its type inferred when absent (seed section 2).
+    """An AttributeProto, its type inferred when absent (docs/import-rules.md §2).
 
-    `value` by type: FLOAT the 32-bit pattern as an int (see `float_value`),
-    INT int, STRING bytes, TENSOR Tensor, GRAPH Graph, SPARSE_TENSOR
-    SparseTensor, TYPE_PROTO TypeProto or None, and the plural types a list of
-    the same. None when `ref_attr_name` is set.
+    `value`: one item of the type's `ValueKind` (`importer.attribute_types`;
+    FLOAT is kept as its 32-bit pattern, see `float_value`), or a list of
+    them for a plural type. None when `ref_attr_name` is set.
     """
 
     name: str

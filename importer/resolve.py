@@ -1,4 +1,4 @@
-"""Graph resolution (seed section 4): from the parsed graph to the graph proper.
+"""Graph resolution (docs/import-rules.md §4): from the parsed graph to the graph proper.
 
 Owns: the values of each graph in the stated order (inputs, initializers,
 sparse initializers, node outputs; an initializer named like an input without
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 
+from importer.attribute_types import ATTRIBUTE_TYPES, AttributeType, ValueKind, value_items
 from importer.errors import ReadFailure, invalid, quote
 from importer.graph import (
     GRAPH_INPUT,
@@ -23,12 +24,13 @@ from importer.graph import (
     ResolvedNode,
     Value,
 )
-from importer.messages import AttributeType, Graph, Model, Node, OperatorSetId, TensorType
+from importer.messages import Graph, Model, Node, OperatorSetId, TensorType
 from importer.tensor import SparseTensor, Tensor
 from importer.wire import Buffer, find_field
 
 DEFAULT_DOMAIN = ""
 _NODE_INPUT_KEY, _NODE_OUTPUT_KEY, _NODE_DOMAIN_KEY = 0x0A, 0x12, 0x3A
+_GRAPH_TYPES = frozenset(info.type for info in ATTRIBUTE_TYPES if info.kind is ValueKind.GRAPH)  # GRAPH, GRAPHS
 
 
 def normalize_domain(domain: str) -> str:
@@ -267,11 +269,10 @@ def _node_on_a_cycle(waiting: list[int], producers_of: list[set[int]]) -> int:
 
 
 def _subgraphs_of(attr_type: AttributeType, value: object) -> list[tuple[str, Graph]]:
-    if attr_type == AttributeType.GRAPH and isinstance(value, Graph):
-        return [("g", value)]
-    if attr_type == AttributeType.GRAPHS and isinstance(value, list):
-        return [(f"graphs[{i}]", g) for i, g in enumerate(value) if isinstance(g, Graph)]
-    return []
+    """The graphs of a GRAPH or GRAPHS attribute, each with its field path segment."""
+    if attr_type not in _GRAPH_TYPES:
+        return []
+    return [(segment, item) for segment, item in value_items(attr_type, value) if isinstance(item, Graph)]
 
 
 def _describe(node: Node, index: int) -> str:

@@ -1,9 +1,9 @@
 """Every tensor of a model, with where it is: field path, role and holder.
 
 Owns `tensor_places`: initializers, sparse initializer parts, and the tensors
-of attributes (TENSOR, TENSORS, SPARSE_TENSOR, SPARSE_TENSORS, and those of
-the subgraphs in GRAPH and GRAPHS), in the main graph and in function bodies,
-in file order, depth first. Used to name tensors (the service's catalogue)
+of attributes (those whose items are tensors or sparse tensors, and those of
+the subgraphs in graph attributes; see `importer.attribute_types`), in the
+main graph and in function bodies, in file order, depth first. Used to name tensors (the service's catalogue)
 and to place errors about them (external data).
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from importer.messages import Attribute, AttributeType, Graph, Model, Node
+from importer.attribute_types import TYPE_INFO, ValueKind, value_items
+from importer.messages import Attribute, Graph, Model, Node
 from importer.tensor import SparseTensor, Tensor
 
 INITIALIZER = "initializer"
@@ -20,15 +21,8 @@ SPARSE_VALUES = "sparse_values"
 SPARSE_INDICES = "sparse_indices"
 ATTRIBUTE = "attribute"
 
-_FIELDS = {
-    AttributeType.TENSOR: "t",
-    AttributeType.GRAPH: "g",
-    AttributeType.SPARSE_TENSOR: "sparse_tensor",
-    AttributeType.TENSORS: "tensors",
-    AttributeType.GRAPHS: "graphs",
-    AttributeType.SPARSE_TENSORS: "sparse_tensors",
-}
-_PLURAL = frozenset({AttributeType.TENSORS, AttributeType.GRAPHS, AttributeType.SPARSE_TENSORS})
+# The kinds of attribute item that are, or may hold, tensors.
+_HOLDS_TENSORS = frozenset({ValueKind.TENSOR, ValueKind.SPARSE_TENSOR, ValueKind.GRAPH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +64,12 @@ def _nodes(nodes: Sequence[Node], path: str) -> Iterator[TensorPlace]:
 
 
 def _attribute(node: Node, attribute: Attribute, path: str) -> Iterator[TensorPlace]:
-    field = _FIELDS.get(attribute.type)
-    if field is None:
+    info = TYPE_INFO.get(attribute.type)
+    if info is None or info.kind not in _HOLDS_TENSORS:
         return
-    plural = attribute.type in _PLURAL
-    items = attribute.value if plural and isinstance(attribute.value, list) else [attribute.value]
     holder = f"{node.name or node.op_type}.{attribute.name}"
-    for index, item in enumerate(items):
-        item_path = f"{path}.{field}[{index}]" if plural else f"{path}.{field}"
+    for segment, item in value_items(attribute.type, attribute.value):
+        item_path = f"{path}.{segment}"
         if isinstance(item, Tensor):
             yield TensorPlace(item, item_path, ATTRIBUTE, None, holder)
         elif isinstance(item, SparseTensor):

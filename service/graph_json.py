@@ -11,11 +11,12 @@ cannot hold are the strings "NaN", "Infinity" and "-Infinity".
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, assert_never
 
 from importer import OnnxModel, ResolvedGraph, ResolvedNode, SparseTensor, Tensor, Value
+from importer.attribute_types import TYPE_INFO, AttributeType, ValueKind
 from importer.dump import text_or_hex
-from importer.messages import SINGULAR_OF, Attribute, AttributeType, Function, Graph, Node, float_from_bits
+from importer.messages import Attribute, Function, Graph, Node, float_from_bits
 from importer.summary import describe_type, element_type_name
 
 Json = Any
@@ -107,29 +108,39 @@ class GraphRenderer:
         return item
 
     def attribute_value(self, attr_type: AttributeType, value: object, subgraphs: dict[int, ResolvedGraph]) -> Json:
-        T = AttributeType
-        if attr_type in SINGULAR_OF:
+        info = TYPE_INFO.get(attr_type)
+        if info is None:  # UNDEFINED
+            return None
+        if info.plural:
             assert isinstance(value, list)
-            return [self.attribute_value(SINGULAR_OF[attr_type], item, subgraphs) for item in value]
-        if attr_type == T.FLOAT:
-            return _float(value)
-        if attr_type == T.INT:
-            return value
-        if attr_type == T.STRING:
-            assert isinstance(value, bytes)
-            return text_or_hex(value)
-        if attr_type == T.TENSOR and isinstance(value, Tensor):
-            return self.tensor_ref(value)
-        if attr_type == T.SPARSE_TENSOR and isinstance(value, SparseTensor):
-            return self.sparse_ref(value)
-        if attr_type == T.GRAPH and isinstance(value, Graph):
-            resolved = subgraphs.get(id(value))
-            if resolved is not None:
-                return self.graph(resolved)
-            return {"name": value.name, "nodes": [self.function_node(n) for n in value.node]}  # in a function: not resolved
-        if attr_type == T.TYPE_PROTO:
-            return describe_type(value)  # type: ignore[arg-type]
-        return None
+            return [self.item(info.kind, item, subgraphs) for item in value]
+        return self.item(info.kind, value, subgraphs)
+
+    def item(self, kind: ValueKind, value: object, subgraphs: dict[int, ResolvedGraph]) -> Json:
+        """One item of an attribute's value."""
+        match kind:
+            case ValueKind.FLOAT:
+                return _float(value)
+            case ValueKind.INT:
+                return value
+            case ValueKind.BYTES:
+                assert isinstance(value, bytes)
+                return text_or_hex(value)
+            case ValueKind.TENSOR:
+                return self.tensor_ref(value) if isinstance(value, Tensor) else None
+            case ValueKind.SPARSE_TENSOR:
+                return self.sparse_ref(value) if isinstance(value, SparseTensor) else None
+            case ValueKind.GRAPH:
+                if not isinstance(value, Graph):
+                    return None
+                resolved = subgraphs.get(id(value))
+                if resolved is not None:
+                    return self.graph(resolved)
+                return {"name": value.name, "nodes": [self.function_node(n) for n in value.node]}  # in a function: not resolved
+            case ValueKind.TYPE_PROTO:
+                return describe_type(value)  # type: ignore[arg-type]
+            case _:
+                assert_never(kind)
 
     def function(self, function: Function) -> Json:
         return {
