@@ -3,14 +3,16 @@
 Owns `render_graph`: nodes in resolved order with their attributes as JSON
 values, values with types, producers and consumers (node positions in the
 resolved order of the same graph), subgraphs inline in the attribute that
-holds them, with their captures; functions as written. Tensors are referred to
-by their catalogue name (`service.catalog`), never inlined. Floats that JSON
+holds them, with their captures; functions as written. Tensors are never
+inlined: a reference gives the tensor's name, field path, type, dims and the
+href its bytes are served at (`service.catalog.tensor_href`). Floats that JSON
 cannot hold are the strings "NaN", "Infinity" and "-Infinity".
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, assert_never
 
 from importer import OnnxModel, ResolvedGraph, ResolvedNode, SparseTensor, Tensor, Value
@@ -18,6 +20,8 @@ from importer.attribute_types import TYPE_INFO, AttributeType, ValueKind
 from importer.dump import text_or_hex
 from importer.messages import Attribute, Function, Graph, Node, float_from_bits
 from importer.summary import describe_type, element_type_name
+from importer.tensor_places import tensor_places
+from service.catalog import tensor_href
 
 Json = Any
 
@@ -30,22 +34,25 @@ def _float(bits: object) -> Json:
 
 
 class GraphRenderer:
-    def __init__(self, tensor_names: dict[int, str]) -> None:
-        self.tensor_names = tensor_names  # id(Tensor) -> catalogue name
+    def __init__(self, model_id: str, places: dict[int, tuple[str, int]]) -> None:
+        self.model_id = model_id
+        self.places = places  # id(Tensor) -> (field path, how many tensors share its name)
 
     def model(self, model: OnnxModel) -> Json:
         return {
-            "format": "onnx-service-graph/1",
+            "format": "onnx-service-graph/2",
             "graph": self.graph(model.graph),
             "functions": [self.function(f) for f in model.functions],
         }
 
     def tensor_ref(self, tensor: Tensor) -> Json:
+        field_path, shared = self.places[id(tensor)]
         return {
-            "tensor": self.tensor_names.get(id(tensor)),
             "name": tensor.name,
+            "field_path": field_path,
             "elem_type": element_type_name(tensor.data_type),
             "dims": list(tensor.dims),
+            "href": tensor_href(self.model_id, tensor.name, field_path, shared),
         }
 
     def sparse_ref(self, sparse: SparseTensor) -> Json:
@@ -69,9 +76,9 @@ class GraphRenderer:
                 "consumers": [positions[id(node)] for node in v.consumers if id(node) in positions],
             }
             if isinstance(v.initializer, Tensor):
-                item["initializer"] = self.tensor_names.get(id(v.initializer))
+                item["initializer"] = self.tensor_ref(v.initializer)
             elif isinstance(v.initializer, SparseTensor):
-                item["initializer"] = self.tensor_names.get(id(v.initializer.values))
+                item["initializer"] = self.tensor_ref(v.initializer.values)
             return item
 
         return {
@@ -94,8 +101,8 @@ class GraphRenderer:
             "op_type": node.op_type,
             "domain": node.domain,
             "opset_version": node.opset_version,
-            "inputs": [v.name if v is not None else None for v in node.inputs],
-            "outputs": [v.name if v is not None else None for v in node.outputs],
+            "inputs": [name or None for name in node.proto.input],  # resolution checked every name
+            "outputs": [name or None for name in node.proto.output],
             "attributes": [self.attribute(a, subgraphs) for a in node.proto.attribute],
         }
 
@@ -166,5 +173,8 @@ class GraphRenderer:
         }
 
 
-def render_graph(model: OnnxModel, tensor_names: dict[int, str]) -> Json:
-    return GraphRenderer(tensor_names).model(model)
+def render_graph(model: OnnxModel, model_id: str) -> Json:
+    """The graph document of `model`, stored as `model_id`."""
+    places = list(tensor_places(model.proto))
+    shared = Counter(place.tensor.name for place in places)
+    return GraphRenderer(model_id, {id(p.tensor): (p.field_path, shared[p.tensor.name]) for p in places}).model(model)

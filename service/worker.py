@@ -31,7 +31,6 @@ from multiprocessing.connection import Connection
 
 from importer import ErrorKind, Limits, ModelImportError, OnnxModel, load_model
 from importer.errors import NOT_FOUND
-from importer.tensor_places import tensor_places
 from service.catalog import build_catalog
 from service.graph_json import render_graph
 from service.memory_watch import EXIT_MEMORY, watch_memory
@@ -153,8 +152,7 @@ def send_import(connection: Connection, model: OnnxModel, job: WorkerJob, isolat
 
 
 def send_graph(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
-    field_paths = {id(place.tensor): place.field_path for place in tensor_places(model.proto)}
-    graph = json.dumps(render_graph(model, field_paths), allow_nan=False, separators=(",", ":")).encode()
+    graph = json.dumps(render_graph(model, job.model_id), allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
     send_header(connection, WorkerHeader(status="ok", isolation=isolation, streams=[len(graph)]))
     _send_chunks(connection, [graph])
 

@@ -120,7 +120,7 @@ def test_every_type_reads_as_onnx_dumps_it(attr_type: AttributeType, declared: b
         read = imported.proto.graph.node[0].attribute[0]
         assert read.type == attr_type
         places = [place.field_path for place in tensor_places(imported.proto)]
-        rendered = render_graph(imported, {})["graph"]["nodes"][0]["attributes"][0]
+        rendered = render_graph(imported, "M")["graph"]["nodes"][0]["attributes"][0]
     assert rendered["type"] == attr_type.name
     info = TYPE_INFO[attr_type]
     if info.kind is ValueKind.GRAPH:  # resolved, inline, at the path of its field
@@ -132,3 +132,7 @@ def test_every_type_reads_as_onnx_dumps_it(attr_type: AttributeType, declared: b
         assert walked == {segment for segment, _ in value_items(attr_type, read.value)}
     else:
         assert walked == set()  # the sample subgraphs hold no tensors
+    if info.kind is ValueKind.TENSOR:  # a reference: the field path the tensor walk gives, and its href
+        refs = rendered["value"] if info.plural else [rendered["value"]]
+        assert [ref["field_path"] for ref in refs] == [p for p in places if p.startswith(prefix)]
+        assert all(ref["href"].startswith("/models/M/tensors/") for ref in refs)
