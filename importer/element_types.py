@@ -73,7 +73,7 @@ BITS_PER_ELEMENT: dict[DataType, int] = {
     **{t: 6 for t in SIX_BIT_TYPES},
 }  # fmt: skip
 
-# Which typed field carries the values of each type (seed section 3).
+# Which typed field carries the values of each type (docs/import-rules.md §3).
 TYPED_FIELD: dict[DataType, int] = {
     _T.FLOAT: FLOAT_DATA, _T.COMPLEX64: FLOAT_DATA,
     _T.DOUBLE: DOUBLE_DATA, _T.COMPLEX128: DOUBLE_DATA,
@@ -109,7 +109,7 @@ def bits_per_element(data_type: DataType) -> int:
 
 
 def typed_entry_count(data_type: DataType, count: int) -> int:
-    """Entries a typed field holds for `count` elements (seed section 3):
+    """Entries a typed field holds for `count` elements (docs/import-rules.md §3):
     two per complex element, one per two 4-bit or four 2-bit elements, else one."""
     if data_type in FOUR_BIT_TYPES:
         return (count + 1) // 2

@@ -15,7 +15,7 @@ MAX_MESSAGE_CHARS = 400
 
 
 class ErrorKind(StrEnum):
-    """Why an input was refused (seed section 7)."""
+    """Why an input was refused (docs/import-rules.md §7)."""
 
     MALFORMED = "Malformed"  # bytes that are not valid protobuf
     INVALID_MODEL = "InvalidModel"  # valid protobuf that is not a valid model

@@ -1,4 +1,4 @@
-"""External data (seed section 5): binding tensors to bytes in other files.
+"""External data (docs/import-rules.md §5): binding tensors to bytes in other files.
 
 Owns the rules for `external_data` entries: `location` relative and confined
 to the external-data directory (checked lexically, then again after resolving
@@ -31,7 +31,7 @@ def _refuse(message: str, tensor: Tensor) -> ReadFailure:
 
 
 def location_refusal(location: str) -> str | None:
-    """Why a relative location breaks the lexical rules of section 5, step 1
+    """Why a relative location breaks the lexical rules of docs/import-rules.md §5, rule 1
     (empty, NUL, rooted at / or \\, a drive prefix, a '..' segment split at
     either slash), or None. Also used by the service for its own paths."""
     if not location:
@@ -46,7 +46,7 @@ def location_refusal(location: str) -> str | None:
 
 
 def check_location(location: str, tensor: Tensor) -> str:
-    """The lexical rules of section 5, step 1, for an external data location."""
+    """The lexical rules of docs/import-rules.md §5, rule 1, for an external data location."""
     reason = location_refusal(location)
     if reason is not None:
         raise _refuse(f"external data location {quote(location)} {reason}", tensor)

@@ -90,7 +90,7 @@ class ResolvedNode:
 
 
 class ResolvedGraph:
-    """A graph after resolution (seed section 4).
+    """A graph after resolution (docs/import-rules.md §4).
 
     `nodes` are in resolved (topological) order; `nodes_were_reordered` says
     whether that differs from the file. `captures` are the outer values this

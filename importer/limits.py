@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_PROTOBUF_BYTES = 2**31 - 1  # protobuf's own limit for one message (seed section 1)
-MAX_ELEMENT_COUNT = 2**60  # seed section 3
-MAX_TENSOR_BYTES = 2**31 - 1  # seed section 3
+MAX_PROTOBUF_BYTES = 2**31 - 1  # protobuf's own limit for one message (docs/import-rules.md §1)
+MAX_ELEMENT_COUNT = 2**60  # docs/import-rules.md §3
+MAX_TENSOR_BYTES = 2**31 - 1  # docs/import-rules.md §3
 NESTING_RANGE = (8, 250)
 
 

@@ -1,6 +1,6 @@
 """Readers for ModelProto, GraphProto, NodeProto, OperatorSetIdProto and FunctionProto.
 
-Owns the message structure of a model file (seed section 2) and the model
+Owns the message structure of a model file (docs/import-rules.md §2) and the model
 checks: ir_version present and at least 3, a graph present. Each nested
 message is one nesting level; a failure inside a field is given that field's
 path segment on its way up (`node[3]`, `attribute[1]`, `g`, ...).

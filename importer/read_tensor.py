@@ -1,4 +1,4 @@
-"""Readers for TensorProto and SparseTensorProto (seed section 3).
+"""Readers for TensorProto and SparseTensorProto (docs/import-rules.md §3).
 
 Owns the checks of a tensor's header (element type, dims, element count and
 byte length, decided before any data is touched), the order of value sources

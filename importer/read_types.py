@@ -1,6 +1,6 @@
 """Readers for ValueInfoProto, TypeProto (every member) and TensorShapeProto.
 
-Owns the rules of seed section 2 for types: a TypeProto with no member set is
+Owns the rules of docs/import-rules.md §2 for types: a TypeProto with no member set is
 "no type" (None); the oneof member that comes last in the bytes is the one
 set; a tensor type without a shape field has unknown rank (None); a dimension
 with neither dim_value nor dim_param is unknown (None). Negative dim_value is

@@ -1,4 +1,4 @@
-"""Typed-field tensor values converted to the raw layout (seed section 3).
+"""Typed-field tensor values converted to the raw layout (docs/import-rules.md §3).
 
 Owns the conversion of float_data, double_data, int64_data, uint64_data and
 int32_data entries into little-endian raw bytes for each element type, in bulk

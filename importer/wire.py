@@ -1,6 +1,6 @@
 """Protobuf wire format: keys, varints, lengths, strings and packed scalars.
 
-Owns every rule of seed section 1 that is about bytes: keys of at most 32 bits,
+Owns every rule of docs/import-rules.md §1 that is about bytes: keys of at most 32 bits,
 field 0 and wire types 3, 4, 6, 7 refused; varints of at most 10 bytes whose
 tenth byte is 0 or 1; lengths compared with the bytes that remain before any
 slice is taken; UTF-8 checked for string fields only.

@@ -192,6 +192,7 @@ def build_catalog(model: Model, keep_rows: int) -> BuiltCatalog:
     type_names = {int(t): element_type_name(t) for t in DataType}
     connection = sqlite3.connect(":memory:")
     try:
+        connection.execute("PRAGMA temp_store = MEMORY")  # the index sort must not spill to a file: the worker may write none
         connection.executescript(TABLE)
         sql_rows = (sql_row(seq, place) for seq, place in enumerate(places))
         connection.executemany(f"INSERT INTO tensors ({COLUMNS}) VALUES ({', '.join('?' * 13)})", sql_rows)

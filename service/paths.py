@@ -1,13 +1,13 @@
 """Server-side path confinement: a client-named path under the data root.
 
-Owns `check_relative_path` (the lexical rules of seed section 5, step 1, also
+Owns `check_relative_path` (the lexical rules of docs/import-rules.md §5, rule 1, also
 applied to every percent-decoded form of the path, so `%2e%2e/x` is refused
 like `../x`) and `resolve_under_root` (every link resolved; the result must
 lie inside the resolved root and be a regular file). Lexical refusals are
 400 (`path-refused`), a path that resolves outside the root or to a
 non-regular file (directory, FIFO, device, socket) is 403
 (`path-forbidden`), a missing file 404. It opens nothing: the worker opens the
-file, and a swap after this check is not defended against (seed section 5).
+file, and a swap after this check is not defended against (docs/import-rules.md §5).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and fed to python-multipart's streaming parser (in a worker thread, so file
 writes never block the event loop). Parts: exactly one `model` (the .onnx
 file) and any number of `external_data` parts whose file names are the
 relative locations the model names (subfolders allowed; the lexical rules of
-seed section 5, also on percent-decoded forms). Running byte counts: the model
+docs/import-rules.md §5, also on percent-decoded forms). Running byte counts: the model
 part past `max_upload`, or the body past `max_upload_total`, cuts the request
 off with 413. Every file is written into the request's work folder, which the
 caller removes on every path, so nothing of a refused upload is kept. Each

@@ -574,7 +574,7 @@ INPUT_X = "graph.input[0].type.tensor_type.shape"
 
 
 def wire_cases() -> list[Case]:
-    """Seed section 1: keys, wire types, varints, lengths, truncation, strings."""
+    """docs/import-rules.md §1: keys, wire types, varints, lengths, truncation, strings."""
     base = add_model().encode()
     long_int32s = Msg(Raw(b"\x01" * 60 + b"\xff" * 9 + b"\x02", "#run"))
     return [
@@ -861,7 +861,7 @@ def nesting_cases() -> list[Case]:
 
 
 def model_cases() -> list[Case]:
-    """Seed section 2: the model checks."""
+    """docs/import-rules.md §2: the model checks."""
     return [
         Case("InvalidModel-empty-file", IM, b"", None, "ModelProto.ir_version"),
         expect("InvalidModel-ir-version-absent", IM, model(add_graph(), ir_version=None), "ir_version", None),
@@ -877,7 +877,7 @@ def model_cases() -> list[Case]:
 
 
 def attribute_cases() -> list[Case]:
-    """Seed section 2: attributes."""
+    """docs/import-rules.md §2: attributes."""
     attr0 = "graph.node[0].attribute[0]"
     return [
         expect("InvalidModel-attribute-no-type-no-value", IM, with_attribute(attribute("alpha", None)), attr0),
@@ -912,7 +912,7 @@ def attribute_cases() -> list[Case]:
 
 
 def tensor_cases() -> list[Case]:
-    """Seed section 3: tensors (as initializer W of the Add model unless said)."""
+    """docs/import-rules.md §3: tensors (as initializer W of the Add model unless said)."""
     w = "graph.initializer[0]"
     six = struct.pack("<6f", *range(6))
     return [
@@ -1036,7 +1036,7 @@ def tensor_cases() -> list[Case]:
 
 
 def graph_cases() -> list[Case]:
-    """Seed section 4: values, references, opsets, order, scopes."""
+    """docs/import-rules.md §4: values, references, opsets, order, scopes."""
     y = [float_info("Y")]
     return [
         expect("InvalidModel-input-empty-name", IM, add_model(inputs=[float_info(""), float_info("X")]), "graph.input[0]"),
@@ -1153,7 +1153,7 @@ def graph_cases() -> list[Case]:
 
 
 def external_cases() -> list[Case]:
-    """Seed section 5: every external-data refusal. The model is <case>/model.onnx
+    """docs/import-rules.md §5: every external-data refusal. The model is <case>/model.onnx
     beside weights.bin (24 bytes) unless the folder says otherwise."""
     w = "graph.initializer[0]"
     plain = Folder()

@@ -269,6 +269,8 @@ def test_head_on_every_get_route(client: httpx.Client) -> None:
     urls = [
         "/healthz",
         "/readyz",
+        "/openapi.json",
+        "/docs",
         "/models",
         f"/models/{model_id}",
         f"/models/{model_id}/graph",
@@ -299,3 +301,26 @@ def test_every_json_body_matches_its_model(client: httpx.Client) -> None:
         valid(TensorPage, client.get(f"/models/{summary['id']}/tensors"))
     valid(ModelPage, client.get("/models"))
     valid(Problem, client.get("/models/nope"))
+
+
+def test_sixty_thousand_tensors_import_and_every_one_is_reachable_by_name(client: httpx.Client) -> None:
+    """Big enough that SQLite's index sort would spill to a temporary file,
+    which the worker (RLIMIT_FSIZE 0) must never write."""
+    names = [f"/model.{i % 97}/Constant_{i}_output_0" for i in range(60_000)]
+    raw = [np.array([i], dtype=np.int32).tobytes() for i in range(60_000)]
+    initializers = [helper.make_tensor(name, TensorProto.INT32, [1], data, raw=True) for name, data in zip(names, raw, strict=True)]
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "sixty",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=OPSET[:1])
+    response = client.post("/models", files={"model": ("sixty.onnx", model.SerializeToString())})
+    assert response.status_code == 201, response.text
+    summary = valid(ModelSummary, response)
+    assert summary["counts"]["tensors"] == 60_000 and len(response.content) < 2_000_000
+    for index in (0, 1, 30_001, 59_999):
+        got = client.get(f"/models/{summary['id']}/tensors/{quote(names[index], safe='')}")
+        assert got.status_code == 200 and np.frombuffer(got.content, np.int32).tolist() == [index]
