@@ -25,6 +25,7 @@ is bounded (the summary), the rest it copies to files.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import time
@@ -213,8 +214,6 @@ async def commit(
 
 
 def _json_bytes(document: object) -> bytes:
-    import json
-
     return json.dumps(document, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
 
 

@@ -36,6 +36,7 @@ from service.settings import Settings
 from service.worker_protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, WorkerHeader, WorkerJob
 
 log = logging.getLogger("service.sandbox")
+EXIT_GRACE_SECONDS = 1.0
 
 
 class WorkerProtocolError(Exception):
@@ -120,6 +121,8 @@ class Sandbox:
             timer.cancel()
         if outcome is not None and not broken:
             process.join(max(0.1, self.settings.worker_timeout - (time.monotonic() - started)))
+        elif not deadline_hit.is_set():
+            process.join(EXIT_GRACE_SECONDS)  # a worker that broke off is usually exiting: see how, rather than kill it
         _kill(process)
         process.join()
         seconds = time.monotonic() - started
@@ -176,7 +179,9 @@ def _receive(reader: Connection, destinations: list[Path]) -> WorkerOutcome:
 
 def _receive_file(reader: Connection, path: Path, length: int) -> None:
     """Write `length` bytes arriving in frames of at most CHUNK_BYTES to `path`
-    (made durable by the store's commit)."""
+    (made durable by the store's commit); an empty stream makes no file."""
+    if length == 0:
+        return
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         remaining = length

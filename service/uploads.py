@@ -179,7 +179,7 @@ async def receive_upload(request: Request, model_path: Path, external_dir: Path,
             headers={"Connection": "close"},
         )
     upload = Upload(model_path, external_dir)
-    external_dir.mkdir(parents=True)
+    model_path.parent.mkdir(parents=True, exist_ok=True)  # external_dir is made with its first part
     writer = _PartWriter(upload, max_model, max_parts + MAX_PARTS_MARGIN)
     parser = MultipartParser(
         boundary,
