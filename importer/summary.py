@@ -65,6 +65,18 @@ def describe_tensor(tensor: Tensor) -> Json:
     }
 
 
+def describe_model(model: OnnxModel) -> Json:
+    """The model's own fields: IR version, producer, domain, version, opsets."""
+    proto = model.proto
+    return {
+        "ir_version": model.ir_version,
+        "producer": {"name": proto.producer_name, "version": proto.producer_version},
+        "domain": proto.domain,
+        "model_version": proto.model_version,
+        "opsets": [{"domain": domain, "version": version} for domain, version in model.opsets.items()],
+    }
+
+
 def summarize(model: OnnxModel) -> Json:
     graph = model.graph
     proto = model.proto
@@ -74,11 +86,7 @@ def summarize(model: OnnxModel) -> Json:
     sparse: list[SparseTensor] = proto.graph.sparse_initializer if proto.graph else []
     return {
         "input": model.input_name,
-        "ir_version": model.ir_version,
-        "producer": {"name": proto.producer_name, "version": proto.producer_version},
-        "domain": proto.domain,
-        "model_version": proto.model_version,
-        "opsets": [{"domain": domain, "version": version} for domain, version in model.opsets.items()],
+        **describe_model(model),
         "graph": {
             "name": graph.name,
             "inputs": [describe_value(v) for v in graph.inputs],

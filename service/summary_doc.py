@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from importer import OnnxModel
-from importer.summary import describe_tensor, describe_value
+from importer.summary import describe_model, describe_tensor, describe_value
 from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
 from service.catalog import BuiltCatalog, TensorRow, tensor_href
 
@@ -103,11 +103,7 @@ def bounded_summary(model: OnnxModel, display_name: str, catalog: BuiltCatalog, 
     )
     return {
         "input": display_name,
-        "ir_version": model.ir_version,
-        "producer": {"name": proto.producer_name, "version": proto.producer_version},
-        "domain": proto.domain,
-        "model_version": proto.model_version,
-        "opsets": [{"domain": domain, "version": version} for domain, version in model.opsets.items()],
+        **describe_model(model),
         "graph": {
             "name": graph.name,
             "inputs": listed("inputs", (describe_value(v) for v in graph.inputs), len(graph.inputs), MAX_NAMED_ITEMS),

@@ -174,4 +174,3 @@ def _send_chunks(connection: Connection, parts: Sequence[memoryview | bytes]) ->
             view = view[take:]
     if pending:
         connection.send_bytes(pending)
-

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,16 @@ class ServiceProcess:
     def temporary_files(self) -> list[Path]:
         """What the service left in its per-process tmp folders."""
         return [p for folder in (self.store / "tmp").iterdir() if folder.is_dir() for p in folder.rglob("*")]
+
+
+@contextlib.contextmanager
+def serving(store: Path, data_root: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[ServiceProcess]:
+    """A started service, stopped on the way out (for fixtures)."""
+    service = ServiceProcess(store, data_root, *args, env=env).start()
+    try:
+        yield service
+    finally:
+        service.stop()
 
 
 def _children(pid: int) -> list[int]:

@@ -14,7 +14,16 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, model_id_of, onnx_tensor_at, reference_sha256
+from service_harness import (
+    SAMPLES,
+    ServiceProcess,
+    assert_problem,
+    copy_samples,
+    model_id_of,
+    onnx_tensor_at,
+    reference_sha256,
+    serving,
+)
 
 
 @pytest.fixture(scope="session")
@@ -46,12 +55,8 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
     """The main service: default limits, its own store."""
-    store = tmp_path_factory.mktemp("service-store") / "store"
-    service = ServiceProcess(store, data_root).start()
-    try:
+    with serving(tmp_path_factory.mktemp("service-store") / "store", data_root) as service:
         yield service
-    finally:
-        service.stop()
 
 
 @pytest.fixture()

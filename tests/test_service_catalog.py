@@ -19,7 +19,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from pydantic import BaseModel
-from service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, reference_sha256
+from service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, reference_sha256, serving
 
 from service.models import GraphDocument, Health, ModelPage, ModelSummary, Problem, Readiness, TensorPage
 
@@ -110,11 +110,8 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
-    service = ServiceProcess(tmp_path_factory.mktemp("catalog-store") / "store", data_root).start()
-    try:
+    with serving(tmp_path_factory.mktemp("catalog-store") / "store", data_root) as service:
         yield service
-    finally:
-        service.stop()
 
 
 @pytest.fixture()
