@@ -219,6 +219,38 @@ class Settings:
         rule=Rule(lambda size: size >= MIB, "must be at least 1MiB"),
     )
     max_external_files: int = setting(1000, INT, "external data files one model may name", rule=within(1, 100_000))
+    max_import_bytes: int = setting(
+        32 * GIB,
+        SIZE,
+        "bytes one import may add to the store (uploaded files, converted tensors, catalogue); beyond it 413",
+        rule=Rule(lambda size: size >= MIB, "must be at least 1MiB"),
+    )
+    store_min_free: int = setting(
+        256 * MIB,
+        SIZE,
+        "free space kept on the store's file system: below it /readyz fails, and an import evicts or answers 507",
+    )
+    allow_hard_links: bool = setting(
+        False,
+        SWITCH,
+        "accept model and external data files that have more than one hard link (a link can bring a file from outside the data root)",
+        shown="off",
+    )
+    header_timeout: float = setting(
+        10.0, SECONDS, "seconds a client may take to send a request's headers; then the connection is closed", rule=within(0.1, 3600.0)
+    )
+    body_timeout: float = setting(
+        30.0, SECONDS, "seconds a request body may stay silent; then 408 and the connection is closed", rule=within(0.1, 3600.0)
+    )
+    min_upload_rate: int = setting(
+        32 * KIB, SIZE, "bytes per second an upload must average once it has run 10 s; slower: 408 (0: no minimum)"
+    )
+    max_receiving: int = setting(
+        32,
+        INT,
+        "uploads whose bodies may be arriving at once; beyond that 503 (a body is received before it queues)",
+        rule=within(1, 10_000),
+    )
     log_level: str = setting("info", LEVEL, f"{', '.join(LOG_LEVELS)}; debug also logs each request", rule=one_of(*LOG_LEVELS))
     debug_worker_sleep: float = setting(
         0.0,
@@ -264,7 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     for declared in SETTINGS:
         if declared.flag is not None:
             text = f"{declared.help} (default: {declared.default.replace('`', '')}; env {declared.variable})"
-            parser.add_argument(declared.flag, dest=declared.name, default=None, metavar="VALUE", help=text.replace("%", "%%"))
+            if declared.kind is SWITCH:  # a flag alone turns it on
+                parser.add_argument(declared.flag, dest=declared.name, default=None, action="store_const", const="1", help=text)
+            else:
+                parser.add_argument(declared.flag, dest=declared.name, default=None, metavar="VALUE", help=text.replace("%", "%%"))
     return parser
 
 
