@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--external-data-dir", default=None, help="where external data lives (default: the model's folder)")
         sub.add_argument("--max-nesting", type=_nesting, default=Limits().max_nesting, help="nesting limit (8 to 250)")
         sub.add_argument(
-            "--allow-hard-links", action="store_true", help="accept external data files that have more than one hard link"
+            "--allow-hard-links", action="store_true", help="accept model and external data files that have more than one hard link"
         )
     return parser
 

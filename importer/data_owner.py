@@ -16,16 +16,33 @@ processes and checks size, mtime and inode before serving for that reason.
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from importer.errors import ErrorKind, ModelImportError
 
+HASH_CHUNK = 1 << 22
+
+
+@dataclass(frozen=True, slots=True)
+class FileIdentity:
+    """A file as it was when opened (an fstat of the descriptor that was read)."""
+
+    path: str  # the path opened, every link resolved
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    links: int
+
 
 class DataOwner:
-    """A buffer shared by the tensors that view into it."""
+    """A buffer shared by the tensors that view into it. `identity`: the file
+    the buffer was read or mapped from (None for a caller's bytes)."""
 
-    __slots__ = ("name", "_buffer", "_on_close", "_closed", "_current_size")
+    __slots__ = ("name", "identity", "_buffer", "_on_close", "_closed", "_current_size")
 
     def __init__(
         self,
@@ -33,8 +50,10 @@ class DataOwner:
         buffer: memoryview,
         on_close: Callable[[], None] | None = None,
         current_size: Callable[[], int] | None = None,
+        identity: FileIdentity | None = None,
     ) -> None:
         self.name = name
+        self.identity = identity
         self._buffer = buffer
         self._on_close = on_close
         self._closed = False
@@ -56,6 +75,13 @@ class DataOwner:
         if isinstance(underlying, (bytes, bytearray, mmap.mmap)) and len(underlying) == len(self._buffer):
             return underlying
         return self._buffer.tobytes()
+
+    def sha256(self) -> str:
+        """The SHA-256 hex digest of the bytes that were read (or mapped)."""
+        digest = hashlib.sha256()
+        for start in range(0, len(self._buffer), HASH_CHUNK):
+            digest.update(self.view(start, min(len(self._buffer), start + HASH_CHUNK)))
+        return digest.hexdigest()
 
     def view(self, start: int, stop: int) -> memoryview:
         """A zero-copy, read-only view of buffer[start:stop]."""

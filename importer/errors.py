@@ -11,6 +11,7 @@ from enum import StrEnum
 
 MAX_QUOTED_CHARS = 80
 NOT_FOUND = "not-found"  # ModelImportError.reason: the named file does not exist
+HARD_LINKED = "hard-linked"  # ModelImportError.reason: a file with several hard links, refused
 MAX_MESSAGE_CHARS = 400
 
 
@@ -46,7 +47,8 @@ class ModelImportError(Exception):
     `offset` (byte offset from the start of the input, or None when no single
     place is at fault), `field_path` (e.g. `ModelProto.graph.node[3].input[0]`,
     or None) and `reason`: a stable token for callers that act on a cause
-    (`NOT_FOUND` when the input file does not exist), else None.
+    (`NOT_FOUND` when the input file does not exist, `HARD_LINKED` when a
+    file with several hard links was refused), else None.
     """
 
     def __init__(

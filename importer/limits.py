@@ -20,7 +20,8 @@ class Limits:
     max_nesting: nested message levels (ModelProto is level 0; a graph inside
         a node's attribute inside a graph costs three levels).
     max_external_files: distinct external data files one model may name.
-    allow_hard_links: accept external data files with more than one link.
+    allow_hard_links: accept a model file (opened by path) or external data
+        files with more than one hard link.
     """
 
     max_nesting: int = 128

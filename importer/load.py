@@ -36,9 +36,10 @@ def load_model(
     """Import the model file at `path`; external data is looked up in
     `external_data_dir`, by default the model's own directory."""
     name = os.fspath(path)
-    owner = open_file(path, name)
+    limits = limits or Limits()
+    owner = open_file(path, name, allow_hard_links=limits.allow_hard_links)
     directory = external_data_dir if external_data_dir is not None else os.path.dirname(os.path.abspath(name))
-    return _import_model(owner, name, os.fspath(directory), limits or Limits())
+    return _import_model(owner, name, os.fspath(directory), limits)
 
 
 def load_model_bytes(

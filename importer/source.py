@@ -5,7 +5,10 @@ Owns `open_file` (the model or tensor file a caller names) and
 directory). Both open without blocking, so a FIFO is refused and never waited
 on; check on the open descriptor that it is a regular file; take the size
 from that descriptor; then read the file (up to 1 MiB) or map it read-only.
-They return a `DataOwner` whose `close()` releases the mapping.
+They return a `DataOwner` whose `close()` releases the mapping, and whose
+`identity` is the fstat of the descriptor that was read (device, inode, size,
+mtime, links) with the resolved path: what a caller records of the file is
+what was read, never a second look at the path.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import mmap
 import os
 import stat
 
-from importer.data_owner import DataOwner
-from importer.errors import NOT_FOUND, ErrorKind, ModelImportError
+from importer.data_owner import DataOwner, FileIdentity
+from importer.errors import HARD_LINKED, NOT_FOUND, ErrorKind, ModelImportError
 from importer.limits import MAX_PROTOBUF_BYTES
 
 READ_INSTEAD_OF_MAP_BYTES = 1 << 20
@@ -28,14 +31,16 @@ def _refusal(kind: ErrorKind, name: str, message: str, reason: str | None = None
     return ModelImportError(kind, message, input_name=name, reason=reason)
 
 
-def open_file(path: str | os.PathLike[str], name: str, *, max_bytes: int = MAX_PROTOBUF_BYTES) -> DataOwner:
+def open_file(path: str | os.PathLike[str], name: str, *, max_bytes: int = MAX_PROTOBUF_BYTES, allow_hard_links: bool = True) -> DataOwner:
     """Open the file a caller named (links followed) as one buffer."""
     fd = _open(path, _OPEN_FLAGS, ErrorKind.IO, name)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise _refusal(ErrorKind.IO, name, "not a regular file")
-        return _owner_from(fd, info.st_size, name, max_bytes)
+        if info.st_nlink > 1 and not allow_hard_links:
+            raise _refusal(ErrorKind.IO, name, f"has {info.st_nlink} hard links (refused unless allowed)", HARD_LINKED)
+        return _owner_from(fd, info, os.path.realpath(path), name, max_bytes)
     finally:
         os.close(fd)
 
@@ -63,8 +68,8 @@ def open_confined(directory: str, location: str, *, allow_hard_links: bool, max_
         if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (checked.st_dev, checked.st_ino):
             raise _refusal(kind, location, "changed between its check and its opening")
         if info.st_nlink > 1 and not allow_hard_links:
-            raise _refusal(kind, location, f"has {info.st_nlink} hard links (refused unless allowed)")
-        return _owner_from(fd, info.st_size, location, max_bytes)
+            raise _refusal(kind, location, f"has {info.st_nlink} hard links (refused unless allowed)", HARD_LINKED)
+        return _owner_from(fd, info, path, location, max_bytes)
     finally:
         os.close(fd)
 
@@ -80,7 +85,9 @@ def _open(path: str | os.PathLike[str], flags: int, kind: ErrorKind, name: str) 
         raise _refusal(kind, name, f"cannot be opened: {error.strerror}") from None
 
 
-def _owner_from(fd: int, size: int, name: str, max_bytes: int) -> DataOwner:
+def _owner_from(fd: int, info: os.stat_result, path: str, name: str, max_bytes: int) -> DataOwner:
+    size = info.st_size
+    identity = FileIdentity(path, info.st_dev, info.st_ino, size, info.st_mtime_ns, info.st_nlink)
     if size > max_bytes:
         raise _refusal(
             ErrorKind.UNSUPPORTED,
@@ -89,11 +96,11 @@ def _owner_from(fd: int, size: int, name: str, max_bytes: int) -> DataOwner:
         )
     try:
         if size <= READ_INSTEAD_OF_MAP_BYTES:
-            return DataOwner(name, memoryview(_read_exactly(fd, size, name)))
+            return DataOwner(name, memoryview(_read_exactly(fd, size, name)), identity=identity)
         mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
     except OSError as error:
         raise _refusal(ErrorKind.IO, name, f"cannot be read: {error.strerror}") from None
-    return DataOwner(name, memoryview(mapping), on_close=lambda: _close_mapping(mapping), current_size=mapping.size)
+    return DataOwner(name, memoryview(mapping), on_close=lambda: _close_mapping(mapping), current_size=mapping.size, identity=identity)
 
 
 def _read_exactly(fd: int, size: int, name: str) -> bytes:

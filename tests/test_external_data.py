@@ -23,6 +23,7 @@ from conftest import REPO
 from onnx import TensorProto, helper
 
 from importer import ErrorKind, Limits, ModelImportError, Tensor, load_model, load_model_bytes, load_model_stream
+from importer.errors import HARD_LINKED
 
 
 def _external(name: str, location: str, dims: list[int], offset: int | None = None) -> TensorProto:
@@ -118,6 +119,21 @@ def test_hard_links_are_refused_unless_allowed(tmp_path: Path, weights: np.ndarr
     assert error.kind == ErrorKind.EXTERNAL_DATA and "2 hard links" in error.message
     with load_model(path, limits=Limits(allow_hard_links=True)) as model:
         np.testing.assert_array_equal(model.graph.values["a"].initializer.to_numpy(), weights)  # type: ignore[union-attr]
+
+
+def test_a_hard_linked_model_file_is_refused_unless_allowed(tmp_path: Path, weights: np.ndarray) -> None:
+    (tmp_path / "w.bin").write_bytes(weights.tobytes())
+    path = _write_model(tmp_path, [_external("a", "w.bin", [24])])
+    os.link(path, tmp_path / "other-name.onnx")
+    with pytest.raises(ModelImportError) as caught:
+        load_model(path)
+    assert caught.value.kind == ErrorKind.IO and caught.value.reason == HARD_LINKED and "2 hard links" in caught.value.message
+    with load_model(path, limits=Limits(allow_hard_links=True)) as model:
+        identity = model.owners[0].identity
+        assert identity is not None and identity.links == 2 and identity.path == os.path.realpath(path)
+        assert model.owners[0].sha256() == hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        external = model.owners[1].identity
+        assert external is not None and (external.size, external.inode) == (weights.nbytes, os.stat(tmp_path / "w.bin").st_ino)
 
 
 def test_the_number_of_external_files_is_capped(tmp_path: Path) -> None:
