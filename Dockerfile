@@ -55,6 +55,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     ONNX_SERVICE_WORKER_MEMORY=2GiB
 # Install from the builder's wheels only (bind-mounted: they never become a
 # layer), then remove pip itself: nothing is installed at run time.
+# No apt packages: the one system library the service loads, libseccomp.so.2
+# (the workers' seccomp filter, through pyseccomp), is in the base image
+# already, as Debian's apt depends on libseccomp2.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python -m pip install --no-index --find-links=/wheels /wheels/onnx_import_service-*.whl \
     && python -m pip uninstall --yes pip setuptools wheel \

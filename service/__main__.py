@@ -2,7 +2,9 @@
 
 Owns the process start: settings errors end the process with status 2 and a
 one-line message; thread pools of the numeric libraries are pinned to one
-thread before anything imports them (the fork server inherits that).
+thread before anything imports them (the fork server inherits that); uvicorn
+serves with the hardened h11 protocol of `service.http_protocol` (the header
+deadline `--header-timeout`, strict request framing).
 """
 
 from __future__ import annotations
@@ -26,10 +28,18 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from service.app import create_app
+    from service.http_protocol import protocol_class
 
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=settings.log_level == "debug")
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        http=protocol_class(settings.header_timeout),
+        log_level=settings.log_level,
+        access_log=settings.log_level == "debug",
+    )
     return 0
 
 

@@ -2,8 +2,10 @@
 
 Owns `create_app(settings)`: the parts (`service.state.Service`: store,
 sandbox, import limiter), their start and stop (lifespan), the problem
-handlers, the routers (`service.routes`: models, tensors, health) and the
-OpenAPI document with problems under `application/problem+json`.
+handlers, the middleware (`X-Content-Type-Options: nosniff` on every
+response; a client gone mid-request logged once at INFO), the routers
+(`service.routes`: models, tensors, health) and the OpenAPI document with
+problems under `application/problem+json`.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from collections.abc import AsyncIterator
 import anyio.to_thread
 from fastapi import FastAPI
 
+from service.http_protocol import NoSniffMiddleware
 from service.limiter import ImportLimiter
 from service.openapi_doc import openapi_with_problems
-from service.problems import install_problem_handlers
+from service.problems import DisconnectMiddleware, install_problem_handlers
 from service.routes import health, models, tensors
 from service.sandbox import Sandbox
 from service.settings import Settings
@@ -28,9 +31,9 @@ log = logging.getLogger("service")
 
 
 def create_app(settings: Settings) -> FastAPI:
-    store = Store(settings.store, settings.store_max_bytes)
+    store = Store(settings.store, settings.store_max_bytes, min_free=settings.store_min_free, max_import_bytes=settings.max_import_bytes)
     sandbox = Sandbox(settings)
-    limiter = ImportLimiter(settings.workers, settings.queue)
+    limiter = ImportLimiter(settings.workers, settings.queue, settings.max_receiving)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -52,6 +55,8 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_problem_handlers(app)
+    app.add_middleware(DisconnectMiddleware)
+    app.add_middleware(NoSniffMiddleware)  # added last: the outermost of the two
     app.include_router(models.router)
     app.include_router(tensors.router)
     app.include_router(health.router)

@@ -7,8 +7,9 @@ Rendering a 200,000-node graph costs more than importing it, and most clients
 never ask for it, so a POST does not wait for it. Renders of one model in one
 process are shared; the worker runs in an import slot like any import.
 
-The model's files are the ones recorded at import: each must still have the
-identity it had then (size, mtime, inode), else 409 `model-source-changed`.
+The model's files are the ones recorded at import: the worker reports the
+identity of each file it read (size, mtime, inode, from its own descriptor),
+and a file that is not the one recorded is 409 `model-source-changed`.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from service.catalog import MODEL_FILE_KEY
-from service.import_flow import run_worker
-from service.problems import ProblemError
+from service.catalog import CONVERTED_FILE_KEY, MODEL_FILE_KEY
+from service.import_flow import run_worker, store_space
+from service.problems import ProblemError, bounded
 from service.record import SourceFile, StoredRecord
 from service.state import Service
 from service.store import ModelFolder
+from service.worker_protocol import WorkerHeader
 
 
 async def graph_document(service: Service, model_id: str) -> Path:
@@ -40,37 +42,43 @@ async def graph_document(service: Service, model_id: str) -> Path:
     return folder.graph
 
 
-def _source_path(folder: ModelFolder, item: SourceFile) -> str:
-    return str(folder.root / item.path) if item.in_store else item.path
+def _source_path(service: Service, folder: ModelFolder, item: SourceFile) -> str:
+    root = folder.root if item.in_store else Path(os.path.realpath(service.settings.data_root))
+    return str(root / item.path)
 
 
-def _check_sources(folder: ModelFolder, record: StoredRecord) -> None:
+def _check_sources(record: StoredRecord, header: WorkerHeader) -> None:
+    """The files the worker read are the ones recorded at import (its own
+    fstat of what it read: size, mtime, inode)."""
+    reports = {report.key: report for report in header.sources}
     for key, item in record.files.items():
-        try:
-            info = os.stat(_source_path(folder, item))
-        except FileNotFoundError:
-            raise ProblemError("model-source-changed", f"the model's file {key!r} is gone; import the model again") from None
-        if (info.st_size, info.st_mtime_ns, info.st_ino) != (item.size, item.mtime_ns, item.inode):
-            raise ProblemError("model-source-changed", f"the model's file {key!r} changed since the import; import the model again")
+        if key == CONVERTED_FILE_KEY:
+            continue
+        report = reports.get(key)
+        if report is None or (report.size, report.mtime_ns, report.inode) != (item.size, item.mtime_ns, item.inode):
+            raise ProblemError(
+                "model-source-changed", f"the model's file {bounded(repr(key), 200)} changed since the import; import it again"
+            )
 
 
 async def _render(service: Service, model_id: str, folder: ModelFolder) -> None:
     record = await anyio.to_thread.run_sync(service.store.read_record, model_id)
     if record is None:
         raise ProblemError("not-found", "the model was removed from the store meanwhile")
-    await anyio.to_thread.run_sync(_check_sources, folder, record)
-    model_path = _source_path(folder, record.files[MODEL_FILE_KEY])
+    model_path = _source_path(service, folder, record.files[MODEL_FILE_KEY])
     external_dir = str(folder.upload_external) if record.files[MODEL_FILE_KEY].in_store else None
     async with service.limiter.admission():
-        with service.store.work_folder() as work:
+        with store_space(), service.store.work_folder() as work:
             job = service.sandbox.job(
                 "graph",
                 directory=os.path.dirname(model_path),
                 model=os.path.basename(model_path),
                 display_name=record.input,
                 external_dir=external_dir,
+                allow_hard_links=service.settings.allow_hard_links,
                 model_id=model_id,
             )
-            await run_worker(service, job, [work.graph])
+            header = await run_worker(service, job, [work.graph])
+            _check_sources(record, header)
             if not await anyio.to_thread.run_sync(service.store.add_graph, model_id, work.graph):
                 raise ProblemError("not-found", "the model was removed from the store meanwhile")

@@ -1,34 +1,46 @@
 """The import flow: an upload or a data-root path -> a worker -> identify -> commit.
 
-Owns `import_upload` and `import_path`, each run inside an admission to the
-import queue and a fresh work folder of the store:
+Owns `import_upload` and `import_path`, each run in a fresh work folder of
+the store:
 
-1. receive: an upload is streamed into the work folder (`service.uploads`); a
-   path is confined to the data root (`service.paths`);
+1. receive: an upload is streamed into the work folder (`service.uploads`)
+   while it holds a receiving place; only then does it join the import queue
+   (`service.limiter`). A path is confined to the data root (`service.paths`);
 2. import in a sandboxed worker (`service.sandbox`), which answers with the
-   bounded summary and sends the tensor catalogue and the converted tensor
-   bytes into the work folder;
-3. identify: the content-derived id,
+   bounded summary, the identity and SHA-256 of every file it read (the model
+   and the external files its tensors use), and sends the tensor catalogue
+   and the converted tensor bytes into the work folder;
+3. identify, from what the worker read, never from a second look at a path:
+   the content-derived id,
 
-       id = SHA-256 of "onnx-import-id/1\\n" + model_sha256 + "\\n"
+       id = SHA-256 of "onnx-import-id/2\\n" + origin + "\\n" + model_sha256 + "\\n"
             + for each external file, sorted by location: location + "\\0" + sha256 + "\\n"
 
-   (SHA-256 hex digests; an upload counts every external_data part, a path
-   every external file its tensors use), and each source file's identity;
+   where origin is "upload" or "path" (an upload is always stored and served
+   from the store, never from a data-root record with the same bytes), and
+   the SHA-256 digests are hex (an upload counts every external_data part,
+   which must all be used; a path counts the external files its tensors
+   use); and each source file's identity (size, mtime, inode);
 4. commit the work folder to the store (`Store.commit`) with its record and
    summary, and answer with the summary: 201, or 200 if that id was stored.
+   The summary's `input` is the name this request gave the model.
 
 The front end never parses model bytes; what it reads of the worker's answer
-is bounded (the summary), the rest it copies to files.
+is bounded (the summary), the rest it copies to files. A full store file
+system is a 507, as is a store below its free-space floor with nothing left
+to evict; more bytes for one import than `--max-import-bytes` is a 413.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio.to_thread
@@ -39,56 +51,60 @@ from pydantic import ValidationError
 
 from service.catalog import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.models import PathRequest
-from service.paths import resolve_confined, resolve_under_root
-from service.problems import ProblemError, import_problem
+from service.paths import relative_below, resolve_under_root
+from service.problems import ProblemError, bounded, import_problem
 from service.record import SourceFile, StoredRecord
+from service.request_body import body_chunks
 from service.sandbox import WorkerOutcome
 from service.state import Service
-from service.store import ModelFolder, StoreFullError
+from service.store import ImportTooLargeError, ModelFolder, StoreFullError, is_full
 from service.summary_doc import finish_summary
-from service.uploads import receive_upload
-from service.worker_protocol import IMPORT_STREAMS, ImportFailure, WorkerHeader, WorkerJob
+from service.uploads import Upload, receive_upload
+from service.worker_protocol import IMPORT_STREAMS, ImportFailure, SourceReport, WorkerHeader, WorkerJob
 
 log = logging.getLogger("service")
 
 MAX_JSON_BODY = 64 << 10
-HASH_CHUNK = 1 << 20
 SUMMARY_TENSORS = 100  # tensors (and initializers) a summary lists; the rest are paged
 TEST_SLEEP_HEADER = "x-test-worker-sleep"
+TEST_PAUSE_HEADER = "x-test-pause-before-commit"
 
 
-def model_id_of(model_sha256: str, externals: list[tuple[str, str]]) -> str:
+def model_id_of(origin: str, model_sha256: str, externals: list[tuple[str, str]]) -> str:
     """The content-derived id (see the module comment)."""
-    digest = hashlib.sha256(b"onnx-import-id/1\n" + model_sha256.encode() + b"\n")
+    digest = hashlib.sha256(f"onnx-import-id/2\n{origin}\n{model_sha256}\n".encode())
     for location, sha256 in sorted(externals):
         digest.update(location.encode() + b"\0" + sha256.encode() + b"\n")
     return digest.hexdigest()
 
 
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+@contextlib.contextmanager
+def store_space() -> Iterator[None]:
+    """A full file system or a store without room, anywhere in an import: 507."""
     try:
-        while chunk := os.read(fd, HASH_CHUNK):
-            digest.update(chunk)
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
+        yield
+    except StoreFullError as error:
+        raise ProblemError("store-full", str(error)) from None
+    except ImportTooLargeError as error:
+        raise ProblemError("payload-too-large", str(error), limit="max_import_bytes") from None
+    except OSError as error:
+        if is_full(error):
+            raise ProblemError("store-full", "the store's file system is full") from None
+        raise
 
 
-def source_file(path: str, stored_as: str, in_store: bool) -> SourceFile:
-    """`path`'s identity now, recorded under `stored_as`."""
-    info = os.stat(path)
-    return SourceFile(path=stored_as, in_store=in_store, size=info.st_size, mtime_ns=info.st_mtime_ns, inode=info.st_ino)
+def _test_header(request: Request, service: Service, name: str) -> str | None:
+    value = request.headers.get(name)
+    if value is not None and not service.settings.test_hooks:
+        raise ProblemError("bad-request", f"{name} is a test hook, and test hooks are off")
+    return value
 
 
 def test_hold(request: Request, service: Service) -> tuple[float, bool]:
     """Test hook: `X-Test-Worker-Sleep: 2.5` (sleep) or `spin:2.5` (burn CPU)."""
-    header = request.headers.get(TEST_SLEEP_HEADER)
+    header = _test_header(request, service, TEST_SLEEP_HEADER)
     if header is None:
         return service.settings.debug_worker_sleep, False
-    if not service.settings.test_hooks:
-        raise ProblemError("bad-request", f"{TEST_SLEEP_HEADER} is a test hook, and test hooks are off")
     spin = header.startswith("spin:")
     try:
         return max(0.0, min(600.0, float(header.removeprefix("spin:")))), spin
@@ -96,55 +112,99 @@ def test_hold(request: Request, service: Service) -> tuple[float, bool]:
         raise ProblemError("bad-request", f"{TEST_SLEEP_HEADER} must be a number of seconds, or spin: and one") from None
 
 
-async def run_worker(service: Service, job: WorkerJob, destinations: list[Path]) -> WorkerHeader:
+async def test_pause(request: Request, service: Service) -> None:
+    """Test hook: `X-Test-Pause-Before-Commit: 2` waits between the worker's
+    answer and the commit (to swap links under a running import)."""
+    header = _test_header(request, service, TEST_PAUSE_HEADER)
+    if header is not None:
+        try:
+            await asyncio.sleep(max(0.0, min(60.0, float(header))))
+        except ValueError:
+            raise ProblemError("bad-request", f"{TEST_PAUSE_HEADER} must be a number of seconds") from None
+
+
+async def run_worker(service: Service, job: WorkerJob, destinations: list[Path], max_bytes: int | None = None) -> WorkerHeader:
     """Run `job` in a worker slot; its header if ok, else the problem."""
     async with service.limiter.slot():
-        outcome: WorkerOutcome = await anyio.to_thread.run_sync(service.sandbox.run, job, destinations)
+        outcome: WorkerOutcome = await anyio.to_thread.run_sync(service.sandbox.run, job, destinations, max_bytes)
     log.info("%s of %r: %s in %.3f s", job.task, job.display_name[:100], outcome.status, outcome.seconds)
     if outcome.status == "ok" and outcome.header is not None:
         return outcome.header
     if outcome.status == "error" and outcome.error is not None:
         raise import_problem(outcome.error)
+    if outcome.status == "store_full":
+        raise StoreFullError(outcome.detail)
+    if outcome.status == "too_large":
+        raise ImportTooLargeError(outcome.detail)
     if outcome.status == "resource_limit":
         failure = ImportFailure(kind="ResourceLimit", message=outcome.detail, input=job.display_name)
         raise import_problem(failure, limit=outcome.limit)
     raise import_problem(ImportFailure(kind="WorkerCrashed", message=outcome.detail, input=job.display_name))
 
 
+def _worker_broke(detail: str) -> ProblemError:
+    return ProblemError("worker-crashed", detail, kind="WorkerCrashed")
+
+
+def _source(report: SourceReport, path: str, in_store: bool) -> SourceFile:
+    return SourceFile(path=path, in_store=in_store, size=report.size, mtime_ns=report.mtime_ns, inode=report.inode)
+
+
+async def make_room(service: Service) -> None:
+    """Before an import: the store's free-space floor, evicting if need be; else 507."""
+    if not await anyio.to_thread.run_sync(service.store.make_room):
+        floor = service.settings.store_min_free
+        raise StoreFullError(f"the store's file system has less than {floor} bytes free and no model left to evict")
+
+
+async def receive(request: Request, service: Service, work: ModelFolder) -> Upload:
+    """An upload's body onto disk, holding a receiving place (not an import place)."""
+    async with service.limiter.receiving():
+        await make_room(service)
+        upload = await receive_upload(request, work.upload_model, work.upload_external, service.settings)
+    total = sum(staged.size for staged in [upload.model, *upload.externals] if staged is not None)
+    if total > service.settings.max_import_bytes:
+        raise ImportTooLargeError(f"the upload has {total} bytes, more than the {service.settings.max_import_bytes} one import may add")
+    return upload
+
+
 async def import_upload(request: Request, service: Service, work: ModelFolder) -> Response:
-    settings = service.settings
-    upload = await receive_upload(
-        request, work.upload_model, work.upload_external, settings.max_upload, settings.max_upload_total, settings.max_external_files
-    )
+    upload = await receive(request, service, work)
     assert upload.model is not None
-    model_id = model_id_of(upload.model.sha256, [(e.location, e.sha256) for e in upload.externals])
-    if service.store.has(model_id):
-        return await stored_summary(service, model_id, 200)
-    sleep, spin = test_hold(request, service)
-    job = service.sandbox.job(
-        "import",
-        directory=str(work.files),
-        model=work.upload_model.name,
-        display_name=upload.display_name,
-        external_dir=str(work.upload_external),
-        summary_items=SUMMARY_TENSORS,
-        sleep=sleep,
-        spin=spin,
-    )
-    header = await run_worker(service, job, [work.catalog, work.converted])
-    files = {MODEL_FILE_KEY: source_file(str(work.upload_model), work.relative(work.upload_model), True)}
-    real_work = os.path.realpath(work.root)
-    for location in header.external_files:
-        real = resolve_confined(str(work.upload_external), location)
-        if real is None or not os.path.isfile(real):
-            raise ProblemError("worker-crashed", "the worker reported an external file that was not uploaded", kind="WorkerCrashed")
-        files[location] = source_file(real, os.path.relpath(real, real_work), True)
-    return await commit(service, work, model_id, header, files, upload.display_name, upload.model.size, upload.model.sha256)
+    uploaded = sum(staged.size for staged in [upload.model, *upload.externals])
+    async with service.limiter.admission():
+        model_id = model_id_of("upload", upload.model.sha256, [(e.location, e.sha256) for e in upload.externals])
+        if service.store.has(model_id):
+            return await stored_summary(service, model_id, 200, upload.display_name)
+        sleep, spin = test_hold(request, service)
+        job = service.sandbox.job(
+            "import",
+            directory=str(work.files),
+            model=work.upload_model.name,
+            display_name=upload.display_name,
+            external_dir=str(work.upload_external),
+            summary_items=SUMMARY_TENSORS,
+            sleep=sleep,
+            spin=spin,
+        )
+        header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes - uploaded)
+        unused = sorted({staged.location for staged in upload.externals} - set(header.external_files))
+        if unused:
+            names = ", ".join(repr(location) for location in unused[:10])
+            raise ProblemError("bad-request", f"{len(unused)} external_data parts are not used by any tensor: {bounded(names, 300)}")
+        reports = {report.key: report for report in header.sources}
+        if set(reports) != {MODEL_FILE_KEY, *header.external_files}:
+            raise _worker_broke("the worker's report of the files it read does not match its tensors")
+        files = {MODEL_FILE_KEY: _source(reports[MODEL_FILE_KEY], work.relative(work.upload_model), True)}
+        for location in header.external_files:
+            files[location] = _source(reports[location], work.relative(work.upload_external / location), True)
+        await test_pause(request, service)
+        return await commit(service, work, model_id, header, files, upload.display_name, upload.model.size, upload.model.sha256)
 
 
-async def read_path_request(request: Request) -> PathRequest:
+async def read_path_request(request: Request, service: Service) -> PathRequest:
     body = bytearray()
-    async for chunk in request.stream():
+    async for chunk in body_chunks(request, service.settings.body_timeout, 0):
         body += chunk
         if len(body) > MAX_JSON_BODY:
             raise ProblemError("payload-too-large", f"a JSON request body is at most {MAX_JSON_BODY} bytes")
@@ -155,31 +215,43 @@ async def read_path_request(request: Request) -> PathRequest:
 
 
 async def import_path(request: Request, service: Service, work: ModelFolder) -> Response:
-    wanted = await read_path_request(request)
-    resolved = resolve_under_root(str(service.settings.data_root), wanted.path)
+    wanted = await read_path_request(request, service)
+    data_root = os.path.realpath(service.settings.data_root)
+    resolved = resolve_under_root(data_root, wanted.path)
     folder, name = os.path.split(resolved.real_path)
-    sleep, spin = test_hold(request, service)
-    job = service.sandbox.job(
-        "import", directory=folder, model=name, display_name=wanted.path, summary_items=SUMMARY_TENSORS, sleep=sleep, spin=spin
-    )
-    header = await run_worker(service, job, [work.catalog, work.converted])
-    paths = {MODEL_FILE_KEY: resolved.real_path}
-    for location in header.external_files:
-        real = resolve_confined(folder, location)
-        if real is None:
-            raise ProblemError("worker-crashed", "the worker reported an external file outside the model's folder", kind="WorkerCrashed")
-        paths[location] = real
-
-    def identify() -> tuple[dict[str, SourceFile], dict[str, str]]:
-        return {key: source_file(path, path, False) for key, path in paths.items()}, {key: file_sha256(path) for key, path in paths.items()}
-
-    files, hashes = await anyio.to_thread.run_sync(identify)
-    model_sha = hashes.pop(MODEL_FILE_KEY)
-    model_id = model_id_of(model_sha, sorted(hashes.items()))
-    if service.store.has(model_id):
-        await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
-        return await stored_summary(service, model_id, 200)
-    return await commit(service, work, model_id, header, files, wanted.path, files[MODEL_FILE_KEY].size, model_sha)
+    async with service.limiter.admission():
+        await make_room(service)
+        sleep, spin = test_hold(request, service)
+        job = service.sandbox.job(
+            "import",
+            directory=folder,
+            model=name,
+            display_name=wanted.path,
+            summary_items=SUMMARY_TENSORS,
+            allow_hard_links=service.settings.allow_hard_links,
+            expected_model=(resolved.device, resolved.inode),
+            hash_sources=True,
+            sleep=sleep,
+            spin=spin,
+        )
+        header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes)
+        reports = {report.key: report for report in header.sources}
+        if set(reports) != {MODEL_FILE_KEY, *header.external_files}:
+            raise _worker_broke("the worker's report of the files it read does not match its tensors")
+        files: dict[str, SourceFile] = {}
+        for key, report in reports.items():
+            relative = relative_below(data_root, report.path)
+            if relative is None:
+                raise _worker_broke("the worker reports a file outside the data root")
+            files[key] = _source(report, relative, False)
+        externals = [(key, report.sha256) for key, report in reports.items() if key != MODEL_FILE_KEY]
+        model_sha = reports[MODEL_FILE_KEY].sha256
+        model_id = model_id_of("path", model_sha, externals)
+        await test_pause(request, service)
+        if service.store.has(model_id):
+            await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
+            return await stored_summary(service, model_id, 200, wanted.path)
+        return await commit(service, work, model_id, header, files, wanted.path, reports[MODEL_FILE_KEY].size, model_sha)
 
 
 async def commit(
@@ -194,7 +266,10 @@ async def commit(
 ) -> Response:
     assert header.summary is not None and len(header.streams) == len(IMPORT_STREAMS)
     if header.streams[1]:
-        files[CONVERTED_FILE_KEY] = source_file(str(work.converted), work.relative(work.converted), True)
+        info = os.stat(work.converted)
+        files[CONVERTED_FILE_KEY] = SourceFile(
+            path=work.relative(work.converted), in_store=True, size=info.st_size, mtime_ns=info.st_mtime_ns, inode=info.st_ino
+        )
     summary = finish_summary(header.summary, model_id, model_size, model_sha256)
     record = StoredRecord(
         id=model_id,
@@ -206,23 +281,23 @@ async def commit(
         files=files,
     )
     body = _json_bytes(summary)
-    try:
-        created = await anyio.to_thread.run_sync(service.store.commit, work, model_id, record, body)
-    except StoreFullError as error:
-        raise ProblemError("store-full", str(error)) from None
-    return await stored_summary(service, model_id, 201 if created else 200)
+    created = await anyio.to_thread.run_sync(service.store.commit, work, model_id, record, body)
+    return await stored_summary(service, model_id, 201 if created else 200, display_name)
 
 
 def _json_bytes(document: object) -> bytes:
     return json.dumps(document, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-async def stored_summary(service: Service, model_id: str, status: int) -> Response:
-    """The stored summary as the answer to a POST."""
+async def stored_summary(service: Service, model_id: str, status: int, display_name: str) -> Response:
+    """The stored summary as the answer to a POST, under the name this request
+    gave the model (another client's name for the same bytes is never shown)."""
     folder = service.store.folder(model_id)
     try:
         body = await anyio.to_thread.run_sync(folder.summary.read_bytes)
     except FileNotFoundError:
         raise ProblemError("not-found", "the model was evicted from the store meanwhile; post it again") from None
     service.store.touch(model_id)
-    return Response(body, status_code=status, media_type="application/json", headers={"Location": f"/models/{model_id}"})
+    summary = json.loads(body)
+    summary["input"] = display_name
+    return Response(_json_bytes(summary), status_code=status, media_type="application/json", headers={"Location": f"/models/{model_id}"})

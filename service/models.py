@@ -226,5 +226,13 @@ class Readiness(BaseModel):
     fork_server: bool
     store_writable: bool
     network_isolation: str = Field(description="namespace, user-namespace or unavailable")
+    worker_sandbox: list[str] = Field(
+        description="what confines an import worker: network-namespace, user-namespace, seccomp (empty: none of them)"
+    )
     imports_running: int
     imports_waiting: int
+    import_capacity: int = Field(description="imports that may run or wait at once (workers + queue)")
+    uploads_receiving: int = Field(description="uploads whose bodies are arriving (they queue once received)")
+    max_receiving: int
+    saturated: bool = Field(description="a new import would be refused now (503): the queue or the receiving places are full")
+    store_free_bytes: int = Field(description="free bytes on the store's file system (below --store-min-free: not ready)")

@@ -7,7 +7,11 @@ lie inside the resolved root and be a regular file). Lexical refusals are
 400 (`path-refused`), a path that resolves outside the root or to a
 non-regular file (directory, FIFO, device, socket) is 403
 (`path-forbidden`), a missing file 404. It opens nothing: the worker opens the
-file, and a swap after this check is not defended against (docs/import-rules.md §5).
+file and checks it is the one resolved here (device and inode).
+
+Also `open_under`, which opens a recorded path below the data root (or a
+model's store folder) one component at a time, following no link, for
+serving tensor bytes long after the import.
 """
 
 from __future__ import annotations
@@ -85,3 +89,48 @@ def resolve_confined(directory: str, location: str) -> str | None:
     if real_path == real_directory or os.path.commonpath([real_directory, real_path]) != real_directory:
         return None
     return real_path
+
+
+class PathChanged(Exception):
+    """A recorded relative path no longer leads to a regular file without links."""
+
+
+def open_under(root: str, relative: str) -> int:
+    """Open `relative` (as recorded at import: no links in it) below the
+    directory `root`, one component at a time relative to its parent's
+    descriptor, none of them followed if it is a symbolic link; the file is
+    opened read-only without blocking. A component swapped for a link, or a
+    missing one, raises `PathChanged` (or FileNotFoundError when it is gone);
+    the caller checks the opened file's identity."""
+    parts = relative.split("/")
+    if not relative or os.path.isabs(relative) or any(part in ("", ".", "..") for part in parts):
+        raise PathChanged(f"not a recorded relative path: {relative!r}")
+    directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+            except FileNotFoundError:
+                raise
+            except OSError as error:  # ELOOP (a link), ENOTDIR (no longer a folder)
+                raise PathChanged(f"{part!r} is no longer a folder ({error.strerror})") from None
+            os.close(directory)
+            directory = inner
+        try:
+            return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
+        except FileNotFoundError:
+            raise
+        except OSError as error:
+            raise PathChanged(f"the file cannot be opened without following a link ({error.strerror})") from None
+    finally:
+        os.close(directory)
+
+
+def relative_below(root: str, path: str) -> str | None:
+    """`path` (absolute, links resolved) relative to `root` (likewise), or None
+    if it is not inside it. Lexical: it looks at no file."""
+    real_root = os.path.normpath(root)
+    normal = os.path.normpath(path)
+    if normal == real_root or os.path.commonpath([real_root, normal]) != real_root:
+        return None
+    return os.path.relpath(normal, real_root).replace(os.sep, "/")

@@ -5,6 +5,12 @@ Owns the problem types (one stable URI per kind, `PROBLEM_BASE` + slug), the
 our errors and the framework's (validation errors, unknown routes, wrong
 methods, anything unexpected) into `application/problem+json`. A detail is
 bounded in size and printable: it never echoes raw bytes.
+
+Also owns what is logged as an error: a traceback only for a real bug. A
+client that goes away mid-request (starlette's `ClientDisconnect` when a body
+is read, or anyio's stream errors once the server reported the disconnect) is
+one INFO line from `DisconnectMiddleware`, not an exception for the 500
+handler and uvicorn to log twice with tracebacks.
 """
 
 from __future__ import annotations
@@ -13,10 +19,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.worker_protocol import ImportFailure
 
@@ -24,6 +33,16 @@ PROBLEM_BASE = "https://onnx-import.example/problems/"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 MAX_DETAIL_CHARS = 500
 MAX_INSTANCE_CHARS = 300
+NOSNIFF = {"X-Content-Type-Options": "nosniff"}  # also here: the 500 handler answers outside the app's middleware
+# What a read or write on a connection the client closed raises (only taken for
+# a disconnect once the server has reported one, except ClientDisconnect itself)
+DISCONNECT_ERRORS: tuple[type[BaseException], ...] = (
+    ClientDisconnect,
+    anyio.EndOfStream,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    ConnectionError,
+)
 
 log = logging.getLogger("service")
 
@@ -74,6 +93,7 @@ PROBLEMS = IMPORT_PROBLEMS | _types(
     ("model-source-changed", "The model's files changed since the import", 409),
     ("ambiguous-tensor-name", "Several tensors of the model have this name", 409),
     ("tensor-source-gone", "The file holding the tensor is gone", 410),
+    ("request-timeout", "The request came too slowly", 408),
     ("payload-too-large", "The upload exceeds a size limit", 413),
     ("unsupported-media-type", "The media type is not supported here", 415),
     ("range-not-satisfiable", "The requested range is not within the representation", 416),
@@ -112,6 +132,10 @@ class ProblemError(Exception):
         self.extensions = extensions
 
 
+# Io refusals with a known cause: not an I/O failure of ours, but the file's state.
+IO_REASON_SLUGS = {"not-found": "not-found", "hard-linked": "path-forbidden", "changed": "model-source-changed"}
+
+
 def import_problem(error: ImportFailure, *, limit: str | None = None) -> ProblemError:
     """The problem for an import error as the worker reported it."""
     problem = ProblemError(
@@ -124,8 +148,8 @@ def import_problem(error: ImportFailure, *, limit: str | None = None) -> Problem
     )
     if limit is not None:
         problem.extensions["limit"] = limit
-    if error.kind == "Io" and error.missing:
-        problem.problem = PROBLEMS["not-found"]
+    if error.kind == "Io" and error.reason in IO_REASON_SLUGS:
+        problem.problem = PROBLEMS[IO_REASON_SLUGS[error.reason]]
     return problem
 
 
@@ -138,7 +162,8 @@ def problem_response(request: Request, error: ProblemError) -> JSONResponse:
         "instance": bounded(request.url.path, MAX_INSTANCE_CHARS),
     }
     body.update(error.extensions)
-    return JSONResponse(body, status_code=error.problem.status, headers=error.headers, media_type=PROBLEM_MEDIA_TYPE)
+    headers = NOSNIFF | error.headers
+    return JSONResponse(body, status_code=error.problem.status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
 
 
 async def _on_problem(request: Request, error: Exception) -> Response:
@@ -178,3 +203,41 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
     app.add_exception_handler(Exception, _on_unexpected)
+
+
+def is_disconnect(error: BaseException, reported: bool) -> bool:
+    """Whether `error` (every leaf of a group) is the client going away;
+    `reported`: the server said so (an `http.disconnect` message)."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(is_disconnect(inner, reported) for inner in error.exceptions)
+    return isinstance(error, ClientDisconnect) or (reported and isinstance(error, DISCONNECT_ERRORS))
+
+
+class DisconnectMiddleware:
+    """A client gone mid-request: one INFO line, no 500 handler, no traceback.
+    Any other exception passes through untouched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        reported = False
+
+        async def watched_receive() -> Message:
+            nonlocal reported
+            message = await receive()
+            reported = reported or message["type"] == "http.disconnect"
+            return message
+
+        try:
+            await self.app(scope, watched_receive, send)
+        except Exception as error:
+            if not is_disconnect(error, reported):
+                raise
+            peer = scope.get("client")
+            client = f"{peer[0]}:{peer[1]}" if peer else "the client"
+            path = bounded(scope.get("path", ""), MAX_INSTANCE_CHARS)
+            log.info("%s went away during %s %s; request abandoned", client, scope.get("method"), path)

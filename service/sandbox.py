@@ -10,13 +10,18 @@ announces into the files the caller names, and classifies how it ended:
 - death by SIGXCPU (the soft CPU limit), by SIGKILL after at least the hard
   CPU limit of wall time (the hard CPU limit), or our kill at the deadline:
   `ResourceLimit`, with the limit named;
+- death by SIGSYS: the worker's seccomp filter stopped a forbidden system
+  call (a socket, a program, ptrace, ...): `WorkerCrashed`, saying so;
 - any other death (a signal, a non-zero exit, a broken result): `WorkerCrashed`.
-The worker sets its limits itself (`service.worker.main`); no preexec_fn.
+The worker sets its limits and its seccomp filter itself (`service.worker.main`;
+no preexec_fn) and reports what is in effect; `describe_isolation` turns that
+into /readyz's `network_isolation` and `worker_sandbox`, which `start` logs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import multiprocessing
 import os
@@ -30,13 +35,14 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from service import worker
+from service import seccomp_filter, worker
 from service.memory_watch import EXIT_MEMORY
-from service.settings import Settings
+from service.settings import TEST_HOOKS_VARIABLE, Settings
 from service.worker_protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, WorkerHeader, WorkerJob
 
 log = logging.getLogger("service.sandbox")
 EXIT_GRACE_SECONDS = 1.0
+NETWORK_ISOLATION = ("namespace", "user-namespace")
 
 
 class WorkerProtocolError(Exception):
@@ -45,9 +51,11 @@ class WorkerProtocolError(Exception):
 
 @dataclass
 class WorkerOutcome:
-    """How one job ended. `status`: ok, error, resource_limit or crashed."""
+    """How one job ended. `status`: ok, error, resource_limit, crashed, or
+    (the front end's side) store_full (no room for the streams) and too_large
+    (the streams would pass the bytes allowed)."""
 
-    status: Literal["ok", "error", "resource_limit", "crashed"]
+    status: Literal["ok", "error", "resource_limit", "crashed", "store_full", "too_large"]
     header: WorkerHeader | None = None
     error: ImportFailure | None = None
     limit: str | None = None
@@ -65,10 +73,23 @@ class Sandbox:
         """Start the fork server (preloaded) and check a worker can run."""
         self.context.set_forkserver_preload(["importer", "service.worker"])
         self.isolation = self.probe(timeout=30.0)
-        if self.isolation == "unavailable":
+        network, layers = describe_isolation(self.isolation)
+        if network == "unavailable":
             log.warning("network isolation unavailable: workers run without a network namespace of their own")
-        else:
-            log.info("workers run in their own network namespace (%s)", self.isolation)
+        if "seccomp" not in layers:
+            reason = seccomp_filter.UNAVAILABLE_REASON or "the kernel refused the filter"
+            log.warning("seccomp unavailable: workers run without their system-call filter (%s)", reason)
+        log.info("worker sandbox in effect: %s", ", ".join(layers) or "none")
+
+    @property
+    def network_isolation(self) -> str:
+        """namespace, user-namespace or unavailable, as the last probe found."""
+        return describe_isolation(self.isolation)[0]
+
+    @property
+    def worker_sandbox(self) -> list[str]:
+        """What confines a worker, as the last probe found: network-namespace, user-namespace, seccomp."""
+        return describe_isolation(self.isolation)[1]
 
     def job(self, task: Literal["import", "graph", "probe"], **details: object) -> WorkerJob:
         """A job with this service's limits."""
@@ -91,9 +112,12 @@ class Sandbox:
             process.join(timeout)
         return header.isolation
 
-    def run(self, job: WorkerJob, destinations: list[Path]) -> WorkerOutcome:
+    def run(self, job: WorkerJob, destinations: list[Path], max_bytes: int | None = None) -> WorkerOutcome:
         """Run `job` in a fresh worker; the streams of an ok answer are written
-        to `destinations`, one file each, in order."""
+        to `destinations`, one file each, in order, if they come to at most
+        `max_bytes` in all."""
+        if job.test_action and not self.settings.test_hooks:
+            raise ValueError(f"the worker's test_action is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
         started = time.monotonic()
         reader, writer = self.context.Pipe(duplex=False)
         process = self.context.Process(target=worker.main, args=(writer, job), daemon=True)
@@ -111,15 +135,24 @@ class Sandbox:
         outcome: WorkerOutcome | None = None
         broken = ""
         try:
-            outcome = _receive(reader, destinations)
+            outcome = _receive(reader, destinations, max_bytes)
+        except StreamsTooLarge as error:
+            outcome = WorkerOutcome("too_large", detail=str(error))
+        except OSError as error:
+            if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                broken = f"the worker's result was broken: {str(error)[:200]}"
+            else:
+                outcome = WorkerOutcome("store_full", detail="the store's file system is full")
         except EOFError:
             broken = "the worker ended without a complete result"
-        except (OSError, ValueError, ValidationError, WorkerProtocolError) as error:
+        except (ValueError, ValidationError, WorkerProtocolError) as error:
             broken = f"the worker's result was broken: {str(error)[:200]}"
         finally:
             reader.close()
             timer.cancel()
-        if outcome is not None and not broken:
+        if outcome is not None and outcome.status in ("store_full", "too_large"):
+            pass  # the worker may still be sending: killed below
+        elif outcome is not None and not broken:
             process.join(max(0.1, self.settings.worker_timeout - (time.monotonic() - started)))
         elif not deadline_hit.is_set():
             process.join(EXIT_GRACE_SECONDS)  # a worker that broke off is usually exiting: see how, rather than kill it
@@ -143,6 +176,8 @@ class Sandbox:
             return WorkerOutcome(
                 "resource_limit", limit="memory", detail=f"the import needed more than {self.settings.worker_memory} bytes of memory"
             )
+        if exitcode == -signal.SIGSYS:  # SCMP_ACT_KILL_PROCESS (service.seccomp_filter)
+            return WorkerOutcome("crashed", detail="the import worker was stopped by its sandbox: it made a forbidden system call (SIGSYS)")
         if exitcode is not None and exitcode < 0:
             how = (
                 f"was killed by {signal.Signals(-exitcode).name}"
@@ -154,13 +189,33 @@ class Sandbox:
         return WorkerOutcome("crashed", detail=f"the import worker {how}" + (f" ({broken})" if broken and exitcode == 0 else ""))
 
 
+def describe_isolation(isolation: str) -> tuple[str, list[str]]:
+    """A worker's report ("user-namespace+seccomp", "seccomp", "unavailable", ...)
+    as /readyz shows it: the network isolation (namespace, user-namespace or
+    unavailable) and the layers in effect (network-namespace, user-namespace, seccomp)."""
+    parts = isolation.split("+")
+    network = next((part for part in parts if part in NETWORK_ISOLATION), "unavailable")
+    layers = []
+    if network != "unavailable":
+        layers.append("network-namespace")
+    if network == "user-namespace":
+        layers.append("user-namespace")
+    if seccomp_filter.SECCOMP in parts:
+        layers.append("seccomp")
+    return network, layers
+
+
 def _kill(process: multiprocessing.process.BaseProcess) -> None:
     if process.exitcode is None:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             process.kill()
 
 
-def _receive(reader: Connection, destinations: list[Path]) -> WorkerOutcome:
+class StreamsTooLarge(Exception):
+    """The worker announced more bytes than the job may write."""
+
+
+def _receive(reader: Connection, destinations: list[Path], max_bytes: int | None) -> WorkerOutcome:
     header = WorkerHeader.model_validate_json(reader.recv_bytes(MAX_HEADER_BYTES))
     if header.status == "error":
         if header.error is None:
@@ -172,6 +227,8 @@ def _receive(reader: Connection, destinations: list[Path]) -> WorkerOutcome:
         raise WorkerProtocolError(f"unexpected status {header.status!r}")
     if len(header.streams) != len(destinations) or any(length < 0 for length in header.streams):
         raise WorkerProtocolError("the announced streams do not match the task")
+    if max_bytes is not None and sum(header.streams) > max_bytes:
+        raise StreamsTooLarge(f"the import would add {sum(header.streams)} bytes to the store, more than the {max_bytes} allowed")
     for path, length in zip(destinations, header.streams, strict=True):
         _receive_file(reader, path, length)
     return WorkerOutcome("ok", header=header)

@@ -240,13 +240,13 @@ class Settings:
         10.0, SECONDS, "seconds a client may take to send a request's headers; then the connection is closed", rule=within(0.1, 3600.0)
     )
     body_timeout: float = setting(
-        30.0, SECONDS, "seconds a request body may stay silent; then 408 and the connection is closed", rule=within(0.1, 3600.0)
+        10.0, SECONDS, "seconds a request body may stay silent; then 408 and the connection is closed", rule=within(0.1, 3600.0)
     )
     min_upload_rate: int = setting(
-        32 * KIB, SIZE, "bytes per second an upload must average once it has run 10 s; slower: 408 (0: no minimum)"
+        32 * KIB, SIZE, "bytes per second an upload must average once it has run --body-timeout seconds; slower: 408 (0: no minimum)"
     )
     max_receiving: int = setting(
-        32,
+        128,
         INT,
         "uploads whose bodies may be arriving at once; beyond that 503 (a body is received before it queues)",
         rule=within(1, 10_000),

@@ -49,7 +49,19 @@ MODEL_ID = re.compile(r"[0-9a-f]{64}")
 
 
 class StoreFullError(Exception):
-    """The model alone is larger than the store's size cap."""
+    """The store cannot hold the model: its size cap, or its file system (full,
+    or below the free-space floor with nothing left to evict)."""
+
+
+class ImportTooLargeError(Exception):
+    """One import would add more bytes to the store than it may."""
+
+
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_full(error: OSError) -> bool:
+    return error.errno in FULL_ERRNOS
 
 
 class ModelFolder:
@@ -108,26 +120,33 @@ def tree_bytes(root: Path) -> int:
 
 
 def write_file_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Temporary file, fsync (unless not `durable`), rename over `path`."""
+    """Temporary file, fsync (unless not `durable`), rename over `path`; the
+    temporary file is removed if any step fails (a full file system)."""
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     if durable:
         fsync_dir(path.parent)
 
 
 class Store:
-    def __init__(self, root: Path, max_bytes: int) -> None:
+    def __init__(self, root: Path, max_bytes: int, *, min_free: int = 0, max_import_bytes: int | None = None) -> None:
         self.root = root
         self.max_bytes = max_bytes
+        self.min_free = min_free  # bytes kept free on the file system: eviction makes room, else 507
+        self.max_import_bytes = max_import_bytes if max_import_bytes is not None else max_bytes
         self.models = root / "models"
         self.tmp = root / "tmp"
         self.process_id = uuid.uuid4().hex
@@ -179,6 +198,20 @@ class Store:
         for entry in self.tmp.iterdir():  # folders whose lock file is gone
             if entry.is_dir() and not (self.tmp / f"{entry.name}.lock").exists():
                 shutil.rmtree(entry, ignore_errors=True)
+
+    def free_bytes(self) -> int:
+        """Bytes an unprivileged writer may still use on the store's file system."""
+        info = os.statvfs(self.root)
+        return info.f_bavail * info.f_frsize
+
+    def make_room(self, keep: str | None = None) -> bool:
+        """Evict least recently used models until the file system has `min_free`
+        bytes free; False if it cannot (nothing, or nothing more, to evict)."""
+        if self.free_bytes() >= self.min_free:
+            return True
+        with self.locked():
+            self._evict(keep=keep or "", free_wanted=self.min_free)
+        return self.free_bytes() >= self.min_free
 
     def writable(self) -> bool:
         probe = self.work_root / f"probe-{uuid.uuid4().hex}"
@@ -232,7 +265,12 @@ class Store:
             return self._scan_usage()
 
     def _write_usage(self, total: int) -> None:
-        write_file_atomically(self.root / "usage", str(max(0, total)).encode(), durable=False)
+        """Best effort: the total is a cache, recomputed at start (a full file
+        system must not fail a commit that is already done)."""
+        try:
+            write_file_atomically(self.root / "usage", str(max(0, total)).encode(), durable=False)
+        except OSError as error:
+            log.warning("could not write the store's byte total: %s", error.strerror)
 
     # --- models
 
@@ -275,12 +313,23 @@ class Store:
 
     def commit(self, work: ModelFolder, model_id: str, record: StoredRecord, summary: bytes) -> bool:
         """Move the finished work folder into the store as `model_id`.
-        True if stored now, False if the model was there already."""
+        True if stored now, False if the model was there already. A full file
+        system is `StoreFullError`, as is a model over the store's cap."""
+        try:
+            return self._commit(work, model_id, record, summary)
+        except OSError as error:
+            if is_full(error):
+                raise StoreFullError("the store's file system is full") from None
+            raise
+
+    def _commit(self, work: ModelFolder, model_id: str, record: StoredRecord, summary: bytes) -> bool:
         work.record.write_bytes(record.model_dump_json().encode())
         work.summary.write_bytes(summary)
         size = tree_bytes(work.root)
         size += len(str(size + 20))
         work.lru.write_text(str(size))
+        if size > self.max_import_bytes:
+            raise ImportTooLargeError(f"the import would add {size} bytes to the store, more than the limit of {self.max_import_bytes}")
         if size > self.max_bytes:
             raise StoreFullError(f"the model takes {size} bytes, more than the store's cap of {self.max_bytes}")
         fsync_tree(work.root)
@@ -296,7 +345,7 @@ class Store:
                 raise
             fsync_dir(self.models)
             self._write_usage(self._read_usage() + size)
-            self._evict(keep=model_id)
+            self._evict(keep=model_id, free_wanted=self.min_free)
         return True
 
     def refresh_sources(self, model_id: str, files: dict[str, SourceFile]) -> None:
@@ -333,7 +382,7 @@ class Store:
             old = self._size_of(folder.root)
             write_file_atomically(folder.lru, str(old + size).encode())
             self._write_usage(self._read_usage() + size)
-            self._evict(keep=model_id)
+            self._evict(keep=model_id, free_wanted=self.min_free)
         return True
 
     def delete(self, model_id: str) -> bool:
@@ -351,10 +400,15 @@ class Store:
         shutil.rmtree(trash, ignore_errors=True)
         return True
 
-    def _evict(self, keep: str) -> None:
-        """Least recently used first, until the total is within the cap (lock held)."""
+    def _evict(self, keep: str, free_wanted: int = 0) -> None:
+        """Least recently used first, until the total is within the cap and the
+        file system has `free_wanted` bytes free (lock held)."""
         total = self._read_usage()
-        if total <= self.max_bytes:
+
+        def enough() -> bool:
+            return total <= self.max_bytes and (free_wanted == 0 or self.free_bytes() >= free_wanted)
+
+        if enough():
             return
         candidates = []
         for folder in self.models.iterdir():
@@ -366,7 +420,7 @@ class Store:
                 used = 0
             candidates.append((used, folder))
         for _, folder in sorted(candidates):
-            if total <= self.max_bytes:
+            if enough():
                 break
             size = self._size_of(folder)
             trash = self.work_root / f"evicted-{folder.name}-{uuid.uuid4().hex[:8]}"

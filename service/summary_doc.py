@@ -39,15 +39,17 @@ def _bounded(items: Iterable[Json], max_items: int) -> list[Json]:
     return kept
 
 
-def _located(tensor: Tensor, field_path: str, display_name: str, name_counts: Counter[str]) -> Json:
-    """describe_tensor, with its field path, the file named as the client
-    knows it, and how many tensors share its name (for its href)."""
+def _located(tensor: Tensor, field_path: str, name_counts: Counter[str]) -> Json:
+    """describe_tensor, with its field path, an external file named by its
+    location (a raw_data tensor's file is the model itself: no name, since the
+    name a client gave the model is that request's own), and how many tensors
+    share its name (for its href)."""
     item = describe_tensor(tensor)
     item["field_path"] = field_path
     item["shared"] = name_counts[tensor.name]
     location = item["location"]
     if tensor.source == FROM_RAW_DATA:
-        location["file"] = display_name
+        del location["file"]  # the model file itself (named by `input`, which is each request's own)
     elif tensor.source == FROM_EXTERNAL and tensor.external_data is not None:
         location["file"] = posixpath.normpath(tensor.external_data.get("location", ""))
     return item
@@ -96,8 +98,8 @@ def bounded_summary(model: OnnxModel, display_name: str, catalog: BuiltCatalog, 
         {
             "name": s.name,
             "dims": list(s.dims),
-            "values": _located(s.values, f"ModelProto.graph.sparse_initializer[{index}].values", display_name, counted),
-            "indices": _located(s.indices, f"ModelProto.graph.sparse_initializer[{index}].indices", display_name, counted),
+            "values": _located(s.values, f"ModelProto.graph.sparse_initializer[{index}].values", counted),
+            "indices": _located(s.indices, f"ModelProto.graph.sparse_initializer[{index}].indices", counted),
         }
         for index, s in enumerate(sparse)
     )
@@ -112,7 +114,7 @@ def bounded_summary(model: OnnxModel, display_name: str, catalog: BuiltCatalog, 
             "op_types": dict(op_types),
             "initializers": listed(
                 "initializers",
-                (_located(t, f"ModelProto.graph.initializer[{i}]", display_name, counted) for i, t in enumerate(initializers)),
+                (_located(t, f"ModelProto.graph.initializer[{i}]", counted) for i, t in enumerate(initializers)),
                 len(initializers),
                 max_tensors,
             ),

@@ -9,26 +9,34 @@ docs/import-rules.md §5, also on percent-decoded forms). Running byte counts: t
 part past `max_upload`, or the body past `max_upload_total`, cuts the request
 off with 413. Every file is written into the request's work folder, which the
 caller removes on every path, so nothing of a refused upload is kept. Each
-file's SHA-256 is computed while it streams.
+file's SHA-256 is computed while it streams. A silent or too slow body is a
+408 (`service.request_body`); a full file system is `StoreFullError` (507).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import posixpath
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio.to_thread
 from fastapi import Request
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
 
 from service.paths import check_relative_path
 from service.problems import ProblemError, bounded
+from service.request_body import body_chunks
+from service.settings import Settings
+from service.store import StoreFullError
 
 DEFAULT_DISPLAY_NAME = "model.onnx"
 MAX_PARTS_MARGIN = 8
+MAX_BOUNDARY_BYTES = 200  # RFC 2046 allows 70; the parser refuses more than 256
 MAX_DISPLAY_NAME = 200
 MAX_LOCATION_DEPTH = 64
 DRAIN_BYTES = 1 << 20  # read (and drop) up to this much past a limit, so the client sees the 413
@@ -164,12 +172,15 @@ def _create(path: Path, root: Path) -> int:
         raise ProblemError("bad-request", f"cannot place upload file {bounded(repr(where), 200)}: {error.strerror}") from None
 
 
-async def receive_upload(request: Request, model_path: Path, external_dir: Path, max_model: int, max_total: int, max_parts: int) -> Upload:
+async def receive_upload(request: Request, model_path: Path, external_dir: Path, settings: Settings) -> Upload:
     """Stream the multipart body of `request` to `model_path` and `external_dir` (see the module comment)."""
+    max_model, max_total, max_parts = settings.max_upload, settings.max_upload_total, settings.max_external_files
     _, options = parse_options_header(request.headers.get("content-type", ""))
     boundary = options.get(b"boundary")
     if not boundary:
         raise ProblemError("bad-request", "multipart/form-data without a boundary")
+    if len(boundary) > MAX_BOUNDARY_BYTES:
+        raise ProblemError("bad-request", f"the multipart boundary is longer than {MAX_BOUNDARY_BYTES} bytes (RFC 2046: at most 70)")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_total:
         raise ProblemError(
@@ -194,7 +205,7 @@ async def receive_upload(request: Request, model_path: Path, external_dir: Path,
         },
     )
     received = 0
-    stream = request.stream()
+    stream = body_chunks(request, settings.body_timeout, settings.min_upload_rate)
     try:
         async for chunk in stream:
             received += len(chunk)
@@ -211,6 +222,14 @@ async def receive_upload(request: Request, model_path: Path, external_dir: Path,
             await _drain(stream, DRAIN_BYTES)
             error.headers["Connection"] = "close"
         raise
+    except OSError as error:
+        writer.close()
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StoreFullError("the store's file system is full") from None
+        raise
+    except ClientDisconnect:
+        writer.close()
+        raise
     except Exception as error:  # the parser's own errors: a broken body
         writer.close()
         raise ProblemError("bad-request", f"the multipart body is malformed: {str(error)[:200]}") from None
@@ -223,12 +242,12 @@ async def receive_upload(request: Request, model_path: Path, external_dir: Path,
     return upload
 
 
-async def _drain(stream: object, limit: int) -> None:
+async def _drain(stream: AsyncIterator[bytes], limit: int) -> None:
     """Read and drop up to `limit` more bytes, so a well-behaved client that is
     still sending sees the 413 rather than a reset connection."""
     drained = 0
     try:
-        async for chunk in stream:  # type: ignore[attr-defined]
+        async for chunk in stream:
             drained += len(chunk)
             if drained > limit:
                 break

@@ -9,7 +9,12 @@ may map plus a margin: each mapping keeps a descriptor), RLIMIT_FSIZE 0 (it
 writes no file), RLIMIT_CORE 0 and RLIMIT_NPROC 0 (no children; not enforced
 for root, who is also the only user that can always unshare), after starting
 its memory watchdog (`service.memory_watch`: RLIMIT_DATA alone can leave a
-worker crawling at its limit instead of failing). Then it does its task
+worker crawling at its limit instead of failing). Last it installs its seccomp
+filter (`service.seccomp_filter`: no new sockets, no programs, no ptrace, no
+new processes or namespaces; needs no privileges) and reports what is in
+effect as its header's `isolation`: the network part ("namespace" or
+"user-namespace") and "seccomp", joined by "+", or "unavailable" for neither
+(`service.sandbox.describe_isolation` reads it back). Then it does its task
 (`service.worker_protocol`): an import sends a bounded header (the summary),
 then the tensor catalogue as a serialized SQLite database and the converted
 tensor bytes; a graph task sends the graph document. It never writes a file
@@ -24,18 +29,21 @@ import ctypes
 import gc
 import json
 import os
+import posixpath
 import resource
+import socket
+import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 
 from importer import ErrorKind, Limits, ModelImportError, OnnxModel, load_model
-from importer.errors import NOT_FOUND
-from service.catalog import build_catalog
+from service.catalog import MODEL_FILE_KEY, build_catalog
 from service.graph_json import render_graph
 from service.memory_watch import EXIT_MEMORY, watch_memory
+from service.seccomp_filter import install_worker_filter
 from service.summary_doc import bounded_summary
-from service.worker_protocol import CHUNK_BYTES, ImportFailure, WorkerHeader, WorkerJob
+from service.worker_protocol import CHANGED, CHUNK_BYTES, ImportFailure, SourceReport, WorkerHeader, WorkerJob
 
 NOFILE_MARGIN = 64
 CLONE_NEWUSER = 0x10000000
@@ -72,12 +80,15 @@ def main(connection: Connection, job: WorkerJob) -> None:
     """Do `job` and send the outcome over `connection`; then leave at once."""
     code = 0
     try:
-        isolation = isolate_network()
+        network = isolate_network()  # before the filter, which forbids unshare
         watch_memory(job.memory)  # before the limits: RLIMIT_NPROC 0 forbids new threads
         set_limits(job)
+        isolation = combine_isolation(network, install_worker_filter())
         if job.task == "probe":
             send_header(connection, WorkerHeader(status="probe", isolation=isolation))
             return
+        if job.test_action:  # test hook: try what the sandbox must stop
+            try_forbidden(job)
         if job.sleep:  # test hook: hold the worker (sleeping, or burning CPU)
             if job.spin:
                 until = time.monotonic() + job.sleep
@@ -101,6 +112,42 @@ def main(connection: Connection, job: WorkerJob) -> None:
             os._exit(code)
 
 
+def combine_isolation(network: str, seccomp: str) -> str:
+    """What is in effect ("namespace+seccomp", "user-namespace", "seccomp", ...), or "unavailable"."""
+    return "+".join(part for part in (network, seccomp) if part != "unavailable") or "unavailable"
+
+
+def try_forbidden(job: WorkerJob) -> None:
+    """Test hook (`WorkerJob.test_action`, refused by the sandbox unless test
+    hooks are on): try what the sandbox must stop. "socket": connect to
+    127.0.0.1:1; "exec": run `directory/model` (default /bin/true); "ptrace":
+    PTRACE_TRACEME; "fork": a child process; "thread": start and join a thread
+    (allowed), then go on with the task. Where the sandbox does not stop the
+    attempt, its error ends the worker (status 1) or the program runs."""
+    action = job.test_action
+    if action == "socket":
+        with socket.socket() as connection:
+            connection.connect(("127.0.0.1", 1))
+    elif action == "exec":
+        program = os.path.join(job.directory, job.model) if job.model else "/bin/true"
+        os.execv(program, [program])
+    elif action == "ptrace":
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.ptrace(0, 0, None, None) != 0:  # PTRACE_TRACEME
+            raise OSError(ctypes.get_errno(), "ptrace")
+    elif action == "fork":
+        if os.fork() == 0:
+            os._exit(0)
+    elif action == "thread":
+        thread = threading.Thread(target=lambda: None)
+        thread.start()
+        thread.join()
+        return
+    else:
+        raise ValueError(f"unknown test action {action!r}")
+    raise RuntimeError(f"test action {action!r} was not stopped")
+
+
 def send_header(connection: Connection, header: WorkerHeader) -> None:
     connection.send_bytes(header.model_dump_json(exclude_defaults=True).encode())
 
@@ -108,26 +155,27 @@ def send_header(connection: Connection, header: WorkerHeader) -> None:
 def run_task(connection: Connection, job: WorkerJob, isolation: str) -> None:
     os.chdir(job.directory)
     model_path = os.path.abspath(job.model)
-    limits = Limits(max_external_files=job.max_external_files)
+    limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
     try:
         model = load_model(model_path, external_data_dir=job.external_dir, limits=limits)
     except ModelImportError as error:
-        send_header(
-            connection,
-            WorkerHeader(
-                status="error",
-                error=ImportFailure(
-                    kind=error.kind.value,
-                    message=error.message.replace(model_path, job.display_name),  # no server paths
-                    input=job.display_name,
-                    offset=error.offset,
-                    field_path=error.field_path,
-                    missing=error.kind == ErrorKind.IO and error.reason == NOT_FOUND,
-                ),
-            ),
+        failure = ImportFailure(
+            kind=error.kind.value,
+            message=error.message.replace(model_path, job.display_name),  # no server paths
+            input=job.display_name,
+            offset=error.offset,
+            field_path=error.field_path,
+            reason=error.reason,
         )
+        send_header(connection, WorkerHeader(status="error", error=failure))
         return
     with model:
+        opened = model.owners[0].identity
+        if job.expected_model is not None and (opened is None or (opened.device, opened.inode) != job.expected_model):
+            message = "the model file changed between its check and its reading"
+            failure = ImportFailure(kind=ErrorKind.IO.value, message=message, input=job.display_name, reason=CHANGED)
+            send_header(connection, WorkerHeader(status="error", error=failure))
+            return
         if job.task == "graph":
             send_graph(connection, model, job, isolation)
         else:
@@ -144,6 +192,7 @@ def send_import(connection: Connection, model: OnnxModel, job: WorkerJob, isolat
         summary=summary,
         tensor_count=catalog.count,
         external_files=catalog.external_files,
+        sources=source_reports(model, set(catalog.external_files), job.hash_sources),
         streams=[len(catalog.database), converted_length],
     )
     send_header(connection, header)
@@ -151,9 +200,34 @@ def send_import(connection: Connection, model: OnnxModel, job: WorkerJob, isolat
     _send_chunks(connection, catalog.converted)
 
 
+def source_reports(model: OnnxModel, used: set[str], hashed: bool) -> list[SourceReport]:
+    """The model file and each external file the tensors use: identity of what
+    was read, and (if `hashed`) the SHA-256 of the bytes read."""
+    reports = []
+    for index, owner in enumerate(model.owners):
+        key = MODEL_FILE_KEY if index == 0 else posixpath.normpath(owner.name)
+        if owner.identity is None or (index and key not in used):
+            continue
+        identity = owner.identity
+        reports.append(
+            SourceReport(
+                key=key,
+                path=identity.path,
+                device=identity.device,
+                inode=identity.inode,
+                size=identity.size,
+                mtime_ns=identity.mtime_ns,
+                sha256=owner.sha256() if hashed else "",
+            )
+        )
+    return reports
+
+
 def send_graph(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
     graph = json.dumps(render_graph(model, job.model_id), allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
-    send_header(connection, WorkerHeader(status="ok", isolation=isolation, streams=[len(graph)]))
+    externals = {posixpath.normpath(owner.name) for owner in model.owners[1:]}
+    sources = source_reports(model, externals, hashed=False)
+    send_header(connection, WorkerHeader(status="ok", isolation=isolation, sources=sources, streams=[len(graph)]))
     _send_chunks(connection, [graph])
 
 

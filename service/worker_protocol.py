@@ -21,6 +21,7 @@ CHUNK_BYTES = 1 << 20
 MAX_HEADER_BYTES = 16 << 20  # the summary is bounded; this bounds a broken worker
 IMPORT_STREAMS = ("catalog", "converted")
 GRAPH_STREAMS = ("graph",)
+CHANGED = "changed"  # ImportFailure.reason: the model file is not the one the front end checked
 
 Task = Literal["import", "graph", "probe"]
 
@@ -37,8 +38,12 @@ class WorkerJob:
     external_dir: str | None = None  # default: the model's folder
     model_id: str = ""  # task "graph": the id its tensor references point into
     summary_items: int = 100  # task "import": tensors listed in the summary
+    allow_hard_links: bool = False  # accept files with several hard links
+    expected_model: tuple[int, int] | None = None  # (device, inode) the front end resolved the model path to
+    hash_sources: bool = False  # report the SHA-256 of each file read (an upload's were hashed as they arrived)
     sleep: float = 0.0  # test hook: the worker waits this long before reading
     spin: bool = False  # test hook: ... burning CPU instead of sleeping
+    test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.worker.try_forbidden)
 
 
 class ImportFailure(BaseModel):
@@ -50,7 +55,22 @@ class ImportFailure(BaseModel):
     input: str
     offset: int | None = None
     field_path: str | None = None
-    missing: bool = False  # the model file itself was not found (Io, not found)
+    reason: str | None = None  # the importer's reason token (not-found, hard-linked), or "changed"
+
+
+class SourceReport(BaseModel):
+    """A file the worker read: its identity from the descriptor it read, and the
+    SHA-256 of the bytes it read. The front end records these; it never looks
+    at the path again."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str  # "model", or the external data location (normalized)
+    path: str  # the path opened, every link resolved
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    sha256: str  # "" unless the job asked for hashes
 
 
 class WorkerHeader(BaseModel):
@@ -62,4 +82,5 @@ class WorkerHeader(BaseModel):
     summary: dict[str, Any] | None = None  # task import: the bounded summary, without the id and links
     tensor_count: int = 0
     external_files: list[str] = Field(default_factory=list, description="external locations the tensors use")
+    sources: list[SourceReport] = Field(default_factory=list, description="task import: the model file and the external files read")
     streams: list[int] = Field(default_factory=list, description="byte lengths of the streams that follow")

@@ -124,9 +124,10 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def model_id_of(model: bytes, externals: dict[str, bytes]) -> str:
-    """The documented id: SHA-256 over the model's and the external files' SHA-256s."""
-    digest = hashlib.sha256(b"onnx-import-id/1\n" + hashlib.sha256(model).hexdigest().encode() + b"\n")
+def model_id_of(model: bytes, externals: dict[str, bytes], origin: str = "upload") -> str:
+    """The documented id: SHA-256 over the origin ("upload" or "path") and the
+    model's and the external files' SHA-256s."""
+    digest = hashlib.sha256(f"onnx-import-id/2\n{origin}\n{hashlib.sha256(model).hexdigest()}\n".encode())
     for location in sorted(externals):
         digest.update(location.encode() + b"\0" + hashlib.sha256(externals[location]).hexdigest().encode() + b"\n")
     return digest.hexdigest()

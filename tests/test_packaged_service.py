@@ -21,6 +21,7 @@ holds the dependencies).
 from __future__ import annotations
 
 import contextlib
+import ctypes.util
 import os
 import re
 import shutil
@@ -394,6 +395,9 @@ def test_readiness_reports_the_sandbox(client: httpx.Client, report: list[str]) 
     body = ready.json()
     assert body["status"] == "ready" and body["fork_server"] is True and body["store_writable"] is True
     report.append(f"packaged service: worker network isolation as the unprivileged user: {body['network_isolation']}")
+    report.append(f"packaged service: worker sandbox as the unprivileged user: {', '.join(body['worker_sandbox']) or 'none'}")
+    if ctypes.util.find_library("seccomp") is not None:  # the seccomp filter needs no privileges
+        assert "seccomp" in body["worker_sandbox"], body
 
 
 def test_upload_summary_and_tensor_bytes(client: httpx.Client) -> None:

@@ -88,7 +88,7 @@ def with_query(href: str, query: str) -> str:
 def expected_id(path: str) -> str:
     model = (SAMPLES / path).read_bytes()
     externals = {k: v.read_bytes() for k, v in EXTERNAL_FILES.items()} if path.startswith("external/") else {}
-    return model_id_of(model, externals)
+    return model_id_of(model, externals, "path")
 
 
 def test_health_and_readiness(client: httpx.Client) -> None:
@@ -122,8 +122,10 @@ def test_same_upload_twice_gives_201_then_200_and_the_same_id(client: httpx.Clie
     second = upload(client, variant)
     assert (first.status_code, second.status_code) == (201, 200)
     assert first.json()["id"] == second.json()["id"] == model_id_of(variant, {})
-    # the same bytes as a server-side sample give the same id as the path import
-    assert upload(client, model).json()["id"] == expected_id("add.onnx")
+    # the same bytes as a server-side sample are stored apart from the path import (and served from the store)
+    uploaded = upload(client, model, filename="mine.onnx")
+    assert uploaded.json()["id"] == model_id_of(model, {}) != expected_id("add.onnx")
+    assert uploaded.json()["input"] == "mine.onnx"
 
 
 def test_summary_contents(client: httpx.Client) -> None:

@@ -13,7 +13,7 @@ from service.catalog import Catalog, build_catalog, slug, tensor_href
 from service.paths import check_relative_path, lexical_refusal
 from service.problems import MAX_DETAIL_CHARS, ProblemError, bounded
 from service.settings import GIB, MIB, SettingsError, load_settings, parse_size
-from service.tensors import npy_header, parse_range
+from service.tensors import entity_tags, none_match, npy_header, parse_range, range_condition_holds
 
 
 def test_sizes() -> None:
@@ -57,17 +57,34 @@ def test_test_hooks_need_the_environment_variable() -> None:
         ("bytes=5-1", None),
         ("bytes=a-b", None),
         ("bytes=-", None),
+        ("BYTES=0-9", (0, 9)),  # the unit is case-insensitive
+        ("bytes=²-", None),  # Unicode digits are not digits here (str.isdigit says they are)
+        ("bytes=0-٣", None),
+        ("bytes=-¹", None),
+        ("bytes=0-" + "9" * 5000, (0, 99)),  # a last position of any length: to the end
+        ("bytes=-" + "9" * 5000, (0, 99)),  # a suffix longer than the whole
+        ("bytes=" + "0" * 5000 + "7-8", (7, 8)),
+        ("bytes=" + "9" * 5000 + "-1", None),  # last before first: invalid
     ],
 )
 def test_ranges(header: str | None, expected: tuple[int, int] | None) -> None:
     assert parse_range(header, 100) == expected
 
 
-@pytest.mark.parametrize("header", ["bytes=100-", "bytes=-0", "bytes=200-300"])
+@pytest.mark.parametrize("header", ["bytes=100-", "bytes=-0", "bytes=200-300", "bytes=" + "9" * 5000 + "-"])
 def test_unsatisfiable_ranges(header: str) -> None:
     with pytest.raises(ProblemError) as caught:
         parse_range(header, 100)
     assert caught.value.problem.status == 416 and caught.value.headers["Content-Range"] == "bytes */100"
+
+
+def test_entity_tag_conditions() -> None:
+    assert entity_tags('"a", W/"b",, "c,d"') == [(False, '"a"'), (True, '"b"'), (False, '"c,d"')]
+    assert entity_tags('"a" "b"') is None and entity_tags("a") is None and entity_tags('W/"a') is None
+    assert none_match(['W/"t"'], '"t"') and none_match(["*"], '"t"') and none_match(['"x"', '"t"'], '"t"')
+    assert not none_match([], '"t"') and not none_match(['"x"'], '"t"') and not none_match(["W/*"], '"t"')
+    assert range_condition_holds(None, '"t"') and range_condition_holds('"t"', '"t"')
+    assert not range_condition_holds('W/"t"', '"t"') and not range_condition_holds("Mon, 30 Nov 2026 08:59:35 GMT", '"t"')
 
 
 @pytest.mark.parametrize("dims", [[], [3], [2, 3], [0, 4], [1] * 40])

@@ -1,5 +1,7 @@
 """Liveness and readiness: `/healthz` (the process answers) and `/readyz`
-(the fork server forks a limited worker, and the store is writable)."""
+(the fork server forks a limited worker, and the store is writable; it also
+reports what confines that worker: `network_isolation` and `worker_sandbox`,
+read from the worker's own report by `service.sandbox.describe_isolation`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from fastapi.responses import JSONResponse
 from service.models import Health, Readiness
 from service.openapi_doc import problem_responses
 from service.problems import ProblemError
+from service.sandbox import describe_isolation
 from service.state import ServiceDep
 
 log = logging.getLogger("service")
@@ -37,7 +40,11 @@ async def readyz(service: ServiceDep) -> JSONResponse:
     except Exception as error:
         log.warning("readiness probe failed: %s", error)
         isolation, fork_server = service.sandbox.isolation, False
+    network_isolation, worker_sandbox = describe_isolation(isolation)
     writable = await anyio.to_thread.run_sync(service.store.writable)
+    free = await anyio.to_thread.run_sync(service.store.free_bytes)
+    if free < service.settings.store_min_free:
+        raise ProblemError("not-ready", f"the store has {free} bytes free, below --store-min-free ({service.settings.store_min_free})")
     if not (fork_server and writable):
         raise ProblemError(
             "not-ready", f"fork server {'up' if fork_server else 'down'}, store {'writable' if writable else 'not writable'}"
@@ -46,8 +53,14 @@ async def readyz(service: ServiceDep) -> JSONResponse:
         status="ready",
         fork_server=fork_server,
         store_writable=writable,
-        network_isolation=isolation,
+        network_isolation=network_isolation,
+        worker_sandbox=worker_sandbox,
         imports_running=service.limiter.running,
         imports_waiting=service.limiter.admitted - service.limiter.running,
+        import_capacity=service.limiter.capacity,
+        uploads_receiving=service.limiter.receiving_now,
+        max_receiving=service.limiter.max_receiving,
+        saturated=service.limiter.saturated,
+        store_free_bytes=free,
     )
     return JSONResponse(readiness.model_dump())

@@ -19,7 +19,7 @@ from fastapi.responses import FileResponse, Response
 
 from service.cursors import decode_cursor, encode_cursor
 from service.graph_flow import graph_document
-from service.import_flow import import_path, import_upload
+from service.import_flow import import_path, import_upload, store_space
 from service.models import GraphDocument, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks, PathRequest
 from service.openapi_doc import problem_responses
 from service.problems import ProblemError, bounded
@@ -67,18 +67,17 @@ def require_model(service: Service, model_id: str) -> None:
     responses={
         200: {"model": ModelSummary, "description": "the same model was imported before (same id)"},
         201: {"description": "imported; Location: /models/{id}"},
-        **problem_responses(400, 403, 404, 413, 415, 422, 500, 503, 507),
+        **problem_responses(400, 403, 404, 408, 409, 413, 415, 422, 500, 503, 507),
     },
 )
 async def post_model(request: Request, service: ServiceDep) -> Response:
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type not in ("multipart/form-data", "application/json"):
         raise ProblemError("unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...})')
-    async with service.limiter.admission():
-        with service.store.work_folder() as work:
-            if media_type == "multipart/form-data":
-                return await import_upload(request, service, work)
-            return await import_path(request, service, work)
+    with store_space(), service.store.work_folder() as work:
+        if media_type == "multipart/form-data":
+            return await import_upload(request, service, work)
+        return await import_path(request, service, work)
 
 
 @router.api_route(

@@ -14,6 +14,7 @@ model's catalogue, in a worker thread; the bytes are served by
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Annotated, Literal
 from urllib.parse import quote
@@ -139,8 +140,8 @@ def get_tensor(
         item = record.files.get(row.file)
         if item is None:
             raise ProblemError("internal-error", "the model's record does not name the file of this tensor")
-        path = str(service.store.folder(model_id).root / item.path) if item.in_store else item.path
-        source = (path, item)
+        root = str(service.store.folder(model_id).root) if item.in_store else os.path.realpath(service.settings.data_root)
+        source = (root, item)
     return tensor_response(request, model_id, row, source, format)
 
 

@@ -1,0 +1,219 @@
+"""The workers' seccomp filter (service/seccomp_filter.py), with real processes.
+
+A real `Sandbox` (its own fork server, test hooks on) runs workers that try,
+after their sandbox is in place, what it must stop (`WorkerJob.test_action`):
+a socket, a program, ptrace, a child process. Each is stopped by SIGSYS and
+reported as a crashed worker naming the forbidden system call; the program the
+exec would have run never ran. A thread is still allowed, an import still
+works, the worker holds no socket it could use instead, signals reach only the
+worker itself, and /readyz over HTTP reports seccomp in `worker_sandbox`.
+Skipped only where libseccomp cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing.forkserver
+import os
+import socket
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from service_harness import SAMPLES, ServiceProcess
+
+from service import seccomp_filter
+from service.sandbox import Sandbox, WorkerOutcome, describe_isolation
+from service.settings import Settings
+from service.worker_protocol import WorkerJob
+
+pytestmark = pytest.mark.skipif(
+    seccomp_filter.UNAVAILABLE_REASON is not None, reason=f"no seccomp filter here: {seccomp_filter.UNAVAILABLE_REASON}"
+)
+
+STOPPED = "stopped by its sandbox: it made a forbidden system call (SIGSYS)"
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    """A started sandbox with the test hooks on (the fork server is this process's child)."""
+    started = Sandbox(Settings(test_hooks=True, worker_timeout=20.0))
+    started.start()
+    try:
+        yield started
+    finally:
+        with contextlib.suppress(Exception):  # the fork server: stopped for the modules after this one
+            multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
+
+
+def _import_job(sandbox: Sandbox, **details: object) -> WorkerJob:
+    return sandbox.job("import", directory=str(SAMPLES), model="add.onnx", display_name="add.onnx", **details)
+
+
+def _run(sandbox: Sandbox, job: WorkerJob, folder: Path) -> WorkerOutcome:
+    return sandbox.run(job, [folder / "catalog", folder / "converted"])
+
+
+def test_the_probe_reports_seccomp(sandbox: Sandbox) -> None:
+    assert "seccomp" in sandbox.isolation.split("+")
+    assert "seccomp" in sandbox.worker_sandbox
+    assert sandbox.network_isolation in ("namespace", "user-namespace", "unavailable")
+
+
+@pytest.mark.parametrize("action", ["socket", "ptrace", "fork"])
+def test_a_forbidden_call_stops_the_worker(sandbox: Sandbox, tmp_path: Path, action: str) -> None:
+    outcome = _run(sandbox, _import_job(sandbox, test_action=action), tmp_path)
+    assert outcome.status == "crashed", outcome
+    assert STOPPED in outcome.detail
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_exec_never_runs_the_program(sandbox: Sandbox, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    program = tmp_path / "program.sh"
+    program.write_text(f'#!/bin/sh\n: > "{marker}"\n')  # a shell builtin: no fork needed
+    program.chmod(program.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    subprocess.run([str(program)], check=True, timeout=30)  # the control: run unconfined, it leaves its marker
+    assert marker.exists()
+    marker.unlink()
+    job = sandbox.job("import", directory=str(tmp_path), model=program.name, display_name="program", test_action="exec")
+    outcome = sandbox.run(job, [tmp_path / "catalog", tmp_path / "converted"])
+    assert outcome.status == "crashed", outcome
+    assert STOPPED in outcome.detail
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="RLIMIT_NPROC 0 forbids a thread to any user but root, before the filter is asked")
+def test_a_thread_is_allowed(sandbox: Sandbox, tmp_path: Path) -> None:
+    outcome = _run(sandbox, _import_job(sandbox, test_action="thread"), tmp_path)
+    assert outcome.status == "ok", outcome
+
+
+def test_an_import_works_under_the_filter(sandbox: Sandbox, tmp_path: Path) -> None:
+    outcome = _run(sandbox, _import_job(sandbox), tmp_path)
+    assert outcome.status == "ok", outcome
+    assert outcome.header is not None and "seccomp" in outcome.header.isolation.split("+")
+    assert (tmp_path / "catalog").stat().st_size > 0
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.extend(int(child) for child in (task / "children").read_text().split())
+    return found
+
+
+def test_the_worker_holds_no_socket(sandbox: Sandbox, tmp_path: Path) -> None:
+    """The filter lets `sendmsg` and the like through; they find no socket to use."""
+    result: list[WorkerOutcome] = []
+    running = threading.Thread(target=lambda: result.append(_run(sandbox, _import_job(sandbox, sleep=3.0), tmp_path)))
+    running.start()
+    try:
+        deadline = time.monotonic() + 10
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline:
+            workers = [worker for server in _children(os.getpid()) for worker in _children(server)]
+            time.sleep(0.02)
+        assert workers, "no worker appeared"
+        targets = [os.readlink(link) for link in Path(f"/proc/{workers[0]}/fd").iterdir()]
+        assert targets and not [target for target in targets if target.startswith("socket:")], targets
+    finally:
+        running.join()
+    assert result and result[0].status == "ok", result
+
+
+def _in_filtered_child(check: str) -> int:
+    """Fork this process; the child installs the filter, runs `check` and
+    exits 0 if it held. The child's exit code (negative: its signal)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        code = 3
+        try:
+            code = 2 if seccomp_filter.install_worker_filter() != "seccomp" else (0 if _check(check) else 1)
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _check(check: str) -> bool:
+    if check == "signal-self":
+        os.kill(os.getpid(), 0)
+        return True
+    if check == "signal-other":
+        try:
+            os.kill(os.getppid(), 0)
+        except PermissionError:
+            return True
+        return False
+    if check == "socket":
+        socket.socket()
+    return False
+
+
+def test_signals_reach_only_the_worker_itself() -> None:
+    assert _in_filtered_child("signal-self") == 0
+    assert _in_filtered_child("signal-other") == 0  # EPERM: the front end, the fork server, other workers
+    assert _in_filtered_child("socket") == -31  # SIGSYS
+
+
+def test_isolation_reports_are_read_back() -> None:
+    assert describe_isolation("namespace+seccomp") == ("namespace", ["network-namespace", "seccomp"])
+    assert describe_isolation("user-namespace+seccomp") == ("user-namespace", ["network-namespace", "user-namespace", "seccomp"])
+    assert describe_isolation("seccomp") == ("unavailable", ["seccomp"])
+    assert describe_isolation("namespace") == ("namespace", ["network-namespace"])
+    assert describe_isolation("unavailable") == ("unavailable", [])
+
+
+def test_the_test_action_needs_the_test_hooks(tmp_path: Path) -> None:
+    hookless = Sandbox(Settings())
+    with pytest.raises(ValueError, match="test hook"):
+        _run(hookless, _import_job(hookless, test_action="socket"), tmp_path)
+
+
+def test_readiness_reports_seccomp_over_http(tmp_path: Path) -> None:
+    service = ServiceProcess(tmp_path / "store", SAMPLES).start()
+    try:
+        with service.client() as client:
+            body = client.get("/readyz").json()
+    finally:
+        service.stop()
+    assert "seccomp" in body["worker_sandbox"], body
+    assert body["network_isolation"] in ("namespace", "user-namespace", "unavailable")
+    assert ("network-namespace" in body["worker_sandbox"]) == (body["network_isolation"] != "unavailable")
+    assert "worker sandbox in effect: " in service.log.read_text()
+
+
+CONTAINER_PROFILE = """\
+# Installed at interpreter start (PYTHONPATH): what a container runtime's
+# default seccomp profile does to a process without CAP_SYS_ADMIN.
+import errno
+
+import pyseccomp
+
+profile = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+for name in ("unshare", "setns"):
+    profile.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+profile.load()
+"""
+
+
+def test_seccomp_holds_where_no_namespace_can_be_made(tmp_path: Path) -> None:
+    """As under Docker's default profile: unshare refused, the workers still filter themselves."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(CONTAINER_PROFILE)
+    service = ServiceProcess(tmp_path / "store", SAMPLES, env={"PYTHONPATH": str(site)}).start()
+    try:
+        with service.client() as client:
+            body = client.get("/readyz").json()
+            imported = client.post("/models", json={"path": "add.onnx"})
+    finally:
+        service.stop()
+    assert body["network_isolation"] == "unavailable" and body["worker_sandbox"] == ["seccomp"], body
+    assert imported.status_code in (200, 201), imported.text
