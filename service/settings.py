@@ -119,6 +119,7 @@ class Kind(Generic[T]):
 TEXT: Kind[str] = Kind(str, str)
 LEVEL: Kind[str] = Kind(str.lower, str)
 PATH: Kind[Path] = Kind(Path, str)
+OPTIONAL_PATH: Kind[Path | None] = Kind(lambda text: Path(text) if text else None, lambda path: "" if path is None else str(path))
 INT: Kind[int] = Kind(_parse_int, str)
 SIZE: Kind[int] = Kind(parse_size, format_size)
 SECONDS: Kind[float] = Kind(_parse_seconds, _number)
@@ -251,7 +252,23 @@ class Settings:
         "uploads whose bodies may be arriving at once; beyond that 503 (a body is received before it queues)",
         rule=within(1, 10_000),
     )
+    api_keys: Path | None = setting(  # noqa: RUF009
+        None,
+        OPTIONAL_PATH,
+        "TOML file of API keys ([[key]] with sha256, tenant, scopes); reloaded on SIGHUP. Without it: one anonymous tenant",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"),
+        shown="none (anonymous)",
+    )
+    allow_anonymous: bool = setting(
+        False,
+        SWITCH,
+        "without --api-keys, serve anonymously on a non-loopback address too (refused at start otherwise)",
+        shown="off",
+    )
     log_level: str = setting("info", LEVEL, f"{', '.join(LOG_LEVELS)}; debug also logs each request", rule=one_of(*LOG_LEVELS))
+    log_format: str = setting(
+        "text", LEVEL, "text, or json (one JSON object per line: requests, audit events)", rule=one_of("text", "json")
+    )
     debug_worker_sleep: float = setting(
         0.0,
         SECONDS,

@@ -32,6 +32,8 @@ SETTINGS_PARAGRAPH = "Every setting is a flag and an `ONNX_SERVICE_<NAME>` varia
 ABSENT_FROM_CONFIGMAP = {
     "ONNX_SERVICE_DEBUG_WORKER_SLEEP": "a test hook: never in a deployment",
     "ONNX_SERVICE_TEST_HOOKS": "turns the test hooks on: never in a deployment",
+    "ONNX_SERVICE_API_KEYS": "set by the Deployment (the key file is a mounted Secret) and by compose from the host's variable",
+    "ONNX_SERVICE_ALLOW_ANONYMOUS": "never on a cluster; compose sets it for its loopback-only port",
 }
 
 
