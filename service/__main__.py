@@ -1,22 +1,81 @@
-"""`python -m service`: parse the settings, then serve the app with uvicorn.
+"""`python -m service`: parse the settings, then serve the app with uvicorn;
+`python -m service keygen --tenant T --scopes import,read`: make an API key.
 
 Owns the process start: settings errors end the process with status 2 and a
-one-line message; thread pools of the numeric libraries are pinned to one
-thread before anything imports them (the fork server inherits that); uvicorn
-serves with the hardened h11 protocol of `service.http_protocol` (the header
-deadline `--header-timeout`, strict request framing).
+one-line message, and so does anonymous access on an address other than the
+loopback (without `--api-keys` it needs `--allow-anonymous` there); thread
+pools of the numeric libraries are pinned to one thread before anything
+imports them (the fork server inherits that); logs are text or JSON lines
+(`--log-format`); uvicorn serves with the hardened h11 protocol of
+`service.http_protocol` (the header deadline `--header-timeout`, strict
+request framing). `keygen` prints the new secret once on standard error, and
+on standard output the `[[key]]` table to add to the key file (which holds only
+the secret's SHA-256), then SIGHUP makes the service read it again.
 """
 
 from __future__ import annotations
 
-import logging
+import argparse
+import ipaddress
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+LOOPBACK_NAMES = ("localhost", "ip6-localhost")
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def anonymous_refusal(settings: Settings) -> str | None:
+    """Why the service must not start as configured, or None: anonymous access
+    (no --api-keys) on an address other than the loopback needs --allow-anonymous."""
+    if settings.api_keys is not None or settings.allow_anonymous or is_loopback(settings.host):
+        return None
+    return (
+        f"refusing to serve {settings.host!r} without API keys: anyone who reaches it could read and import "
+        "every model. Give --api-keys FILE (make keys with `python -m service keygen --tenant NAME`), bind a loopback "
+        "address (--host 127.0.0.1), or accept anonymous access with --allow-anonymous."
+    )
+
+
+def keygen(argv: list[str]) -> int:
+    from service.api_keys import SCOPES, KeyFileError, new_key
+
+    parser = argparse.ArgumentParser(
+        prog="python -m service keygen", description="Make an API key: the secret once, and its [[key]] table."
+    )
+    parser.add_argument("--tenant", required=True, help="the tenant the key acts for")
+    parser.add_argument("--scopes", default=",".join(SCOPES), help=f"comma-separated, among {', '.join(SCOPES)} (default: all)")
+    arguments = parser.parse_args(argv)
+    try:
+        secret, table = new_key(arguments.tenant, [scope.strip() for scope in arguments.scopes.split(",") if scope.strip()])
+    except KeyFileError as error:
+        print(f"python -m service keygen: {error}", file=sys.stderr)
+        return 2
+    # The table on stdout (append it to the key file), the secret on stderr only:
+    # `keygen >> keys.toml` never writes the secret into the file.
+    print(f"secret (shown once; clients send Authorization: Bearer <secret>): {secret}", file=sys.stderr)
+    print(table, end="")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["keygen"]:
+        return keygen(argv[1:])
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(variable, "1")
+    from service.api_keys import KeyFileError
     from service.settings import SettingsError, load_settings
 
     try:
@@ -24,21 +83,31 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as error:
         print(f"python -m service: {error}", file=sys.stderr)
         return 2
+    refusal = anonymous_refusal(settings)
+    if refusal is not None:
+        print(f"python -m service: {refusal}", file=sys.stderr)
+        return 2
 
     import uvicorn
 
     from service.app import create_app
     from service.http_protocol import protocol_class
+    from service.log_format import configure_logging
 
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings)
+    uvicorn_logging = configure_logging(settings.log_level, settings.log_format)
+    try:
+        app = create_app(settings)
+    except KeyFileError as error:
+        print(f"python -m service: --api-keys: {error}", file=sys.stderr)
+        return 2
     uvicorn.run(
         app,
         host=settings.host,
         port=settings.port,
         http=protocol_class(settings.header_timeout),
         log_level=settings.log_level,
-        access_log=settings.log_level == "debug",
+        log_config=uvicorn_logging,
+        access_log=False,  # service.request_log writes one line per request
     )
     return 0
 

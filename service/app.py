@@ -1,26 +1,32 @@
 """The application factory: assembles the service, nothing more.
 
 Owns `create_app(settings)`: the parts (`service.state.Service`: store,
-sandbox, import limiter), their start and stop (lifespan), the problem
-handlers, the middleware (`X-Content-Type-Options: nosniff` on every
-response; a client gone mid-request logged once at INFO), the routers
+sandbox, import limiter, API keys, metrics), their start and stop (lifespan;
+SIGHUP reloads the key file), the problem handlers, the middleware (the
+request log and request id, outermost; `X-Content-Type-Options: nosniff` on
+every response; a client gone mid-request logged once at INFO), the routers
 (`service.routes`: models, tensors, health) and the OpenAPI document with
 problems under `application/problem+json`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import signal
 from collections.abc import AsyncIterator
 
 import anyio.to_thread
 from fastapi import FastAPI
 
+from service.api_keys import KeyFileError, KeyRing
 from service.http_protocol import NoSniffMiddleware
 from service.limiter import ImportLimiter
+from service.metrics import Metrics
 from service.openapi_doc import openapi_with_problems
 from service.problems import DisconnectMiddleware, install_problem_handlers
+from service.request_log import RequestLogMiddleware
 from service.routes import health, models, tensors
 from service.sandbox import Sandbox
 from service.settings import Settings
@@ -34,15 +40,29 @@ def create_app(settings: Settings) -> FastAPI:
     store = Store(settings.store, settings.store_max_bytes, min_free=settings.store_min_free, max_import_bytes=settings.max_import_bytes)
     sandbox = Sandbox(settings)
     limiter = ImportLimiter(settings.workers, settings.queue, settings.max_receiving)
+    keys = KeyRing(settings.api_keys)  # a broken key file refuses the start (KeyFileError)
+    metrics = Metrics(store, lambda: limiter)
+
+    def reload_keys() -> None:
+        try:
+            keys.reload()
+        except KeyFileError as error:
+            log.error("SIGHUP: the key file was not reloaded, the keys in force stay: %s", error)
+        else:
+            log.info("SIGHUP: %d API keys loaded from %s", len(keys.keys), keys.path)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store.open()
         await anyio.to_thread.run_sync(sandbox.start)
-        app.state.service = Service(settings, store, sandbox, limiter)
+        app.state.service = Service(settings, store, sandbox, limiter, keys, metrics)
+        if not keys.anonymous:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys)
         log.info(
-            "ready: data root %s, store %s, %d workers, queue %d", settings.data_root, settings.store, settings.workers, settings.queue
-        )
+            "ready: data root %s, store %s, %d workers, queue %d, %s",
+            settings.data_root, settings.store, settings.workers, settings.queue,
+            f"{len(keys.keys)} API keys" if not keys.anonymous else "anonymous (no API keys)",
+        )  # fmt: skip
         try:
             yield
         finally:
@@ -56,7 +76,8 @@ def create_app(settings: Settings) -> FastAPI:
     )
     install_problem_handlers(app)
     app.add_middleware(DisconnectMiddleware)
-    app.add_middleware(NoSniffMiddleware)  # added last: the outermost of the two
+    app.add_middleware(NoSniffMiddleware)
+    app.add_middleware(RequestLogMiddleware, metrics=metrics)  # added last: the outermost
     app.include_router(models.router)
     app.include_router(tensors.router)
     app.include_router(health.router)

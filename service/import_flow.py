@@ -22,8 +22,11 @@ the store:
    which must all be used; a path counts the external files its tensors
    use); and each source file's identity (size, mtime, inode);
 4. commit the work folder to the store (`Store.commit`) with its record and
-   summary, and answer with the summary: 201, or 200 if that id was stored.
-   The summary's `input` is the name this request gave the model.
+   summary, and give the caller's tenant its record of the model; answer
+   with the summary: 201, or 200 if this tenant held that id already (content
+   another tenant holds is imported like new: a worker runs and the answer is
+   201, so nothing tells a tenant what others imported). The summary's
+   `input` is the name this request gave the model.
 
 The front end never parses model bytes; what it reads of the worker's answer
 is bounded (the summary), the rest it copies to files. A full store file
@@ -55,10 +58,12 @@ from service.paths import relative_below, resolve_under_root
 from service.problems import ProblemError, bounded, import_problem
 from service.record import SourceFile, StoredRecord
 from service.request_body import body_chunks
+from service.request_context import current_request
 from service.sandbox import WorkerOutcome
 from service.state import Service
 from service.store import ImportTooLargeError, ModelFolder, StoreFullError, is_full
 from service.summary_doc import finish_summary
+from service.tenant_index import TenantRecord
 from service.uploads import Upload, receive_upload
 from service.worker_protocol import IMPORT_STREAMS, ImportFailure, SourceReport, WorkerHeader, WorkerJob
 
@@ -168,14 +173,16 @@ async def receive(request: Request, service: Service, work: ModelFolder) -> Uplo
     return upload
 
 
-async def import_upload(request: Request, service: Service, work: ModelFolder) -> Response:
+async def import_upload(request: Request, service: Service, work: ModelFolder, tenant: str) -> Response:
     upload = await receive(request, service, work)
     assert upload.model is not None
     uploaded = sum(staged.size for staged in [upload.model, *upload.externals])
     async with service.limiter.admission():
         model_id = model_id_of("upload", upload.model.sha256, [(e.location, e.sha256) for e in upload.externals])
-        if service.store.has(model_id):
+        if service.store.visible(tenant, model_id):  # this tenant's own, again
             return await stored_summary(service, model_id, 200, upload.display_name)
+        # Content another tenant holds is imported like new (a worker runs, the
+        # answer is 201): neither the status nor the time says it existed.
         sleep, spin = test_hold(request, service)
         job = service.sandbox.job(
             "import",
@@ -199,7 +206,8 @@ async def import_upload(request: Request, service: Service, work: ModelFolder) -
         for location in header.external_files:
             files[location] = _source(reports[location], work.relative(work.upload_external / location), True)
         await test_pause(request, service)
-        return await commit(service, work, model_id, header, files, upload.display_name, upload.model.size, upload.model.sha256)
+        owner = TenantRecord(tenant=tenant, input=upload.display_name, created_ns=time.time_ns())
+        return await commit(service, work, model_id, header, files, owner, upload.model.size, upload.model.sha256)
 
 
 async def read_path_request(request: Request, service: Service) -> PathRequest:
@@ -214,7 +222,7 @@ async def read_path_request(request: Request, service: Service) -> PathRequest:
         raise RequestValidationError(error.errors(include_url=False, include_input=False)) from None
 
 
-async def import_path(request: Request, service: Service, work: ModelFolder) -> Response:
+async def import_path(request: Request, service: Service, work: ModelFolder, tenant: str) -> Response:
     wanted = await read_path_request(request, service)
     data_root = os.path.realpath(service.settings.data_root)
     resolved = resolve_under_root(data_root, wanted.path)
@@ -250,8 +258,10 @@ async def import_path(request: Request, service: Service, work: ModelFolder) -> 
         await test_pause(request, service)
         if service.store.has(model_id):
             await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
+        if service.store.visible(tenant, model_id):
             return await stored_summary(service, model_id, 200, wanted.path)
-        return await commit(service, work, model_id, header, files, wanted.path, reports[MODEL_FILE_KEY].size, model_sha)
+        owner = TenantRecord(tenant=tenant, input=wanted.path, created_ns=time.time_ns())
+        return await commit(service, work, model_id, header, files, owner, reports[MODEL_FILE_KEY].size, model_sha)
 
 
 async def commit(
@@ -260,10 +270,12 @@ async def commit(
     model_id: str,
     header: WorkerHeader,
     files: dict[str, SourceFile],
-    display_name: str,
+    owner: TenantRecord,
     model_size: int,
     model_sha256: str,
 ) -> Response:
+    """Store the work folder (unless that content is stored) and give the
+    tenant its record: 201 when the model is new for the tenant."""
     assert header.summary is not None and len(header.streams) == len(IMPORT_STREAMS)
     if header.streams[1]:
         info = os.stat(work.converted)
@@ -273,7 +285,7 @@ async def commit(
     summary = finish_summary(header.summary, model_id, model_size, model_sha256)
     record = StoredRecord(
         id=model_id,
-        input=display_name,
+        input=owner.input,
         created_ns=time.time_ns(),
         model_size=model_size,
         model_sha256=model_sha256,
@@ -281,8 +293,8 @@ async def commit(
         files=files,
     )
     body = _json_bytes(summary)
-    created = await anyio.to_thread.run_sync(service.store.commit, work, model_id, record, body)
-    return await stored_summary(service, model_id, 201 if created else 200, display_name)
+    created = await anyio.to_thread.run_sync(service.store.commit, work, model_id, record, body, owner)
+    return await stored_summary(service, model_id, 201 if created else 200, owner.input)
 
 
 def _json_bytes(document: object) -> bytes:
@@ -292,6 +304,8 @@ def _json_bytes(document: object) -> bytes:
 async def stored_summary(service: Service, model_id: str, status: int, display_name: str) -> Response:
     """The stored summary as the answer to a POST, under the name this request
     gave the model (another client's name for the same bytes is never shown)."""
+    if (info := current_request()) is not None:
+        info.model_id = model_id
     folder = service.store.folder(model_id)
     try:
         body = await anyio.to_thread.run_sync(folder.summary.read_bytes)

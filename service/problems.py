@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.request_context import current_request
 from service.worker_protocol import ImportFailure
 
 PROBLEM_BASE = "https://onnx-import.example/problems/"
@@ -86,6 +87,8 @@ KIND_SLUGS = {
 PROBLEMS = IMPORT_PROBLEMS | _types(
     ("bad-request", "The request is not well formed", 400),
     ("path-refused", "The path is not a relative path inside the data root", 400),
+    ("unauthorized", "No valid credentials: send Authorization: Bearer <secret>", 401),
+    ("forbidden", "The credentials do not allow this", 403),
     ("path-forbidden", "The path leads outside the data root or to something that is not a regular file", 403),
     ("not-found", "No such resource", 404),
     ("method-not-allowed", "The method is not allowed on this resource", 405),
@@ -162,6 +165,9 @@ def problem_response(request: Request, error: ProblemError) -> JSONResponse:
         "instance": bounded(request.url.path, MAX_INSTANCE_CHARS),
     }
     body.update(error.extensions)
+    info = current_request()
+    if info is not None:
+        body["request_id"] = info.request_id
     headers = NOSNIFF | error.headers
     return JSONResponse(body, status_code=error.problem.status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
 

@@ -1,7 +1,7 @@
 """The service's parts, as the routes reach them: `ServiceDep`.
 
-Owns `Service` (settings, store, sandbox, import limiter, the graph renders
-under way in this process and the catalogues kept open) and the FastAPI dependency that hands it
+Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics,
+the graph renders under way in this process and the catalogues kept open) and the FastAPI dependency that hands it
 to a route (`ServiceDep`), set up by the app's lifespan.
 """
 
@@ -13,8 +13,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from service.api_keys import KeyRing
 from service.catalog import OpenCatalogs
 from service.limiter import ImportLimiter
+from service.metrics import Metrics
 from service.sandbox import Sandbox
 from service.settings import Settings
 from service.store import Store
@@ -26,6 +28,8 @@ class Service:
     store: Store
     sandbox: Sandbox
     limiter: ImportLimiter
+    keys: KeyRing
+    metrics: Metrics
     graph_renders: dict[str, asyncio.Future[None]] = field(default_factory=dict)
     catalogs: OpenCatalogs = field(default_factory=OpenCatalogs)
 

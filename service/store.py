@@ -10,6 +10,8 @@ writes a path into the store):
     models/<id>/files/...       an uploaded model (model.onnx) and its external data (external/...)
     models/<id>/lru             its mtime is the model's last use; it holds the
                                 bytes the model takes in the store (decimal)
+    tenants/<T>/<id>.json       tenant T holds model <id> (`service.tenant_index`):
+                                content is shared, visibility is per tenant
     tmp/<process>/...         work folders of one live service process
     tmp/<process>.lock        held (flock) while that process lives
     lock, usage               flock for commits and eviction; the byte total
@@ -31,21 +33,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import heapq
 import logging
 import os
-import re
 import shutil
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from service.record import SourceFile, StoredRecord
+from service.store_files import MODEL_ID, fsync_dir, fsync_path, fsync_tree, tree_bytes, write_file_atomically
+from service.tenant_index import TenantIndex, TenantRecord
 
 log = logging.getLogger("service.store")
-
-MODEL_ID = re.compile(r"[0-9a-f]{64}")
 
 
 class StoreFullError(Exception):
@@ -84,69 +83,13 @@ class ModelFolder:
         return str(path.relative_to(self.root))
 
 
-_FSYNC_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fsync")
-
-
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_tree(root: Path) -> None:
-    """fsync every file and folder under `root` (and `root`), several at once
-    (the file system commits concurrent fsyncs together: one journal commit
-    instead of one per file)."""
-    paths: list[str] = []
-    for folder, _, files in os.walk(root):
-        paths.extend(os.path.join(folder, name) for name in files)
-        paths.append(folder)
-    for _ in _FSYNC_POOL.map(_fsync_path, paths):
-        pass
-
-
-def fsync_dir(path: Path) -> None:
-    _fsync_path(str(path))
-
-
-def tree_bytes(root: Path) -> int:
-    total = 0
-    for folder, _, files in os.walk(root):
-        for name in files:
-            total += os.lstat(os.path.join(folder, name)).st_size
-    return total
-
-
-def write_file_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Temporary file, fsync (unless not `durable`), rename over `path`; the
-    temporary file is removed if any step fails (a full file system)."""
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    if durable:
-        fsync_dir(path.parent)
-
-
 class Store:
     def __init__(self, root: Path, max_bytes: int, *, min_free: int = 0, max_import_bytes: int | None = None) -> None:
         self.root = root
         self.max_bytes = max_bytes
         self.min_free = min_free  # bytes kept free on the file system: eviction makes room, else 507
         self.max_import_bytes = max_import_bytes if max_import_bytes is not None else max_bytes
+        self.tenants = TenantIndex(root / "tenants")
         self.models = root / "models"
         self.tmp = root / "tmp"
         self.process_id = uuid.uuid4().hex
@@ -158,6 +101,7 @@ class Store:
     def open(self) -> None:
         self.models.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(parents=True, exist_ok=True)
+        self.tenants.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.tmp / f"{self.process_id}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._process_lock_fd = fd
@@ -258,6 +202,10 @@ class Store:
         except (OSError, ValueError):
             return 0
 
+    def usage(self) -> int:
+        """Bytes the stored models take (the cached total)."""
+        return self._read_usage()
+
     def _read_usage(self) -> int:
         try:
             return int((self.root / "usage").read_text())
@@ -295,34 +243,51 @@ class Store:
         with contextlib.suppress(OSError, KeyError):
             os.utime(self.folder(model_id).lru)
 
-    def list_models(self, before: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
-        """(commit time in ns, id) of up to `limit` models, newest first, older
-        than `before`. One directory scan and a stat per model."""
-        found: list[tuple[int, str]] = []
-        with os.scandir(self.models) as entries:
-            for entry in entries:
-                if not MODEL_ID.fullmatch(entry.name):
-                    continue
-                try:
-                    committed = os.stat(os.path.join(entry.path, "summary.json")).st_mtime_ns  # written once, at commit
-                except OSError:
-                    continue
-                if before is None or (committed, entry.name) < before:
-                    found.append((committed, entry.name))
-        return heapq.nlargest(limit, found)
+    def list_models(self, tenant: str, before: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
+        """(when the tenant imported it, in ns; id) of up to `limit` of the
+        tenant's models, newest first, older than `before`."""
+        found = self.tenants.newest(tenant, before, limit)
+        return [(recorded, model_id) for recorded, model_id in found if self.has(model_id)]
 
-    def commit(self, work: ModelFolder, model_id: str, record: StoredRecord, summary: bytes) -> bool:
-        """Move the finished work folder into the store as `model_id`.
-        True if stored now, False if the model was there already. A full file
-        system is `StoreFullError`, as is a model over the store's cap."""
+    def visible(self, tenant: str, model_id: str) -> bool:
+        """The tenant holds the model (its own record) and its content is stored."""
+        return self.tenants.holds(tenant, model_id) and self.has(model_id)
+
+    def attach(self, owner: TenantRecord, model_id: str) -> bool:
+        """Give a tenant its record of stored content; True if it is new for
+        the tenant, False if it held it already. Raises KeyError if the content
+        is gone (evicted meanwhile)."""
+        with self.locked():
+            if not self.has(model_id):
+                raise KeyError(model_id)
+            return self.tenants.add(owner, model_id)
+
+    def release(self, tenant: str, model_id: str) -> bool:
+        """The tenant's DELETE: its record goes, and the content when no other
+        tenant holds it. False if the tenant did not hold the model."""
+        with self.locked():
+            if not self.tenants.remove(tenant, model_id):
+                return False
+            if self.tenants.held_by_anyone(model_id):
+                return True
+            trash = self._remove_content(model_id)
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
+        return True
+
+    def commit(self, work: ModelFolder, model_id: str, record: StoredRecord, summary: bytes, owner: TenantRecord) -> bool:
+        """Move the finished work folder into the store as `model_id` (unless
+        that content is there already) and give `owner`'s tenant its record.
+        True if the model is new for the tenant. A full file system is
+        `StoreFullError`, as is a model over the store's cap."""
         try:
-            return self._commit(work, model_id, record, summary)
+            return self._commit(work, model_id, record, summary, owner)
         except OSError as error:
             if is_full(error):
                 raise StoreFullError("the store's file system is full") from None
             raise
 
-    def _commit(self, work: ModelFolder, model_id: str, record: StoredRecord, summary: bytes) -> bool:
+    def _commit(self, work: ModelFolder, model_id: str, record: StoredRecord, summary: bytes, owner: TenantRecord) -> bool:
         work.record.write_bytes(record.model_dump_json().encode())
         work.summary.write_bytes(summary)
         size = tree_bytes(work.root)
@@ -335,18 +300,13 @@ class Store:
         fsync_tree(work.root)
         target = self.models / model_id
         with self.locked():
-            if target.exists():
-                return False
-            try:
+            if not target.exists():
                 os.rename(work.root, target)
-            except OSError as error:
-                if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                    return False
-                raise
-            fsync_dir(self.models)
-            self._write_usage(self._read_usage() + size)
+                fsync_dir(self.models)
+                self._write_usage(self._read_usage() + size)
+            created = self.tenants.add(owner, model_id)
             self._evict(keep=model_id, free_wanted=self.min_free)
-        return True
+        return created
 
     def refresh_sources(self, model_id: str, files: dict[str, SourceFile]) -> None:
         """The same content was imported again from the data root: record the
@@ -371,7 +331,7 @@ class Store:
         False if the model is gone meanwhile."""
         folder = self.folder(model_id)
         size = graph.stat().st_size
-        _fsync_path(str(graph))
+        fsync_path(str(graph))
         with self.locked():
             if not folder.record.is_file():
                 return False
@@ -385,20 +345,18 @@ class Store:
             self._evict(keep=model_id, free_wanted=self.min_free)
         return True
 
-    def delete(self, model_id: str) -> bool:
-        """Remove a stored model (its folder only: nothing under the data root). False if absent."""
+    def _remove_content(self, model_id: str) -> Path | None:
+        """Move a model's folder out of models/ (lock held); the trash to delete, or None."""
         folder = self.folder(model_id)
-        with self.locked():
-            size = self._size_of(folder.root)
-            trash = self.work_root / f"deleted-{model_id}-{uuid.uuid4().hex[:8]}"
-            try:
-                os.rename(folder.root, trash)
-            except FileNotFoundError:
-                return False
-            fsync_dir(self.models)
-            self._write_usage(self._read_usage() - size)
-        shutil.rmtree(trash, ignore_errors=True)
-        return True
+        size = self._size_of(folder.root)
+        trash = self.work_root / f"deleted-{model_id}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(folder.root, trash)
+        except FileNotFoundError:
+            return None
+        fsync_dir(self.models)
+        self._write_usage(self._read_usage() - size)
+        return trash
 
     def _evict(self, keep: str, free_wanted: int = 0) -> None:
         """Least recently used first, until the total is within the cap and the
@@ -429,6 +387,7 @@ class Store:
             except OSError:
                 continue
             shutil.rmtree(trash, ignore_errors=True)
+            self.tenants.forget(folder.name)
             total -= size
             log.info("evicted model %s (%d bytes) from the store", folder.name, size)
         fsync_dir(self.models)

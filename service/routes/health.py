@@ -9,7 +9,7 @@ import logging
 
 import anyio.to_thread
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from service.models import Health, Readiness
 from service.openapi_doc import problem_responses
@@ -64,3 +64,9 @@ async def readyz(service: ServiceDep) -> JSONResponse:
         store_free_bytes=free,
     )
     return JSONResponse(readiness.model_dump())
+
+
+@router.get("/metrics", summary="Prometheus metrics (text exposition format); no token needed", response_class=Response)
+async def metrics(service: ServiceDep) -> Response:
+    body, content_type = await anyio.to_thread.run_sync(service.metrics.exposition)
+    return Response(body, media_type=content_type)

@@ -10,22 +10,28 @@ under the data root). Every GET also answers HEAD.
 
 from __future__ import annotations
 
+import logging
+import time
 from datetime import UTC, datetime
 from typing import Annotated
 
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, Response
+from starlette.requests import ClientDisconnect
 
+from service.auth import DeleteCaller, ImportCaller, ReadCaller
 from service.cursors import decode_cursor, encode_cursor
 from service.graph_flow import graph_document
-from service.import_flow import import_path, import_upload, store_space
+from service.import_flow import import_path, import_upload, store_space, stored_summary
 from service.models import GraphDocument, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks, PathRequest
 from service.openapi_doc import problem_responses
 from service.problems import ProblemError, bounded
+from service.request_context import current_request
 from service.state import Service, ServiceDep
 
 router = APIRouter(tags=["models"])
+audit = logging.getLogger("service.audit")
 MAX_PAGE = 1000
 
 UPLOAD_BODY = {
@@ -52,10 +58,13 @@ UPLOAD_BODY = {
 }
 
 
-def require_model(service: Service, model_id: str) -> None:
-    """404 unless stored (a stat, not a parse)."""
-    if not service.store.has(model_id):
+def require_model(service: Service, tenant: str, model_id: str) -> None:
+    """404 unless the tenant holds the model and it is stored (two stats, no
+    parse); another tenant's model is a 404 like a missing one."""
+    if not service.store.visible(tenant, model_id):
         raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
+    if (info := current_request()) is not None:
+        info.model_id = model_id
 
 
 @router.post(
@@ -65,19 +74,40 @@ def require_model(service: Service, model_id: str) -> None:
     summary="Import a model (multipart upload, or JSON path under the data root)",
     openapi_extra=UPLOAD_BODY,
     responses={
-        200: {"model": ModelSummary, "description": "the same model was imported before (same id)"},
+        200: {"model": ModelSummary, "description": "this tenant imported the same model before (same id)"},
         201: {"description": "imported; Location: /models/{id}"},
-        **problem_responses(400, 403, 404, 408, 409, 413, 415, 422, 500, 503, 507),
+        **problem_responses(400, 401, 403, 404, 408, 409, 413, 415, 422, 500, 503, 507),
     },
 )
-async def post_model(request: Request, service: ServiceDep) -> Response:
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type not in ("multipart/form-data", "application/json"):
-        raise ProblemError("unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...})')
-    with store_space(), service.store.work_folder() as work:
-        if media_type == "multipart/form-data":
-            return await import_upload(request, service, work)
-        return await import_path(request, service, work)
+async def post_model(request: Request, service: ServiceDep, caller: ImportCaller) -> Response:
+    started = time.perf_counter()
+    result = "ok"
+    try:
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type not in ("multipart/form-data", "application/json"):
+            raise ProblemError("unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...})')
+        with store_space(), service.store.work_folder() as work:
+            if media_type == "multipart/form-data":
+                response = await import_upload(request, service, work, caller.tenant)
+            else:
+                response = await import_path(request, service, work, caller.tenant)
+        result = "ok"
+        return response
+    except ProblemError as error:
+        result = str(error.extensions.get("kind") or error.problem.slug)
+        raise
+    except ClientDisconnect:
+        result = "client-gone"
+        raise
+    finally:
+        service.metrics.imports.labels(result).inc()
+        service.metrics.import_seconds.observe(time.perf_counter() - started)
+        info = current_request()
+        model_id = info.model_id if info is not None else None
+        audit.info(
+            "import by %s: %s (model %s)", caller.tenant, result, model_id,
+            extra={"fields": {"event": "import", "tenant": caller.tenant, "outcome": result, "model_id": model_id}},
+        )  # fmt: skip
 
 
 @router.api_route(
@@ -85,10 +115,11 @@ async def post_model(request: Request, service: ServiceDep) -> Response:
     methods=["GET", "HEAD"],
     response_model=ModelPage,
     summary="The models in this store, newest first",
-    responses=problem_responses(400, 422),
+    responses=problem_responses(400, 401, 403, 422),
 )
 def list_models(
     service: ServiceDep,
+    caller: ReadCaller,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> ModelPage:
@@ -97,18 +128,19 @@ def list_models(
     if cursor is not None:
         committed, model_id = decode_cursor("models", cursor, (int, str))
         before = (int(committed), str(model_id))
-    found = service.store.list_models(before, limit + 1)
+    found = service.store.list_models(caller.tenant, before, limit + 1)
     page = found[:limit]
     items = []
-    for committed_ns, model_id in page:
+    for recorded_ns, model_id in page:
         record = service.store.read_record(model_id)
-        if record is None:  # deleted meanwhile
+        held = service.store.tenants.get(caller.tenant, model_id)
+        if record is None or held is None:  # deleted meanwhile
             continue
         items.append(
             ModelListItem(
                 id=model_id,
-                input=record.input,
-                created=datetime.fromtimestamp(committed_ns / 1e9, UTC).isoformat().replace("+00:00", "Z"),
+                input=held.input,
+                created=datetime.fromtimestamp(recorded_ns / 1e9, UTC).isoformat().replace("+00:00", "Z"),
                 model_file=ModelFile(size=record.model_size, sha256=record.model_sha256),
                 tensor_count=record.tensor_count,
                 href=f"/models/{model_id}",
@@ -125,12 +157,12 @@ def list_models(
     methods=["GET", "HEAD"],
     response_model=ModelSummary,
     summary="The summary of an imported model (bounded; tensors are paged from /tensors)",
-    responses=problem_responses(404),
+    responses=problem_responses(401, 403, 404),
 )
-async def get_model(model_id: str, service: ServiceDep) -> Response:
-    require_model(service, model_id)
-    service.store.touch(model_id)
-    return FileResponse(service.store.folder(model_id).summary, media_type="application/json")
+async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> Response:
+    require_model(service, caller.tenant, model_id)
+    held = service.store.tenants.get(caller.tenant, model_id)
+    return await stored_summary(service, model_id, 200, held.input if held is not None else "")
 
 
 @router.api_route(
@@ -138,10 +170,10 @@ async def get_model(model_id: str, service: ServiceDep) -> Response:
     methods=["GET", "HEAD"],
     response_model=GraphDocument,
     summary="The full resolved graph (rendered by a worker on first request)",
-    responses=problem_responses(404, 409, 422, 503),
+    responses=problem_responses(401, 403, 404, 409, 422, 503),
 )
-async def get_graph(model_id: str, service: ServiceDep) -> Response:
-    require_model(service, model_id)
+async def get_graph(model_id: str, service: ServiceDep, caller: ReadCaller) -> Response:
+    require_model(service, caller.tenant, model_id)
     service.store.touch(model_id)
     path = await graph_document(service, model_id)
     return FileResponse(path, media_type="application/json")
@@ -151,12 +183,18 @@ async def get_graph(model_id: str, service: ServiceDep) -> Response:
     "/models/{model_id}",
     status_code=204,
     response_class=Response,
-    summary="Remove a model: its record and the bytes the store copied (never files under the data root)",
-    responses=problem_responses(404),
+    summary="Remove the caller's model: its record, and the bytes the store copied once no tenant holds them (never data-root files)",
+    responses=problem_responses(401, 403, 404),
 )
-async def delete_model(model_id: str, service: ServiceDep) -> Response:
-    require_model(service, model_id)
-    service.catalogs.forget(service.store.folder(model_id).catalog)
-    if not await anyio.to_thread.run_sync(service.store.delete, model_id):
+async def delete_model(model_id: str, service: ServiceDep, caller: DeleteCaller) -> Response:
+    require_model(service, caller.tenant, model_id)
+    released = await anyio.to_thread.run_sync(service.store.release, caller.tenant, model_id)
+    if not service.store.has(model_id):
+        service.catalogs.forget(service.store.folder(model_id).catalog)
+    audit.info(
+        "delete by %s: %s (model %s)", caller.tenant, "ok" if released else "not-found", model_id,
+        extra={"fields": {"event": "delete", "tenant": caller.tenant, "outcome": "ok" if released else "not-found", "model_id": model_id}},
+    )  # fmt: skip
+    if not released:
         raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
     return Response(status_code=204)

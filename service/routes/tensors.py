@@ -22,6 +22,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from service.auth import ReadCaller
 from service.catalog import Catalog, CatalogUnavailable, TensorRow, tensor_href
 from service.cursors import decode_cursor, encode_cursor
 from service.models import PageLinks, TensorEntry, TensorPage
@@ -54,17 +55,18 @@ def entry_of(model_id: str, row: TensorRow) -> TensorEntry:
     methods=["GET", "HEAD"],
     response_model=TensorPage,
     summary="Every tensor of a model, in file order, paged",
-    responses=problem_responses(400, 404, 422),
+    responses=problem_responses(400, 401, 403, 404, 422),
 )
 def list_tensors(
     model_id: str,
     service: ServiceDep,
+    caller: ReadCaller,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
     prefix: Annotated[str, Query(max_length=4096, description="only tensors whose name starts with this")] = "",
 ) -> TensorPage:
     # a plain def: FastAPI runs it in a worker thread (an SQLite query)
-    require_model(service, model_id)
+    require_model(service, caller.tenant, model_id)
     after = -1
     if cursor is not None:
         (position,) = decode_cursor("tensors", cursor, (int,))
@@ -116,7 +118,7 @@ def find_tensor(service: Service, model_id: str, name: str, field_path: str | No
         200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}, "description": "the bytes"},
         206: {"description": "the requested range"},
         304: {"description": "not modified (If-None-Match)"},
-        **problem_responses(404, 409, 410, 415, 416, 422),
+        **problem_responses(401, 403, 404, 409, 410, 415, 416, 422),
     },
 )
 def get_tensor(
@@ -124,11 +126,12 @@ def get_tensor(
     model_id: str,
     name: str,
     service: ServiceDep,
+    caller: ReadCaller,
     format: Literal["raw", "npy"] = "raw",
     field_path: Annotated[str | None, Query(max_length=4096)] = None,
 ) -> Response:
     # a plain def: FastAPI runs it in one worker thread (lookup, record, open; a small tensor is read here too)
-    require_model(service, model_id)
+    require_model(service, caller.tenant, model_id)
     with catalog_errors():
         row = find_tensor(service, model_id, name, field_path)
     record = service.store.read_record(model_id)
