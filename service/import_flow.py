@@ -167,16 +167,15 @@ async def receive(request: Request, service: Service, work: ModelFolder) -> Uplo
     async with service.limiter.receiving():
         await make_room(service)
         upload = await receive_upload(request, work.upload_model, work.upload_external, service.settings)
-    total = sum(staged.size for staged in [upload.model, *upload.externals] if staged is not None)
-    if total > service.settings.max_import_bytes:
-        raise ImportTooLargeError(f"the upload has {total} bytes, more than the {service.settings.max_import_bytes} one import may add")
+    if upload.size > service.settings.max_import_bytes:
+        limit = service.settings.max_import_bytes
+        raise ImportTooLargeError(f"the upload has {upload.size} bytes, more than the {limit} one import may add")
     return upload
 
 
 async def import_upload(request: Request, service: Service, work: ModelFolder, tenant: str) -> Response:
     upload = await receive(request, service, work)
     assert upload.model is not None
-    uploaded = sum(staged.size for staged in [upload.model, *upload.externals])
     async with service.limiter.admission():
         model_id = model_id_of("upload", upload.model.sha256, [(e.location, e.sha256) for e in upload.externals])
         if service.store.visible(tenant, model_id):  # this tenant's own, again
@@ -194,7 +193,7 @@ async def import_upload(request: Request, service: Service, work: ModelFolder, t
             sleep=sleep,
             spin=spin,
         )
-        header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes - uploaded)
+        header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes - upload.size)
         unused = sorted({staged.location for staged in upload.externals} - set(header.external_files))
         if unused:
             names = ", ".join(repr(location) for location in unused[:10])

@@ -58,6 +58,11 @@ class Upload:
     model: StagedFile | None = None
     externals: list[StagedFile] = field(default_factory=list)
 
+    @property
+    def size(self) -> int:
+        """Bytes received in all: the model and every external part."""
+        return sum(staged.size for staged in [self.model, *self.externals] if staged is not None)
+
 
 class _PartWriter:
     """The parser's callbacks: headers of a part, then its bytes to a file."""
