@@ -1,23 +1,34 @@
-# syntax=docker/dockerfile:1
 # The ONNX import service image. Stage 1 builds the project's wheel and the
-# wheels of its dependencies; stage 2 installs them, offline, into a slim Python
-# that has no compiler, no pip cache and, in the end, no pip. It runs as uid
-# 10001 with a read-only root file system: only /store (the content-addressed
-# store) and /tmp (the fork server's socket) are written. /data, the folder of
-# server-side models, is mounted read-only. See deploy/README.md.
+# wheels of its dependencies; stage 2 installs them, offline, into a virtual
+# environment (/opt/venv, without pip) on the same Python, with no compiler
+# and no caches. It runs as uid 10001 with a read-only root file system: only
+# /store (the content-addressed store) and /tmp (the fork server's socket)
+# are written. /data, the folder of server-side models, is mounted read-only.
+# See deploy/README.md.
 #
 #   docker build -t onnx-import-service:0.1.0 .
 #   docker run --read-only --tmpfs /tmp -v models:/data:ro -v store:/store \
-#       -p 127.0.0.1:8000:8000 onnx-import-service:0.1.0
+#       -e ONNX_SERVICE_ALLOW_ANONYMOUS=1 -p 127.0.0.1:8000:8000 onnx-import-service:0.1.0
+#
+# No `# syntax=` line: the engine's built-in BuildKit frontend (which has
+# `RUN --mount`) builds it, so a build fetches no frontend image. It needs
+# BuildKit (the default builder of Docker 23 and newer; DOCKER_BUILDKIT=1 on
+# older engines) and, for stage 1, PyPI; no image registry beyond the base.
 #
 # Base image: one tag for both stages (the wheels of stage 1 must match the
-# Python of stage 2). Pin it by digest for a reproducible build:
+# Python of stage 2): any Debian-based image with Python 3.11 or newer, pip,
+# venv, `python` on the PATH, useradd and libseccomp.so.2. Pin it by digest
+# for a reproducible build:
 #   --build-arg PYTHON_IMAGE=python:3.11-slim-trixie@sha256:<digest>
+# Where no registry is reachable, tools/base_image.sh builds one from
+# Debian's packages: --build-arg PYTHON_IMAGE="$(bash tools/base_image.sh)".
 ARG PYTHON_IMAGE=python:3.11-slim-trixie
 
 FROM ${PYTHON_IMAGE} AS builder
-ENV PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+# A distribution's own Python (Debian's python3) marks itself externally
+# managed (PEP 668); `pip wheel` installs nothing, so that does not apply here.
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 # Only what the wheel is built from (.dockerignore keeps the rest out).
@@ -25,8 +36,10 @@ COPY pyproject.toml README.md ./
 COPY importer/ importer/
 COPY service/ service/
 # The project's wheel and one wheel per dependency; --only-binary refuses any
-# dependency that would need a compiler.
-RUN python -m pip wheel --only-binary=:all: --wheel-dir /wheels . \
+# dependency that would need a compiler. pip's cache is a cache mount: it
+# speeds up rebuilds and never becomes a layer.
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python -m pip wheel --only-binary=:all: --wheel-dir /wheels . \
     && ls -l /wheels
 
 FROM ${PYTHON_IMAGE} AS runtime
@@ -35,12 +48,35 @@ LABEL org.opencontainers.image.title="onnx-import-service" \
       org.opencontainers.image.description="Sandboxed ONNX import service" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
+# Install from the builder's wheels only (bind-mounted: they never become a
+# layer) into /opt/venv, a virtual environment without pip: nothing is
+# installed at run time, and the base's own packages stay out of the service's
+# way. The base's pip runs it (`--python`); a venv is not externally managed.
+# numpy's own test suites (17 MB) are left out.
+# No apt packages: the one system library the service loads, libseccomp.so.2
+# (the workers' seccomp filter, through pyseccomp), is in the base image
+# already, as Debian's apt depends on libseccomp2.
+RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
+    python -m venv --without-pip /opt/venv \
+    && python -m pip --python /opt/venv/bin/python install --no-cache-dir --no-index --find-links=/wheels \
+        /wheels/onnx_import_service-*.whl \
+    && find /opt/venv -depth -type d -path '*/site-packages/numpy/*' -name tests -exec rm -rf {} + \
+    && groupadd --system --gid 10001 onnx \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin onnx \
+    && mkdir -p /data /store \
+    && chown 10001:10001 /store \
+    && chmod 0750 /store
 # HOME and TMPDIR point at /tmp, the only writable place besides the store.
 # PYTHONSAFEPATH keeps the working directory off sys.path. WORKERS is set
 # because the service's default, the CPU count, is the host's inside a
 # container; the memory a container needs is WORKERS x WORKER_MEMORY plus
-# about 512 MiB (deploy/README.md, Sizing).
-ENV PYTHONDONTWRITEBYTECODE=1 \
+# about 512 MiB (deploy/README.md, Sizing). Anonymous access on 0.0.0.0 is
+# refused unless keys (ONNX_SERVICE_API_KEYS) or ONNX_SERVICE_ALLOW_ANONYMOUS=1
+# are given: compose.yaml and deploy/ set one of them.
+ENV PATH=/opt/venv/bin:$PATH \
+    VIRTUAL_ENV=/opt/venv \
+    PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PYTHONSAFEPATH=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -53,26 +89,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     ONNX_SERVICE_STORE=/store \
     ONNX_SERVICE_WORKERS=2 \
     ONNX_SERVICE_WORKER_MEMORY=2GiB
-# Install from the builder's wheels only (bind-mounted: they never become a
-# layer), then remove pip itself: nothing is installed at run time.
-# No apt packages: the one system library the service loads, libseccomp.so.2
-# (the workers' seccomp filter, through pyseccomp), is in the base image
-# already, as Debian's apt depends on libseccomp2.
-RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    python -m pip install --no-index --find-links=/wheels /wheels/onnx_import_service-*.whl \
-    && python -m pip uninstall --yes pip setuptools wheel \
-    && groupadd --system --gid 10001 onnx \
-    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
-        --shell /usr/sbin/nologin onnx \
-    && mkdir -p /data /store \
-    && chown 10001:10001 /store \
-    && chmod 0750 /store
 # A path where a volume is mounted: never the image's own files.
 VOLUME ["/data", "/store"]
 WORKDIR /
 USER 10001:10001
 EXPOSE 8000
-# slim has no curl: the check is Python's own urllib, on the configured port.
-HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+# No curl in slim images: the check is Python's own urllib, on the configured port.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, sys, urllib.request; port = os.environ.get('ONNX_SERVICE_PORT', '8000'); sys.exit(urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=4).status != 200)"]
 ENTRYPOINT ["python", "-m", "service"]

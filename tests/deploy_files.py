@@ -1,9 +1,10 @@
 """The deployment files as data, for the deployment tests.
 
-Owns the small readers both deployment tests share: the Dockerfile as stages
+Owns the small readers the deployment tests share: the Dockerfile as stages
 of instructions (continuations joined, comments dropped), YAML documents,
-and the size units of Kubernetes quantities and of Compose. It checks
-nothing itself and never changes a file.
+Compose's variable interpolation (`${VAR:-default}` and the like), and the
+size units of Kubernetes quantities and of Compose. It checks nothing itself
+and never changes a file.
 """
 
 from __future__ import annotations
@@ -127,6 +128,39 @@ def yaml_documents(path: Path) -> list[dict[str, Any]]:
 def yaml_document(path: Path) -> dict[str, Any]:
     (document,) = yaml_documents(path)
     return document
+
+
+_COMPOSE_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-+?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def interpolate(value: Any, variables: dict[str, str]) -> Any:
+    """`value` (a Compose document or a part of it) with `${VAR}`, `$VAR`,
+    `${VAR:-default}`, `${VAR-default}`, `${VAR:+alternative}`,
+    `${VAR+alternative}` and `$$` replaced as Compose does, from `variables`
+    (the host's environment). `${VAR:?message}` of an unset variable raises."""
+    if isinstance(value, dict):
+        return {key: interpolate(item, variables) for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolate(item, variables) for item in value]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1) or match.group(4)
+        operator, word = match.group(2) or "", match.group(3) or ""
+        present = name in variables
+        given = present and variables[name] != ""
+        if operator in (":-", "-"):
+            return variables[name] if (given if operator == ":-" else present) else word
+        if operator in (":+", "+"):
+            return word if (given if operator == ":+" else present) else ""
+        if operator in (":?", "?") and not (given if operator == ":?" else present):
+            raise KeyError(f"{name}: {word}")
+        return variables.get(name, "")
+
+    return _COMPOSE_VARIABLE.sub(replace, value)
 
 
 _K8S_UNITS = {

@@ -1,15 +1,23 @@
-"""The deployment files, checked offline (there is no container engine here).
+"""The deployment files, checked offline (tests/test_container.py builds and
+runs them for real where a container engine can be started).
 
 - Dockerfile: hadolint with no finding at any level (an ignored rule would
   have to be written inline with its reason), and the shape users rely on:
-  multi-stage, a pinned base, uid 10001, port 8000, the entrypoint, the
-  health check, volumes for the data root and the store.
+  no `# syntax=` directive (it would pull a frontend image at every build),
+  multi-stage, a pinned base, the service in a virtual environment without
+  pip, uid 10001, port 8000, the entrypoint, the health check, volumes for
+  the data root and the store.
 - compose.yaml: the Compose specification's JSON schema (as check-jsonschema
-  ships it), then the hardening and the limits.
+  ships it), then, with the host's variables interpolated as Compose does,
+  the hardening, the limits (which start on a 2-core host), the base image
+  passed through to the build, and access: anonymous on the loopback-only
+  port by default, API keys when the host's ONNX_SERVICE_API_KEYS names a
+  key file.
 - deploy/: the kustomization rendered here (resources and images; compared
   with `kubectl kustomize` where kubectl exists), every manifest validated
   against the Kubernetes schemas of 1.30 and 1.37 (strict: unknown fields are
-  errors), then security contexts, probes, selectors, volumes and sizing.
+  errors), then security contexts, probes, selectors, volumes, sizing, and
+  the API keys read from a Secret.
 - Across all three: the same port, the same uid, settings the service knows and
   accepts, memory >= workers x worker memory + front end, a stop grace period
   longer than an import, the project's version as the image tag.
@@ -21,6 +29,7 @@ import copy
 import importlib.resources
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,11 +47,13 @@ from deploy_files import (
     COMPOSE,
     COMPOSE_FRONT_END,
     DEPLOY,
+    DOCKERFILE,
     DOCKERIGNORE,
     FRONT_END_ANNOTATION,
     KUSTOMIZATION,
     Dockerfile,
     compose_bytes,
+    interpolate,
     k8s_quantity,
     read_dockerfile,
     yaml_document,
@@ -55,6 +66,9 @@ KUBERNETES_VERSIONS = ["1.30", "1.37"]  # the oldest we support, the newest kube
 MIN_FRONT_END = 256 << 20  # a budget below this is not a budget (the packaged test measures the real one)
 WRITABLE = {"/store", "/tmp"}
 COMPILERS = ("gcc", "g++", "build-essential", "clang", "make", "python3-dev")
+SMALL_HOST_CPUS = 2  # compose refuses a CPU limit above the host's CPU count
+# The settings compose adds to the ConfigMap's: who may call the service, from the host's variables.
+COMPOSE_ACCESS = {"ONNX_SERVICE_API_KEYS", "ONNX_SERVICE_ALLOW_ANONYMOUS"}
 
 Json = dict[str, Any]
 
@@ -76,6 +90,15 @@ def compose() -> Json:
 
 @pytest.fixture(scope="module")
 def compose_service(compose: Json) -> Json:
+    """The one service, as Compose runs it when the host sets none of the variables it reads."""
+    (service,) = interpolate(compose, {})["services"].values()
+    assert isinstance(service, dict)
+    return service
+
+
+@pytest.fixture(scope="module")
+def compose_template(compose: Json) -> Json:
+    """The one service as written, its `${VARIABLES}` not yet interpolated."""
     (service,) = compose["services"].values()
     assert isinstance(service, dict)
     return service
@@ -128,6 +151,15 @@ def test_hadolint_does_report_findings(tmp_path: Path) -> None:
     assert {"DL3006", "DL3013", "DL3008"} <= codes
 
 
+def test_dockerfile_fetches_no_frontend_image() -> None:
+    """A `# syntax=` parser directive makes every build pull a frontend image
+    from a registry first; the engine's built-in frontend has `RUN --mount`."""
+    for line in DOCKERFILE.read_text().splitlines():
+        if not line.startswith("#"):
+            break  # parser directives come first, before any blank line or instruction
+        assert not re.match(r"#\s*syntax\s*=", line, re.IGNORECASE), line
+
+
 def test_dockerfile_builds_a_wheel_and_installs_only_it(dockerfile: Dockerfile) -> None:
     assert len(dockerfile.stages) == 2, "a builder stage and a runtime stage"
     builder, runtime = dockerfile.stages
@@ -140,7 +172,9 @@ def test_dockerfile_builds_a_wheel_and_installs_only_it(dockerfile: Dockerfile) 
     assert "pip wheel" in builder_runs and "--only-binary=:all:" in builder_runs
     runtime_runs = " ".join(i.arguments for i in runtime.all("RUN"))
     assert "--no-index" in runtime_runs and "from=builder" in runtime_runs, "the runtime installs the builder's wheels, offline"
-    assert "pip uninstall" in runtime_runs
+    venv = runtime.env()["VIRTUAL_ENV"]
+    assert f"venv --without-pip {venv}" in runtime_runs and f"--python {venv}/bin/python" in runtime_runs, "a venv without pip"
+    assert runtime.env()["PATH"].startswith(f"{venv}/bin:"), "`python` is the venv's"
     assert not any(compiler in runtime_runs.split() for compiler in COMPILERS)
     assert runtime.env().get("PIP_NO_CACHE_DIR") == "1"
     assert not runtime.all("COPY") and not runtime.all("ADD"), "nothing of the source tree in the runtime image"
@@ -227,6 +261,7 @@ def test_compose_service_is_hardened(compose_service: Json, dockerfile: Dockerfi
     assert service["cap_drop"] == ["ALL"] and "cap_add" not in service
     assert "no-new-privileges:true" in service["security_opt"]
     assert "privileged" not in service and "network_mode" not in service
+    assert service["ipc"] == "none", "no writable /dev/shm"
     assert service["restart"] in ("always", "unless-stopped", "on-failure")
     environment = service["environment"]
     mounts = {m["target"]: m for m in service["volumes"]}
@@ -240,6 +275,15 @@ def test_compose_service_is_hardened(compose_service: Json, dockerfile: Dockerfi
     assert mounts["/tmp"]["type"] == "tmpfs" and mounts["/tmp"]["tmpfs"]["size"]
 
 
+def test_compose_builds_on_the_dockerfiles_base(compose_template: Json, dockerfile: Dockerfile) -> None:
+    """PYTHON_IMAGE from the host's environment reaches the build (a mirror, a local base); unset, the Dockerfile's default."""
+    build = compose_template["build"]
+    assert build["context"] == "." and build["dockerfile"] == "Dockerfile"
+    assert interpolate(build["args"], {})["PYTHON_IMAGE"] == dockerfile.arguments["PYTHON_IMAGE"]
+    mirror = "mirror.example/python:3.11-slim"
+    assert interpolate(build["args"], {"PYTHON_IMAGE": mirror})["PYTHON_IMAGE"] == mirror
+
+
 def test_compose_port_and_health_check_match_the_image(compose_service: Json, dockerfile: Dockerfile, tmp_path: Path) -> None:
     settings = settings_from(compose_service["environment"], tmp_path)
     exposed = int(dockerfile.runtime.all("EXPOSE")[0].arguments)
@@ -247,6 +291,7 @@ def test_compose_port_and_health_check_match_the_image(compose_service: Json, do
     published = [str(p).rsplit(":", 1) for p in compose_service["ports"]]
     assert [int(container) for _, container in published] == [exposed]
     assert all(host.startswith("127.0.0.1:") for host, _ in published), "published on the loopback only, by default"
+    assert [host for host, _ in published] == ["127.0.0.1:8000"], "port 8000 unless ONNX_SERVICE_PUBLISH_PORT says otherwise"
     check = compose_service["healthcheck"]["test"]
     assert check[:3] == ["CMD", "python", "-c"] and f"127.0.0.1:{exposed}/healthz" in check[3]
     compile(check[3], "healthcheck", "exec")
@@ -262,6 +307,7 @@ def test_compose_limits_cover_the_workers(compose_service: Json, tmp_path: Path)
     needed = settings.workers * settings.worker_memory + front_end + compose_bytes(tmpfs["tmpfs"]["size"])
     assert compose_bytes(limits["memory"]) >= needed, "memory >= workers x worker memory + front end + tmpfs"
     assert float(limits["cpus"]) >= settings.workers, "a core per worker"
+    assert float(limits["cpus"]) <= SMALL_HOST_CPUS, "compose refuses a CPU limit above the host's CPUs: start on a small host"
     grace = compose_service["stop_grace_period"]
     assert grace.endswith("s") and int(grace[:-1]) > settings.worker_timeout, "a stop lets a running import finish"
 
@@ -471,5 +517,49 @@ def test_pod_resources_cover_the_workers(by_kind: dict[str, list[Json]], tmp_pat
     assert pod["terminationGracePeriodSeconds"] >= settings.worker_timeout + pre_stop, "a stop lets a running import finish"
 
 
-def test_compose_and_kubernetes_configure_the_service_alike(compose_service: Json, by_kind: dict[str, list[Json]]) -> None:
-    assert compose_service["environment"] == one(by_kind, "ConfigMap")["data"]
+def test_compose_turns_api_keys_on_from_the_hosts_variable(compose_template: Json, tmp_path: Path) -> None:
+    """Unset: anonymous, allowed on the container's 0.0.0.0 since the port is
+    published on the host's loopback only. Set to a host path: that file is
+    bind-mounted read-only, and the service inside reads it from the mount."""
+    anonymous = interpolate(compose_template, {})
+    environment = anonymous["environment"]
+    assert environment["ONNX_SERVICE_API_KEYS"] == "" and environment["ONNX_SERVICE_ALLOW_ANONYMOUS"] == "1"
+    settings = settings_from(environment, tmp_path)
+    assert settings.api_keys is None and settings.allow_anonymous is True
+    assert all(str(port).startswith("127.0.0.1:") for port in anonymous["ports"]), "anonymous only behind the loopback"
+    assert interpolate(compose_template, {"ONNX_SERVICE_ALLOW_ANONYMOUS": "off"})["environment"]["ONNX_SERVICE_ALLOW_ANONYMOUS"] == "off"
+
+    host_file = tmp_path / "keys.toml"
+    keyed = interpolate(compose_template, {"ONNX_SERVICE_API_KEYS": str(host_file)})
+    inside = keyed["environment"]["ONNX_SERVICE_API_KEYS"]
+    assert inside.startswith("/") and inside != str(host_file), "the path inside the container, not the host's"
+    mount = {m["target"]: m for m in keyed["volumes"]}[inside]
+    assert mount["type"] == "bind" and mount["source"] == str(host_file)
+    assert mount["read_only"] is True and mount["bind"]["create_host_path"] is False, "a missing key file fails the start"
+    assert not any(Path(inside).is_relative_to(writable) for writable in WRITABLE)
+
+
+def test_compose_and_kubernetes_configure_the_service_alike(compose_template: Json, by_kind: dict[str, list[Json]]) -> None:
+    """The same settings, but for access, which compose takes from the host (see above)
+    and the Deployment from its Secret (see below)."""
+    environment = compose_template["environment"]
+    assert set(environment) >= COMPOSE_ACCESS
+    assert {k: v for k, v in environment.items() if k not in COMPOSE_ACCESS} == one(by_kind, "ConfigMap")["data"]
+    assert all("${" not in str(v) for k, v in environment.items() if k not in COMPOSE_ACCESS), "the rest is fixed, as in the ConfigMap"
+
+
+def test_pods_read_api_keys_from_a_secret(by_kind: dict[str, list[Json]]) -> None:
+    """Keys on, always: ONNX_SERVICE_API_KEYS names a file in a read-only Secret
+    mount (a folder: no subPath, so that the kubelet updates it), readable by
+    the service's group only; anonymous access is never allowed on the cluster."""
+    pod = one(by_kind, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    environment = {e["name"]: e for e in container.get("env", [])}
+    assert "ONNX_SERVICE_ALLOW_ANONYMOUS" not in environment and "ONNX_SERVICE_ALLOW_ANONYMOUS" not in one(by_kind, "ConfigMap")["data"]
+    key_file = Path(environment["ONNX_SERVICE_API_KEYS"]["value"])
+    (mount,) = [m for m in container["volumeMounts"] if Path(m["mountPath"]) == key_file.parent]
+    assert mount["readOnly"] is True and "subPath" not in mount
+    secret = {v["name"]: v for v in pod["volumes"]}[mount["name"]]["secret"]
+    assert secret["secretName"] and [item["path"] for item in secret["items"]] == [key_file.name]
+    assert secret.get("optional", False) is False, "no Secret, no start (rather than anonymous)"
+    assert secret["defaultMode"] & 0o007 == 0 and secret["defaultMode"] & 0o040, "readable by the group (fsGroup 10001), not by others"

@@ -4,7 +4,8 @@
 - README.md: the settings paragraph holds exactly `settings_table_markdown()`.
 - deploy/configmap.yaml: every key is a declared variable, and every declared
   setting is there or on `ABSENT_FROM_CONFIGMAP` below (compose.yaml must
-  equal the ConfigMap: tests/test_deploy_static.py checks that).
+  equal the ConfigMap but for the two access variables:
+  tests/test_deploy_static.py checks that).
 - The declarations themselves: names derived one way, defaults valid.
 """
 
