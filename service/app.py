@@ -5,8 +5,9 @@ sandbox, import limiter, API keys, metrics), their start and stop (lifespan;
 SIGHUP reloads the key file), the problem handlers, the middleware (the
 request log and request id, outermost; `X-Content-Type-Options: nosniff` on
 every response; a client gone mid-request logged once at INFO), the routers
-(`service.routes`: models, tensors, health) and the OpenAPI document with
-problems under `application/problem+json`.
+(`service.routes`: models, tensors, health, and ui: the explorer at `/` and
+the offline `/docs` and `/redoc`) and the OpenAPI document with problems
+under `application/problem+json`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from service.metrics import Metrics
 from service.openapi_doc import openapi_with_problems
 from service.problems import DisconnectMiddleware, install_problem_handlers
 from service.request_log import RequestLogMiddleware
-from service.routes import health, models, tensors
+from service.routes import health, models, tensors, ui
 from service.sandbox import Sandbox
 from service.settings import Settings
 from service.state import Service
@@ -73,6 +74,8 @@ def create_app(settings: Settings) -> FastAPI:
         version="0.1.0",
         description="Imports ONNX models in a sandboxed worker; serves their summary, graph and tensors. Errors are RFC 9457 problems.",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc are served offline by service.routes.ui (service.docs_assets)
+        redoc_url=None,
     )
     install_problem_handlers(app)
     app.add_middleware(DisconnectMiddleware)
@@ -81,5 +84,6 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(models.router)
     app.include_router(tensors.router)
     app.include_router(health.router)
+    app.include_router(ui.router)
     app.openapi = lambda: openapi_with_problems(app)  # type: ignore[method-assign]
     return app

@@ -42,9 +42,28 @@ install_exporters() {
     echo "note: no local torch 2.13.0 wheel; the exporter tests will be skipped"
 }
 
+# The explorer's browser tests drive Debian's Chromium (/usr/bin/chromium) with
+# Playwright (which never downloads a browser of its own). As root, with apt, it
+# is installed when missing; elsewhere, or if that fails, those tests skip with
+# the reason.
+install_chromium() {
+    if [ -x /usr/bin/chromium ]; then
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing Debian's chromium for the browser tests"
+        if timeout 300 apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends chromium >/dev/null; then
+            return
+        fi
+    fi
+    echo "note: no /usr/bin/chromium (Debian's chromium, installed as root); the browser tests will be skipped"
+}
+
 run_tests() {
     setup
     install_exporters
+    install_chromium
     echo "== ruff"
     .venv/bin/ruff check .
     echo "== mypy --strict"

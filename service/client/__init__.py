@@ -1,0 +1,23 @@
+"""A Python client of the service, on httpx: `Client` and its async twin
+`AsyncClient`; `python -m service.client` is its command line.
+
+    from service.client import Client, ServiceError
+
+    with Client("http://127.0.0.1:8000", token=None) as client:
+        summary = client.import_file("model.onnx", external_data=["weights.bin"])
+        weights = client.tensor(summary["id"], "W")          # a numpy.ndarray
+        for entry in client.tensors(summary["id"]):          # every tensor, paged
+            ...
+
+Every error answer raises `ServiceError` (status, kind, detail, offset,
+field_path, and the whole problem); 503 is retried after its `Retry-After`,
+a bounded number of times (`Retry`).
+"""
+
+from __future__ import annotations
+
+from service.client._common import Retry, ServiceError
+from service.client.aio import AsyncClient
+from service.client.sync import Client
+
+__all__ = ["AsyncClient", "Client", "Retry", "ServiceError"]

@@ -1,0 +1,174 @@
+"""What the synchronous and asynchronous clients share: the error type, the
+retry policy, URLs and the upload's parts.
+
+Owns `ServiceError` (every error answer of the service, or of whatever stands
+in front of it, as one exception carrying the problem's members), `Retry`
+(503 answers are retried a bounded number of times, each after the
+`Retry-After` the service sent), `tensor_path` (a tensor's ONNX name as one
+percent-encoded path segment, as docs/http-api.md specifies) and
+`upload_parts` (an external data file's location: its path relative to the
+model's folder, unless given).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+Json = dict[str, Any]
+PathLike = str | os.PathLike[str]
+ExternalData = Mapping[str, PathLike] | Iterable[PathLike] | None
+DEFAULT_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
+UNAVAILABLE = 503
+
+
+class ServiceError(Exception):
+    """An error answer: the RFC 9457 problem the service sent (or, from a proxy,
+    the status and the start of its body).
+
+    `status` is the HTTP status; `kind` (Malformed, InvalidModel, ...),
+    `offset` (a byte offset in the file) and `field_path` are set for refused
+    imports; `problem` is the whole problem object.
+    """
+
+    def __init__(self, status: int, problem: Json, *, retry_after: float | None = None) -> None:
+        self.status = status
+        self.problem = problem
+        self.kind: str | None = _str_or_none(problem.get("kind"))
+        self.detail: str = str(problem.get("detail") or problem.get("title") or f"HTTP {status}")
+        self.offset: int | None = problem.get("offset") if isinstance(problem.get("offset"), int) else None
+        self.field_path: str | None = _str_or_none(problem.get("field_path"))
+        self.type: str | None = _str_or_none(problem.get("type"))
+        self.title: str | None = _str_or_none(problem.get("title"))
+        self.input: str | None = _str_or_none(problem.get("input"))
+        self.retry_after = retry_after
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = []
+        if self.offset is not None:
+            where.append(f"at byte {self.offset}")
+        if self.field_path:
+            where.append(f"in {self.field_path}")
+        head = f"{self.status} {self.kind or self.title or 'error'}"
+        return f"{head}{' ' + ' '.join(where) if where else ''}: {self.detail}"
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> ServiceError:
+        """The error for an answer whose body has been read."""
+        problem: Json
+        try:
+            parsed = json.loads(response.content)
+            problem = parsed if isinstance(parsed, dict) else {"detail": str(parsed)[:500]}
+        except ValueError:
+            problem = {"detail": response.content[:500].decode("utf-8", "replace")}
+        problem.setdefault("status", response.status_code)
+        return cls(response.status_code, problem, retry_after=retry_after_seconds(response))
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def retry_after_seconds(response: httpx.Response) -> float | None:
+    """`Retry-After` in seconds (delta-seconds or an HTTP date), or None."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How 503 answers are retried: at most `attempts` more times, each after
+    the answer's `Retry-After` (else `backoff` seconds, doubling). An answer
+    that asks for more than `max_wait` seconds is raised at once."""
+
+    attempts: int = 3
+    backoff: float = 1.0
+    max_wait: float = 60.0
+
+    def delay(self, response: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before retrying after `response` (the `attempt`-th
+        answer, from 0), or None to give up and raise."""
+        if response.status_code != UNAVAILABLE or attempt >= self.attempts:
+            return None
+        wait = retry_after_seconds(response)
+        if wait is None:
+            wait = self.backoff * 2**attempt
+        return wait if wait <= self.max_wait else None
+
+
+def tensor_path(model_id: str, name: str) -> str:
+    """The URL path of a tensor: its ONNX name percent-encoded as one segment
+    (`/` is %2F, the names `.` and `..` are %2E and %2E%2E, the empty name is
+    nothing after the slash)."""
+    segment = quote(name, safe="")
+    if name in (".", ".."):
+        segment = "%2E" * len(name)
+    return f"/models/{quote(model_id, safe='')}/tensors/{segment}"
+
+
+def tensor_params(field_path: str | None, format: str) -> dict[str, str]:
+    params = {"format": format} if format != "raw" else {}
+    if field_path is not None:
+        params["field_path"] = field_path
+    return params
+
+
+def model_path(model_id: str) -> str:
+    return f"/models/{quote(model_id, safe='')}"
+
+
+def upload_parts(model: PathLike, external_data: ExternalData) -> list[tuple[str, Path]]:
+    """(location, file) of each external data file. A mapping gives locations
+    as they are; otherwise each file goes under its path relative to the
+    model's folder (a file outside that folder is a ValueError)."""
+    if external_data is None:
+        return []
+    if isinstance(external_data, Mapping):
+        return [(str(location), Path(path)) for location, path in external_data.items()]
+    folder = os.path.abspath(os.path.dirname(os.fspath(model)))
+    parts = []
+    for path in external_data:
+        relative = os.path.relpath(os.path.abspath(os.fspath(path)), folder)
+        if relative == os.curdir or relative.split(os.sep)[0] == os.pardir:
+            raise ValueError(f"{os.fspath(path)!r} is not under the model's folder {folder!r}: pass {{location: path}} instead")
+        parts.append((Path(relative).as_posix(), Path(path)))
+    return parts
+
+
+Field = tuple[str, tuple[str, Any, str]]
+
+
+def open_parts(files: contextlib.ExitStack, model: PathLike, name: str, parts: list[tuple[str, Path]]) -> list[Field]:
+    """The multipart fields of an upload, each file opened in (and closed with) `files`."""
+    octets = "application/octet-stream"
+    named = [("model", name, Path(model)), *(("external_data", location, file) for location, file in parts)]
+    return [(field, (filename, files.enter_context(path.open("rb")), octets)) for field, filename, path in named]
+
+
+def headers_for(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def next_page(page: Json) -> str | None:
+    cursor = page.get("next_cursor")
+    return cursor if isinstance(cursor, str) and cursor else None

@@ -1,0 +1,169 @@
+"""The synchronous client: `Client(url, token=None)` over `httpx.Client`.
+
+Owns the blocking methods, one per route of docs/http-api.md: `import_file`,
+`import_path`, `models`, `summary`, `graph`, `tensors` (a paged iterator),
+`tensor` (a `numpy.ndarray` read from the `.npy` form), `tensor_bytes`
+(streamed chunks) and `delete`. Every error answer raises `ServiceError`;
+503 is retried per `Retry`. `service.client.aio` is its asynchronous twin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+import numpy as np
+
+from service.client._common import (
+    DEFAULT_TIMEOUT,
+    ExternalData,
+    Json,
+    PathLike,
+    Retry,
+    ServiceError,
+    headers_for,
+    model_path,
+    next_page,
+    open_parts,
+    tensor_params,
+    tensor_path,
+    upload_parts,
+)
+
+
+class Client:
+    """A connection pool to one service. Use it in a `with` block (or call
+    `close()`): `with Client("http://127.0.0.1:8000", token=...) as client: ...`."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        retry: Retry | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.retry = retry or Retry()
+        self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers_for(token), timeout=timeout, transport=transport)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- imports
+
+    def import_file(self, path: PathLike, external_data: ExternalData = None, *, filename: str | None = None) -> Json:
+        """Upload a model file (and its external data files) and return its
+        summary. `external_data`: files under the model's folder (each sent
+        under its relative path), or a mapping {location: file}."""
+        parts = upload_parts(path, external_data)
+        name = filename or Path(path).name
+
+        def request() -> Generator[httpx.Request]:
+            with contextlib.ExitStack() as files:
+                yield self._http.build_request("POST", "/models", files=open_parts(files, path, name, parts))
+
+        return self._json(request)
+
+    def import_path(self, name: str) -> Json:
+        """Import the model at `name`, a path under the service's data root."""
+        return self._json(self._one("POST", "/models", json={"path": name}))
+
+    # -- reading
+
+    def models(self, *, page_size: int = 100) -> Iterator[Json]:
+        """The stored models, newest first, page by page."""
+        yield from self._pages("/models", {"limit": str(page_size)})
+
+    def summary(self, model_id: str) -> Json:
+        return self._get_json(model_path(model_id))
+
+    def graph(self, model_id: str) -> Json:
+        """The resolved graph document (`onnx-service-graph/2`)."""
+        return self._get_json(model_path(model_id) + "/graph")
+
+    def tensors(self, model_id: str, *, prefix: str = "", page_size: int = 1000) -> Iterator[Json]:
+        """Every tensor entry of a model in file order, fetched a page at a time."""
+        params = {"limit": str(page_size)} | ({"prefix": prefix} if prefix else {})
+        yield from self._pages(model_path(model_id) + "/tensors", params)
+
+    def tensor(self, model_id: str, name: str, *, field_path: str | None = None) -> np.ndarray[Any, Any]:
+        """A tensor's values, read from its `.npy` form (BFLOAT16 as uint16 and
+        float8 types as uint8 bit patterns; STRING and 4-bit types: 415)."""
+        data = b"".join(self.tensor_bytes(model_id, name, field_path=field_path, format="npy"))
+        array: np.ndarray[Any, Any] = np.load(io.BytesIO(data), allow_pickle=False)
+        return array
+
+    def tensor_bytes(
+        self, model_id: str, name: str, *, field_path: str | None = None, format: str = "raw", chunk_size: int = 1 << 16
+    ) -> Iterator[bytes]:
+        """A tensor's bytes as they arrive: the raw little-endian layout, or
+        the `.npy` file with format="npy"."""
+        url, params = tensor_path(model_id, name), tensor_params(field_path, format)
+        with self._stream(self._one("GET", url, params=params)) as response:
+            yield from response.iter_bytes(chunk_size)
+
+    def delete(self, model_id: str) -> None:
+        with self._stream(self._one("DELETE", model_path(model_id))):
+            pass
+
+    # -- the plumbing
+
+    def _one(self, method: str, url: str, **options: Any) -> Callable[[], Generator[httpx.Request]]:
+        """A request factory for `_stream`: a new request per attempt."""
+
+        def request() -> Generator[httpx.Request]:
+            yield self._http.build_request(method, url, **options)
+
+        return request
+
+    def _get_json(self, url: str, params: dict[str, str] | None = None) -> Json:
+        return self._json(self._one("GET", url, params=params))
+
+    def _pages(self, url: str, params: dict[str, str]) -> Iterator[Json]:
+        while True:
+            page = self._get_json(url, params)
+            yield from page["items"]
+            cursor = next_page(page)
+            if cursor is None:
+                return
+            params = params | {"cursor": cursor}
+
+    def _json(self, request: Callable[[], Generator[httpx.Request]]) -> Json:
+        with self._stream(request) as response:
+            response.read()
+            body: Json = response.json()
+            return body
+
+    @contextlib.contextmanager
+    def _stream(self, request: Callable[[], Generator[httpx.Request]]) -> Iterator[httpx.Response]:
+        """The successful answer to `request` (a generator yielding a fresh
+        request per attempt, with its files open), its body not yet read."""
+        attempt = 0
+        while True:
+            with contextlib.closing(request()) as requests:
+                response = self._http.send(next(requests), stream=True)
+                try:
+                    if response.is_success:
+                        yield response
+                        return
+                    response.read()
+                finally:
+                    response.close()
+            wait = self.retry.delay(response, attempt)
+            if wait is None:
+                raise ServiceError.from_response(response)
+            time.sleep(wait)
+            attempt += 1

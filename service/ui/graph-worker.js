@@ -1,0 +1,366 @@
+// The explorer's graph worker: fetches a model's resolved graph document
+// (GET /models/{id}/graph), keeps it, lays out what the page draws, and
+// answers questions about it, so that neither parsing a large document nor
+// laying out thousands of nodes ever blocks the page.
+//
+// Messages in: {id, op, ...}; out: {id, ok, result | error}, and
+// {progress: text} while loading. Operations:
+//   load   {url, token}   fetch and index every graph (the main graph and the
+//                         subgraphs of If, Loop, Scan..., found in GRAPH and
+//                         GRAPHS attributes)
+//   view   {path, page}   the layout of one graph, or of one page of it: a
+//                         graph of more than PAGE_SIZE nodes is drawn
+//                         PAGE_SIZE consecutive nodes (resolved, i.e.
+//                         topological, order) at a time; values crossing
+//                         pages are drawn as stubs naming the other page
+//   node   {path, position}  a node's attributes, inputs, outputs, consumers
+//   search {query}        nodes and values whose name contains the query
+//
+// Layout: elkjs (vendor/elk.bundled.js, the Eclipse Layout Kernel), its
+// layered algorithm with model-order layering and cycle breaking: the nodes
+// come in topological order, and ELK's default strategies recurse along
+// paths deeply enough to overflow a worker's stack on long ONNX chains.
+"use strict";
+
+importScripts("vendor/elk.bundled.js");
+
+const PAGE_SIZE = 5000;
+const MAX_RESULTS = 100;
+const ELK_OPTIONS = {
+  "elk.algorithm": "layered",
+  "elk.direction": "DOWN",
+  "elk.separateConnectedComponents": "false",
+  "elk.layered.layering.strategy": "BF_MODEL_ORDER",
+  "elk.layered.cycleBreaking.strategy": "MODEL_ORDER",
+  "elk.spacing.nodeNode": "24",
+  "elk.layered.spacing.nodeNodeBetweenLayers": "28",
+  "elk.layered.spacing.edgeNodeBetweenLayers": "12",
+};
+
+const elk = new ELK(); // no workerUrl: ELK runs here, in this worker's thread
+let graphs = new Map(); // path -> {graph, parent, via, values: Map(name -> value), title}
+let layouts = new Map(); // `${path}|${page}` -> layout
+
+function progress(text) {
+  postMessage({ progress: text });
+}
+
+// -- loading
+
+let loads = 0; // the latest load wins: an older one still arriving is dropped
+
+async function load({ url, token }) {
+  const ticket = ++loads;
+  const response = await fetch(url, { headers: token ? { Authorization: "Bearer " + token } : {} });
+  if (!response.ok) {
+    let problem;
+    try {
+      problem = await response.json();
+    } catch (_) {
+      problem = { status: response.status, detail: response.statusText };
+    }
+    throw Object.assign(new Error(problem.detail || "HTTP " + response.status), { problem });
+  }
+  const chunks = [];
+  let received = 0;
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    received += value.length;
+    if (chunks.length % 64 === 0) progress(`graph: ${(received / 1e6).toFixed(1)} MB received`);
+  }
+  progress(`graph: parsing ${(received / 1e6).toFixed(1)} MB`);
+  const text = await new Blob(chunks).text();
+  const doc = JSON.parse(text);
+  const found = new Map();
+  index(found, doc.graph, null, "");
+  if (ticket !== loads) throw Object.assign(new Error("superseded by another model's graph"), { superseded: true });
+  graphs = found;
+  layouts = new Map();
+  const list = [...graphs.values()].map((g) => ({
+    path: g.graph.path,
+    name: g.graph.name,
+    title: g.title,
+    parent: g.parent,
+    nodes: g.graph.nodes.length,
+    pages: pageCount(g.graph),
+  }));
+  return { format: doc.format, root: doc.graph.path, graphs: list, functions: (doc.functions || []).length, bytes: received };
+}
+
+function index(found, graph, parent, via) {
+  const values = new Map();
+  for (const value of graph.values) values.set(value.name, value);
+  found.set(graph.path, { graph, parent, via, values, title: via ? `${via} (${graph.name || "subgraph"})` : graph.name || "main graph" });
+  for (const node of graph.nodes) {
+    for (const attribute of node.attributes) {
+      for (const sub of subgraphsOf(attribute)) index(found, sub, graph.path, `${node.name || node.op_type + "#" + node.position}.${attribute.name}`);
+    }
+  }
+}
+
+function subgraphsOf(attribute) {
+  const items = attribute.type === "GRAPH" ? [attribute.value] : attribute.type === "GRAPHS" ? attribute.value || [] : [];
+  return items.filter((g) => g && typeof g.path === "string" && Array.isArray(g.nodes)); // function bodies are not resolved
+}
+
+function pageCount(graph) {
+  return Math.max(1, Math.ceil(graph.nodes.length / PAGE_SIZE));
+}
+
+function entry(path) {
+  const found = graphs.get(path);
+  if (!found) throw new Error("no graph " + path);
+  return found;
+}
+
+// -- layout
+
+function nodeBox(lines) {
+  const chars = Math.max(...lines.map((s) => s.length));
+  return { width: Math.min(240, Math.max(56, 14 + 7 * chars)), height: lines.length > 1 ? 34 : 22 };
+}
+
+function short(text, limit = 30) {
+  return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
+}
+
+function typeText(type) {
+  if (!type) return "?";
+  if (type.kind === "tensor" || type.kind === "sparse_tensor") {
+    const shape = type.shape === null || type.shape === undefined ? "?" : "[" + type.shape.map((d) => (d === null ? "?" : d)).join(",") + "]";
+    return (type.kind === "sparse_tensor" ? "sparse " : "") + type.elem_type + shape;
+  }
+  if (type.kind === "sequence" || type.kind === "optional") return `${type.kind}<${typeText(type.elem_type)}>`;
+  if (type.kind === "map") return `map<${type.key_type},${typeText(type.value_type)}>`;
+  return type.kind + (type.name ? ":" + type.name : "");
+}
+
+async function view({ path, page }) {
+  const key = `${path}|${page}`;
+  if (layouts.has(key)) return layouts.get(key);
+  const { graph, values } = entry(path);
+  const pages = pageCount(graph);
+  page = Math.min(Math.max(0, page | 0), pages - 1);
+  const first = page * PAGE_SIZE;
+  const last = Math.min(graph.nodes.length, first + PAGE_SIZE);
+  const pageOf = (position) => Math.floor(position / PAGE_SIZE);
+  const onPage = (position) => position >= first && position < last;
+
+  const items = []; // what is drawn, in model order: inputs and stubs from above, nodes, outputs and stubs below
+  const edges = [];
+  const itemId = new Map(); // key -> ELK id
+  const add = (key, item) => {
+    if (!itemId.has(key)) {
+      itemId.set(key, "v" + items.length);
+      items.push(Object.assign(item, { id: "v" + items.length }));
+    }
+    return itemId.get(key);
+  };
+  const before = [];
+  const after = [];
+  const captured = new Set(graph.captures || []);
+
+  for (const value of graph.values) {
+    const consumers = value.consumers.filter(onPage);
+    let source = null;
+    if (value.producer !== null && value.producer !== undefined) {
+      if (!onPage(value.producer)) {
+        if (consumers.length === 0) continue;
+        const other = pageOf(value.producer);
+        source = { key: "from:" + value.name, item: { kind: "stub", lines: [`▲ ${short(value.name)}`, `from page ${other + 1}`], value: value.name, page: other } };
+      } else {
+        source = { key: "n" + value.producer };
+        const elsewhere = [...new Set(value.consumers.filter((c) => !onPage(c)).map(pageOf))];
+        if (elsewhere.length) {
+          const target = add("to:" + value.name, { kind: "stub", lines: [`▼ ${short(value.name)}`, `to page ${elsewhere.map((p) => p + 1).join(", ")}`], value: value.name, page: elsewhere[0] });
+          after.push(target);
+          edges.push({ source: source.key, target, value: value.name, implicit: false });
+        }
+      }
+    } else if (value.kind === "input") {
+      if (consumers.length === 0 && !graph.outputs.includes(value.name)) continue;
+      source = { key: "in:" + value.name, item: { kind: "input", lines: [short(value.name), typeText(value.type)], value: value.name } };
+    } else {
+      continue; // initializers: listed with their consumers, not drawn
+    }
+    if (source.item) before.push([source.key, source.item]);
+    for (const consumer of consumers) {
+      const explicit = graph.nodes[consumer].inputs.includes(value.name);
+      edges.push({ source: source.key, target: "n" + consumer, value: value.name, implicit: !explicit });
+    }
+    if (graph.outputs.includes(value.name) && (value.producer === null || value.producer === undefined || onPage(value.producer))) {
+      const out = add("out:" + value.name, { kind: "output", lines: [short(value.name), typeText(value.type)], value: value.name });
+      after.push(out);
+      edges.push({ source: source.key, target: out, value: value.name, implicit: false });
+    }
+  }
+  // captured outer values, used by nodes of this subgraph
+  for (let position = first; position < last; position++) {
+    for (const name of graph.nodes[position].inputs) {
+      if (name && !values.has(name) && captured.has(name)) {
+        before.push(["cap:" + name, { kind: "capture", lines: [short(name), "from the outer graph"], value: name }]);
+        edges.push({ source: "cap:" + name, target: "n" + position, value: name, implicit: false });
+      }
+    }
+  }
+
+  // ELK children, in model order
+  const ordered = [];
+  const children = [];
+  const place = (key, item) => {
+    const id = add(key, item);
+    ordered.push(id);
+  };
+  for (const [key, item] of before) place(key, item);
+  for (let position = first; position < last; position++) {
+    const node = graph.nodes[position];
+    const lines = node.name ? [node.op_type, short(node.name)] : [node.op_type];
+    const hasGraph = node.attributes.some((a) => subgraphsOf(a).length > 0);
+    place("n" + position, { kind: "node", lines, position, op: node.op_type, subgraph: hasGraph });
+  }
+  for (const id of after) ordered.push(id);
+  const seen = new Set();
+  for (const id of ordered) {
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const item = items[Number(id.slice(1))];
+    Object.assign(item, nodeBox(item.lines));
+    children.push({ id, width: item.width, height: item.height });
+  }
+  const pairs = new Map();
+  for (const edge of edges) {
+    const source = itemId.get(edge.source);
+    const target = itemId.get(edge.target) || edge.target;
+    if (!source || !seen.has(target) || source === target) continue;
+    const pair = source + ">" + target;
+    const known = pairs.get(pair);
+    if (known) {
+      if (!known.values.includes(edge.value)) known.values.push(edge.value);
+      known.implicit = known.implicit && edge.implicit;
+    } else {
+      pairs.set(pair, { source, target, values: [edge.value], implicit: edge.implicit });
+    }
+  }
+  const elkEdges = [...pairs.values()].map((e, i) => ({ id: "e" + i, sources: [e.source], targets: [e.target] }));
+
+  progress(`laying out ${last - first} nodes${pages > 1 ? ` (page ${page + 1} of ${pages})` : ""}…`);
+  const started = performance.now();
+  const laid = await elk.layout({ id: "root", layoutOptions: ELK_OPTIONS, children, edges: elkEdges });
+  const ms = Math.round(performance.now() - started);
+
+  const boxes = new Map(laid.children.map((c) => [c.id, c]));
+  const drawn = children.map((c) => {
+    const item = items[Number(c.id.slice(1))];
+    const box = boxes.get(c.id);
+    return {
+      id: c.id, kind: item.kind, lines: item.lines, position: item.position, op: item.op, value: item.value, page: item.page,
+      subgraph: item.subgraph || false, x: box.x, y: box.y, width: box.width, height: box.height,
+    };
+  });
+  const pairList = [...pairs.values()];
+  const drawnEdges = (laid.edges || []).map((e, i) => {
+    const points = [];
+    for (const section of e.sections || []) {
+      points.push(section.startPoint, ...(section.bendPoints || []), section.endPoint);
+    }
+    return { source: pairList[i].source, target: pairList[i].target, values: pairList[i].values, implicit: pairList[i].implicit, points };
+  });
+  const result = { path, page, pages, pageSize: PAGE_SIZE, first, last, nodeCount: graph.nodes.length, width: laid.width, height: laid.height, items: drawn, edges: drawnEdges, ms };
+  layouts.set(key, result);
+  return result;
+}
+
+// -- questions
+
+function nodeRef(path, position) {
+  const { graph } = entry(path);
+  const node = graph.nodes[position];
+  return { path, position, name: node.name, op_type: node.op_type, page: Math.floor(position / PAGE_SIZE) };
+}
+
+function valueInfo(path, name) {
+  const found = graphs.get(path);
+  let scopePath = path;
+  let value = found && found.values.get(name);
+  // a captured name lives in an enclosing graph
+  for (let g = found; !value && g && g.parent; ) {
+    scopePath = g.parent;
+    g = graphs.get(g.parent);
+    value = g && g.values.get(name);
+  }
+  if (!value) return { name, missing: true };
+  return {
+    name,
+    kind: value.kind,
+    type: typeText(value.type),
+    scope: scopePath === path ? null : scopePath,
+    initializer: value.initializer || null,
+    producer: value.producer === null || value.producer === undefined ? null : nodeRef(scopePath, value.producer),
+    consumers: value.consumers.slice(0, 200).map((c) => nodeRef(scopePath, c)),
+    consumerCount: value.consumers.length,
+  };
+}
+
+function attributeValue(attribute) {
+  const subs = subgraphsOf(attribute);
+  if (subs.length) return { subgraphs: subs.map((g) => ({ path: g.path, name: g.name, nodes: g.nodes.length })) };
+  return { json: attribute.value === undefined ? null : attribute.value, ref: attribute.ref_attr_name || null };
+}
+
+function node({ path, position }) {
+  const { graph } = entry(path);
+  const n = graph.nodes[position];
+  return {
+    path,
+    position,
+    index: n.index,
+    name: n.name,
+    op_type: n.op_type,
+    domain: n.domain,
+    opset_version: n.opset_version,
+    page: Math.floor(position / PAGE_SIZE),
+    attributes: n.attributes.map((a) => Object.assign({ name: a.name, type: a.type }, attributeValue(a))),
+    inputs: n.inputs.map((name) => (name ? valueInfo(path, name) : { name: "", absent: true })),
+    outputs: n.outputs.map((name) => (name ? valueInfo(path, name) : { name: "", absent: true })),
+  };
+}
+
+function search({ query }) {
+  const needle = String(query || "").toLowerCase();
+  const results = [];
+  let total = 0;
+  if (!needle) return { results, total };
+  for (const { graph } of graphs.values()) {
+    for (const n of graph.nodes) {
+      if (n.name.toLowerCase().includes(needle)) {
+        total++;
+        if (results.length < MAX_RESULTS) results.push({ kind: "node", text: n.name, detail: n.op_type, ...nodeRef(graph.path, n.position) });
+      }
+    }
+    for (const v of graph.values) {
+      if (v.name.toLowerCase().includes(needle)) {
+        total++;
+        if (results.length >= MAX_RESULTS) continue;
+        const at = v.producer !== null && v.producer !== undefined ? v.producer : v.consumers[0];
+        const ref = at === undefined ? { path: graph.path, position: null, page: 0 } : nodeRef(graph.path, at);
+        results.push({ kind: v.initializer ? "initializer" : v.kind === "input" ? "input" : "value", text: v.name, detail: typeText(v.type), initializer: v.initializer || null, ...ref });
+      }
+    }
+  }
+  return { results, total };
+}
+
+const operations = { load, view, node, search };
+
+onmessage = async (event) => {
+  const { id, op } = event.data;
+  try {
+    const result = await operations[op](event.data);
+    postMessage({ id, ok: true, result });
+  } catch (error) {
+    postMessage({ id, ok: false, error: { message: String(error && error.message ? error.message : error), problem: error && error.problem ? error.problem : null } });
+  }
+};

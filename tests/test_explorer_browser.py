@@ -1,0 +1,568 @@
+"""The explorer (/) and the offline API docs (/docs, /redoc) in a real browser:
+headless Chromium (Debian's package, /usr/bin/chromium) driven by Playwright,
+against a real server process.
+
+Every request the browser makes passes a route that lets through only the
+loopback (127.0.0.1) and aborts and records anything else; each test ends by
+checking that nothing was aborted and that no script error went uncaught.
+Covered: an upload (with external data, and a folder) and the graph drawn;
+clicking a node for its attributes, subgraphs and search; a tensor's preview
+and downloads (against the onnx reference); a refused model's hex view; the
+API key field; /docs listing every operation and /redoc; a 5,000-node graph
+(layout time measured, the page kept responsive) and a larger one drawn a
+page at a time. Screenshots go to .cache/artifacts/explorer/ (and the layout
+timings to layout-timings.json there). Skipped, with the reason, where
+Playwright or Chromium cannot be had.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import onnx
+import pytest
+from conftest import CACHE
+from onnx import TensorProto, helper, numpy_helper
+from service_harness import SAMPLES, ServiceProcess, copy_samples, serving
+
+from importer.errors import ModelImportError
+from importer.load import load_model_bytes
+from service.api_keys import new_key
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed (pip install -e '.[test]')")
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.exists():
+    pytest.skip(
+        "Debian's chromium is not installed at /usr/bin/chromium (bash tools/dev.sh test installs it as root)", allow_module_level=True
+    )
+
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, Playwright, Request, Route, expect  # noqa: E402
+
+ARTIFACTS = CACHE / "artifacts" / "explorer"
+LOOPBACK = "127.0.0.1"
+LARGE = 5000  # nodes drawn at once (the explorer's page size)
+LAYOUT_BUDGET_S = 30.0  # a 5,000-node layout takes about 5 s here; generous for a loaded CI machine
+MAX_BLOCKED_MS = 1000.0  # the longest the page's main thread may be busy at once while a large graph loads (about 0.2 s here)
+
+
+# -- models
+
+
+def _model(graph: onnx.GraphProto) -> bytes:
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21)], producer_name="test_explorer_browser", producer_version="1"
+    )
+    model.ir_version = 10
+    data: bytes = model.SerializeToString()
+    return data
+
+
+def block_model(count: int) -> bytes:
+    """`count` nodes in blocks of six (a fan-out, a join and a residual Add),
+    the skeleton of a deep network."""
+    nodes: list[onnx.NodeProto] = []
+    last = "X"
+    pattern = [
+        ("Relu", ["{x}"]),
+        ("Sigmoid", ["{x}"]),
+        ("Tanh", ["{0}"]),
+        ("Mul", ["{2}", "{1}"]),
+        ("Neg", ["{3}"]),
+        ("Add", ["{x}", "{4}"]),
+    ]
+    block = 0
+    while len(nodes) < count:
+        outputs: list[str] = []
+        for step, (op, inputs) in enumerate(pattern):
+            if len(nodes) == count:
+                break
+            names = [i.format(*outputs, x=last) for i in inputs]
+            out = f"b{block}_{op.lower()}"
+            nodes.append(helper.make_node(op, names, [out], name=f"block{block}/{op.lower()}_{step}"))
+            outputs.append(out)
+        last = outputs[-1]
+        block += 1
+    graph = helper.make_graph(
+        nodes,
+        f"blocks_{count}",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, 16])],
+    )
+    return _model(graph)
+
+
+def small_network() -> bytes:
+    """A few dozen nodes with weights: what the README's screenshot shows."""
+    rng = np.random.default_rng(7)
+    nodes: list[onnx.NodeProto] = []
+    initializers: list[TensorProto] = []
+    last = "image"
+    for i in range(4):
+        w = numpy_helper.from_array(rng.normal(0, 0.2, (64, 64)).astype(np.float32), f"layer{i}.weight")
+        b = numpy_helper.from_array(rng.normal(0, 0.1, (64,)).astype(np.float32), f"layer{i}.bias")
+        initializers += [w, b]
+        nodes += [
+            helper.make_node("MatMul", [last, w.name], [f"l{i}_mm"], name=f"layer{i}/MatMul"),
+            helper.make_node("Add", [f"l{i}_mm", b.name], [f"l{i}_lin"], name=f"layer{i}/Add"),
+            helper.make_node("Relu", [f"l{i}_lin"], [f"l{i}_act"], name=f"layer{i}/Relu"),
+            helper.make_node("Sigmoid", [f"l{i}_lin"], [f"l{i}_gate"], name=f"layer{i}/Gate"),
+            helper.make_node("Mul", [f"l{i}_act", f"l{i}_gate"], [f"l{i}_gated"], name=f"layer{i}/Mul"),
+            helper.make_node("Add", [last, f"l{i}_gated"], [f"l{i}_out"], name=f"layer{i}/Residual"),
+        ]
+        last = f"l{i}_out"
+    nodes.append(helper.make_node("Softmax", [last], ["probabilities"], name="head/Softmax", axis=-1))
+    graph = helper.make_graph(
+        nodes,
+        "gated_mlp",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 64])],
+        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", 64])],
+        initializers,
+    )
+    return _model(graph)
+
+
+def broken_model() -> tuple[bytes, int]:
+    """add.onnx cut short: a length prefix claims more bytes than remain.
+    The offset the service must report is our reader's own."""
+    data = (SAMPLES / "add.onnx").read_bytes()[:120]
+    try:
+        with load_model_bytes(data):
+            pass
+    except ModelImportError as error:
+        assert error.offset is not None and error.offset < len(data)
+        return data, error.offset
+    raise AssertionError("the cut model was read")
+
+
+# -- fixtures
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = copy_samples(tmp_path_factory.mktemp("explorer-data") / "root")
+    (root / "blocks_5000.onnx").write_bytes(block_model(LARGE))
+    (root / "blocks_7000.onnx").write_bytes(block_model(7000))
+    (root / "gated_mlp.onnx").write_bytes(small_network())
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
+    with serving(tmp_path_factory.mktemp("explorer-store") / "store", data_root) as service:
+        yield service
+
+
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    with sync_api.sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    # executable_path: Debian's Chromium; Playwright never downloads a browser of its own. No host name
+    # resolves but the loopback's, for whatever the browser itself might try besides the pages (whose
+    # requests pass `loopback_only`).
+    args = ["--disable-gpu", "--disable-quic", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=args)
+    yield browser
+    browser.close()
+
+
+@dataclass
+class Watched:
+    """A page and what the guards saw on it."""
+
+    page: Page
+    context: BrowserContext
+    requests: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    allowed_failures: set[int] = field(default_factory=set)  # statuses a test expects the API to answer (logged by Chromium)
+    csp_refusals: list[str] = field(default_factory=list)  # what the page's Content-Security-Policy kept from loading
+
+
+def loopback_only(watched: Watched) -> Any:
+    def guard(route: Route, request: Request) -> None:
+        host = urlsplit(request.url).hostname
+        if request.url.startswith(("data:", "blob:")) or host == LOOPBACK:
+            watched.requests.append(request.url)
+            route.continue_()
+        else:
+            watched.blocked.append(request.url)
+            route.abort("blockedbyclient")
+
+    return guard
+
+
+@pytest.fixture()
+def watched(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Watched]:
+    context = browser.new_context(viewport={"width": 1400, "height": 880}, accept_downloads=True)
+    page = context.new_page()
+    seen = Watched(page, context)
+    context.route("**/*", loopback_only(seen))
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type != "error":
+            return
+        if "violates the following Content Security Policy directive" in message.text and "The action has been blocked" in message.text:
+            seen.csp_refusals.append(message.text)
+            return
+        if message.text.startswith("Failed to load resource: the server responded with a status of"):
+            status = int(message.text.split("status of ")[1].split()[0])
+            if status in seen.allowed_failures:
+                return
+        seen.errors.append(f"console: {message.text}")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: seen.errors.append(f"uncaught: {error}"))
+    yield seen
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
+    context.close()
+    assert seen.requests, "the loopback guard saw no request: it is not in force"
+    assert not seen.blocked, f"requests off the loopback: {seen.blocked}"
+    assert not seen.errors, seen.errors
+    assert not seen.csp_refusals or request.node.name == "test_docs_list_every_operation_offline", seen.csp_refusals
+
+
+def open_explorer(watched: Watched, server: ServiceProcess) -> Page:
+    page = watched.page
+    page.goto(server.url + "/")
+    expect(page.locator("h1")).to_have_text("ONNX explorer")
+    return page
+
+
+def import_path(page: Page, path: str) -> None:
+    page.fill("#path", path)
+    page.click("#path-form button")
+    expect(page.locator("#tab-summary h2")).to_have_text(path)
+
+
+def show_graph(page: Page) -> None:
+    page.click("#tabs [data-tab=graph]")
+    expect(page.locator("#scene .item.node").first).to_be_visible(timeout=LAYOUT_BUDGET_S * 1000)
+
+
+def reference(path: Path, name: str) -> np.ndarray[Any, Any]:
+    model = onnx.load(str(path))
+    for tensor in model.graph.initializer:
+        if tensor.name == name:
+            array: np.ndarray[Any, Any] = numpy_helper.to_array(tensor, base_dir=str(path.parent))
+            return array
+    raise KeyError(name)
+
+
+# -- the tests
+
+
+def test_the_page_and_its_files_are_served_from_the_package(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    response = page.request.get(server.url + "/")
+    policy = response.headers["content-security-policy"]
+    assert "default-src 'self'" in policy and "connect-src 'self'" in policy
+    assert page.request.get(server.url + "/ui/vendor/elk.bundled.js").ok
+    assert page.request.get(server.url + "/ui/../app.py").status == 404
+    for url in ("/", "/ui/explorer.js", "/docs", "/redoc", "/docs/assets/swagger-ui.css"):
+        got, head = page.request.get(server.url + url), page.request.head(server.url + url)
+        assert got.status == head.status == 200 and head.body() == b"", url
+        assert got.headers["content-type"] == head.headers["content-type"], url
+    assert all(urlsplit(url).hostname == LOOPBACK for url in watched.requests)
+    assert any(url.endswith("/ui/explorer.js") for url in watched.requests)
+
+
+def test_upload_with_external_data_and_the_graph_drawn(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    folder = SAMPLES / "external"
+    page.set_input_files("#files", [str(folder / "model.onnx"), str(folder / "weights.bin"), str(folder / "more" / "bias.bin")])
+    # chosen as single files, bias.bin comes without its folder: its location is set by hand
+    locations = page.locator("#externals input")
+    expect(locations).to_have_count(2)
+    expect(locations.nth(0)).to_have_value("weights.bin")
+    locations.nth(1).fill("more/bias.bin")
+    page.click("#upload")
+    expect(page.locator("#status")).to_contain_text("model.onnx")
+    summary = page.locator("#tab-summary")
+    expect(summary.locator("h2")).to_have_text("model.onnx")
+    expect(summary).to_contain_text("tools/make_samples.py")
+    expect(summary).to_contain_text("IR version")
+    expect(summary).to_contain_text("FLOAT[N, 64]")
+    expect(page.locator("#parameter-count")).to_have_text("2,080")  # 64 x 32 weights + 32 biases
+    expect(summary).to_contain_text("MatMul")
+    show_graph(page)
+    nodes = page.locator("#scene .item.node")
+    expect(nodes).to_have_count(2)
+    expect(nodes.nth(0)).to_contain_text("MatMul")
+    expect(page.locator("#scene .item.input")).to_contain_text("X")
+    expect(page.locator("#scene .item.output")).to_contain_text("Y")
+    assert page.locator("#scene path.edge").count() == 3  # X -> MatMul -> Add -> Y
+
+
+def test_upload_of_a_folder_sends_external_data_under_its_relative_path(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    page.set_input_files("#folder", str(SAMPLES / "external"))
+    expect(page.locator("#model-file")).to_have_value("0")
+    expect(page.locator("#model-file option:checked")).to_have_text("external/model.onnx")
+    values = sorted(page.locator("#externals input").evaluate_all("inputs => inputs.map(i => i.value)"))
+    assert values == ["more/bias.bin", "weights.bin"]
+    page.click("#upload")
+    expect(page.locator("#parameter-count")).to_have_text("2,080")
+
+
+def test_clicking_a_node_shows_its_attributes_and_subgraphs_are_reachable(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    import_path(page, "add.onnx")
+    show_graph(page)
+    page.locator("#scene .item.node", has_text="Constant").click()
+    details = page.locator("#details")
+    expect(details.locator("h3")).to_contain_text("Constant")
+    expect(details.locator("table.attributes")).to_contain_text("value")
+    expect(details.locator("table.attributes")).to_contain_text("TENSOR")
+    expect(details.locator(".tensor-link")).to_contain_text("c_value")
+    expect(details).to_contain_text("Consumers")
+    expect(details.locator("ul.values .node-link")).to_have_text("Mul mul")  # the consumer of c
+    details.locator(".node-link", has_text="Mul mul").click()
+    expect(details.locator("h3")).to_contain_text("Mul")
+    expect(page.locator("#scene .item.selected")).to_contain_text("Mul")
+
+    import_path(page, "if_subgraph.onnx")
+    show_graph(page)
+    page.locator("#scene .item.node", has_text="If").click()
+    expect(details.locator("table.attributes")).to_contain_text("then_branch")
+    expect(details.locator("table.attributes")).to_contain_text("GRAPH")
+    details.locator(".subgraph-link", has_text="then").click()
+    expect(page.locator("#scene .item.node")).to_have_count(2)
+    expect(page.locator("#scene")).to_contain_text("then_add")
+    expect(page.locator("#scene .item.capture")).to_contain_text("offset")  # read from the outer graph
+    options = page.locator("#graph-select option")
+    expect(options).to_have_count(3)  # the main graph and both branches
+
+    # search across every graph, by node name and by tensor name
+    page.fill("#search", "else_add")
+    result = page.locator("#search-results a", has_text="else_add")
+    expect(result).to_be_visible()
+    result.click()
+    expect(page.locator("#graph-select")).to_have_value("ModelProto.graph.node[0].attribute[0].g")
+    expect(details.locator("h3")).to_contain_text("Add")
+    expect(page.locator("#scene .item.selected")).to_contain_text("else_add")
+    page.fill("#search", "offset")
+    expect(page.locator("#search-results")).to_contain_text("initializer")
+
+    # zoom and pan change the drawing's transform
+    before = page.locator("#scene").get_attribute("transform")
+    page.click("#zoom-in")
+    zoomed = page.locator("#scene").get_attribute("transform")
+    assert zoomed != before
+    box = page.locator("#canvas").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + 50, box["y"] + 50)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 150, box["y"] + 120, steps=4)
+    page.mouse.up()
+    assert page.locator("#scene").get_attribute("transform") != zoomed
+
+
+def test_a_tensor_preview_and_downloads(server: ServiceProcess, watched: Watched, tmp_path: Path) -> None:
+    page = open_explorer(watched, server)
+    import_path(page, "external/model.onnx")
+    page.click("#tabs [data-tab=tensors]")
+    page.locator("#tensor-list a", has_text="W").click()
+    box = page.locator("#tensor")
+    expect(box.locator("h3")).to_have_text("W")
+    expect(box).to_contain_text("FLOAT")
+    expect(box).to_contain_text("[64, 32] = 2,048 elements")
+    expect(box).to_contain_text("8,192 B")
+    expect(box).to_contain_text("weights.bin, offset 16")  # where it lives
+    weights = reference(SAMPLES / "external" / "model.onnx", "W")
+    expect(page.locator("#stat-min")).to_have_text("0")
+    expect(page.locator("#stat-max")).to_have_text(f"{float(weights.max()):.6g}")
+    expect(page.locator("#stat-mean")).to_have_text(f"{float(weights.mean()):.6g}")
+    expect(box.locator("svg.histogram rect")).to_have_count(32)
+    first = [float(v) for v in page.locator("#values").inner_text().split()]
+    np.testing.assert_allclose(first, weights.ravel()[: len(first)], rtol=1e-4)
+    assert len(first) == 64
+
+    with page.expect_download() as raw_download:
+        page.click("#download-raw")
+    raw = tmp_path / "W.bin"
+    raw_download.value.save_as(raw)
+    assert raw.read_bytes() == weights.astype("<f4").tobytes()
+    with page.expect_download() as npy_download:
+        page.click("#download-npy")
+    assert npy_download.value.suggested_filename == "W.npy"
+    saved = tmp_path / "W.npy"
+    npy_download.value.save_as(saved)
+    np.testing.assert_array_equal(np.load(saved), weights)
+
+    # a typed-field tensor of another element type, and a STRING tensor's values
+    import_path(page, "typed_fields.onnx")
+    page.click("#tabs [data-tab=tensors]")
+    page.locator("#tensor-list a", has_text="i64").click()
+    expect(page.locator("#stat-min")).to_have_text(f"{-(2**40)}")
+    expect(page.locator("#stat-max")).to_have_text(f"{2**40}")
+    page.locator("#tensor-list a", has_text="words").click()
+    expect(page.locator("#tensor ol.strings li")).to_have_count(3)
+    expect(page.locator("#tensor ol.strings")).to_contain_text('"été"')
+    expect(page.locator("#download-npy")).to_have_count(0)  # no .npy form for STRING
+
+
+def test_a_refused_model_shows_the_problem_and_a_hex_view_of_the_local_file(
+    server: ServiceProcess, watched: Watched, tmp_path: Path
+) -> None:
+    watched.allowed_failures.add(422)
+    data, offset = broken_model()
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(data)
+    page = open_explorer(watched, server)
+    page.set_input_files("#files", str(broken))
+    page.click("#upload")
+    problem = page.locator("#tab-problem")
+    expect(problem).to_be_visible()
+    expect(page.locator("#problem-kind")).to_have_text("Malformed")
+    expect(page.locator("#problem-offset")).to_have_text(str(offset))  # a decimal number
+    expect(page.locator("#problem-field-path")).to_have_text("ModelProto")
+    expect(page.locator("#problem-detail")).to_contain_text("exceeds")
+    hit = page.locator("#hex .byte.hit")
+    expect(hit).to_have_count(1)
+    expect(hit).to_have_attribute("data-offset", str(offset))
+    expect(hit).to_have_text(f"{data[offset]:02x}")
+    expect(page.locator("#hex .hexline")).to_have_count((len(data) + 15) // 16)
+    expect(page.locator("#status")).to_contain_text("422 Malformed")
+
+
+def test_the_api_key_is_sent_and_kept_for_the_session_only(tmp_path: Path, browser: Browser) -> None:
+    secret, table = new_key("team-a", ["import", "read", "delete"])
+    (tmp_path / "keys.toml").write_text(table)
+    root = copy_samples(tmp_path / "root")
+    with serving(tmp_path / "store", root, "--api-keys", str(tmp_path / "keys.toml")) as keyed:
+        context = browser.new_context(viewport={"width": 1400, "height": 880})
+        watched = Watched(context.new_page(), context, allowed_failures={401})
+        context.route("**/*", loopback_only(watched))
+        watched.page.on("pageerror", lambda error: watched.errors.append(str(error)))
+        page = open_explorer(watched, keyed)
+        expect(page.locator("#status")).to_contain_text("401")  # the store's list needs a key
+        for url in ("/docs", "/redoc", "/openapi.json", "/docs/assets/redoc.standalone.js", "/ui/vendor/elk.bundled.js"):
+            assert page.request.get(keyed.url + url).ok, url  # the page and the documents need none
+        page.fill("#token", secret)
+        page.locator("#token").dispatch_event("change")
+        import_path(page, "add.onnx")
+        show_graph(page)  # the graph worker sends the key too
+        assert page.evaluate("() => sessionStorage.getItem('onnx-explorer-token')") == secret
+        assert page.evaluate("() => localStorage.length") == 0
+        page.reload()
+        expect(page.locator("#token")).to_have_value(secret)  # the same tab keeps it
+        expect(page.locator("#models li")).to_have_count(1)
+        other = context.new_page()  # a new tab: a new session, no key
+        other.goto(keyed.url + "/")
+        expect(other.locator("#token")).to_have_value("")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "test_the_api_key_is_sent_and_kept_for_the_session_only.png"))
+        context.close()
+        assert not watched.blocked and not watched.errors, (watched.blocked, watched.errors)
+
+
+def test_docs_list_every_operation_offline(server: ServiceProcess, watched: Watched) -> None:
+    page = watched.page
+    document = page.request.get(server.url + "/openapi.json").json()
+    operations = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
+    page.goto(server.url + "/docs")
+    blocks = page.locator(".opblock")
+    expect(blocks).to_have_count(len(operations), timeout=20000)
+    shown = set()
+    for summary in blocks.locator(".opblock-summary").all():
+        method = summary.locator(".opblock-summary-method").inner_text().strip()
+        path = summary.locator(".opblock-summary-path").inner_text().strip().replace("\u200b", "")
+        shown.add((method, path))
+    assert shown == operations
+    assert not [url for url in watched.requests if "/docs/assets/" not in url and not url.endswith(("/docs", "/openapi.json"))]
+
+    page.goto(server.url + "/redoc")
+    expect(page.locator("h1", has_text="ONNX import service")).to_be_visible(timeout=20000)
+    menu = page.locator("li[data-item-id*='operation/']")  # the side menu lists every operation (sections render lazily)
+    expect(menu).to_have_count(len(operations))
+    # ReDoc's footer always asks for its logo from its CDN: the page's policy refuses it (no request is made) and ReDoc hides it
+    assert all("https://cdn.redoc.ly/" in refused for refused in watched.csp_refusals), watched.csp_refusals
+
+
+def test_a_5000_node_graph_is_drawn_and_the_page_stays_responsive(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    import_path(page, "blocks_5000.onnx")
+    page.evaluate(
+        """() => {
+            window.gaps = [];
+            let last = performance.now();
+            window.monitor = setInterval(() => { const now = performance.now(); window.gaps.push(now - last); last = now; }, 25);
+        }"""
+    )
+    started = time.monotonic()
+    show_graph(page)
+    expect(page.locator("#scene .item.node")).to_have_count(LARGE)
+    elapsed = time.monotonic() - started
+    layout_ms = int(page.locator("#canvas").get_attribute("data-layout-ms") or "0")
+    longest = float(page.evaluate("() => (clearInterval(window.monitor), Math.max(...window.gaps))"))
+    expect(page.locator("#pager")).to_be_hidden()
+    # usable: search and select a node deep in the graph
+    page.fill("#search", "block800/tanh")
+    page.locator("#search-results a", has_text="block800/tanh").click()
+    expect(page.locator("#details h3")).to_contain_text("Tanh")
+    expect(page.locator("#scene .item.selected")).to_contain_text("Tanh")
+    record_timing("5000 nodes", layout_ms=layout_ms, total_s=round(elapsed, 2), longest_main_thread_gap_ms=round(longest))
+    assert layout_ms / 1000 < LAYOUT_BUDGET_S
+    assert longest < MAX_BLOCKED_MS, f"the page's main thread was blocked for {longest:.0f} ms"
+
+
+def test_a_larger_graph_is_drawn_a_page_at_a_time(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    import_path(page, "blocks_7000.onnx")
+    show_graph(page)
+    expect(page.locator("#scene .item.node")).to_have_count(LARGE)
+    expect(page.locator("#pager")).to_be_visible()
+    expect(page.locator("#page-label")).to_contain_text("page 1 of 2")
+    expect(page.locator("#scene .item.stub").first).to_contain_text("page 2")  # values read on the next page
+    first_ms = int(page.locator("#canvas").get_attribute("data-layout-ms") or "0")
+    page.click("#page-next")
+    expect(page.locator("#page-label")).to_contain_text("page 2 of 2")
+    expect(page.locator("#scene .item.node")).to_have_count(7000 - LARGE)
+    expect(page.locator("#scene .item.stub").first).to_contain_text("page 1")
+    # a node on the other page, found by search: the view moves to its page
+    page.fill("#search", "block10/relu_0")
+    page.locator("#search-results a", has_text="block10/relu_0").click()
+    expect(page.locator("#page-label")).to_contain_text("page 1 of 2")
+    expect(page.locator("#scene .item.selected")).to_contain_text("Relu")
+    record_timing("7000 nodes, page 1 (5000 nodes)", layout_ms=first_ms)
+
+
+def test_search_centres_the_node_beside_the_details(server: ServiceProcess, watched: Watched) -> None:
+    """Also the README's picture: .cache/artifacts/explorer/readme.png (docs/explorer.png is one)."""
+    page = open_explorer(watched, server)
+    import_path(page, "gated_mlp.onnx")
+    show_graph(page)
+    page.fill("#search", "layer1/Gate")
+    page.locator("#search-results a", has_text="layer1/Gate").click()
+    expect(page.locator("#details h3")).to_contain_text("Sigmoid")
+    expect(page.locator("#details")).to_contain_text("Mul layer1/Mul")  # its consumer
+    page.click("#zoom-in")
+    selected = page.locator("#scene .item.selected").bounding_box()
+    canvas = page.locator("#canvas").bounding_box()
+    details = page.locator("#details").bounding_box()
+    assert selected is not None and canvas is not None and details is not None
+    assert canvas["x"] <= selected["x"] and selected["x"] + selected["width"] <= details["x"]  # in view, not under the panel
+    assert canvas["y"] <= selected["y"] <= canvas["y"] + canvas["height"]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "readme.png"))
+
+
+def record_timing(label: str, **figures: float | int) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / "layout-timings.json"
+    known = json.loads(path.read_text()) if path.exists() else {}
+    known[label] = figures
+    path.write_text(json.dumps(known, indent=1) + "\n")
+    print(f"{label}: {figures}")
