@@ -503,7 +503,7 @@ def test_a_5000_node_graph_is_drawn_and_the_page_stays_responsive(server: Servic
     )
     started = time.monotonic()
     show_graph(page)
-    expect(page.locator("#scene .item.node")).to_have_count(LARGE)
+    expect(page.locator("#scene .item.node")).to_have_count(LARGE, timeout=LAYOUT_BUDGET_S * 1000)
     elapsed = time.monotonic() - started
     layout_ms = int(page.locator("#canvas").get_attribute("data-layout-ms") or "0")
     longest = float(page.evaluate("() => (clearInterval(window.monitor), Math.max(...window.gaps))"))
@@ -522,20 +522,21 @@ def test_a_larger_graph_is_drawn_a_page_at_a_time(server: ServiceProcess, watche
     page = open_explorer(watched, server)
     import_path(page, "blocks_7000.onnx")
     show_graph(page)
-    expect(page.locator("#scene .item.node")).to_have_count(LARGE)
+    layout = LAYOUT_BUDGET_S * 1000  # each page change lays out up to 5,000 nodes again
+    expect(page.locator("#scene .item.node")).to_have_count(LARGE, timeout=layout)
     expect(page.locator("#pager")).to_be_visible()
     expect(page.locator("#page-label")).to_contain_text("page 1 of 2")
     expect(page.locator("#scene .item.stub").first).to_contain_text("page 2")  # values read on the next page
     first_ms = int(page.locator("#canvas").get_attribute("data-layout-ms") or "0")
     page.click("#page-next")
     expect(page.locator("#page-label")).to_contain_text("page 2 of 2")
-    expect(page.locator("#scene .item.node")).to_have_count(7000 - LARGE)
+    expect(page.locator("#scene .item.node")).to_have_count(7000 - LARGE, timeout=layout)
     expect(page.locator("#scene .item.stub").first).to_contain_text("page 1")
     # a node on the other page, found by search: the view moves to its page
     page.fill("#search", "block10/relu_0")
     page.locator("#search-results a", has_text="block10/relu_0").click()
-    expect(page.locator("#page-label")).to_contain_text("page 1 of 2")
-    expect(page.locator("#scene .item.selected")).to_contain_text("Relu")
+    expect(page.locator("#page-label")).to_contain_text("page 1 of 2", timeout=layout)
+    expect(page.locator("#scene .item.selected")).to_contain_text("Relu", timeout=layout)
     record_timing("7000 nodes, page 1 (5000 nodes)", layout_ms=first_ms)
 
 
