@@ -1,10 +1,19 @@
 """ONNX model importer: reads model files with its own protobuf reader.
 
 Public API: `load_model`, `load_model_bytes`, `load_model_stream`, `load_tensor`,
-`load_tensor_bytes`, the returned `OnnxModel` / `Tensor`, `Limits`, and the one
-exception type `ModelImportError` with its `ErrorKind`. This package does no
-I/O beyond `importer.source` and imports nothing from `service` or `onnx`.
+`load_tensor_bytes`, the returned `OnnxModel` / `Tensor`, `Limits`, the one
+exception type `ModelImportError` with its `ErrorKind`, and the operator check
+`check_model` with its `Diagnostic` (`Severity`, `Code`), imported on first
+use (PEP 562: a process that only imports models does not pay for the
+check's modules). This package does no I/O beyond `importer.source` (and
+reading its own package data, the schema table of `importer.op_schemas`) and
+imports nothing from `service` or `onnx`.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from importer.element_types import DataType
 from importer.errors import ErrorKind, ModelImportError
@@ -13,20 +22,45 @@ from importer.limits import Limits
 from importer.load import load_model, load_model_bytes, load_model_stream, load_tensor, load_tensor_bytes
 from importer.tensor import SparseTensor, Tensor
 
+if TYPE_CHECKING:
+    from importer.check import check_model
+    from importer.diagnostics import Code, Diagnostic, Severity
+
+# Public names imported on first use -> their module.
+_LAZY = {
+    "check_model": "importer.check",
+    "Code": "importer.diagnostics",
+    "Diagnostic": "importer.diagnostics",
+    "Severity": "importer.diagnostics",
+}
+
 __all__ = [
+    "Code",
     "DataType",
+    "Diagnostic",
     "ErrorKind",
     "Limits",
     "ModelImportError",
     "OnnxModel",
     "ResolvedGraph",
     "ResolvedNode",
+    "Severity",
     "SparseTensor",
     "Tensor",
     "Value",
+    "check_model",
     "load_model",
     "load_model_bytes",
     "load_model_stream",
     "load_tensor",
     "load_tensor_bytes",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'importer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,8 +1,10 @@
-"""Command line: `python -m importer dump|summary MODEL [options]`.
+"""Command line: `python -m importer dump|summary|check MODEL [options]`.
 
 Owns the process contract: on success the dump (or summary JSON) on standard
 output and exit 0; on refusal nothing on standard output, one line of JSON
-(kind, message, input, offset, field_path) on standard error, exit 2.
+(kind, message, input, offset, field_path) on standard error, exit 2. `check`
+prints `{"diagnostics": [...]}` (importer.check) and exits 0 when none is an
+error (warnings allowed), 1 when one is; a refused file is refused as above.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from importer.limits import NESTING_RANGE, Limits
 from importer.load import load_model
 from importer.summary import summarize
 
+EXIT_ERRORS = 1  # check: the model breaks its operators' schemas
 EXIT_REFUSED = 2
 
 
@@ -31,7 +34,11 @@ def _nesting(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m importer", description="Read an ONNX model with our own reader.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for command, help_text in (("dump", "the structural dump (onnx-dump/1)"), ("summary", "a summary of the resolved graph")):
+    for command, help_text in (
+        ("dump", "the structural dump (onnx-dump/1)"),
+        ("summary", "a summary of the resolved graph"),
+        ("check", "check every node against its operator's schema (JSON diagnostics)"),
+    ):
         sub = commands.add_parser(command, help=help_text)
         sub.add_argument("model", help="path of the .onnx file")
         sub.add_argument("--external-data-dir", default=None, help="where external data lives (default: the model's folder)")
@@ -47,12 +54,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         limits = Limits(max_nesting=args.max_nesting, allow_hard_links=args.allow_hard_links)
         with load_model(args.model, external_data_dir=args.external_data_dir, limits=limits) as model:
-            text = render_dump(model.proto) if args.command == "dump" else json.dumps(summarize(model), indent=1, ensure_ascii=False) + "\n"
+            status = 0
+            if args.command == "dump":
+                text = render_dump(model.proto)
+            elif args.command == "summary":
+                text = json.dumps(summarize(model), indent=1, ensure_ascii=False) + "\n"
+            else:
+                from importer.check import check_model  # only this command pays for the check's modules
+                from importer.diagnostics import Severity
+
+                diagnostics = check_model(model)
+                status = EXIT_ERRORS if any(d.severity is Severity.ERROR for d in diagnostics) else 0
+                text = json.dumps({"diagnostics": [d.as_dict() for d in diagnostics]}, indent=1, ensure_ascii=False) + "\n"
     except ModelImportError as error:
         sys.stderr.write(json.dumps(error.as_dict()) + "\n")
         return EXIT_REFUSED
     sys.stdout.write(text)
-    return 0
+    return status
 
 
 if __name__ == "__main__":
