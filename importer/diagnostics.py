@@ -53,9 +53,10 @@ class Code(StrEnum):
     # the model
     OPSET_NEWER_THAN_TABLE = "opset-newer-than-table"
     DOMAIN_NOT_CHECKED = "domain-not-checked"
+    CHECK_INCOMPLETE = "check-incomplete"  # the check itself broke (a caller's report; a bug to fix)
 
 
-_WARNINGS = frozenset({Code.EXPERIMENTAL_OP, Code.OPSET_NEWER_THAN_TABLE, Code.DOMAIN_NOT_CHECKED})
+_WARNINGS = frozenset({Code.EXPERIMENTAL_OP, Code.OPSET_NEWER_THAN_TABLE, Code.DOMAIN_NOT_CHECKED, Code.CHECK_INCOMPLETE})
 
 SEVERITY: dict[Code, Severity] = {code: Severity.WARNING if code in _WARNINGS else Severity.ERROR for code in Code}
 

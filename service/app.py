@@ -5,7 +5,7 @@ sandbox, import limiter, API keys, metrics), their start and stop (lifespan;
 SIGHUP reloads the key file), the problem handlers, the middleware (the
 request log and request id, outermost; `X-Content-Type-Options: nosniff` on
 every response; a client gone mid-request logged once at INFO), the routers
-(`service.routes`: models, tensors, health, and ui: the explorer at `/` and
+(`service.routes`: models, tensors, diagnostics, health, and ui: the explorer at `/` and
 the offline `/docs` and `/redoc`) and the OpenAPI document with problems
 under `application/problem+json`.
 """
@@ -28,7 +28,7 @@ from service.metrics import Metrics
 from service.openapi_doc import openapi_with_problems
 from service.problems import DisconnectMiddleware, install_problem_handlers
 from service.request_log import RequestLogMiddleware
-from service.routes import health, models, tensors, ui
+from service.routes import diagnostics, health, models, tensors, ui
 from service.sandbox import Sandbox
 from service.settings import Settings
 from service.state import Service
@@ -83,6 +83,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(RequestLogMiddleware, metrics=metrics)  # added last: the outermost
     app.include_router(models.router)
     app.include_router(tensors.router)
+    app.include_router(diagnostics.router)
     app.include_router(health.router)
     app.include_router(ui.router)
     app.openapi = lambda: openapi_with_problems(app)  # type: ignore[method-assign]

@@ -32,11 +32,13 @@ import re
 import sqlite3
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 from importer import DataType
+from importer.diagnostics import Diagnostic
 from importer.messages import Model
 from importer.summary import element_type_name
 from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
@@ -64,6 +66,21 @@ CREATE TABLE tensors (
     shared INTEGER NOT NULL        -- how many tensors of the model have this name
 );
 """
+DIAGNOSTICS_TABLE = """
+CREATE TABLE diagnostics (
+    seq INTEGER PRIMARY KEY,       -- in file order, from 0
+    severity TEXT NOT NULL,        -- error or warning
+    code TEXT NOT NULL,
+    message TEXT NOT NULL,
+    node_name TEXT,
+    op_type TEXT,
+    domain TEXT,
+    field_path TEXT,
+    offset INTEGER
+);
+CREATE INDEX diagnostics_by_severity ON diagnostics (severity, seq);
+"""
+DIAGNOSTIC_COLUMNS = "seq, severity, code, message, node_name, op_type, domain, field_path, offset"
 INDEXES = """
 CREATE INDEX tensors_by_name ON tensors (name);
 CREATE UNIQUE INDEX tensors_by_alias ON tensors (alias);
@@ -147,10 +164,11 @@ class BuiltCatalog:
     name_counts: Counter[str]  # how many tensors have each name
 
 
-def build_catalog(model: Model, keep_rows: int) -> BuiltCatalog:
+def build_catalog(model: Model, keep_rows: int, diagnostics: Sequence[Diagnostic] = ()) -> BuiltCatalog:
     """Every tensor of `model` as a catalogue row (the first `keep_rows` also
     returned as objects); a tensor's `file` is "model" (raw_data), its external
-    location (normalized), or "converted" (the bytes in `converted`)."""
+    location (normalized), or "converted" (the bytes in `converted`). The
+    operator check's `diagnostics` go in a table of their own."""
     places = list(tensor_places(model))
     shared = Counter(place.tensor.name for place in places)
     aliases: dict[str, int] = {}
@@ -197,6 +215,14 @@ def build_catalog(model: Model, keep_rows: int) -> BuiltCatalog:
         sql_rows = (sql_row(seq, place) for seq, place in enumerate(places))
         connection.executemany(f"INSERT INTO tensors ({COLUMNS}) VALUES ({', '.join('?' * 13)})", sql_rows)
         connection.executescript(INDEXES)  # built once, after the rows: faster than row by row
+        connection.executescript(DIAGNOSTICS_TABLE)
+        connection.executemany(
+            f"INSERT INTO diagnostics ({DIAGNOSTIC_COLUMNS}) VALUES ({', '.join('?' * 9)})",
+            (
+                (seq, d.severity.value, d.code.value, d.message, d.node_name, d.op_type, d.domain, d.field_path, d.offset)
+                for seq, d in enumerate(diagnostics)
+            ),
+        )
         connection.commit()
         database = connection.serialize()
         rows = [TensorRow.from_sql(row) for row in connection.execute(f"SELECT {COLUMNS} FROM tensors ORDER BY seq LIMIT ?", (keep_rows,))]
@@ -228,16 +254,21 @@ class Catalog:
                 self.connection.close()
                 self.connection = None
 
-    def _rows(self, where: str, parameters: tuple[object, ...], limit: int) -> list[TensorRow]:
-        sql = f"SELECT {COLUMNS} FROM tensors WHERE {where} ORDER BY seq LIMIT ?"
+    def _query(self, sql: str, parameters: tuple[object, ...]) -> tuple[list[str], list[tuple[object, ...]]]:
+        """Column names and rows of one query (the connection opened on first use)."""
         with self.lock:
             try:
                 if self.connection is None:
                     uri = f"{self.path.as_uri()}?mode=ro&immutable=1"
                     self.connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
-                return [TensorRow.from_sql(row) for row in self.connection.execute(sql, (*parameters, limit))]
+                cursor = self.connection.execute(sql, parameters)
+                return [column[0] for column in cursor.description], cursor.fetchall()
             except sqlite3.Error as error:
                 raise CatalogUnavailable(str(error)) from None
+
+    def _rows(self, where: str, parameters: tuple[object, ...], limit: int) -> list[TensorRow]:
+        _, rows = self._query(f"SELECT {COLUMNS} FROM tensors WHERE {where} ORDER BY seq LIMIT ?", (*parameters, limit))
+        return [TensorRow.from_sql(row) for row in rows]
 
     def by_name(self, name: str, limit: int) -> list[TensorRow]:
         """Tensors with this ONNX name, in file order (at most `limit`)."""
@@ -256,6 +287,12 @@ class Catalog:
         if not prefix:
             return self._rows("seq > ?", (after,), limit)
         return self._rows("seq > ? AND substr(name, 1, ?) = ?", (after, len(prefix), prefix), limit)
+
+    def diagnostics(self, after: int, limit: int, severity: str | None) -> list[dict[str, object]]:
+        """Up to `limit` diagnostics after position `after`, of one severity or all."""
+        where, parameters = ("seq > ? AND severity = ?", (after, severity)) if severity else ("seq > ?", (after,))
+        names, rows = self._query(f"SELECT {DIAGNOSTIC_COLUMNS} FROM diagnostics WHERE {where} ORDER BY seq LIMIT ?", (*parameters, limit))
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 class OpenCatalogs:

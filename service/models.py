@@ -115,6 +115,33 @@ class TensorEntry(BaseModel):
     href: str = Field(description="the tensor's URL: its name percent-encoded, with ?field_path= when the name is shared")
 
 
+class PageLinks(BaseModel):
+    next: str | None = Field(description="the next page, or null after the last")
+
+
+class DiagnosticEntry(BaseModel):
+    severity: str = Field(description="error or warning")
+    code: str = Field(description="stable: unknown-op, too-many-inputs, missing-attribute, input-type, ...")
+    message: str
+    node_name: str | None
+    op_type: str | None
+    domain: str | None
+    field_path: str = Field(description="the field at fault, or the node when something is missing")
+    offset: int = Field(description="byte offset of that field's key in the model file")
+
+
+class DiagnosticsSummary(BaseModel):
+    errors: int
+    warnings: int
+    items: list[DiagnosticEntry] = Field(description="the first ones; all are in GET /models/{id}/diagnostics")
+
+
+class DiagnosticPage(BaseModel):
+    items: list[DiagnosticEntry]
+    next_cursor: str | None
+    links: PageLinks
+
+
 class SummaryLinks(BaseModel):
     self: str
     graph: str
@@ -134,13 +161,10 @@ class ModelSummary(BaseModel):
     functions: list[FunctionSummary]
     metadata_props: dict[str, str]
     tensors: list[TensorEntry] = Field(description="the first tensors in file order; GET links.tensors pages through all")
+    diagnostics: DiagnosticsSummary = Field(description="the operator-schema check: counts, and the first findings with their places")
     counts: dict[str, int] = Field(description="the full length of every list, some of which are cut")
     truncated: list[str] = Field(description="the lists cut (by number of items or bytes)")
     links: SummaryLinks
-
-
-class PageLinks(BaseModel):
-    next: str | None = Field(description="the next page, or null after the last")
 
 
 class TensorPage(BaseModel):

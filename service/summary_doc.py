@@ -1,8 +1,9 @@
 """The model summary served by `GET /models/{id}`: bounded, whatever the model.
 
 Owns `bounded_summary` (in the worker: producer, opsets, the graph's inputs,
-outputs, op-type counts, initializers, functions, metadata and the first
-tensors of the catalogue; every list is cut at a number of items and a number
+outputs, op-type counts, initializers, functions, metadata, the first
+tensors of the catalogue, and the operator check's error and warning counts
+with its first diagnostics; every list is cut at a number of items and a number
 of bytes, and `counts` gives every list's full length, `truncated` names the
 cut ones) and `finish_summary` (in the front end: the id, the model file and
 every link, with tensors' real names percent-encoded). The complete tensor
@@ -14,10 +15,11 @@ from __future__ import annotations
 import json
 import posixpath
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from importer import OnnxModel
+from importer.diagnostics import Diagnostic, Severity
 from importer.summary import describe_model, describe_tensor, describe_value
 from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
 from service.catalog import BuiltCatalog, TensorRow, tensor_href
@@ -69,7 +71,9 @@ def _row_entry(row: TensorRow) -> Json:
     }
 
 
-def bounded_summary(model: OnnxModel, display_name: str, catalog: BuiltCatalog, max_tensors: int) -> Json:
+def bounded_summary(
+    model: OnnxModel, display_name: str, catalog: BuiltCatalog, max_tensors: int, diagnostics: Sequence[Diagnostic] = ()
+) -> Json:
     """The summary without id and links (see the module comment)."""
     counted = catalog.name_counts
     graph = model.graph
@@ -125,6 +129,11 @@ def bounded_summary(model: OnnxModel, display_name: str, catalog: BuiltCatalog, 
         "functions": listed("functions", functions, len(model.functions), MAX_NAMED_ITEMS),
         "metadata_props": dict(metadata),
         "tensors": listed("tensors", (_row_entry(row) for row in catalog.rows), catalog.count, max_tensors),
+        "diagnostics": {
+            "errors": sum(1 for d in diagnostics if d.severity == Severity.ERROR),
+            "warnings": sum(1 for d in diagnostics if d.severity == Severity.WARNING),
+            "items": listed("diagnostics", (d.as_dict() for d in diagnostics), len(diagnostics), max_tensors),
+        },
         "counts": counts,
         "truncated": truncated,
     }

@@ -37,7 +37,9 @@ import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 
-from importer import ErrorKind, Limits, ModelImportError, OnnxModel, load_model
+from importer import ErrorKind, Limits, ModelImportError, OnnxModel, check_model, load_model
+from importer.diagnostics import Code, Diagnostic, Severity
+from importer.op_schemas import schema_table
 from service.catalog import MODEL_FILE_KEY, build_catalog
 from service.graph_json import render_graph
 from service.memory_watch import EXIT_MEMORY, watch_memory
@@ -182,9 +184,20 @@ def run_task(connection: Connection, job: WorkerJob, isolation: str) -> None:
             send_import(connection, model, job, isolation)
 
 
+def operator_check(model: OnnxModel) -> list[Diagnostic]:
+    """The operator-schema check; an import never fails because of it: a check
+    that breaks is reported as one warning (and is a bug to fix)."""
+    try:
+        return check_model(model)
+    except Exception as error:
+        message = f"the operator check did not complete: {type(error).__name__}"
+        return [Diagnostic(Severity.WARNING, Code.CHECK_INCOMPLETE, message, None, None, None, "ModelProto", 0)]
+
+
 def send_import(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
-    catalog = build_catalog(model.proto, keep_rows=job.summary_items)
-    summary = bounded_summary(model, job.display_name, catalog, job.summary_items)
+    diagnostics = operator_check(model)
+    catalog = build_catalog(model.proto, keep_rows=job.summary_items, diagnostics=diagnostics)
+    summary = bounded_summary(model, job.display_name, catalog, job.summary_items, diagnostics)
     converted_length = sum(len(part) for part in catalog.converted)
     header = WorkerHeader(
         status="ok",
@@ -248,3 +261,6 @@ def _send_chunks(connection: Connection, parts: Sequence[memoryview | bytes]) ->
             view = view[take:]
     if pending:
         connection.send_bytes(pending)
+
+
+schema_table()  # loaded once in the fork server (which imports this module), not in every worker

@@ -1,8 +1,9 @@
 // The explorer's page script: opening models (upload, data-root path, the
 // store's list), the summary, the graph view (drawn from the layouts the
 // graph worker computes), node details, search, tensors (header, preview,
-// downloads) and refused models (the problem and a hex view of the local
-// file around the offset). Plain DOM, no framework, no build step; every
+// downloads), the operator check's diagnostics (listed in the summary,
+// marked on their nodes) and refused models (the problem and a hex view of
+// the local file around the offset). Plain DOM, no framework, no build step; every
 // request goes to this service's own API, with the API key of the token
 // field (kept in sessionStorage: this tab's session only).
 "use strict";
@@ -12,6 +13,8 @@ const PREVIEW_BYTES = 4 << 20; // a preview reads at most this much of a tensor 
 const PREVIEW_ITEMS = 64; // elements listed
 const HISTOGRAM_BINS = 32;
 const HEX_ROWS_AROUND = 8; // rows of 16 bytes shown before and after the offset's row
+const DIAGNOSTICS_PAGE = 250;
+const MAX_DIAGNOSTICS = 1000; // listed and marked: the first ones, in file order
 const ELEMENT_SIZES = {
   FLOAT: 4, UINT8: 1, INT8: 1, UINT16: 2, INT16: 2, INT32: 4, INT64: 8, BOOL: 1, FLOAT16: 2, DOUBLE: 8,
   UINT32: 4, UINT64: 8, BFLOAT16: 2, FLOAT8E4M3FN: 1, FLOAT8E4M3FNUZ: 1, FLOAT8E5M2: 1, FLOAT8E5M2FNUZ: 1, FLOAT8E8M0: 1,
@@ -26,7 +29,8 @@ const state = {
   modelsCursor: null,
   tensorsCursor: null,
   graph: null, // {graphs, root} once the worker has loaded the document
-  graphLoading: null, // {id} while it loads
+  graphLoading: null, // {id, done} while it loads and draws its first view
+  diagnostics: null, // {errors, warnings, items, complete, byNode: Map(`${path}|${position}` -> [diagnostic])}
   graphPath: null,
   graphPage: 0,
   layout: null,
@@ -273,9 +277,12 @@ function openSummary(summary) {
   $("#tensor").replaceChildren();
   $("#tabs [data-tab=problem]").hidden = true;
   if (location.hash !== "#model=" + summary.id) history.replaceState(null, "", "#model=" + summary.id);
+  const check = summary.diagnostics || { errors: 0, warnings: 0, items: [] };
+  state.diagnostics = { errors: check.errors, warnings: check.warnings, items: check.items, complete: false, byNode: new Map() };
   renderSummary(summary);
   showTab("summary");
   countParameters(summary, state.generation).catch(fail);
+  loadDiagnostics(summary, state.generation).catch(fail);
 }
 
 let modelsListing = 0; // the latest listing wins: an older answer still arriving is dropped
@@ -319,6 +326,11 @@ function renderSummary(s) {
       el("dt", {}, "graph"), el("dd", {}, `${g.name || "(unnamed)"}: ${number(g.node_count)} nodes, ${number(g.subgraph_count)} subgraphs, ${number(s.counts.tensors)} tensors`),
       s.domain ? [el("dt", {}, "domain"), el("dd", {}, s.domain)] : null,
     ),
+    el("h3", {}, "Operator check"),
+    el("p", { id: "diagnostic-counts" },
+      el("strong", { id: "diagnostic-errors", class: s.diagnostics && s.diagnostics.errors ? "bad" : null }, number(s.diagnostics ? s.diagnostics.errors : 0)), " errors, ",
+      el("strong", { id: "diagnostic-warnings" }, number(s.diagnostics ? s.diagnostics.warnings : 0)), " warnings"),
+    el("div", { id: "diagnostics" }),
     el("h3", {}, "Inputs" + cut("inputs", g.inputs.length)),
     table(["name", "type"], g.inputs.map((v) => [v.name, typeText(v.type)])),
     el("h3", {}, "Outputs" + cut("outputs", g.outputs.length)),
@@ -371,6 +383,93 @@ async function countParameters(summary, generation) {
   );
 }
 
+// -- the operator check's diagnostics
+
+// Every diagnostic, up to MAX_DIAGNOSTICS, a page at a time; then listed here
+// and, once the graph is loaded, placed on their nodes.
+async function loadDiagnostics(summary, generation) {
+  const check = state.diagnostics;
+  if (check.errors + check.warnings > check.items.length) {
+    const items = [];
+    let url = `${summary.links.self}/diagnostics?limit=${DIAGNOSTICS_PAGE}`;
+    while (url && items.length < MAX_DIAGNOSTICS) {
+      const page = await apiJson(url);
+      if (generation !== state.generation) return;
+      items.push(...page.items);
+      url = page.links.next;
+    }
+    check.items = items.slice(0, MAX_DIAGNOSTICS);
+  }
+  check.complete = true;
+  renderDiagnostics();
+  await locateDiagnostics();
+}
+
+function renderDiagnostics() {
+  const check = state.diagnostics;
+  const total = check.errors + check.warnings;
+  if (!total) return fill($("#diagnostics"), el("p", { class: "hint" }, "no finding: every node matches its operator's schema"));
+  const rows = check.items.map((d, i) => el("tr", { class: "diagnostic " + d.severity },
+    el("td", {}, el("span", { class: "severity " + d.severity }, d.severity)),
+    el("td", {}, el("code", {}, d.code)),
+    el("td", {}, d.op_type || d.node_name ? diagnosticLink(d, i) : el("span", { class: "hint" }, "(the model)")),
+    el("td", {}, d.message),
+    el("td", {}, el("code", {}, d.field_path)),
+    el("td", { class: "number" }, d.offset === null || d.offset === undefined ? "–" : number(d.offset)),
+  ));
+  fill($("#diagnostics"),
+    total > check.items.length ? el("p", { class: "hint" }, `The first ${number(check.items.length)} of ${number(total)}, in file order:`) : null,
+    el("table", { class: "grid diagnostics" },
+      el("thead", {}, el("tr", {}, ["severity", "code", "node", "message", "field path", "offset"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, rows)),
+  );
+}
+
+function diagnosticLink(d, i) {
+  const label = `${d.op_type || "?"} ${d.node_name || ""}`.trim();
+  // nodes of function bodies are not drawn: only a node of the model's graphs is a link
+  if (!/^ModelProto\.graph\.node\[/.test(d.field_path || "")) return el("span", {}, label, el("span", { class: "hint" }, " (in a function)"));
+  return el("a", { href: "#", class: "diagnostic-link", dataset: { diagnostic: String(i) }, onclick: (e) => (e.preventDefault(), jumpToDiagnostic(d).catch(fail)) }, label);
+}
+
+// Find each diagnostic's node (the worker matches field paths to graph paths
+// and file indexes) and mark the nodes drawn.
+async function locateDiagnostics() {
+  const check = state.diagnostics;
+  const generation = state.generation;
+  if (!state.graph || !check || !check.items.length) return;
+  const places = await ask("locate", { fieldPaths: check.items.map((d) => d.field_path) });
+  if (generation !== state.generation || check !== state.diagnostics) return;
+  check.byNode = new Map();
+  check.items.forEach((d, i) => {
+    d.at = places[i];
+    if (!d.at) return;
+    const key = `${d.at.path}|${d.at.position}`;
+    if (!check.byNode.has(key)) check.byNode.set(key, []);
+    check.byNode.get(key).push(d);
+  });
+  for (const group of document.querySelectorAll("#scene .item.node")) markNode(group, state.graphPath, Number(group.dataset.position));
+}
+
+function diagnosticsOf(path, position) {
+  return (state.diagnostics && state.diagnostics.byNode.get(`${path}|${position}`)) || [];
+}
+
+function markNode(group, path, position) {
+  const found = diagnosticsOf(path, position);
+  const hasError = found.some((d) => d.severity === "error");
+  group.classList.toggle("has-error", hasError);
+  group.classList.toggle("has-warning", !hasError && found.length > 0);
+}
+
+async function jumpToDiagnostic(d) {
+  showTab("graph");
+  await openGraph();
+  if (!d.at) await locateDiagnostics();
+  if (!d.at) return status(`no node of the graphs is at ${d.field_path}`, "error");
+  await goToNode(d.at.path, d.at.position, d.at.page);
+}
+
 // -- the graph: the worker and the drawing
 
 let worker = null;
@@ -406,28 +505,34 @@ function ask(op, message = {}) {
   });
 }
 
-async function openGraph() {
-  const generation = state.generation;
-  if (state.graph && state.graph.id === state.model.id) return;
-  if (state.graphLoading && state.graphLoading.id === state.model.id) return; // asked already: the answer is on its way
-  status("loading the graph…");
-  const loading = ask("load", { url: state.model.links.graph, token: state.token });
+// Resolves once the open model's graph is loaded and its first view drawn.
+function openGraph() {
+  if (state.graphLoading && state.graphLoading.id === state.model.id) return state.graphLoading.done; // asked already: the answer is on its way
+  if (state.graph && state.graph.id === state.model.id) return Promise.resolve();
   const marker = { id: state.model.id };
   state.graphLoading = marker;
+  marker.done = loadGraph().finally(() => {
+    if (state.graphLoading === marker) state.graphLoading = null;
+  });
+  return marker.done;
+}
+
+async function loadGraph() {
+  const generation = state.generation;
+  status("loading the graph…");
   let loaded;
   try {
-    loaded = await loading;
+    loaded = await ask("load", { url: state.model.links.graph, token: state.token });
   } catch (error) {
     if (generation !== state.generation) return; // another model is open by now
     throw error;
-  } finally {
-    if (state.graphLoading === marker) state.graphLoading = null;
   }
   if (generation !== state.generation) return;
   state.graph = Object.assign(loaded, { id: state.model.id });
   const select = $("#graph-select");
   fill(select, ...loaded.graphs.map((g) =>
     el("option", { value: g.path }, `${g.parent ? "↳ " : ""}${g.title} — ${number(g.nodes)} nodes${g.pages > 1 ? `, ${g.pages} pages` : ""}`)));
+  await locateDiagnostics();
   await drawGraph(loaded.root, 0);
 }
 
@@ -467,7 +572,7 @@ async function render(layout) {
     if (start > 0) await new Promise((resolve) => setTimeout(resolve, 0));
     if (generation !== state.generation || state.layout !== layout) return;
     edges.append(...layout.edges.slice(start, start + RENDER_CHUNK).filter((e) => e.points.length).map(edgePath));
-    nodes.append(...layout.items.slice(start, start + RENDER_CHUNK).map(itemGroup));
+    nodes.append(...layout.items.slice(start, start + RENDER_CHUNK).map((item) => itemGroup(item, layout.path)));
   }
   canvas.dataset.drawn = "true";
 }
@@ -481,10 +586,12 @@ function edgePath(edge) {
   return path;
 }
 
-function itemGroup(item) {
+function itemGroup(item, path) {
   const group = svg("g", { class: `item ${item.kind}${item.subgraph ? " has-subgraph" : ""}`, transform: `translate(${item.x},${item.y})` });
-  if (item.kind === "node") group.dataset.position = String(item.position);
-  else group.dataset.value = item.value;
+  if (item.kind === "node") {
+    group.dataset.position = String(item.position);
+    markNode(group, path, item.position);
+  } else group.dataset.value = item.value;
   if (item.page !== undefined && item.page !== null) group.dataset.page = String(item.page);
   group.append(svg("rect", { width: item.width, height: item.height, rx: item.kind === "node" ? 3 : 10 }));
   item.lines.forEach((line, i) => {
@@ -652,12 +759,23 @@ function renderDetails(d) {
     el("button", { type: "button", class: "quiet close", title: "close", onclick: () => (panel.hidden = true) }, "×"),
     el("h3", {}, d.op_type, " ", el("span", { class: "hint" }, d.domain ? `${d.domain} v${d.opset_version}` : `opset ${d.opset_version}`)),
     el("p", {}, el("strong", {}, d.name || "(unnamed)"), el("span", { class: "hint" }, ` node ${d.position} (file index ${d.index})`)),
+    diagnosticsPart(diagnosticsOf(d.path, d.position)),
     el("h4", {}, "Attributes"),
     d.attributes.length ? el("table", { class: "attributes" }, el("tbody", {}, d.attributes.map(attributeRow))) : el("p", { class: "hint" }, "none"),
     el("h4", {}, "Inputs"), el("ol", { class: "values" }, d.inputs.map((v) => valueRow(v, false))),
     el("h4", {}, "Outputs"), el("ol", { class: "values" }, d.outputs.map((v) => valueRow(v, true))),
     el("h4", {}, "Consumers"), consumers.length ? el("ul", { class: "values" }, consumers) : el("p", { class: "hint" }, "none in this graph"),
   );
+}
+
+function diagnosticsPart(found) {
+  if (!found.length) return null;
+  return [
+    el("h4", {}, "Diagnostics"),
+    el("ul", { class: "values diagnostics" }, found.map((x) => el("li", { class: "diagnostic " + x.severity },
+      el("span", { class: "severity " + x.severity }, x.severity), " ", el("code", {}, x.code), " ", x.message,
+      el("div", { class: "hint" }, el("code", {}, x.field_path), x.offset === null || x.offset === undefined ? "" : `, offset ${number(x.offset)}`)))),
+  ];
 }
 
 let searchTimer = null;

@@ -15,6 +15,8 @@
 //                         pages are drawn as stubs naming the other page
 //   node   {path, position}  a node's attributes, inputs, outputs, consumers
 //   search {query}        nodes and values whose name contains the query
+//   locate {fieldPaths}   for each field path (of a diagnostic), the node it
+//                         names, {path, position, page, op_type, name}, or null
 //
 // Layout: elkjs (vendor/elk.bundled.js, the Eclipse Layout Kernel), its
 // layered algorithm with model-order layering and cycle breaking: the nodes
@@ -40,6 +42,7 @@ const ELK_OPTIONS = {
 const elk = new ELK(); // no workerUrl: ELK runs here, in this worker's thread
 let graphs = new Map(); // path -> {graph, parent, via, values: Map(name -> value), title}
 let layouts = new Map(); // `${path}|${page}` -> layout
+let byIndex = new Map(); // path -> Map(file index -> position)
 
 function progress(text) {
   postMessage({ progress: text });
@@ -79,6 +82,7 @@ async function load({ url, token }) {
   if (ticket !== loads) throw Object.assign(new Error("superseded by another model's graph"), { superseded: true });
   graphs = found;
   layouts = new Map();
+  byIndex = new Map([...graphs].map(([path, g]) => [path, new Map(g.graph.nodes.map((n) => [n.index, n.position]))]));
   const list = [...graphs.values()].map((g) => ({
     path: g.graph.path,
     name: g.graph.name,
@@ -353,7 +357,24 @@ function search({ query }) {
   return { results, total };
 }
 
-const operations = { load, view, node, search };
+// A field path names a node when `<graph path>.node[<file index>]` is its
+// prefix; inside a subgraph several prefixes match: the deepest graph wins.
+// Function bodies (ModelProto.functions[...]) are not graphs here: null.
+function locateOne(fieldPath) {
+  let found = null;
+  for (const match of String(fieldPath || "").matchAll(/\.node\[(\d+)\]/g)) {
+    const positions = byIndex.get(fieldPath.slice(0, match.index));
+    const position = positions && positions.get(Number(match[1]));
+    if (position !== undefined) found = nodeRef(fieldPath.slice(0, match.index), position);
+  }
+  return found;
+}
+
+function locate({ fieldPaths }) {
+  return fieldPaths.map(locateOne);
+}
+
+const operations = { load, view, node, search, locate };
 
 onmessage = async (event) => {
   const { id, op } = event.data;

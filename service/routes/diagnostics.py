@@ -1,0 +1,56 @@
+"""Route of the diagnostics resource: the operator-schema check's findings.
+
+`GET /models/{id}/diagnostics` pages through every diagnostic the worker's
+check (`importer.check_model`) found at import, in file order, each with its
+severity, stable code, message, node, field path and byte offset;
+`severity=error` or `warning` keeps one kind. One indexed query of the
+model's catalogue per page.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+
+from service.auth import ReadCaller
+from service.cursors import decode_cursor, encode_cursor
+from service.models import DiagnosticEntry, DiagnosticPage, PageLinks
+from service.openapi_doc import problem_responses
+from service.routes.models import MAX_PAGE, require_model
+from service.routes.tensors import catalog_errors, catalog_of
+from service.state import ServiceDep
+
+router = APIRouter(tags=["diagnostics"])
+
+
+@router.api_route(
+    "/models/{model_id}/diagnostics",
+    methods=["GET", "HEAD"],
+    response_model=DiagnosticPage,
+    summary="The operator-schema check's findings, each with its place, in file order, paged",
+    responses=problem_responses(400, 401, 403, 404, 422),
+)
+def list_diagnostics(
+    model_id: str,
+    service: ServiceDep,
+    caller: ReadCaller,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+    severity: Literal["error", "warning"] | None = None,
+) -> DiagnosticPage:
+    # a plain def: FastAPI runs it in a worker thread (an SQLite query)
+    require_model(service, caller.tenant, model_id)
+    after = -1
+    if cursor is not None:
+        (position,) = decode_cursor("diagnostics", cursor, (int,))
+        after = int(position)
+    with catalog_errors():
+        rows = catalog_of(service, model_id).diagnostics(after, limit + 1, severity)
+    page = rows[:limit]
+    next_cursor = encode_cursor("diagnostics", int(str(page[-1]["seq"]))) if len(rows) > limit else None
+    next_link = None
+    if next_cursor is not None:
+        next_link = f"/models/{model_id}/diagnostics?limit={limit}&cursor={next_cursor}" + (f"&severity={severity}" if severity else "")
+    items = [DiagnosticEntry.model_validate({k: v for k, v in row.items() if k != "seq"}) for row in page]
+    return DiagnosticPage(items=items, next_cursor=next_cursor, links=PageLinks(next=next_link))
