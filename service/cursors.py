@@ -1,6 +1,7 @@
 """Opaque page cursors: what a page's last item was, as a URL-safe token.
 
-Owns `encode_cursor` and `decode_cursor`. A cursor is base64url of a JSON
+Owns `encode_cursor`, `decode_cursor` and `page_of` (a page, its cursor
+and the link to the next one, for every paged route). A cursor is base64url of a JSON
 list tagged with what it pages (`tensors`, `models`), so a cursor of one
 listing given to another, or a mangled one, is a 400, never a wrong page.
 """
@@ -10,10 +11,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+from urllib.parse import quote
 
 from service.problems import ProblemError
 
 MAX_CURSOR_CHARS = 1024
+T = TypeVar("T")
 
 
 def encode_cursor(kind: str, *position: int | str) -> str:
@@ -35,3 +41,21 @@ def decode_cursor(kind: str, token: str, types: tuple[type, ...]) -> list[int | 
         return position
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise ProblemError("bad-request", "the cursor is not one this listing handed out") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+    next_link: str | None
+
+
+def page_of(rows: list[T], limit: int, kind: str, position: Callable[[T], tuple[int | str, ...]], url: str, **query: str) -> Page[T]:
+    """The first `limit` of `rows` (fetched as limit + 1), with the cursor and
+    the link of the next page when there is one; `query` is kept in the link."""
+    items = rows[:limit]
+    if len(rows) <= limit:
+        return Page(items, None, None)
+    cursor = encode_cursor(kind, *position(items[-1]))
+    kept = "".join(f"&{name}={quote(value, safe='')}" for name, value in query.items() if value)
+    return Page(items, cursor, f"{url}?limit={limit}&cursor={cursor}{kept}")

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from service.auth import ReadCaller
-from service.cursors import decode_cursor, encode_cursor
+from service.cursors import decode_cursor, page_of
 from service.models import DiagnosticEntry, DiagnosticPage, PageLinks
 from service.openapi_doc import problem_responses
 from service.routes.models import MAX_PAGE, require_model
@@ -47,10 +47,8 @@ def list_diagnostics(
         after = int(position)
     with catalog_errors():
         rows = catalog_of(service, model_id).diagnostics(after, limit + 1, severity)
-    page = rows[:limit]
-    next_cursor = encode_cursor("diagnostics", int(str(page[-1]["seq"]))) if len(rows) > limit else None
-    next_link = None
-    if next_cursor is not None:
-        next_link = f"/models/{model_id}/diagnostics?limit={limit}&cursor={next_cursor}" + (f"&severity={severity}" if severity else "")
-    items = [DiagnosticEntry.model_validate({k: v for k, v in row.items() if k != "seq"}) for row in page]
-    return DiagnosticPage(items=items, next_cursor=next_cursor, links=PageLinks(next=next_link))
+    page = page_of(
+        rows, limit, "diagnostics", lambda row: (int(str(row["seq"])),), f"/models/{model_id}/diagnostics", severity=severity or ""
+    )
+    items = [DiagnosticEntry.model_validate({k: v for k, v in row.items() if k != "seq"}) for row in page.items]
+    return DiagnosticPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))

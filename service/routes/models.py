@@ -21,7 +21,7 @@ from fastapi.responses import FileResponse, Response
 from starlette.requests import ClientDisconnect
 
 from service.auth import DeleteCaller, ImportCaller, ReadCaller
-from service.cursors import decode_cursor, encode_cursor
+from service.cursors import decode_cursor, page_of
 from service.graph_flow import graph_document
 from service.import_flow import import_path, import_upload, store_space, stored_summary
 from service.models import GraphDocument, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks, PathRequest
@@ -129,9 +129,9 @@ def list_models(
         committed, model_id = decode_cursor("models", cursor, (int, str))
         before = (int(committed), str(model_id))
     found = service.store.list_models(caller.tenant, before, limit + 1)
-    page = found[:limit]
+    page = page_of(found, limit, "models", lambda position: position, "/models")
     items = []
-    for recorded_ns, model_id in page:
+    for recorded_ns, model_id in page.items:
         record = service.store.read_record(model_id)
         held = service.store.tenants.get(caller.tenant, model_id)
         if record is None or held is None:  # deleted meanwhile
@@ -146,10 +146,7 @@ def list_models(
                 href=f"/models/{model_id}",
             )
         )
-    next_cursor = encode_cursor("models", *page[-1]) if len(found) > limit else None
-    return ModelPage(
-        items=items, next_cursor=next_cursor, links=PageLinks(next=f"/models?limit={limit}&cursor={next_cursor}" if next_cursor else None)
-    )
+    return ModelPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
 
 
 @router.api_route(

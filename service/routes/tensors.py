@@ -17,14 +17,13 @@ import contextlib
 import os
 from collections.abc import Iterator
 from typing import Annotated, Literal
-from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from service.auth import ReadCaller
 from service.catalog import Catalog, CatalogUnavailable, TensorRow, tensor_href
-from service.cursors import decode_cursor, encode_cursor
+from service.cursors import decode_cursor, page_of
 from service.models import PageLinks, TensorEntry, TensorPage
 from service.openapi_doc import problem_responses
 from service.problems import ProblemError, bounded
@@ -73,13 +72,9 @@ def list_tensors(
         after = int(position)
     with catalog_errors():
         rows = catalog_of(service, model_id).page(after, limit + 1, prefix)
-    page = rows[:limit]
-    next_cursor = encode_cursor("tensors", page[-1].seq) if len(rows) > limit else None
-    next_link = None
-    if next_cursor is not None:
-        query = f"limit={limit}&cursor={next_cursor}" + (f"&prefix={quote(prefix, safe='')}" if prefix else "")
-        next_link = f"/models/{model_id}/tensors?{query}"
-    return TensorPage(items=[entry_of(model_id, row) for row in page], next_cursor=next_cursor, links=PageLinks(next=next_link))
+    page = page_of(rows, limit, "tensors", lambda row: (row.seq,), f"/models/{model_id}/tensors", prefix=prefix)
+    items = [entry_of(model_id, row) for row in page.items]
+    return TensorPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
 
 
 def find_tensor(service: Service, model_id: str, name: str, field_path: str | None) -> TensorRow:
