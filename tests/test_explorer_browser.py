@@ -10,7 +10,8 @@ clicking a node for its attributes, subgraphs and search; a tensor's preview
 and downloads (against the onnx reference); a refused model's hex view; the
 API key field; /docs listing every operation and /redoc; a 5,000-node graph
 (layout time measured, the page kept responsive) and a larger one drawn a
-page at a time. Screenshots go to .cache/artifacts/explorer/ (and the layout
+page at a time; a model failing the operator check (its diagnostics listed,
+marked on their nodes, and each leading to its node). Screenshots go to .cache/artifacts/explorer/ (and the layout
 timings to layout-timings.json there). Skipped, with the reason, where
 Playwright or Chromium cannot be had.
 """
@@ -128,6 +129,37 @@ def small_network() -> bytes:
     return _model(graph)
 
 
+BAD_RELUS = 3  # Relu nodes given an unknown attribute in the main graph
+
+
+def failing_nodes_model() -> bytes:
+    """Read, but failing the operator check: Relu nodes with an unknown
+    attribute, an Add with three inputs, and a bad Relu inside an If's
+    then-branch; a Sigmoid, a Tanh and the If itself are fine."""
+
+    def branch(name: str, bad: bool) -> onnx.GraphProto:
+        node = helper.make_node("Relu", ["x"], [f"{name}_y"], name=f"{name}_relu")
+        if bad:
+            node.attribute.append(helper.make_attribute("bogus", 1))
+        return helper.make_graph([node], name, [], [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, [1])])
+
+    nodes = [helper.make_node("Relu", ["x" if i == 0 else f"r{i - 1}"], [f"r{i}"], name=f"bad_relu{i}", bogus=1) for i in range(BAD_RELUS)]
+    last = f"r{BAD_RELUS - 1}"
+    nodes += [
+        helper.make_node("Sigmoid", [last], ["s"], name="fine_sigmoid"),
+        helper.make_node("Tanh", ["s"], ["t"], name="fine_tanh"),
+        helper.make_node("Add", ["t", "x", "s"], ["sum"], name="add3"),
+        helper.make_node("If", ["cond"], ["branch_y"], name="if", then_branch=branch("then", True), else_branch=branch("else", False)),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "failing_nodes",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("sum", TensorProto.FLOAT, [1]), helper.make_tensor_value_info("branch_y", TensorProto.FLOAT, [1])],
+    )
+    return _model(graph)
+
+
 def broken_model() -> tuple[bytes, int]:
     """add.onnx cut short: a length prefix claims more bytes than remain.
     The offset the service must report is our reader's own."""
@@ -150,6 +182,7 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "blocks_5000.onnx").write_bytes(block_model(LARGE))
     (root / "blocks_7000.onnx").write_bytes(block_model(7000))
     (root / "gated_mlp.onnx").write_bytes(small_network())
+    (root / "failing_nodes.onnx").write_bytes(failing_nodes_model())
     return root
 
 
@@ -558,6 +591,46 @@ def test_search_centres_the_node_beside_the_details(server: ServiceProcess, watc
     assert canvas["y"] <= selected["y"] <= canvas["y"] + canvas["height"]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "readme.png"))
+
+
+def test_diagnostics_are_listed_marked_and_lead_to_their_nodes(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    import_path(page, "failing_nodes.onnx")
+    errors = BAD_RELUS + 2  # the Relus, the Add and the then-branch's Relu
+    expect(page.locator("#diagnostic-errors")).to_have_text(str(errors))
+    expect(page.locator("#diagnostic-warnings")).to_have_text("0")
+    listed = page.locator("#diagnostics tr.diagnostic.error")
+    expect(listed).to_have_count(errors)
+    expect(listed.filter(has_text="unknown-attribute")).to_have_count(BAD_RELUS + 1)
+    add_row = listed.filter(has_text="too-many-inputs")
+    expect(add_row).to_contain_text("Add add3")
+    expect(add_row).to_contain_text("ModelProto.graph.node[5]")
+
+    show_graph(page)
+    expect(page.locator("#scene .item.node")).to_have_count(BAD_RELUS + 4)
+    marked = page.locator("#scene .item.node.has-error")
+    expect(marked).to_have_count(BAD_RELUS + 1)
+    heads = sorted(marked.locator("text.sub").evaluate_all("texts => texts.map((t) => t.textContent)"))
+    assert heads == sorted([f"bad_relu{i}" for i in range(BAD_RELUS)] + ["add3"])
+    expect(page.locator("#scene .item.has-warning")).to_have_count(0)
+    page.locator("#scene .item.node.has-error", has_text="add3").click()
+    expect(page.locator("#details h3")).to_contain_text("Add")
+    expect(page.locator("#details .diagnostics")).to_contain_text("too-many-inputs")
+
+    # from the summary's list to a node of the main graph, then to one in a subgraph
+    layout = LAYOUT_BUDGET_S * 1000
+    page.click("#tabs [data-tab=summary]")
+    listed.filter(has_text="bad_relu1").locator(".diagnostic-link").click()
+    expect(page.locator("#tab-graph")).to_be_visible()
+    expect(page.locator("#scene .item.selected")).to_contain_text("bad_relu1", timeout=layout)
+    expect(page.locator("#details h3")).to_contain_text("Relu")
+    expect(page.locator("#details .diagnostics")).to_contain_text("unknown-attribute")
+    page.click("#tabs [data-tab=summary]")
+    listed.filter(has_text="then_relu").locator(".diagnostic-link").click()
+    expect(page.locator("#graph-select")).to_have_value("ModelProto.graph.node[6].attribute[1].g", timeout=layout)
+    expect(page.locator("#scene .item.selected")).to_contain_text("Relu", timeout=layout)
+    expect(page.locator("#scene .item.node.has-error")).to_have_count(1)
+    expect(page.locator("#details")).to_contain_text("then_relu")
 
 
 def record_timing(label: str, **figures: float | int) -> None:

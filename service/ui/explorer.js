@@ -330,7 +330,7 @@ function renderSummary(s) {
     el("p", { id: "diagnostic-counts" },
       el("strong", { id: "diagnostic-errors", class: s.diagnostics && s.diagnostics.errors ? "bad" : null }, number(s.diagnostics ? s.diagnostics.errors : 0)), " errors, ",
       el("strong", { id: "diagnostic-warnings" }, number(s.diagnostics ? s.diagnostics.warnings : 0)), " warnings"),
-    el("div", { id: "diagnostics" }),
+    el("div", { id: "diagnostics" }, el("p", { class: "hint" }, "reading…")),
     el("h3", {}, "Inputs" + cut("inputs", g.inputs.length)),
     table(["name", "type"], g.inputs.map((v) => [v.name, typeText(v.type)])),
     el("h3", {}, "Outputs" + cut("outputs", g.outputs.length)),
