@@ -164,10 +164,12 @@ def test_metrics_move_and_name_nothing_private(server: ServiceProcess, keys: dic
         model_id = alice.post("/models", files={"model": ("private-name.onnx", (SAMPLES / "add.onnx").read_bytes())}).json()["id"]
         alice.get(f"/models/{model_id}/tensors/W")
         assert alice.post("/models", files={"model": ("broken.onnx", b"\x0a\xff\xff")}).status_code == 422
+        assert alice.post("/models", json={"pat": "typo"}).status_code == 422  # a body that does not validate: not an ok
         anyone.get("/models")  # a 401
         after = anyone.get("/metrics").text
         assert metric(after, "onnx_import_imports_total", result="ok") == ok_before + 1
         assert metric(after, "onnx_import_imports_total", result="Malformed") == bad_before + 1
+        assert metric(after, "onnx_import_imports_total", result="validation-error") == 1
         assert metric(after, "onnx_import_import_duration_seconds_count") >= 2
         tensor_route = "/models/{model_id}/tensors/{name:path}"
         assert metric(after, "onnx_import_http_requests_total", route=tensor_route, method="GET", status="200") >= 1

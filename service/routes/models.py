@@ -17,6 +17,7 @@ from typing import Annotated
 
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, Response
 from starlette.requests import ClientDisconnect
 
@@ -81,7 +82,7 @@ def require_model(service: Service, tenant: str, model_id: str) -> None:
 )
 async def post_model(request: Request, service: ServiceDep, caller: ImportCaller) -> Response:
     started = time.perf_counter()
-    result = "ok"
+    result = "internal-error"  # anything not named below
     try:
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type not in ("multipart/form-data", "application/json"):
@@ -95,6 +96,9 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
         return response
     except ProblemError as error:
         result = str(error.extensions.get("kind") or error.problem.slug)
+        raise
+    except RequestValidationError:
+        result = "validation-error"
         raise
     except ClientDisconnect:
         result = "client-gone"
