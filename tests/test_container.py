@@ -57,6 +57,7 @@ import httpx
 import numpy as np
 import onnx
 import pytest
+from big_models import write_big_graph_model
 from conftest import REPO
 from deploy_files import COMPOSE, DEPLOY, FRONT_END_ANNOTATION, compose_bytes, k8s_quantity, read_dockerfile, yaml_document
 from onnx import TensorProto, helper, numpy_helper
@@ -72,7 +73,6 @@ BUILD_SECONDS = 1200
 START_SECONDS = 120
 COMMAND_SECONDS = 300
 TEST_WORKER_MEMORY = "128MiB"
-BIG_NODES = 400_000  # about 10 MB on disk; hundreds of MB of graph objects once imported
 HOLD_SECONDS = 6.0  # an import held open across SIGTERM
 
 SERVER_SIDE = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)  # /data/external.onnx's weights.bin
@@ -204,27 +204,6 @@ class Stack:
 
 
 # --- the models in /data, and uploads
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field."""
-    out = bytearray()
-    for varint in (number << 3 | 2, len(payload)):
-        rest = varint
-        while rest >= 0x80:
-            out.append(rest & 0x7F | 0x80)
-            rest >>= 7
-        out.append(rest)
-    return bytes(out) + payload
-
-
-def write_big_graph_model(path: Path) -> None:
-    """A valid chain of Identity nodes too large to import within 128 MiB (written byte by byte: fast)."""
-    float_type = _field(1, b"\x08\x01")
-    nodes = b"".join(_field(1, _field(1, b"v%d" % i) + _field(2, b"v%d" % (i + 1)) + _field(4, b"Identity")) for i in range(BIG_NODES))
-    graph = nodes + _field(2, b"big") + _field(11, _field(1, b"v0") + _field(2, float_type))
-    graph += _field(12, _field(1, b"v%d" % BIG_NODES) + _field(2, float_type))
-    path.write_bytes(b"\x08\x0a" + _field(7, graph) + _field(8, b"\x10\x15"))  # ir_version 10, graph, opset 21
 
 
 def external_model(values: np.ndarray[Any, Any], location: str, name: str = "e") -> onnx.ModelProto:

@@ -11,33 +11,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from big_models import write_big_graph_model
 from service_harness import SAMPLES, ServiceProcess, assert_problem
-
-BIG_NODES = 400_000  # about 10 MB on disk; hundreds of MB of graph objects once imported
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field (this test writes the model byte by byte: fast)."""
-    out = bytearray()
-    for varint in (number << 3 | 2, len(payload)):
-        rest = varint
-        while rest >= 0x80:
-            out.append(rest & 0x7F | 0x80)
-            rest >>= 7
-        out.append(rest)
-    return bytes(out) + payload
-
-
-def _big_graph_model(path: Path) -> None:
-    """A valid chain of Identity nodes too large to import within 128 MiB."""
-    float_type = _field(1, b"\x08\x01")  # TypeProto.tensor_type { elem_type: FLOAT }
-    nodes = b"".join(
-        _field(1, _field(1, b"v%d" % i) + _field(2, b"v%d" % (i + 1)) + _field(4, b"Identity")) for i in range(BIG_NODES)
-    )
-    graph = nodes + _field(2, b"big") + _field(11, _field(1, b"v0") + _field(2, float_type))
-    graph += _field(12, _field(1, b"v%d" % BIG_NODES) + _field(2, float_type))
-    opset = b"\x10\x15"  # OperatorSetIdProto { version: 21 }
-    path.write_bytes(b"\x08\x0a" + _field(7, graph) + _field(8, opset))  # ir_version 10, graph, opset_import
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +20,7 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
     base = tmp_path_factory.mktemp("service-limits")
     root = base / "root"
     shutil.copytree(SAMPLES, root)
-    _big_graph_model(root / "big_graph.onnx")
+    write_big_graph_model(root / "big_graph.onnx")
     service = ServiceProcess(
         base / "store", root, "--max-upload", "64KiB", "--max-upload-total", "96KiB", "--worker-memory", "128MiB", "--workers", "2"
     ).start()
