@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from importer.dump import render_dump
@@ -21,6 +22,7 @@ from importer.summary import summarize
 
 EXIT_ERRORS = 1  # check: the model breaks its operators' schemas
 EXIT_REFUSED = 2
+EXIT_UNFLUSHED = 120  # the output could not be flushed (as the interpreter reports it)
 
 
 def _nesting(text: str) -> int:
@@ -73,5 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def hard_exit(status: int) -> None:
+    """Flush the output, then leave without tearing down the heap."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # the reader went away (or the disk is full): Python's own status for this
+        status = EXIT_UNFLUSHED
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    hard_exit(main())

@@ -26,6 +26,7 @@ skipped (plain re-enabling) when the permanent generation is not empty.
 from __future__ import annotations
 
 import gc
+from typing import ClassVar
 
 _MIN_OBJECTS_BEFORE_COLLECTING = 100_000
 
@@ -33,8 +34,8 @@ _MIN_OBJECTS_BEFORE_COLLECTING = 100_000
 class _Accounts:
     """What the collector was not told: objects moved since its last full run."""
 
-    moved_since_full_collection = 0
-    survivors_of_last_full_collection = 0
+    moved_since_full_collection: ClassVar[int] = 0
+    survivors_of_last_full_collection: ClassVar[int] = 0
 
 
 def pause_gc() -> bool:

@@ -25,6 +25,7 @@ from importer.source import open_file
 from importer.tensor import Tensor
 
 BytesLike = bytes | bytearray | memoryview
+_DEFAULT_LIMITS = Limits()  # immutable: shared by every call that gives none
 
 
 def load_model(
@@ -36,10 +37,11 @@ def load_model(
     """Import the model file at `path`; external data is looked up in
     `external_data_dir`, by default the model's own directory."""
     name = os.fspath(path)
-    limits = limits or Limits()
+    limits = limits or _DEFAULT_LIMITS
     owner = open_file(path, name, allow_hard_links=limits.allow_hard_links)
-    directory = external_data_dir if external_data_dir is not None else os.path.dirname(os.path.abspath(name))
-    return _import_model(owner, name, os.fspath(directory), limits)
+    if external_data_dir is None:  # the model's folder, worked out only when a tensor needs it
+        return _import_model(owner, name, None, limits, beside_model=True)
+    return _import_model(owner, name, os.fspath(external_data_dir), limits)
 
 
 def load_model_bytes(
@@ -53,7 +55,7 @@ def load_model_bytes(
     External data is only read when `external_data_dir` is given."""
     owner = DataOwner(name, _byte_view(data, name))
     directory = os.fspath(external_data_dir) if external_data_dir is not None else None
-    return _import_model(owner, name, directory, limits or Limits())
+    return _import_model(owner, name, directory, limits or _DEFAULT_LIMITS)
 
 
 def load_model_stream(
@@ -72,11 +74,11 @@ def load_model_stream(
 def load_tensor(path: str | os.PathLike[str], *, limits: Limits | None = None) -> Tensor:
     """Read a file holding one TensorProto (as in ONNX's test data)."""
     name = os.fspath(path)
-    return _import_tensor(open_file(path, name), name, limits or Limits())
+    return _import_tensor(open_file(path, name), name, limits or _DEFAULT_LIMITS)
 
 
 def load_tensor_bytes(data: BytesLike, *, name: str = "<bytes>", limits: Limits | None = None) -> Tensor:
-    return _import_tensor(DataOwner(name, _byte_view(data, name)), name, limits or Limits())
+    return _import_tensor(DataOwner(name, _byte_view(data, name)), name, limits or _DEFAULT_LIMITS)
 
 
 def _byte_view(data: BytesLike, name: str) -> memoryview:
@@ -92,19 +94,21 @@ def _byte_view(data: BytesLike, name: str) -> memoryview:
     return view.toreadonly()
 
 
-def _import_model(owner: DataOwner, name: str, directory: str | None, limits: Limits) -> OnnxModel:
+def _import_model(owner: DataOwner, name: str, directory: str | None, limits: Limits, *, beside_model: bool = False) -> OnnxModel:
     was_collecting = pause_gc()
     try:
-        return _read_bind_resolve(owner, name, directory, limits)
+        return _read_bind_resolve(owner, name, directory, limits, beside_model)
     finally:
         resume_gc(was_collecting)
 
 
-def _read_bind_resolve(owner: DataOwner, name: str, directory: str | None, limits: Limits) -> OnnxModel:
+def _read_bind_resolve(owner: DataOwner, name: str, directory: str | None, limits: Limits, beside_model: bool) -> OnnxModel:
     owners = [owner]
     try:
         ctx = ReadContext(owner.parse_buffer(), owner, limits)
         model = read_model(ctx)
+        if beside_model and ctx.external_tensors:
+            directory = os.path.dirname(os.path.abspath(name))
         binder = ExternalDataBinder(directory, limits)
         try:
             for tensor in ctx.external_tensors:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeAlias
 
 from importer.attribute_types import AttributeType as AttributeType  # noqa: PLC0414 (re-exported: the type of Attribute.type)
@@ -59,32 +59,54 @@ class OpaqueType:
 TypeProto: TypeAlias = TensorType | SequenceType | OptionalType | MapType | OpaqueType
 
 
-@dataclass(slots=True, eq=False)
-class StringStringEntry:
-    key: str
-    value: str
+class _Message:
+    """The messages below are plain classes with their own `__init__` (in the
+    compiled build, native classes built without any interpreted code; a
+    dataclass's generated `__init__` would run as bytecode), compared by
+    identity, with a dataclass-like `repr`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _slot_names(type(self)))
+        return f"{type(self).__name__}({fields})"
 
 
-@dataclass(slots=True, eq=False)
-class OperatorSetId:
-    domain: str
-    version: int
-    offset: int = 0
+def _slot_names(cls: type) -> list[str]:
+    return [name for klass in reversed(cls.__mro__) for name in getattr(klass, "__slots__", ())]
 
 
-@dataclass(slots=True, eq=False)
-class ValueInfo:
-    name: str
-    type: TypeProto | None
-    doc_string: str
-    offset: int
+class StringStringEntry(_Message):
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: str, value: str) -> None:
+        self.key = key
+        self.value = value
+
+
+class OperatorSetId(_Message):
+    __slots__ = ("domain", "version", "offset")
+
+    def __init__(self, domain: str, version: int, offset: int = 0) -> None:
+        self.domain = domain
+        self.version = version
+        self.offset = offset
+
+
+class ValueInfo(_Message):
+    __slots__ = ("name", "type", "doc_string", "offset")
+
+    def __init__(self, name: str, type: TypeProto | None, doc_string: str, offset: int) -> None:
+        self.name = name
+        self.type = type
+        self.doc_string = doc_string
+        self.offset = offset
 
 
 AttributeValue: TypeAlias = object
 
 
-@dataclass(slots=True, eq=False)
-class Attribute:
+class Attribute(_Message):
     """An AttributeProto, its type inferred when absent (docs/import-rules.md §2).
 
     `value`: one item of the type's `ValueKind` (`importer.attribute_types`;
@@ -92,11 +114,14 @@ class Attribute:
     them for a plural type. None when `ref_attr_name` is set.
     """
 
-    name: str
-    type: AttributeType
-    value: AttributeValue
-    ref_attr_name: str
-    doc_string: str
+    __slots__ = ("name", "type", "value", "ref_attr_name", "doc_string")
+
+    def __init__(self, name: str, type: AttributeType, value: AttributeValue, ref_attr_name: str, doc_string: str) -> None:
+        self.name = name
+        self.type = type
+        self.value = value
+        self.ref_attr_name = ref_attr_name
+        self.doc_string = doc_string
 
     @property
     def float_value(self) -> float:
@@ -115,61 +140,122 @@ def float_from_bits(bits: object) -> float:
     return value
 
 
-@dataclass(slots=True, eq=False)
-class Node:
+class Node(_Message):
     """A NodeProto. `attribute` is a shared empty tuple when there are none
     (most nodes: one list fewer per node of a 200,000-node model)."""
 
-    input: list[str]
-    output: list[str]
-    name: str
-    op_type: str
-    domain: str
-    overload: str
-    attribute: Sequence[Attribute]
-    doc_string: str
-    offset: int
+    __slots__ = ("input", "output", "name", "op_type", "domain", "overload", "attribute", "doc_string", "offset")
+
+    def __init__(
+        self,
+        input: list[str],
+        output: list[str],
+        name: str,
+        op_type: str,
+        domain: str,
+        overload: str,
+        attribute: Sequence[Attribute],
+        doc_string: str,
+        offset: int,
+    ) -> None:
+        self.input = input
+        self.output = output
+        self.name = name
+        self.op_type = op_type
+        self.domain = domain
+        self.overload = overload
+        self.attribute = attribute
+        self.doc_string = doc_string
+        self.offset = offset
 
 
-@dataclass(slots=True, eq=False)
-class Graph:
-    name: str
-    doc_string: str
-    node: list[Node]
-    initializer: list[Tensor]
-    sparse_initializer: list[SparseTensor]
-    input: list[ValueInfo]
-    output: list[ValueInfo]
-    value_info: list[ValueInfo]
-    offset: int
+class Graph(_Message):
+    __slots__ = ("name", "doc_string", "node", "initializer", "sparse_initializer", "input", "output", "value_info", "offset")
+
+    def __init__(
+        self,
+        name: str,
+        doc_string: str,
+        node: list[Node],
+        initializer: list[Tensor],
+        sparse_initializer: list[SparseTensor],
+        input: list[ValueInfo],
+        output: list[ValueInfo],
+        value_info: list[ValueInfo],
+        offset: int,
+    ) -> None:
+        self.name = name
+        self.doc_string = doc_string
+        self.node = node
+        self.initializer = initializer
+        self.sparse_initializer = sparse_initializer
+        self.input = input
+        self.output = output
+        self.value_info = value_info
+        self.offset = offset
 
 
-@dataclass(slots=True, eq=False)
-class Function:
-    name: str
-    domain: str
-    overload: str
-    doc_string: str
-    input: list[str]
-    output: list[str]
-    attribute: list[str]
-    attribute_proto: list[Attribute]
-    node: list[Node]
-    opset_import: list[OperatorSetId]
-    offset: int
+class Function(_Message):
+    __slots__ = (
+        "name", "domain", "overload", "doc_string", "input", "output", "attribute", "attribute_proto", "node", "opset_import", "offset",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        name: str,
+        domain: str,
+        overload: str,
+        doc_string: str,
+        input: list[str],
+        output: list[str],
+        attribute: list[str],
+        attribute_proto: list[Attribute],
+        node: list[Node],
+        opset_import: list[OperatorSetId],
+        offset: int,
+    ) -> None:
+        self.name = name
+        self.domain = domain
+        self.overload = overload
+        self.doc_string = doc_string
+        self.input = input
+        self.output = output
+        self.attribute = attribute
+        self.attribute_proto = attribute_proto
+        self.node = node
+        self.opset_import = opset_import
+        self.offset = offset
 
 
-@dataclass(slots=True, eq=False)
-class Model:
+class Model(_Message):
     """A ModelProto as read; `ir_version` is None when the field is absent."""
 
-    ir_version: int | None
-    model_version: int
-    producer_name: str
-    producer_version: str
-    domain: str
-    doc_string: str
-    opset_import: list[OperatorSetId]
-    metadata_props: list[StringStringEntry]
-    graph: Graph | None
-    functions: list[Function] = field(default_factory=list)
+    __slots__ = (
+        "ir_version", "model_version", "producer_name", "producer_version", "domain", "doc_string",
+        "opset_import", "metadata_props", "graph", "functions",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        ir_version: int | None,
+        model_version: int,
+        producer_name: str,
+        producer_version: str,
+        domain: str,
+        doc_string: str,
+        opset_import: list[OperatorSetId],
+        metadata_props: list[StringStringEntry],
+        graph: Graph | None,
+        functions: list[Function] | None = None,
+    ) -> None:
+        self.ir_version = ir_version
+        self.model_version = model_version
+        self.producer_name = producer_name
+        self.producer_version = producer_version
+        self.domain = domain
+        self.doc_string = doc_string
+        self.opset_import = opset_import
+        self.metadata_props = metadata_props
+        self.graph = graph
+        self.functions = functions if functions is not None else []

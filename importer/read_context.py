@@ -5,8 +5,6 @@ Owns `ReadContext` and the nesting check shared by all readers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from importer.data_owner import DataOwner
 from importer.errors import ReadFailure, malformed
 from importer.limits import Limits
@@ -14,21 +12,20 @@ from importer.tensor import Tensor
 from importer.wire import Buffer
 
 
-@dataclass(slots=True)
 class ReadContext:
-    buf: Buffer  # the whole input (bytes, bytearray or mmap); tensors view it through `owner`
-    owner: DataOwner
-    limits: Limits
-    max_nesting: int = 0
-    # TypeProto bytes and depth -> the parsed type (types repeat across value_info)
-    type_cache: dict[tuple[bytes, int], object] = field(default_factory=dict)
-    # AttributeProto bytes and depth -> the attribute, for attributes holding no message
-    attribute_cache: dict[tuple[bytes, int], object] = field(default_factory=dict)
-    # every tensor read whose values are external, for the external data binder
-    external_tensors: list[Tensor] = field(default_factory=list)
+    __slots__ = ("buf", "owner", "limits", "max_nesting", "type_cache", "attribute_cache", "external_tensors")
 
-    def __post_init__(self) -> None:
-        self.max_nesting = self.limits.max_nesting
+    def __init__(self, buf: Buffer, owner: DataOwner, limits: Limits) -> None:
+        self.buf = buf  # the whole input (bytes, bytearray or mmap); tensors view it through `owner`
+        self.owner = owner
+        self.limits = limits
+        self.max_nesting = limits.max_nesting
+        # TypeProto bytes and depth -> the parsed type (types repeat across value_info)
+        self.type_cache: dict[tuple[bytes, int], object] = {}
+        # AttributeProto bytes and depth -> the attribute, for attributes holding no message
+        self.attribute_cache: dict[tuple[bytes, int], object] = {}
+        # every tensor read whose values are external, for the external data binder
+        self.external_tensors: list[Tensor] = []
 
 
 def check_nesting(ctx: ReadContext, depth: int) -> None:

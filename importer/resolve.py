@@ -75,15 +75,16 @@ class GraphResolver:
             value = self._lookup(graph, info.name) if info.name else None
             if value is None:
                 raise invalid(f"graph output {quote(info.name)} is not defined", info.offset, f"{path}.output[{index}]")
-            if value.graph is graph and value.type is None:
+            if value.graph_ref is graph.ref and value.type is None:
                 value.type = info.type
             graph.outputs.append(value)
         self._assign_types(graph, proto)
         if not in_order:
             self._order_nodes(graph, reads, path)
+        own = graph.ref
         for node in graph.nodes:
             for value in reads[node.index]:
-                if value.graph is graph:
+                if value.graph_ref is own:
                     value.consumers.append(node)
         return graph
 
@@ -152,6 +153,7 @@ class GraphResolver:
         values = graph.values
         versions = self.domain_versions
         in_order = True
+        own = graph.ref
         for index, node in enumerate(proto.node):
             version = versions.get(node.domain)
             if version is None:
@@ -174,7 +176,7 @@ class GraphResolver:
             if node.attribute:
                 self._resolve_subgraphs(graph, resolved, node, path, node_reads)
             for value in node_reads:
-                if value.producer is None and value.kind == NODE_OUTPUT and value.graph is graph:
+                if value.producer is None and value.kind == NODE_OUTPUT and value.graph_ref is own:
                     in_order = False  # produced by a later node (or by this one: a cycle)
             for name in node.output:
                 if name:
@@ -225,11 +227,12 @@ class GraphResolver:
         """Sort nodes that are not in topological order: repeatedly take the
         ready node with the smallest file index (Kahn's algorithm, min-heap)."""
         nodes = graph.nodes
+        own = graph.ref
         waiting = [0] * len(nodes)
         dependents: list[list[int]] = [[] for _ in nodes]
         producers_of: list[set[int]] = []
         for node in nodes:
-            producers = {v.producer.index for v in reads[node.index] if v.producer is not None and v.graph is graph}
+            producers = {v.producer.index for v in reads[node.index] if v.producer is not None and v.graph_ref is own}
             producers_of.append(producers)
             waiting[node.index] = len(producers)
             for producer in producers:

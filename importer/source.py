@@ -7,8 +7,8 @@ on; check on the open descriptor that it is a regular file; take the size
 from that descriptor; then read the file (up to 1 MiB) or map it read-only.
 They return a `DataOwner` whose `close()` releases the mapping, and whose
 `identity` is the fstat of the descriptor that was read (device, inode, size,
-mtime, links) with the resolved path: what a caller records of the file is
-what was read, never a second look at the path.
+mtime, links) with the path the kernel gives that descriptor: what a caller
+records of the file is what was read, never a second look at the path.
 """
 
 from __future__ import annotations
@@ -40,9 +40,23 @@ def open_file(path: str | os.PathLike[str], name: str, *, max_bytes: int = MAX_P
             raise _refusal(ErrorKind.IO, name, "not a regular file")
         if info.st_nlink > 1 and not allow_hard_links:
             raise _refusal(ErrorKind.IO, name, f"has {info.st_nlink} hard links (refused unless allowed)", HARD_LINKED)
-        return _owner_from(fd, info, os.path.realpath(path), name, max_bytes)
+        return _owner_from(fd, info, _opened_path(fd, path), name, max_bytes)
     finally:
         os.close(fd)
+
+
+def _opened_path(fd: int, path: str | os.PathLike[str]) -> str:
+    """The absolute path of the file `fd` holds, every link resolved: on
+    Linux the kernel's own name for the very file opened (one readlink of
+    /proc/self/fd, where resolving the path again costs a look-up per
+    component); elsewhere, or for a file deleted since, `realpath`."""
+    try:
+        opened = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    if not opened.startswith("/") or opened.endswith(" (deleted)"):
+        return os.path.realpath(path)
+    return opened
 
 
 def open_confined(directory: str, location: str, *, allow_hard_links: bool, max_bytes: int) -> DataOwner:

@@ -1,9 +1,11 @@
 """Importing many models in one process keeps memory bounded.
 
 The importer pauses the garbage collector during an import and moves what it
-allocated to the oldest generation (importer/gc_pause.py); the resolved graph
-holds reference cycles, so this checks that dropped models are still
-collected: the number of live objects must not grow with the number of imports.
+allocated to the oldest generation (importer/gc_pause.py). The resolved graph
+holds no reference cycle (its references back up the model are weak,
+importer/graph.py), so a dropped model must be freed at once by reference
+counting, leaving nothing for the collector: the number of live objects must
+not grow with the number of imports, even with the collector switched off.
 """
 
 from __future__ import annotations
@@ -25,29 +27,45 @@ def _model(path: Path) -> Path:
     return path
 
 
-def test_repeated_imports_do_not_accumulate_objects(tmp_path: Path) -> None:
-    """Dropped models are collected: live objects stay within the amortized
-    bound (a full collection runs once the objects moved past the collector
-    outnumber the survivors of the last one), whatever the process's size."""
-    path = _model(tmp_path / "chain.onnx")
-    for _ in range(200):
-        load_model(path).close()
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_a_dropped_model_is_freed_at_once_without_the_collector(tmp_path: Path) -> None:
+    """Models with subgraphs, captures and consumers: after the collector's
+    last run, 50 imports of each leave no object behind and nothing for the
+    collector to find."""
+    paths = [_model(tmp_path / "chain.onnx"), REPO / "testdata" / "samples" / "if_subgraph.onnx"]
+    for path in paths:
+        load_model(path).close()  # the first import loads what is loaded once (schema tables, caches)
     gc.collect()
-    settled = len(gc.get_objects())
-    gc.disable()  # measure what one import leaves to the collector
+    gc.disable()
     try:
-        load_model(path).close()
-        per_import = len(gc.get_objects()) - settled
+        settled = len(gc.get_objects())
+        for _ in range(50):
+            for path in paths:
+                with load_model(path) as model:
+                    assert model.graph.nodes and all(value.graph is model.graph for value in model.graph.values.values())
+        del model
+        left = len(gc.get_objects()) - settled
+        unreachable = gc.collect()
     finally:
         gc.enable()
-    gc.collect()
-    allowance = max(settled, 100_000)
-    imports = 3 * allowance // per_import + 1  # moves three times the allowance: uncollected, it would show
-    for _ in range(imports):
-        load_model(path).close()
-    live = len(gc.get_objects())
-    bound = settled + allowance + 2 * per_import
-    assert live <= bound * 1.05, f"{live - settled} objects more after {imports} imports ({per_import} each)"
+    assert left == 0, f"{left} objects more after 100 imports"
+    assert unreachable == 0, f"{unreachable} objects of dropped models were only freed by the collector"
+
+
+def test_values_and_nodes_refuse_to_reach_a_freed_graph(tmp_path: Path) -> None:
+    with load_model(_model(tmp_path / "chain.onnx")) as model:
+        value = model.graph.values["v1"]
+        node = model.graph.nodes[0]
+        assert value.graph is model.graph and node.graph is model.graph and value.producer is node
+    del model
+    try:
+        value.graph  # noqa: B018 (the access is the test)
+    except ReferenceError as error:
+        assert "keep the model" in str(error)
+    else:
+        raise AssertionError("a value reached the graph of a model that was dropped")
 
 
 def test_the_collector_state_is_restored(tmp_path: Path) -> None:
