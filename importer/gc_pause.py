@@ -12,15 +12,19 @@ is not collected until the import ends.
 
 Re-enabling alone would make the next young collection scan every object the
 import created (0.3 s for 200,000 nodes). Instead, `gc.freeze()` followed by
-`gc.unfreeze()` moves them straight into the oldest generation. CPython does
-not count objects moved that way toward its next full collection, and the
-resolved graph holds reference cycles, so dropped models would pile up: this
-module keeps the count itself and runs a full collection at the start of an
-import once the objects moved since the last one outnumber those that
-survived it (the same amortized rule as CPython's). A process that imports one
-large model never pays for a scan; one that imports many pays its share. The
-trick would also unfreeze objects a host application froze itself, so it is
-skipped (plain re-enabling) when the permanent generation is not empty.
+`gc.unfreeze()` moves them straight into the oldest generation. The resolved
+graph holds no reference cycle (importer/graph.py), so a dropped model is
+freed by reference counting and leaves nothing there for the collector. But
+CPython does not count objects moved that way toward its next full
+collection, so cyclic garbage that another thread made during an import would
+wait longer than usual: as a safety net this module keeps the count itself and
+runs a full collection at the start of an import once the objects moved since
+the last one outnumber those that survived it, and at least a million (the
+amortized rule of CPython, with a floor that a process importing thousands of
+small models, which frees them as it goes, reaches only every few thousand
+imports). The trick would also unfreeze objects a host application froze
+itself, so it is skipped (plain re-enabling) when the permanent generation is
+not empty.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 import gc
 from typing import ClassVar
 
-_MIN_OBJECTS_BEFORE_COLLECTING = 100_000
+_MIN_OBJECTS_BEFORE_COLLECTING = 1_000_000
 
 
 class _Accounts:

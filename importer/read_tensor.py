@@ -27,6 +27,7 @@ from importer.typed_fields import FIXED_WIDTH, check_fixed_width, convert_varint
 from importer.wire import Buffer, as_int32, as_int64, check_varints, count_varints, iter_fields, read_string, varints_to_list
 
 _DATA_TYPES = {int(t): t for t in DataType}  # faster than DataType(code)
+_NONE_TYPED: dict[int, list[tuple[int, int, int]]] = {}  # shared, never written
 DATA_LOCATION_DEFAULT = 0
 DATA_LOCATION_EXTERNAL = 1
 
@@ -98,12 +99,12 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     code_offset: int | None = None
     name = doc_string = ""
     raw: tuple[int, int, int] | None = None
-    typed: dict[int, list[tuple[int, int, int]]] = {}
-    strings: list[bytes] = []
+    typed: dict[int, list[tuple[int, int, int]]] | None = None  # (most tensors have none of these three)
+    strings: list[bytes] | None = None
     strings_offset: int | None = None
     location = DATA_LOCATION_DEFAULT
     location_offset: int | None = None
-    external: list[tuple[str, str, int]] = []
+    external: list[tuple[str, str, int]] | None = None
     segment_offset: int | None = None
     for key, at, a, b, value in iter_fields(buf, start, stop):
         if key == _DIMS or key == _DIMS_PACKED:
@@ -115,15 +116,21 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
         elif key == _RAW_DATA:
             raw = (at, a, b)
         elif key in _TYPED_KEYS:
+            if typed is None:
+                typed = {}
             typed.setdefault(_TYPED_KEYS[key], []).append((at, a, b))
         elif key == _STRING_DATA:
+            if strings is None:
+                strings = []
+                strings_offset = at
             strings.append(bytes(buf[a:b]))
-            strings_offset = at if strings_offset is None else strings_offset
         elif key == _NAME:
             name = read_string(buf, a, b, at, "name")
         elif key == _DOC_STRING:
             doc_string = read_string(buf, a, b, at, "doc_string")
         elif key == _EXTERNAL_DATA:
+            if external is None:
+                external = []
             try:
                 entry_key, entry_value = read_string_pair(ctx, a, b, depth + 1)
             except ReadFailure as failure:
@@ -141,9 +148,9 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     byte_length = (count * bits + 7) // 8
     if byte_length > MAX_TENSOR_BYTES:
         raise unsupported(f"tensor needs {byte_length} bytes, more than 2^31-1", dim_offsets[0], "dims")
-    typed_present = {field: ranges for field, ranges in typed.items() if any(a < b for _, a, b in ranges)}
+    typed_present = {field: ranges for field, ranges in typed.items() if any(a < b for _, a, b in ranges)} if typed else _NONE_TYPED
     if strings:
-        typed_present[STRING_DATA] = [(strings_offset or 0, 0, 0)]
+        typed_present = {**typed_present, STRING_DATA: [(strings_offset or 0, 0, 0)]}
     tensor = Tensor(
         name=name,
         data_type=data_type,
@@ -156,7 +163,7 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     if location == DATA_LOCATION_EXTERNAL:
         _refuse_mixing(raw, typed_present, "external data")
         tensor.source = FROM_EXTERNAL
-        tensor.external_data = _external_entries(external)
+        tensor.external_data = _external_entries(external or [])
         ctx.external_tensors.append(tensor)
         return tensor
     if location != DATA_LOCATION_DEFAULT:
@@ -178,6 +185,7 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
             field_name = TYPED_FIELD_NAMES[field]
             raise invalid(f"{field_name} cannot hold {data_type.name} values", offset, field_name)
     if data_type == DataType.STRING:
+        strings = strings or []
         if len(strings) != count:
             raise invalid(f"string_data has {len(strings)} entries, expected {count}", strings_offset, "string_data")
         tensor.source = TYPED_FIELD_NAMES[STRING_DATA]

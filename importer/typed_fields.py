@@ -7,6 +7,8 @@ with numpy. The caller has already checked which field belongs to the type.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import numpy.typing as npt
 
@@ -23,7 +25,7 @@ from importer.element_types import (
     bits_per_element,
 )
 from importer.errors import malformed
-from importer.wire import Buffer, iter_varint_windows
+from importer.wire import Buffer, iter_varint_windows, varints_to_list
 
 FIXED_WIDTH = {FLOAT_DATA: 4, DOUBLE_DATA: 8}
 
@@ -46,12 +48,33 @@ def convert_varint_field(buf: Buffer, ranges: list[tuple[int, int, int]], field:
     """Raw-layout bytes of the varint typed field `field` for `data_type`,
     decoded and converted a window at a time: memory stays close to the
     result's own size (`ranges`: (key_offset, start, stop) per occurrence)."""
+    small = _small_int_run(buf, ranges, field, data_type)
+    if small is not None:
+        return small
     out = bytearray()
     six_bit = data_type in SIX_BIT_TYPES
     for _, start, stop in ranges:
         for values in iter_varint_windows(buf, start, stop):
             out += convert_varints(values, field, data_type)
     return bytearray(pack_six_bit(np.frombuffer(out, dtype=np.uint8))) if six_bit else out
+
+
+_SMALL_RUN_BYTES = 64
+_WHOLE_WORDS = {(INT64_DATA, DataType.INT64): "<{}Q", (UINT64_DATA, DataType.UINT64): "<{}Q", (INT32_DATA, DataType.INT32): "<{}I"}
+
+
+def _small_int_run(buf: Buffer, ranges: list[tuple[int, int, int]], field: int, data_type: DataType) -> bytearray | None:
+    """The common small case (a shape in int64_data, an int32 scalar) packed
+    with struct, where numpy's per-call cost would dominate; None otherwise.
+    Same bytes as the bulk path: int64 and uint64 entries as 64-bit words,
+    int32 entries as their low 32 bits."""
+    layout = _WHOLE_WORDS.get((field, data_type))
+    if layout is None or sum(stop - start for _, start, stop in ranges) >= _SMALL_RUN_BYTES:
+        return None
+    values = [value for _, start, stop in ranges for value in varints_to_list(buf, start, stop)]
+    if field == INT32_DATA:
+        values = [value & 0xFFFFFFFF for value in values]
+    return bytearray(struct.pack(layout.format(len(values)), *values))
 
 
 def convert_varints(values: npt.NDArray[np.uint64], field: int, data_type: DataType) -> bytes:

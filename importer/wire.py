@@ -189,6 +189,11 @@ _WINDOW_BYTES = 1 << 18  # the bulk decoder works on 256 KiB at a time: about 10
 def count_varints(buf: Buffer, start: int, stop: int) -> int:
     """How many varints a packed run holds (its bytes below 0x80), without decoding."""
     count = 0
+    if stop - start < _BULK_THRESHOLD:  # a shape or a scalar: a loop costs less than a numpy call
+        for pos in range(start, stop):
+            if buf[pos] < 0x80:
+                count += 1
+        return count
     for window in range(start, stop, _WINDOW_BYTES):
         chunk = np.frombuffer(buf, dtype=np.uint8, count=min(_WINDOW_BYTES, stop - window), offset=window)
         count += int(np.count_nonzero(chunk < 0x80))
