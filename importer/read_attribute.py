@@ -22,7 +22,7 @@ from importer.messages import Attribute
 from importer.read_context import ReadContext, check_nesting
 from importer.read_tensor import read_sparse_tensor, read_tensor
 from importer.read_types import read_type
-from importer.wire import as_int32, as_int64, iter_fields, read_string, varints_to_list
+from importer.wire import FieldCursor, as_int32, as_int64, read_string, varints_to_list
 
 if TYPE_CHECKING:
     from importer.messages import Graph
@@ -78,7 +78,9 @@ def _read_attribute(ctx: ReadContext, start: int, stop: int, depth: int, read_gr
     holds_messages = False
     singular: dict[AttributeType, object] = {}  # singular type -> its item
     plural: dict[AttributeType, list[object]] = {}  # plural type -> its items
-    for key, at, a, b, value in iter_fields(buf, start, stop):
+    fields = FieldCursor(buf, start, stop)
+    while fields.next():
+        key, at, a, b, value = fields.key, fields.at, fields.start, fields.stop, fields.value
         if key == _NAME:
             name = read_string(buf, a, b, at, "name")
         elif key == _TYPE:

@@ -6,7 +6,7 @@ message is one nesting level; a failure inside a field is given that field's
 path segment on its way up (`node[3]`, `attribute[1]`, `g`, ...).
 
 `read_graph` and `read_node` (and `read_value_info` in read_types.py) repeat
-the key and length steps of `wire.iter_fields` inline, on purpose: they run
+the key and length steps of `wire.FieldCursor` inline, on purpose: they run
 once per field of node-heavy models, where a call per field costs a fifth of
 the import time. The rules themselves live in wire.py (`read_key`,
 `read_length`, `skip_scalar`); only the one-byte fast paths are repeated.
@@ -23,7 +23,7 @@ from importer.read_context import ReadContext, check_nesting, too_deep
 from importer.read_tensor import read_sparse_tensor, read_string_pair, read_tensor
 from importer.read_types import read_value_info
 from importer.tensor import SparseTensor, Tensor
-from importer.wire import as_int64, invalid_utf8, iter_fields, overrun, read_key, read_length, read_string, skip_scalar
+from importer.wire import FieldCursor, as_int64, invalid_utf8, overrun, read_key, read_length, read_string, skip_scalar
 
 MIN_IR_VERSION = 3
 
@@ -39,7 +39,9 @@ def read_model(ctx: ReadContext) -> Model:
     metadata: list[StringStringEntry] = []
     graph: Graph | None = None
     functions: list[Function] = []
-    for key, at, a, b, value in iter_fields(buf, 0, len(buf)):
+    fields = FieldCursor(buf, 0, len(buf))
+    while fields.next():
+        key, at, a, b, value = fields.key, fields.at, fields.start, fields.stop, fields.value
         if key == 0x08:
             ir_version, ir_offset = as_int64(value), at
         elif key == 0x3A:
@@ -96,7 +98,9 @@ def read_opset_id(ctx: ReadContext, start: int, stop: int, depth: int, offset: i
     check_nesting(ctx, depth)
     domain = ""
     version = 0
-    for key, at, a, b, value in iter_fields(ctx.buf, start, stop):
+    fields = FieldCursor(ctx.buf, start, stop)
+    while fields.next():
+        key, at, a, b, value = fields.key, fields.at, fields.start, fields.stop, fields.value
         if key == 0x0A:
             domain = read_string(ctx.buf, a, b, at, "domain")
         elif key == 0x10:
@@ -246,7 +250,9 @@ def read_function(ctx: ReadContext, start: int, stop: int, depth: int, offset: i
     attributes: list[Attribute] = []
     nodes: list[Node] = []
     opsets: list[OperatorSetId] = []
-    for key, at, a, b, _ in iter_fields(buf, start, stop):
+    fields = FieldCursor(buf, start, stop)
+    while fields.next():
+        key, at, a, b = fields.key, fields.at, fields.start, fields.stop
         if key == 0x0A:
             name = read_string(buf, a, b, at, "name")
         elif key == 0x22:

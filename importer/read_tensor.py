@@ -24,7 +24,7 @@ from importer.limits import MAX_ELEMENT_COUNT, MAX_TENSOR_BYTES
 from importer.read_context import ReadContext, check_nesting
 from importer.tensor import FROM_EXTERNAL, FROM_NOTHING, FROM_RAW_DATA, SparseTensor, Tensor
 from importer.typed_fields import FIXED_WIDTH, check_fixed_width, convert_varint_field, fixed_width_bytes
-from importer.wire import Buffer, as_int32, as_int64, check_varints, count_varints, iter_fields, read_string, varints_to_list
+from importer.wire import Buffer, FieldCursor, as_int32, as_int64, check_varints, count_varints, read_string, varints_to_list
 
 _DATA_TYPES = {int(t): t for t in DataType}  # faster than DataType(code)
 _NONE_TYPED: dict[int, list[tuple[int, int, int]]] = {}  # shared, never written
@@ -106,7 +106,9 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     location_offset: int | None = None
     external: list[tuple[str, str, int]] | None = None
     segment_offset: int | None = None
-    for key, at, a, b, value in iter_fields(buf, start, stop):
+    fields = FieldCursor(buf, start, stop)
+    while fields.next():
+        key, at, a, b, value = fields.key, fields.at, fields.start, fields.stop, fields.value
         if key == _DIMS or key == _DIMS_PACKED:
             before = len(dims)
             read_int64s(ctx, key, a, b, value, dims)
@@ -250,7 +252,9 @@ def read_string_pair(ctx: ReadContext, start: int, stop: int, depth: int) -> tup
     """Read a StringStringEntryProto: (key, value)."""
     check_nesting(ctx, depth)
     key_text = value_text = ""
-    for key, at, a, b, _ in iter_fields(ctx.buf, start, stop):
+    fields = FieldCursor(ctx.buf, start, stop)
+    while fields.next():
+        key, at, a, b = fields.key, fields.at, fields.start, fields.stop
         if key == 0x0A:
             key_text = read_string(ctx.buf, a, b, at, "key")
         elif key == 0x12:
@@ -275,7 +279,9 @@ def read_sparse_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> S
     indices: Tensor | None = None
     dims: list[int] = []
     dim_offsets: list[int] = []
-    for key, at, a, b, value in iter_fields(ctx.buf, start, stop):
+    fields = FieldCursor(ctx.buf, start, stop)
+    while fields.next():
+        key, at, a, b, value = fields.key, fields.at, fields.start, fields.stop, fields.value
         if key == 0x0A:
             values = _read_part(ctx, a, b, depth + 1, at, "values")
         elif key == 0x12:

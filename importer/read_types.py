@@ -22,7 +22,7 @@ from importer.messages import (
     ValueInfo,
 )
 from importer.read_context import ReadContext, check_nesting, too_deep
-from importer.wire import as_int32, as_int64, invalid_utf8, iter_fields, overrun, read_key, read_length, read_string, skip_scalar
+from importer.wire import FieldCursor, as_int32, as_int64, invalid_utf8, overrun, read_key, read_length, read_string, skip_scalar
 
 _VALUE_INFO_LABELS = {0x0A: "name", 0x1A: "doc_string"}
 _CACHED_TYPE_BYTES = 256
@@ -98,7 +98,9 @@ def read_type(ctx: ReadContext, start: int, stop: int, depth: int) -> TypeProto 
     """Read a TypeProto; None when no member of its oneof is set."""
     check_nesting(ctx, depth)
     member: TypeProto | None = None
-    for key, at, a, b, _ in iter_fields(ctx.buf, start, stop):
+    fields = FieldCursor(ctx.buf, start, stop)
+    while fields.next():
+        key, at, a, b = fields.key, fields.at, fields.start, fields.stop
         if key not in _MEMBER_NAMES:
             continue  # denotation (not kept) or unknown
         try:
@@ -114,7 +116,9 @@ def _read_member(ctx: ReadContext, key: int, start: int, stop: int, depth: int) 
     if key in (0x0A, 0x42):  # Tensor, SparseTensor
         elem_type = 0
         shape: Shape = None
-        for k, at, a, b, value in iter_fields(buf, start, stop):
+        inner = FieldCursor(buf, start, stop)
+        while inner.next():
+            k, at, a, b, value = inner.key, inner.at, inner.start, inner.stop, inner.value
             if k == 0x08:
                 elem_type = as_int32(value)
             elif k == 0x12:
@@ -125,7 +129,9 @@ def _read_member(ctx: ReadContext, key: int, start: int, stop: int, depth: int) 
         return TensorType(elem_type, shape, sparse=key == 0x42)
     if key in (0x22, 0x4A):  # Sequence, Optional: elem_type = 1
         elem: TypeProto | None = None
-        for k, at, a, b, _ in iter_fields(buf, start, stop):
+        inner = FieldCursor(buf, start, stop)
+        while inner.next():
+            k, at, a, b = inner.key, inner.at, inner.start, inner.stop
             if k == 0x0A:
                 try:
                     elem = read_type(ctx, a, b, depth + 1)
@@ -135,7 +141,9 @@ def _read_member(ctx: ReadContext, key: int, start: int, stop: int, depth: int) 
     if key == 0x2A:  # Map
         key_type = 0
         value_type: TypeProto | None = None
-        for k, at, a, b, value in iter_fields(buf, start, stop):
+        inner = FieldCursor(buf, start, stop)
+        while inner.next():
+            k, at, a, b, value = inner.key, inner.at, inner.start, inner.stop, inner.value
             if k == 0x08:
                 key_type = as_int32(value)
             elif k == 0x12:
@@ -145,7 +153,9 @@ def _read_member(ctx: ReadContext, key: int, start: int, stop: int, depth: int) 
                     raise failure.within("value_type", at) from None
         return MapType(key_type, value_type)
     domain = name = ""  # Opaque
-    for k, at, a, b, _ in iter_fields(buf, start, stop):
+    fields = FieldCursor(buf, start, stop)
+    while fields.next():
+        k, at, a, b = fields.key, fields.at, fields.start, fields.stop
         if k == 0x0A:
             domain = read_string(buf, a, b, at, "domain")
         elif k == 0x12:
@@ -158,13 +168,17 @@ def read_shape(ctx: ReadContext, start: int, stop: int, depth: int) -> tuple[Dim
     check_nesting(ctx, depth)
     buf = ctx.buf
     dims: list[Dim] = []
-    for key, at, a, b, _ in iter_fields(buf, start, stop):
+    fields = FieldCursor(buf, start, stop)
+    while fields.next():
+        key, at, a, b = fields.key, fields.at, fields.start, fields.stop
         if key != 0x0A:
             continue
         try:
             check_nesting(ctx, depth + 1)
             dim: Dim = None
-            for k, dim_at, da, db, value in iter_fields(buf, a, b):
+            inner = FieldCursor(buf, a, b)
+            while inner.next():
+                k, dim_at, da, db, value = inner.key, inner.at, inner.start, inner.stop, inner.value
                 if k == 0x08:
                     dim = as_int64(value)
                 elif k == 0x12:

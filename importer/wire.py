@@ -106,33 +106,46 @@ def skip_scalar(buf: Buffer, pos: int, end: int, key: int, key_offset: int) -> i
     raise malformed(f"wire type {wire} ({kind}) is not allowed", key_offset)
 
 
-def iter_fields(buf: Buffer, pos: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
-    """Walk the fields of one message occupying buf[pos:end] (for messages
-    off the hot path; the hot readers inline the same steps).
+class FieldCursor:
+    """Walks the fields of one message occupying buf[pos:end], one `next()`
+    at a time, leaving the field in its attributes: `key`, `at` (the key's
+    offset), `start` and `stop` (for a varint its bytes, else the payload)
+    and `value` (a varint's 64-bit value, else 0). Every key, varint and
+    length is checked here; unknown fields are visited too, for the caller
+    to ignore. (In the compiled build its integers stay unboxed and no tuple
+    is made per field.)"""
 
-    Yields (key, key_offset, start, stop, value): for a varint, buf[start:stop]
-    are its bytes and `value` its 64-bit value; for the other wire types
-    buf[start:stop] is the payload and `value` is 0. Every key, varint and
-    length is checked here; unknown fields are yielded too, for the caller to
-    ignore.
-    """
-    while pos < end:
-        key_offset = pos
+    __slots__ = ("buf", "pos", "end", "key", "at", "start", "stop", "value")
+
+    def __init__(self, buf: Buffer, pos: int, end: int) -> None:
+        self.buf = buf
+        self.pos = pos
+        self.end = end
+        self.key = self.at = self.start = self.stop = self.value = 0
+
+    def next(self) -> bool:
+        """Move to the next field; False at the end of the message."""
+        buf = self.buf
+        pos = self.pos
+        end = self.end
+        if pos >= end:
+            return False
+        at = pos
         key = buf[pos]
         pos += 1
         if key >= 0x80:
-            key, pos = read_key(buf, key_offset, end)
+            key, pos = read_key(buf, at, end)
         wire = key & 7
+        value = 0
         if wire == WIRE_LEN and key > 7:
             size = buf[pos] if pos < end else 0x80
             if size < 0x80:
                 pos += 1
                 if size > end - pos:
-                    raise overrun(size, end - pos, key_offset)
-                stop = pos + size
+                    raise overrun(size, end - pos, at)
+                start, stop = pos, pos + size
             else:
-                pos, stop = read_length(buf, pos, end, key_offset)
-            yield key, key_offset, pos, stop, 0
+                start, stop = read_length(buf, pos, end, at)
             pos = stop
         elif wire == WIRE_VARINT and key > 7:
             start = pos
@@ -141,11 +154,25 @@ def iter_fields(buf: Buffer, pos: int, end: int) -> Iterator[tuple[int, int, int
                 pos += 1
             else:
                 value, pos = read_varint(buf, pos, end)
-            yield key, key_offset, start, pos, value
+            stop = pos
         else:
             start = pos
-            pos = skip_scalar(buf, pos, end, key, key_offset)
-            yield key, key_offset, start, pos, 0
+            pos = stop = skip_scalar(buf, pos, end, key, at)
+        self.pos = pos
+        self.key = key
+        self.at = at
+        self.start = start
+        self.stop = stop
+        self.value = value
+        return True
+
+
+def iter_fields(buf: Buffer, pos: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """The fields of one message as (key, at, start, stop, value) tuples: a
+    `FieldCursor` as a generator, for tests and cold paths."""
+    fields = FieldCursor(buf, pos, end)
+    while fields.next():
+        yield fields.key, fields.at, fields.start, fields.stop, fields.value
 
 
 def read_string(buf: Buffer, start: int, stop: int, key_offset: int, label: str, index: int = -1) -> str:
@@ -252,9 +279,10 @@ def find_field(buf: Buffer, holder_offset: int, key: int, index: int = 0) -> int
     _, pos = read_varint(buf, holder_offset, len(buf))
     length, pos = read_varint(buf, pos, len(buf))
     seen = 0
-    for field_key, at, _a, _b, _value in iter_fields(buf, pos, pos + length):
-        if field_key == key:
+    fields = FieldCursor(buf, pos, pos + length)
+    while fields.next():
+        if fields.key == key:
             if seen == index:
-                return at
+                return fields.at
             seen += 1
     return None
