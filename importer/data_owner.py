@@ -19,23 +19,40 @@ from __future__ import annotations
 import hashlib
 import mmap
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from importer.errors import ErrorKind, ModelImportError
 
 HASH_CHUNK = 1 << 22
 
 
-@dataclass(frozen=True, slots=True)
 class FileIdentity:
-    """A file as it was when opened (an fstat of the descriptor that was read)."""
+    """A file as it was when opened (an fstat of the descriptor that was
+    read). An immutable value, compared and hashed by its fields; a plain
+    class rather than a frozen dataclass so that making one (one per file)
+    runs no interpreted code in the compiled build."""
 
-    path: str  # the path opened, every link resolved
-    device: int
-    inode: int
-    size: int
-    mtime_ns: int
-    links: int
+    __slots__ = ("path", "device", "inode", "size", "mtime_ns", "links")
+
+    def __init__(self, path: str, device: int, inode: int, size: int, mtime_ns: int, links: int) -> None:
+        self.path = path  # the path opened, every link resolved
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self.links = links
+
+    def _fields(self) -> tuple[str, int, int, int, int, int]:
+        return (self.path, self.device, self.inode, self.size, self.mtime_ns, self.links)
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if type(other) is FileIdentity else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        path, device, inode, size, mtime_ns, links = self._fields()
+        return f"FileIdentity(path={path!r}, device={device}, inode={inode}, size={size}, mtime_ns={mtime_ns}, links={links})"
 
 
 class DataOwner:

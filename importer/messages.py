@@ -23,13 +23,30 @@ Dim: TypeAlias = int | str | None  # dim_value, dim_param, or unknown
 Shape: TypeAlias = tuple[Dim, ...] | None  # None: unknown rank
 
 
-@dataclass(slots=True, frozen=True)
 class TensorType:
-    """TypeProto.tensor_type, or sparse_tensor_type when `sparse`."""
+    """TypeProto.tensor_type, or sparse_tensor_type when `sparse`. An
+    immutable value (shared; compared and hashed by its fields, like the
+    frozen dataclasses below), written as a plain class so that making one
+    (one per initializer without a declared type) runs no interpreted code
+    in the compiled build."""
 
-    elem_type: int
-    shape: Shape
-    sparse: bool = False
+    __slots__ = ("elem_type", "shape", "sparse")
+
+    def __init__(self, elem_type: int, shape: Shape, sparse: bool = False) -> None:
+        self.elem_type = elem_type
+        self.shape = shape
+        self.sparse = sparse
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not TensorType:
+            return NotImplemented
+        return self.elem_type == other.elem_type and self.shape == other.shape and self.sparse == other.sparse
+
+    def __hash__(self) -> int:
+        return hash((self.elem_type, self.shape, self.sparse))
+
+    def __repr__(self) -> str:
+        return f"TensorType(elem_type={self.elem_type!r}, shape={self.shape!r}, sparse={self.sparse!r})"
 
 
 @dataclass(slots=True, frozen=True)

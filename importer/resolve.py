@@ -101,9 +101,9 @@ class GraphResolver:
             values[info.name] = value
             graph.inputs.append(value)
         for index, tensor in enumerate(proto.initializer):
-            self._define_initializer(graph, tensor, f"{path}.initializer[{index}]", INITIALIZER)
+            self._define_initializer(graph, tensor, path, index, INITIALIZER)
         for index, sparse in enumerate(proto.sparse_initializer):
-            self._define_initializer(graph, sparse, f"{path}.sparse_initializer[{index}]", SPARSE_INITIALIZER)
+            self._define_initializer(graph, sparse, path, index, SPARSE_INITIALIZER)
         for node_index, node in enumerate(proto.node):
             for output_index, name in enumerate(node.output):
                 if not name:
@@ -115,10 +115,10 @@ class GraphResolver:
                     )  # fmt: skip
                 values[name] = Value(name, NODE_OUTPUT, graph)
 
-    def _define_initializer(self, graph: ResolvedGraph, tensor: Tensor | SparseTensor, path: str, kind: str) -> None:
+    def _define_initializer(self, graph: ResolvedGraph, tensor: Tensor | SparseTensor, graph_path: str, index: int, kind: str) -> None:
         name = tensor.name
         if not name:
-            raise invalid(f"{kind.replace('_', ' ')} has an empty name", tensor.offset, path)
+            raise invalid(f"{kind.replace('_', ' ')} has an empty name", tensor.offset, f"{graph_path}.{kind}[{index}]")
         existing = graph.values.get(name)
         if existing is None:
             value = Value(name, kind, graph)
@@ -127,7 +127,7 @@ class GraphResolver:
         elif kind == INITIALIZER and existing.kind == GRAPH_INPUT and existing.initializer is None:
             existing.initializer = tensor  # an input's default value (how IR < 4 lists initializers)
         else:
-            raise invalid(f"{kind.replace('_', ' ')} {quote(name)} is already defined", tensor.offset, path)
+            raise invalid(f"{kind.replace('_', ' ')} {quote(name)} is already defined", tensor.offset, f"{graph_path}.{kind}[{index}]")
 
     def _lookup(self, graph: ResolvedGraph, name: str) -> Value | None:
         """Find `name` in this graph or an enclosing one, recording captures."""

@@ -118,8 +118,11 @@ def _owner_from(fd: int, info: os.stat_result, path: str, name: str, max_bytes: 
 
 
 def _read_exactly(fd: int, size: int, name: str) -> bytes:
-    chunks = []
-    remaining = size
+    first = os.read(fd, size)
+    if len(first) == size:  # the usual case: one read
+        return first
+    chunks = [first]
+    remaining = size - len(first)
     while remaining:
         chunk = os.read(fd, remaining)
         if not chunk:
