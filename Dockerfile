@@ -1,7 +1,9 @@
-# The ONNX import service image. Stage 1 builds the project's wheel and the
-# wheels of its dependencies; stage 2 installs them, offline, into a virtual
-# environment (/opt/venv, without pip) on the same Python, with no compiler
-# and no caches. It runs as uid 10001 with a read-only root file system: only
+# The ONNX import service image. Stage 1 builds the project's wheel, its
+# importer compiled with mypyc (IMPORTER_BUILD=compiled: a C compiler and
+# Python's headers are installed in that stage only), and the wheels of its
+# dependencies; stage 2 installs them, offline, into a virtual environment
+# (/opt/venv, without pip) on the same Python, with no compiler and no
+# caches; its /healthz reports "importer_build": "compiled". It runs as uid 10001 with a read-only root file system: only
 # /store (the content-addressed store) and /tmp (the fork server's socket)
 # are written. /data, the folder of server-side models, is mounted read-only.
 # See deploy/README.md.
@@ -29,15 +31,32 @@ FROM ${PYTHON_IMAGE} AS builder
 # managed (PEP 668); `pip wheel` installs nothing, so that does not apply here.
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \
-    PYTHONDONTWRITEBYTECODE=1
+    PYTHONDONTWRITEBYTECODE=1 \
+    IMPORTER_BUILD=compiled
+# The compiled importer's C compiler and Python's headers, in this stage only.
+# The official image has the headers; Debian's python3 (tools/base_image.sh)
+# has them in python3-dev. Unpinned: they are the base's Debian release's own
+# packages, whichever release that is, and none of them reaches the runtime.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && if [ ! -e "$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then \
+        apt-get install -y --no-install-recommends python3-dev; \
+    fi \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# Only what the wheel is built from (.dockerignore keeps the rest out).
-COPY pyproject.toml README.md ./
+# Only what the wheel is built from (.dockerignore keeps the rest out): the
+# project's metadata, its build backend (tools/build_backend.py: setuptools,
+# adding mypy for the compiled build) and setup.py (mypyc's extension modules).
+COPY pyproject.toml README.md setup.py MANIFEST.in ./
+COPY tools/build_backend.py tools/
 COPY importer/ importer/
 COPY service/ service/
 # The project's wheel and one wheel per dependency; --only-binary refuses any
-# dependency that would need a compiler. pip's cache is a cache mount: it
-# speeds up rebuilds and never becomes a layer.
+# dependency that would need a compiler (the build's own requirements,
+# setuptools and mypy with its mypyc, are wheels too; mypyc then compiles the
+# importer: about a minute). pip's cache is a cache mount: it speeds up
+# rebuilds and never becomes a layer.
 RUN --mount=type=cache,target=/root/.cache/pip \
     python -m pip wheel --only-binary=:all: --wheel-dir /wheels . \
     && ls -l /wheels

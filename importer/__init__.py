@@ -5,7 +5,8 @@ Public API: `load_model`, `load_model_bytes`, `load_model_stream`, `load_tensor`
 exception type `ModelImportError` with its `ErrorKind`, and the operator check
 `check_model` with its `Diagnostic` (`Severity`, `Code`), imported on first
 use (PEP 562: a process that only imports models does not pay for the
-check's modules). This package does no I/O beyond `importer.source` (and
+check's modules), and `BUILD`, which build is running: "compiled" (mypyc) or
+"pure" (`importer.build_info`). This package does no I/O beyond `importer.source` (and
 reading its own package data, the schema table of `importer.op_schemas`) and
 imports nothing from `service` or `onnx`.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from importer.build_info import BUILD
 from importer.element_types import DataType
 from importer.errors import ErrorKind, ModelImportError
 from importer.graph import OnnxModel, ResolvedGraph, ResolvedNode, Value
@@ -35,6 +37,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "BUILD",
     "Code",
     "DataType",
     "Diagnostic",

@@ -243,6 +243,7 @@ class GraphDocument(BaseModel):
 
 class Health(BaseModel):
     status: str
+    importer_build: str = Field(description="the importer this service runs: compiled (mypyc) or pure (Python)")
 
 
 class Readiness(BaseModel):

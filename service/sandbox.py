@@ -7,6 +7,9 @@ kills it at the wall-clock deadline, receives the byte streams its header
 announces into the files the caller names, and classifies how it ended:
 
 - a result, an import error, or the worker's own report of a MemoryError;
+- a worker past its memory limit, ended by its own watchdog or killed by the
+  front end's (`service.memory_watch`), or aborted by the compiled importer's
+  runtime after growing past half of it: `ResourceLimit` (memory);
 - death by SIGXCPU (the soft CPU limit), by SIGKILL after at least the hard
   CPU limit of wall time (the hard CPU limit), or our kill at the deadline:
   `ResourceLimit`, with the limit named;
@@ -36,7 +39,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from service import seccomp_filter, worker
-from service.memory_watch import EXIT_MEMORY
+from service.memory_watch import EXIT_MEMORY, WorkerMemoryWatch
 from service.settings import TEST_HOOKS_VARIABLE, Settings
 from service.worker_protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, WorkerHeader, WorkerJob
 
@@ -123,6 +126,8 @@ class Sandbox:
         process = self.context.Process(target=worker.main, args=(writer, job), daemon=True)
         process.start()
         writer.close()
+        assert process.pid is not None
+        memory_watch = WorkerMemoryWatch(process.pid, job.memory, lambda: _kill(process))
         deadline_hit = threading.Event()
 
         def on_deadline() -> None:
@@ -158,9 +163,13 @@ class Sandbox:
             process.join(EXIT_GRACE_SECONDS)  # a worker that broke off is usually exiting: see how, rather than kill it
         _kill(process)
         process.join()
+        memory_watch.stop()
         seconds = time.monotonic() - started
         if outcome is None or broken:
-            outcome = self._classify_death(process.exitcode, deadline_hit.is_set(), seconds, broken)
+            exitcode = process.exitcode
+            if memory_watch.ran_out(-exitcode if exitcode is not None and exitcode < 0 else None):
+                exitcode = EXIT_MEMORY
+            outcome = self._classify_death(exitcode, deadline_hit.is_set(), seconds, broken)
         outcome.seconds = seconds
         return outcome
 

@@ -2,16 +2,27 @@
 
 The ONNX backend test data is generated once per machine into the ignored
 cache `.cache/onnx-backend` by `tools/gen_backend_data.py` (idempotent).
+
+The session stops before any test when the importer under test is not the
+build it should be: IMPORTER_EXPECT_BUILD (compiled or pure, set by
+tools/dev.sh for each run) differs from `importer.BUILD`, the build is
+"mixed", or a compiled module in the checkout is older than its source (an
+editable compiled install not rebuilt since: `bash tools/dev.sh setup`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from wheel_builds import Wheels
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = REPO / "tools"
@@ -37,12 +48,58 @@ def backend_dir(backend_manifest: dict[str, Any]) -> Path:
     return BACKEND_DATA
 
 
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
+    """The project's wheels by IMPORTER_BUILD, each built once per session (tests/wheel_builds.py)."""
+    from wheel_builds import Wheels
+
+    return Wheels(tmp_path_factory.mktemp("wheels"))
+
+
 @pytest.fixture()
 def report() -> Iterator[list[str]]:
     """Lines a test wants shown in the run's closing summary (counts, timings)."""
     lines: list[str] = []
     yield lines
     SWEEP_REPORT.extend(lines)
+
+
+def stale_compiled_modules(package: Path) -> list[str]:
+    """Sources in `package` changed after the compiled module beside them was built."""
+    stale = []
+    for built in package.iterdir():
+        source = package / (built.name.split(".")[0] + ".py")
+        if built.name.endswith(tuple(EXTENSION_SUFFIXES)) and source.exists() and source.stat().st_mtime > built.stat().st_mtime:
+            stale.append(source.name)
+    return sorted(stale)
+
+
+def build_problem() -> str | None:
+    """Why this session must not test the importer it imports (None: it may)."""
+    import importer
+
+    package = Path(importer.__file__ or "").resolve().parent
+    expected = os.environ.get("IMPORTER_EXPECT_BUILD", "")
+    if importer.BUILD == "mixed":
+        return f"the importer in {package} is a mix of compiled and pure modules: reinstall it (bash tools/dev.sh setup)"
+    if expected and expected != importer.BUILD:
+        return f"IMPORTER_EXPECT_BUILD={expected} but the importer in {package} is the {importer.BUILD} build"
+    stale = stale_compiled_modules(package) if package.is_relative_to(REPO) and importer.BUILD == "compiled" else []
+    if stale:
+        return f"compiled modules in {package} are older than their sources ({', '.join(stale)}): rebuild them (bash tools/dev.sh setup)"
+    return None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    problem = build_problem()
+    if problem is not None:
+        pytest.exit(f"wrong importer build: {problem}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def pytest_report_header() -> str:
+    import importer
+
+    return f"importer: {importer.BUILD} build, from {Path(importer.__file__ or '').parent}"
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

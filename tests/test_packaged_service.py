@@ -1,7 +1,9 @@
 """The service as it ships, not the checkout: wheel, fresh install, unprivileged.
 
 The wheel is built from exactly the files the Dockerfile copies into its
-builder stage, installed into a new virtual environment in a temporary folder
+builder stage (tests/wheel_builds.py), its importer compiled where a C
+compiler works, as the image's is (else pure; /healthz must name the build),
+installed into a new virtual environment in a temporary folder
 outside the source tree, and `python -m service` is started from there the way
 the image starts it: the image's environment (Dockerfile ENV, with /tmp, /data
 and /store moved into the test folder, and the loopback address), the image's
@@ -15,7 +17,8 @@ tensor bytes compared with the model's own values, a server-side model with
 external data, problem responses, the front end's memory against the
 deployments' budget, nothing written elsewhere, a second replica sharing the
 store, and a clean stop on SIGTERM. Setup takes 10 to 30 seconds (pip's cache
-holds the dependencies).
+holds the dependencies), plus about a minute to compile the importer unless
+tests/test_builds.py built that wheel earlier in the session.
 """
 
 from __future__ import annotations
@@ -41,9 +44,11 @@ import httpx
 import numpy as np
 import onnx
 import pytest
+from build_backend import compiler_problem
 from conftest import REPO
 from deploy_files import DEPLOY, FRONT_END_ANNOTATION, k8s_quantity, read_dockerfile, yaml_document
 from onnx import TensorProto, helper
+from wheel_builds import Wheels
 
 pytestmark = pytest.mark.slow
 
@@ -102,6 +107,7 @@ class Packaged:
     replicas: list[Replica] = field(default_factory=list)
     install_state: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    build: str = ""  # the importer's build in the wheel: compiled or pure
 
     @property
     def first(self) -> Replica:
@@ -196,22 +202,12 @@ def run(command: list[str], **options: Any) -> None:
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
 
 
-def build_wheel(root: Path) -> Path:
-    """The wheel, from a copy of exactly what the Dockerfile's builder stage copies."""
-    source = root / "src"
-    source.mkdir()
-    for instruction in read_dockerfile().stage("builder").all("COPY"):
-        for name in instruction.arguments.split()[:-1]:
-            origin = REPO / name.rstrip("/")
-            if origin.is_dir():
-                shutil.copytree(origin, source / origin.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            else:
-                shutil.copy2(origin, source / origin.name)
-    wheels = root / "wheels"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    run([*pip, "wheel", "--no-deps", "--quiet", "--wheel-dir", str(wheels), str(source)])
-    (wheel,) = wheels.glob("onnx_import_service-*.whl")
-    return wheel
+def wheel_for(root: Path, wheels: Wheels) -> tuple[Path, str]:
+    """The wheel as the image builds it, into root/wheels, and its importer build:
+    compiled where a C compiler works (as IMPORTER_BUILD=auto does), else pure."""
+    build = "compiled" if compiler_problem() is None else "pure"
+    (root / "wheels").mkdir()
+    return Path(shutil.copy2(wheels(build), root / "wheels")), build
 
 
 def install(wheel: Path, venv: Path, interpreter: str) -> None:
@@ -306,7 +302,7 @@ def launch(packaged: Packaged) -> Replica:
 
 
 @pytest.fixture(scope="module")
-def packaged() -> Iterator[Packaged]:
+def packaged(wheels: Wheels) -> Iterator[Packaged]:
     image_uid, image_gid = read_dockerfile().user_ids()
     as_root = os.geteuid() == 0
     uid, gid = (image_uid, image_gid) if as_root else (os.getuid(), os.getgid())
@@ -317,8 +313,10 @@ def packaged() -> Iterator[Packaged]:
     service = Packaged(root, root / "venv", root / "data", root / "store", root / "tmp", uid, as_root, prefix)
     try:
         started = time.monotonic()
-        install(build_wheel(root), service.venv, interpreter)
-        service.notes.append(f"packaged service: wheel built and installed in {time.monotonic() - started:.1f} s ({interpreter})")
+        wheel, service.build = wheel_for(root, wheels)
+        install(wheel, service.venv, interpreter)
+        how = f"{service.build} importer, {wheel.name}, {interpreter}"
+        service.notes.append(f"packaged service: wheel built and installed in {time.monotonic() - started:.1f} s ({how})")
         service.data.mkdir()
         write_external_model(service.data)
         for folder in (service.store, service.tmp):
@@ -388,8 +386,8 @@ def test_the_installed_wheel_is_what_runs(packaged: Packaged, report: list[str])
     report.extend(packaged.notes)
 
 
-def test_readiness_reports_the_sandbox(client: httpx.Client, report: list[str]) -> None:
-    assert client.get("/healthz").json() == {"status": "ok"}
+def test_readiness_reports_the_sandbox(packaged: Packaged, client: httpx.Client, report: list[str]) -> None:
+    assert client.get("/healthz").json() == {"status": "ok", "importer_build": packaged.build}
     ready = client.get("/readyz")
     assert ready.status_code == 200
     body = ready.json()

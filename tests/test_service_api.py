@@ -25,6 +25,8 @@ from service_harness import (
     serving,
 )
 
+import importer
+
 
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -92,7 +94,7 @@ def expected_id(path: str) -> str:
 
 
 def test_health_and_readiness(client: httpx.Client) -> None:
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "importer_build": importer.BUILD}
     ready = client.get("/readyz").json()
     assert ready["status"] == "ready" and ready["fork_server"] and ready["store_writable"]
     assert ready["network_isolation"] in ("namespace", "user-namespace", "unavailable")

@@ -1,4 +1,5 @@
-"""Liveness and readiness: `/healthz` (the process answers) and `/readyz`
+"""Liveness and readiness: `/healthz` (the process answers, and which build of
+the importer it runs: `importer_build`, compiled or pure) and `/readyz`
 (the fork server forks a limited worker, and the store is writable; it also
 reports what confines that worker: `network_isolation` and `worker_sandbox`,
 read from the worker's own report by `service.sandbox.describe_isolation`)."""
@@ -11,6 +12,7 @@ import anyio.to_thread
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
+from importer import BUILD
 from service.models import Health, Readiness
 from service.openapi_doc import problem_responses
 from service.problems import ProblemError
@@ -23,7 +25,7 @@ router = APIRouter(tags=["health"])
 
 @router.api_route("/healthz", methods=["GET", "HEAD"], response_model=Health, summary="The process is alive")
 async def healthz() -> Health:
-    return Health(status="ok")
+    return Health(status="ok", importer_build=BUILD)
 
 
 @router.api_route(

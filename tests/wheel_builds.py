@@ -1,0 +1,69 @@
+"""The project's wheels as the Dockerfile builds them: from a copy of exactly
+the files its builder stage copies, by `pip wheel` (the project's own backend,
+tools/build_backend.py, in an isolated build environment), with
+IMPORTER_BUILD. `Wheels` builds each kind once per test session (conftest's
+`wheels` fixture); tests/test_builds.py and tests/test_packaged_service.py
+share them. A compiled wheel takes about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import REPO
+from deploy_files import read_dockerfile
+
+BUILD_SECONDS = 900
+
+
+def copy_build_context(destination: Path) -> Path:
+    """What the Dockerfile's builder stage copies (`COPY a b dir/`: files into
+    dir/, a folder's contents into dir/), copied into `destination`."""
+    for instruction in read_dockerfile().stage("builder").all("COPY"):
+        *sources, target = instruction.arguments.split()
+        folder = destination / target
+        for name in sources:
+            origin = REPO / name
+            if origin.is_dir():
+                shutil.copytree(origin, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.pyd"))
+            else:
+                folder.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(origin, folder / origin.name)
+    return destination
+
+
+def pip_wheel(source: Path, wheels: Path, environment: dict[str, str], *options: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "wheel", "--no-deps", *options, "--wheel-dir", str(wheels)]
+    folder = source if source.is_dir() else source.parent  # a source tree, or an sdist
+    return subprocess.run([*command, str(source)], capture_output=True, text=True, timeout=BUILD_SECONDS, env=environment, cwd=folder)
+
+
+def build_environment(build: str, **extra: str) -> dict[str, str]:
+    """This process's environment, with IMPORTER_BUILD set and nothing that would put this checkout's importer on a path."""
+    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    return environment | {"IMPORTER_BUILD": build} | extra
+
+
+class Wheels:
+    """One wheel per IMPORTER_BUILD value, built on first request into `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.built: dict[str, Path] = {}
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, build: str) -> Path:
+        if build not in self.built:
+            folder = self.root / build
+            source = copy_build_context(folder / "src")
+            started = time.monotonic()
+            result = pip_wheel(source, folder / "wheels", build_environment(build))
+            self.seconds[build] = time.monotonic() - started
+            assert result.returncode == 0, f"IMPORTER_BUILD={build} pip wheel failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+            (self.built[build],) = (folder / "wheels").glob("onnx_import_service-*.whl")
+        return self.built[build]
