@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import assert_never
+from typing import Final, assert_never
 
 from importer.wire import WIRE_FIXED32, WIRE_LEN, WIRE_VARINT
 
@@ -112,7 +112,7 @@ K = ValueKind
 _ = AttributeTypeInfo
 
 # In inference order (docs/import-rules.md §2): the singular fields, then the repeated ones.
-ATTRIBUTE_TYPES: tuple[AttributeTypeInfo, ...] = (
+ATTRIBUTE_TYPES: Final[tuple[AttributeTypeInfo, ...]] = (
     #  type              field             number  wire type     singular          kind of one item
     _(T.FLOAT,          "f",                  2,   WIRE_FIXED32, T.FLOAT,          K.FLOAT),
     _(T.INT,            "i",                  3,   WIRE_VARINT,  T.INT,            K.INT),
@@ -132,7 +132,7 @@ ATTRIBUTE_TYPES: tuple[AttributeTypeInfo, ...] = (
 del T, K, _
 
 # Every defined type (all but UNDEFINED) -> its row.
-TYPE_INFO: dict[AttributeType, AttributeTypeInfo] = {info.type: info for info in ATTRIBUTE_TYPES}
+TYPE_INFO: Final[dict[AttributeType, AttributeTypeInfo]] = {info.type: info for info in ATTRIBUTE_TYPES}
 
 
 def value_items(attr_type: AttributeType, value: object) -> list[tuple[str, object]]:

@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import mmap
 from collections.abc import Callable
+from typing import Final
 
 from importer.errors import ErrorKind, ModelImportError
 
-HASH_CHUNK = 1 << 22
+HASH_CHUNK: Final = 1 << 22
 
 
 class FileIdentity:

@@ -7,6 +7,7 @@ Owns: `DataType`, `bits_per_element`, `numpy_dtype_for` and the typed field
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Final
 
 import numpy as np
 
@@ -45,23 +46,23 @@ class DataType(IntEnum):
     FLOAT6E3M2 = 28
 
 
-MAX_DATA_TYPE = max(DataType)
+MAX_DATA_TYPE: Final = max(DataType)
 
 # TensorProto typed-field numbers.
-FLOAT_DATA = 4
-INT32_DATA = 5
-STRING_DATA = 6
-INT64_DATA = 7
-DOUBLE_DATA = 10
-UINT64_DATA = 11
+FLOAT_DATA: Final = 4
+INT32_DATA: Final = 5
+STRING_DATA: Final = 6
+INT64_DATA: Final = 7
+DOUBLE_DATA: Final = 10
+UINT64_DATA: Final = 11
 
 _T = DataType
-FLOAT8_TYPES = frozenset({_T.FLOAT8E4M3FN, _T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2, _T.FLOAT8E5M2FNUZ, _T.FLOAT8E8M0})
-FOUR_BIT_TYPES = frozenset({_T.UINT4, _T.INT4, _T.FLOAT4E2M1})
-TWO_BIT_TYPES = frozenset({_T.UINT2, _T.INT2})
-SIX_BIT_TYPES = frozenset({_T.FLOAT6E2M3, _T.FLOAT6E3M2})
+FLOAT8_TYPES: Final = frozenset({_T.FLOAT8E4M3FN, _T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2, _T.FLOAT8E5M2FNUZ, _T.FLOAT8E8M0})
+FOUR_BIT_TYPES: Final = frozenset({_T.UINT4, _T.INT4, _T.FLOAT4E2M1})
+TWO_BIT_TYPES: Final = frozenset({_T.UINT2, _T.INT2})
+SIX_BIT_TYPES: Final = frozenset({_T.FLOAT6E2M3, _T.FLOAT6E3M2})
 
-BITS_PER_ELEMENT: dict[DataType, int] = {
+BITS_PER_ELEMENT: Final[dict[DataType, int]] = {
     _T.FLOAT: 32, _T.INT32: 32, _T.UINT32: 32,
     _T.UINT8: 8, _T.INT8: 8, _T.BOOL: 8,
     _T.UINT16: 16, _T.INT16: 16, _T.FLOAT16: 16, _T.BFLOAT16: 16,
@@ -74,7 +75,7 @@ BITS_PER_ELEMENT: dict[DataType, int] = {
 }  # fmt: skip
 
 # Which typed field carries the values of each type (docs/import-rules.md §3).
-TYPED_FIELD: dict[DataType, int] = {
+TYPED_FIELD: Final[dict[DataType, int]] = {
     _T.FLOAT: FLOAT_DATA, _T.COMPLEX64: FLOAT_DATA,
     _T.DOUBLE: DOUBLE_DATA, _T.COMPLEX128: DOUBLE_DATA,
     _T.INT64: INT64_DATA,
@@ -85,7 +86,7 @@ TYPED_FIELD: dict[DataType, int] = {
         _T.INT64, _T.UINT64, _T.UINT32, _T.STRING)},
 }  # fmt: skip
 
-TYPED_FIELD_NAMES = {
+TYPED_FIELD_NAMES: Final = {
     FLOAT_DATA: "float_data",
     INT32_DATA: "int32_data",
     STRING_DATA: "string_data",
@@ -96,7 +97,7 @@ TYPED_FIELD_NAMES = {
 
 # numpy dtypes for the types numpy has; the others are documented in
 # `numpy_dtype_for`.
-_NUMPY: dict[DataType, str] = {
+_NUMPY: Final[dict[DataType, str]] = {
     _T.FLOAT: "<f4", _T.UINT8: "u1", _T.INT8: "i1", _T.UINT16: "<u2", _T.INT16: "<i2",
     _T.INT32: "<i4", _T.INT64: "<i8", _T.BOOL: "?", _T.FLOAT16: "<f2", _T.DOUBLE: "<f8",
     _T.UINT32: "<u4", _T.UINT64: "<u8", _T.COMPLEX64: "<c8", _T.COMPLEX128: "<c16",

@@ -8,11 +8,12 @@ Messages never grow with the input: every name or value quoted is clipped.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final
 
-MAX_QUOTED_CHARS = 80
-NOT_FOUND = "not-found"  # ModelImportError.reason: the named file does not exist
-HARD_LINKED = "hard-linked"  # ModelImportError.reason: a file with several hard links, refused
-MAX_MESSAGE_CHARS = 400
+MAX_QUOTED_CHARS: Final = 80
+NOT_FOUND: Final = "not-found"  # ModelImportError.reason: the named file does not exist
+HARD_LINKED: Final = "hard-linked"  # ModelImportError.reason: a file with several hard links, refused
+MAX_MESSAGE_CHARS: Final = 400
 
 
 class ErrorKind(StrEnum):

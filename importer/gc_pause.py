@@ -30,9 +30,9 @@ not empty.
 from __future__ import annotations
 
 import gc
-from typing import ClassVar
+from typing import ClassVar, Final
 
-_MIN_OBJECTS_BEFORE_COLLECTING = 1_000_000
+_MIN_OBJECTS_BEFORE_COLLECTING: Final = 1_000_000
 
 
 class _Accounts:

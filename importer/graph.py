@@ -19,6 +19,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator, Sequence
 from types import TracebackType
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -27,10 +28,10 @@ from importer.messages import Function, Graph, Model, Node, TypeProto
 from importer.tensor import SparseTensor, Tensor
 
 # Value kinds
-GRAPH_INPUT = "input"
-INITIALIZER = "initializer"
-SPARSE_INITIALIZER = "sparse_initializer"
-NODE_OUTPUT = "node_output"
+GRAPH_INPUT: Final = "input"
+INITIALIZER: Final = "initializer"
+SPARSE_INITIALIZER: Final = "sparse_initializer"
+NODE_OUTPUT: Final = "node_output"
 
 
 class Value:

@@ -6,11 +6,12 @@ Owns: `Limits`. Each limit is named in the error it causes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
-MAX_PROTOBUF_BYTES = 2**31 - 1  # protobuf's own limit for one message (docs/import-rules.md §1)
-MAX_ELEMENT_COUNT = 2**60  # docs/import-rules.md §3
-MAX_TENSOR_BYTES = 2**31 - 1  # docs/import-rules.md §3
-NESTING_RANGE = (8, 250)
+MAX_PROTOBUF_BYTES: Final = 2**31 - 1  # protobuf's own limit for one message (docs/import-rules.md §1)
+MAX_ELEMENT_COUNT: Final = 2**60  # docs/import-rules.md §3
+MAX_TENSOR_BYTES: Final = 2**31 - 1  # docs/import-rules.md §3
+NESTING_RANGE: Final = (8, 250)
 
 
 @dataclass(frozen=True, slots=True)

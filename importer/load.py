@@ -9,7 +9,7 @@ every mapping opened so far is released.
 from __future__ import annotations
 
 import os
-from typing import BinaryIO
+from typing import BinaryIO, Final
 
 from importer.data_owner import DataOwner
 from importer.errors import ErrorKind, ModelImportError, ReadFailure
@@ -25,7 +25,7 @@ from importer.source import open_file
 from importer.tensor import Tensor
 
 BytesLike = bytes | bytearray | memoryview
-_DEFAULT_LIMITS = Limits()  # immutable: shared by every call that gives none
+_DEFAULT_LIMITS: Final = Limits()  # immutable: shared by every call that gives none
 
 
 def load_model(

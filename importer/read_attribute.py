@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING, Final, assert_never
 
 from importer.attribute_types import ATTRIBUTE_TYPES, TYPE_INFO, AttributeType, ValueKind
 from importer.errors import ReadFailure, invalid, malformed, quote, unsupported
@@ -33,19 +33,19 @@ _NAME, _DOC_STRING, _TYPE, _REF_ATTR_NAME = 0x0A, 0x6A, 0xA0, 0xAA
 _INT, _FLOAT, _BYTES = ValueKind.INT, ValueKind.FLOAT, ValueKind.BYTES
 
 # Key of each value field -> (its type, the kind of one item, plural, packed).
-_VALUE_FIELDS: dict[int, tuple[AttributeType, ValueKind, bool, bool]] = {}
+_VALUE_FIELDS: Final[dict[int, tuple[AttributeType, ValueKind, bool, bool]]] = {}
 for _info in ATTRIBUTE_TYPES:
     _VALUE_FIELDS[_info.key] = (_info.type, _info.kind, _info.plural, False)
     if _info.packed_key is not None:
         _VALUE_FIELDS[_info.packed_key] = (_info.type, _info.kind, _info.plural, True)
 del _info
 
-_ATTRIBUTE_TYPES = {int(t): t for t in AttributeType}  # faster than AttributeType(code)
+_ATTRIBUTE_TYPES: Final = {int(t): t for t in AttributeType}  # faster than AttributeType(code)
 
 GraphReader = Callable[[ReadContext, int, int, int, int], "Graph"]
 
 
-_CACHED_ATTRIBUTE_BYTES = 64
+_CACHED_ATTRIBUTE_BYTES: Final = 64
 
 
 def read_attribute(ctx: ReadContext, start: int, stop: int, depth: int, read_graph: GraphReader) -> Attribute:

@@ -14,7 +14,7 @@ the import time. The rules themselves live in wire.py (`read_key`,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from importer.errors import ReadFailure, invalid
 from importer.messages import Attribute, Function, Graph, Model, Node, OperatorSetId, StringStringEntry, ValueInfo
@@ -25,7 +25,7 @@ from importer.read_types import read_value_info
 from importer.tensor import SparseTensor, Tensor
 from importer.wire import FieldCursor, as_int64, invalid_utf8, overrun, read_key, read_length, read_string, skip_scalar
 
-MIN_IR_VERSION = 3
+MIN_IR_VERSION: Final = 3
 
 
 def read_model(ctx: ReadContext) -> Model:
@@ -169,8 +169,8 @@ def read_graph(ctx: ReadContext, start: int, stop: int, depth: int, offset: int)
     return Graph(name, doc_string, nodes, initializers, sparse, inputs, outputs, value_info, offset)
 
 
-_GRAPH_LISTS = {0x0A: "node", 0x6A: "value_info", 0x2A: "initializer", 0x5A: "input", 0x62: "output", 0x7A: "sparse_initializer"}
-_NODE_STRING_LABELS = {0x1A: "name", 0x22: "op_type", 0x3A: "domain", 0x42: "overload", 0x32: "doc_string"}
+_GRAPH_LISTS: Final = {0x0A: "node", 0x6A: "value_info", 0x2A: "initializer", 0x5A: "input", 0x62: "output", 0x7A: "sparse_initializer"}
+_NODE_STRING_LABELS: Final = {0x1A: "name", 0x22: "op_type", 0x3A: "domain", 0x42: "overload", 0x32: "doc_string"}
 
 
 def read_node(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) -> Node:

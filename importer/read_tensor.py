@@ -9,6 +9,8 @@ bound by `importer.external_data`.
 
 from __future__ import annotations
 
+from typing import Final
+
 from importer.element_types import (
     FLOAT_DATA,
     MAX_DATA_TYPE,
@@ -26,23 +28,23 @@ from importer.tensor import FROM_EXTERNAL, FROM_NOTHING, FROM_RAW_DATA, SparseTe
 from importer.typed_fields import FIXED_WIDTH, check_fixed_width, convert_varint_field, fixed_width_bytes
 from importer.wire import Buffer, FieldCursor, as_int32, as_int64, check_varints, count_varints, read_string, varints_to_list
 
-_DATA_TYPES = {int(t): t for t in DataType}  # faster than DataType(code)
-_NONE_TYPED: dict[int, list[tuple[int, int, int]]] = {}  # shared, never written
-DATA_LOCATION_DEFAULT = 0
-DATA_LOCATION_EXTERNAL = 1
+_DATA_TYPES: Final = {int(t): t for t in DataType}  # faster than DataType(code)
+_NONE_TYPED: Final[dict[int, list[tuple[int, int, int]]]] = {}  # shared, never written
+DATA_LOCATION_DEFAULT: Final = 0
+DATA_LOCATION_EXTERNAL: Final = 1
 
 # TensorProto keys (field << 3 | wire type).
 _DIMS, _DIMS_PACKED = 0x08, 0x0A
-_DATA_TYPE = 0x10
-_SEGMENT = 0x1A
-_STRING_DATA = 0x32
-_NAME = 0x42
-_RAW_DATA = 0x4A
-_DOC_STRING = 0x62
-_EXTERNAL_DATA = 0x6A
-_DATA_LOCATION = 0x70
+_DATA_TYPE: Final = 0x10
+_SEGMENT: Final = 0x1A
+_STRING_DATA: Final = 0x32
+_NAME: Final = 0x42
+_RAW_DATA: Final = 0x4A
+_DOC_STRING: Final = 0x62
+_EXTERNAL_DATA: Final = 0x6A
+_DATA_LOCATION: Final = 0x70
 # Typed fields: key -> (field number, packed?)
-_TYPED_KEYS = {
+_TYPED_KEYS: Final = {
     0x22: FLOAT_DATA, 0x25: FLOAT_DATA,
     0x2A: 5, 0x28: 5,
     0x3A: 7, 0x38: 7,

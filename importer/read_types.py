@@ -9,6 +9,8 @@ kept as written (exporters write -1).
 
 from __future__ import annotations
 
+from typing import Final
+
 from importer.errors import ReadFailure
 from importer.messages import (
     Dim,
@@ -24,9 +26,9 @@ from importer.messages import (
 from importer.read_context import ReadContext, check_nesting, too_deep
 from importer.wire import FieldCursor, as_int32, as_int64, invalid_utf8, overrun, read_key, read_length, read_string, skip_scalar
 
-_VALUE_INFO_LABELS = {0x0A: "name", 0x1A: "doc_string"}
-_CACHED_TYPE_BYTES = 256
-_NO_TYPE = object()
+_VALUE_INFO_LABELS: Final = {0x0A: "name", 0x1A: "doc_string"}
+_CACHED_TYPE_BYTES: Final = 256
+_NO_TYPE: Final = object()
 
 
 def read_value_info(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) -> ValueInfo:
@@ -84,7 +86,7 @@ def read_type_memoized(ctx: ReadContext, start: int, stop: int, depth: int) -> T
     return None if cached is _NO_TYPE else cached  # type: ignore[return-value]
 
 
-_MEMBER_NAMES = {
+_MEMBER_NAMES: Final = {
     0x0A: "tensor_type",
     0x22: "sequence_type",
     0x2A: "map_type",

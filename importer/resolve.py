@@ -12,6 +12,7 @@ consumers. Function bodies are not resolved.
 from __future__ import annotations
 
 import heapq
+from typing import Final
 
 from importer.attribute_types import ATTRIBUTE_TYPES, AttributeType, ValueKind, value_items
 from importer.errors import ReadFailure, invalid, quote
@@ -28,9 +29,9 @@ from importer.messages import Graph, Model, Node, OperatorSetId, TensorType
 from importer.tensor import SparseTensor, Tensor
 from importer.wire import Buffer, find_field
 
-DEFAULT_DOMAIN = ""
+DEFAULT_DOMAIN: Final = ""
 _NODE_INPUT_KEY, _NODE_OUTPUT_KEY, _NODE_DOMAIN_KEY = 0x0A, 0x12, 0x3A
-_GRAPH_TYPES = frozenset(info.type for info in ATTRIBUTE_TYPES if info.kind is ValueKind.GRAPH)  # GRAPH, GRAPHS
+_GRAPH_TYPES: Final = frozenset(info.type for info in ATTRIBUTE_TYPES if info.kind is ValueKind.GRAPH)  # GRAPH, GRAPHS
 
 
 def normalize_domain(domain: str) -> str:

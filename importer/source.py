@@ -17,14 +17,15 @@ import contextlib
 import mmap
 import os
 import stat
+from typing import Final
 
 from importer.data_owner import DataOwner, FileIdentity
 from importer.errors import HARD_LINKED, NOT_FOUND, ErrorKind, ModelImportError
 from importer.limits import MAX_PROTOBUF_BYTES
 
-READ_INSTEAD_OF_MAP_BYTES = 1 << 20
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+READ_INSTEAD_OF_MAP_BYTES: Final = 1 << 20
+_OPEN_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_NO_FOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _refusal(kind: ErrorKind, name: str, message: str, reason: str | None = None) -> ModelImportError:

@@ -10,6 +10,7 @@ Nothing here copies tensor bytes except `to_numpy`, `tobytes` and `sha256`.
 from __future__ import annotations
 
 import hashlib
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -25,9 +26,9 @@ from importer.element_types import (
 from importer.errors import ErrorKind, ModelImportError, quote
 
 # Where a tensor's values come from.
-FROM_RAW_DATA = "raw_data"
-FROM_EXTERNAL = "external"
-FROM_NOTHING = "none"  # a tensor with no elements
+FROM_RAW_DATA: Final = "raw_data"
+FROM_EXTERNAL: Final = "external"
+FROM_NOTHING: Final = "none"  # a tensor with no elements
 # otherwise: the name of the typed field, e.g. "float_data"
 
 

@@ -8,6 +8,7 @@ with numpy. The caller has already checked which field belongs to the type.
 from __future__ import annotations
 
 import struct
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +28,7 @@ from importer.element_types import (
 from importer.errors import malformed
 from importer.wire import Buffer, iter_varint_windows, varints_to_list
 
-FIXED_WIDTH = {FLOAT_DATA: 4, DOUBLE_DATA: 8}
+FIXED_WIDTH: Final = {FLOAT_DATA: 4, DOUBLE_DATA: 8}
 
 
 def check_fixed_width(ranges: list[tuple[int, int, int]], width: int, field_name: str) -> None:
@@ -59,8 +60,8 @@ def convert_varint_field(buf: Buffer, ranges: list[tuple[int, int, int]], field:
     return bytearray(pack_six_bit(np.frombuffer(out, dtype=np.uint8))) if six_bit else out
 
 
-_SMALL_RUN_BYTES = 64
-_WHOLE_WORDS = {(INT64_DATA, DataType.INT64): "<{}Q", (UINT64_DATA, DataType.UINT64): "<{}Q", (INT32_DATA, DataType.INT32): "<{}I"}
+_SMALL_RUN_BYTES: Final = 64
+_WHOLE_WORDS: Final = {(INT64_DATA, DataType.INT64): "<{}Q", (UINT64_DATA, DataType.UINT64): "<{}Q", (INT32_DATA, DataType.INT32): "<{}I"}
 
 
 def _small_int_run(buf: Buffer, ranges: list[tuple[int, int, int]], field: int, data_type: DataType) -> bytearray | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Iterator
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -24,14 +24,14 @@ from importer.errors import ReadFailure, malformed
 
 Buffer: TypeAlias = bytes | bytearray | mmap.mmap
 
-WIRE_VARINT = 0
-WIRE_FIXED64 = 1
-WIRE_LEN = 2
-WIRE_FIXED32 = 5
+WIRE_VARINT: Final = 0
+WIRE_FIXED64: Final = 1
+WIRE_LEN: Final = 2
+WIRE_FIXED32: Final = 5
 
-MAX_VARINT_BYTES = 10
-_TWO_64 = 1 << 64
-_TWO_32 = 1 << 32
+MAX_VARINT_BYTES: Final = 10
+_TWO_64: Final = 1 << 64
+_TWO_32: Final = 1 << 32
 
 
 def read_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
@@ -207,10 +207,10 @@ def varints_to_list(buf: Buffer, start: int, stop: int) -> list[int]:
     return values
 
 
-_BULK_THRESHOLD = 64
+_BULK_THRESHOLD: Final = 64
 
 
-_WINDOW_BYTES = 1 << 18  # the bulk decoder works on 256 KiB at a time: about 10 MB of temporaries
+_WINDOW_BYTES: Final = 1 << 18  # the bulk decoder works on 256 KiB at a time: about 10 MB of temporaries
 
 
 def count_varints(buf: Buffer, start: int, stop: int) -> int:
