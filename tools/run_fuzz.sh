@@ -19,9 +19,18 @@ shift 2
 case "$target" in model|tensor) ;; *) echo "unknown target: $target" >&2; exit 64 ;; esac
 [ -d ".cache/fuzz/corpus-$target" ] || bash tools/setup_fuzz.sh
 mkdir -p .cache/fuzz/findings "$(pwd)/.cache/fuzz/work-$target"
+# atheris instruments Python bytecode: the target runs on a pure copy of
+# importer/ (without the compiled modules an editable compiled install leaves
+# beside the sources), first on its path; fuzz/runner.py checks it got it.
+pure="$(pwd)/.cache/fuzz/pure-$target"
+rm -rf "$pure"
+mkdir -p "$pure"
+cp -R importer "$pure/"
+find "$pure" \( -name '*.so' -o -name '*.pyd' -o -name __pycache__ \) -prune -exec rm -rf {} +
 # libFuzzer's fork mode runs argv[0] as a program: give it one that runs the target.
 runner=".cache/fuzz/run-$target"
-printf '#!/bin/sh\nFUZZ_RUNNER="$0" exec "%s" "%s" "$@"\n' "$(pwd)/.venv/bin/python" "$(pwd)/fuzz/fuzz_$target.py" > "$runner"
+printf '#!/bin/sh\nPYTHONPATH="%s" IMPORTER_EXPECT_BUILD=pure FUZZ_RUNNER="$0" exec "%s" "%s" "$@"\n' \
+    "$pure" "$(pwd)/.venv/bin/python" "$(pwd)/fuzz/fuzz_$target.py" > "$runner"
 chmod +x "$runner"
 exec "$runner" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=262144 \
