@@ -67,6 +67,7 @@ have a type; in subgraphs, node by node.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from importer.attribute_types import AttributeType
 from importer.check_node import (
@@ -89,9 +90,9 @@ from importer.resolve import normalize_domain
 from importer.wire import Buffer, find_field
 
 # NodeProto keys (field << 3 | wire type) of the fields a finding may name.
-_FIELD_KEYS = {AT_INPUT: 0x0A, AT_OUTPUT: 0x12, AT_OP_TYPE: 0x22, AT_ATTRIBUTE: 0x2A, AT_DOMAIN: 0x3A}
-_GRAPH_TYPES = (AttributeType.GRAPH, AttributeType.GRAPHS)
-_MAX_LISTED_OPS = 8
+_FIELD_KEYS: Final = {AT_INPUT: 0x0A, AT_OUTPUT: 0x12, AT_OP_TYPE: 0x22, AT_ATTRIBUTE: 0x2A, AT_DOMAIN: 0x3A}
+_GRAPH_TYPES: Final = (AttributeType.GRAPH, AttributeType.GRAPHS)
+_MAX_LISTED_OPS: Final = 8
 
 
 class _Unchecked:
@@ -117,7 +118,7 @@ class _Call:
         self.attributes = frozenset(function.attribute) | {attribute.name for attribute in function.attribute_proto}
 
 
-_UNCHECKED = _Unchecked()
+_UNCHECKED: Final = _Unchecked()
 _Verdict = NodeRules | _Fixed | _Call | _Unchecked
 
 
@@ -151,6 +152,8 @@ class _Checker:
         model = self.model
         self._refuse_closed()  # whether or not there is a finding to place
         main = _Scope(model.opsets, model.proto.opset_import, "ModelProto", self.table)
+        if not self.functions:  # then a verdict depends only on the opsets and the table: shared by such models
+            main.verdicts = _shared_verdicts(self.table, main.versions)
         self._newer_opsets(main)
         self._graph(model.graph, main, types_by_value=True)
         for subgraph in model.graph.subgraphs():  # every level, depth first
@@ -280,6 +283,8 @@ class _Checker:
         key = node.op_type if not node.overload else f"{node.op_type}\x00{node.overload}"
         verdict = by_op.get(key)
         if verdict is None:
+            if len(by_op) >= _MAX_CACHED_OPS:  # a domain of made-up ops (the dict may be shared): start again
+                by_op.clear()
             verdict = by_op[key] = self._verdict(node, scope)
         return verdict
 
@@ -422,9 +427,9 @@ class _Checker:
 # -> the table (kept alive, so that its id stays its own) and the compiled
 # rules, the deprecation finding, or None when no schema applies. Bounded:
 # op names and versions come from the input.
-_SCHEMA_VERDICTS: dict[tuple[int, str, str, int], tuple[SchemaTable, NodeRules | _Fixed | None]] = {}
-_COMPILED: dict[int, tuple[OpSchema, NodeRules]] = {}  # id(OpSchema) -> the schema and its rules
-_MAX_CACHED_VERDICTS = 20_000
+_SCHEMA_VERDICTS: Final[dict[tuple[int, str, str, int], tuple[SchemaTable, NodeRules | _Fixed | None]]] = {}
+_COMPILED: Final[dict[int, tuple[OpSchema, NodeRules]]] = {}  # id(OpSchema) -> the schema and its rules
+_MAX_CACHED_VERDICTS: Final = 20_000
 
 
 def _schema_verdict(table: SchemaTable, domain: str, op_type: str, version: int) -> NodeRules | _Fixed | None:
@@ -465,6 +470,26 @@ def _call(node: Node, call: _Call) -> list[Finding] | None:
 
 def _domain_name(domain: str) -> str:
     return "the default domain" if domain == "" else f"domain {quote(domain)}"
+
+
+_SHARED_VERDICTS: Final[dict[tuple[int, tuple[tuple[str, int], ...]], tuple[SchemaTable, dict[str, dict[str, _Verdict]]]]] = {}
+_MAX_SHARED_SCOPES: Final = 64  # distinct opset imports whose verdicts are kept
+_MAX_CACHED_OPS: Final = 4096  # verdicts kept per domain of one scope
+
+
+def _shared_verdicts(table: SchemaTable, versions: dict[str, int]) -> dict[str, dict[str, _Verdict]]:
+    """The verdicts of every model with these opset imports and no functions
+    (domain as written -> op_type -> verdict), kept across models: deciding
+    them again for each of thousands of small models was a tenth of the check."""
+    key = (id(table), tuple(sorted(versions.items())))
+    entry = _SHARED_VERDICTS.get(key)
+    if entry is not None and entry[0] is table:
+        return entry[1]
+    if len(_SHARED_VERDICTS) >= _MAX_SHARED_SCOPES:
+        _SHARED_VERDICTS.clear()
+    verdicts: dict[str, dict[str, _Verdict]] = {}
+    _SHARED_VERDICTS[key] = (table, verdicts)
+    return verdicts
 
 
 def check_model(model: OnnxModel) -> list[Diagnostic]:

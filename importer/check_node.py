@@ -18,7 +18,7 @@ The verdict is None when the node passes: most nodes, at no allocation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from importer.diagnostics import Code
 from importer.errors import quote
@@ -27,16 +27,16 @@ from importer.messages import Attribute, MapType, Node, OpaqueType, OptionalType
 from importer.op_schemas import SINGLE, VARIADIC, FormalParameter, OpSchema
 
 # Where a finding is, within its node: the whole node, or one of its fields.
-AT_NODE = ""
-AT_OP_TYPE = "op_type"
-AT_DOMAIN = "domain"
-AT_INPUT = "input"
-AT_OUTPUT = "output"
-AT_ATTRIBUTE = "attribute"
+AT_NODE: Final = ""
+AT_OP_TYPE: Final = "op_type"
+AT_DOMAIN: Final = "domain"
+AT_INPUT: Final = "input"
+AT_OUTPUT: Final = "output"
+AT_ATTRIBUTE: Final = "attribute"
 
-INTERNAL_PREFIX = "__"  # attributes the checker treats as implementation details
-_HOT_VARIADIC_INPUTS = 64  # inputs of a variadic op the hot path types; more go to the slow path
-_CONSTANT = ("", "Constant")
+INTERNAL_PREFIX: Final = "__"  # attributes the checker treats as implementation details
+_HOT_VARIADIC_INPUTS: Final = 64  # inputs of a variadic op the hot path types; more go to the slow path
+_CONSTANT: Final = ("", "Constant")
 
 
 class Finding(NamedTuple):
@@ -93,8 +93,8 @@ class _Param:
 
 
 # A formal parameter's types -> the element types of the plain tensors among them.
-_CODES_OF_TYPES: dict[frozenset[str], frozenset[int]] = {}
-_TENSOR_CODES: dict[int, tuple[dict[int, str], dict[str, int]]] = {}  # id(names) -> names, "tensor(float)" -> 1
+_CODES_OF_TYPES: Final[dict[frozenset[str], frozenset[int]]] = {}
+_TENSOR_CODES: Final[dict[int, tuple[dict[int, str], dict[str, int]]]] = {}  # id(names) -> names, "tensor(float)" -> 1
 
 
 def _tensor_codes(names: dict[int, str]) -> dict[str, int]:

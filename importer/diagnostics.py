@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from importer.errors import MAX_MESSAGE_CHARS
 
@@ -56,9 +57,9 @@ class Code(StrEnum):
     CHECK_INCOMPLETE = "check-incomplete"  # the check itself broke (a caller's report; a bug to fix)
 
 
-_WARNINGS = frozenset({Code.EXPERIMENTAL_OP, Code.OPSET_NEWER_THAN_TABLE, Code.DOMAIN_NOT_CHECKED, Code.CHECK_INCOMPLETE})
+_WARNINGS: Final = frozenset({Code.EXPERIMENTAL_OP, Code.OPSET_NEWER_THAN_TABLE, Code.DOMAIN_NOT_CHECKED, Code.CHECK_INCOMPLETE})
 
-SEVERITY: dict[Code, Severity] = {code: Severity.WARNING if code in _WARNINGS else Severity.ERROR for code in Code}
+SEVERITY: Final[dict[Code, Severity]] = {code: Severity.WARNING if code in _WARNINGS else Severity.ERROR for code in Code}
 
 
 @dataclass(frozen=True, slots=True)

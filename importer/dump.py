@@ -8,7 +8,7 @@ layout. `tools/onnx_dump.py` writes the same bytes from the onnx package.
 from __future__ import annotations
 
 import json
-from typing import Any, assert_never
+from typing import Any, Final, assert_never
 
 from importer.attribute_types import TYPE_INFO, AttributeType, ValueKind
 from importer.messages import (
@@ -28,7 +28,7 @@ from importer.messages import (
 )
 from importer.tensor import SparseTensor, Tensor
 
-FORMAT = "onnx-dump/1"
+FORMAT: Final = "onnx-dump/1"
 Json = Any
 
 

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import bisect
 import functools
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from importer.attribute_types import AttributeType
 from importer.resolve import normalize_domain
 
-TABLE_RESOURCE = "op_schemas.json.gz"
-TABLE_FORMAT = "importer-op-schemas/1"
+TABLE_RESOURCE: Final = "op_schemas.json.gz"
+TABLE_FORMAT: Final = "importer-op-schemas/1"
 
 # FormalParameter.option
-SINGLE = 0
-OPTIONAL = 1
-VARIADIC = 2
+SINGLE: Final = 0
+OPTIONAL: Final = 1
+VARIADIC: Final = 2
 
 
 class FormalParameter(NamedTuple):

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from importer.attribute_types import TYPE_INFO, ValueKind, value_items
 from importer.messages import Attribute, Graph, Model, Node
 from importer.tensor import SparseTensor, Tensor
 
-INITIALIZER = "initializer"
-SPARSE_VALUES = "sparse_values"
-SPARSE_INDICES = "sparse_indices"
-ATTRIBUTE = "attribute"
+INITIALIZER: Final = "initializer"
+SPARSE_VALUES: Final = "sparse_values"
+SPARSE_INDICES: Final = "sparse_indices"
+ATTRIBUTE: Final = "attribute"
 
 # The kinds of attribute item that are, or may hold, tensors.
-_HOLDS_TENSORS = frozenset({ValueKind.TENSOR, ValueKind.SPARSE_TENSOR, ValueKind.GRAPH})
+_HOLDS_TENSORS: Final = frozenset({ValueKind.TENSOR, ValueKind.SPARSE_TENSOR, ValueKind.GRAPH})
 
 
 @dataclass(frozen=True, slots=True)
