@@ -144,3 +144,40 @@ def test_random_models_are_checked_and_every_diagnostic_is_placed(model: Any) ->
         assert extra <= FULL_CHECK_CODES, [d.as_dict() for d in _errors(diagnostics)]
         if extra:
             assert _checker(parsed, full_check=True) is not None
+
+
+def test_verdicts_shared_across_models_stay_bounded_and_change_no_answer(tmp_path: Path) -> None:
+    """Models with the same opset imports share their ops' verdicts (importer/check.py):
+    a model of 5,000 made-up ops of a custom domain leaves at most 4,096 kept for
+    that domain, and the next model (the same imports, one known op used wrongly,
+    one made-up op) gets the same diagnostics as in a process that never saw
+    the first."""
+    from onnx import TensorProto, helper
+
+    from importer import check as check_module
+
+    def save(nodes: list[onnx.NodeProto], name: str) -> Path:
+        graph = helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+            [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, None)],
+        )  # fmt: skip
+        opsets = [helper.make_opsetid("", 21), helper.make_opsetid("made.up", 1)]
+        path = tmp_path / name
+        onnx.save(helper.make_model(graph, opset_imports=opsets), path)
+        return path
+
+    chain = [helper.make_node(f"Op{i}", ["x" if i == 0 else f"v{i}"], [f"v{i + 1}"], domain="made.up") for i in range(5000)]
+    probe = save([helper.make_node("Relu", ["x"], ["r"], alpha=1.0), helper.make_node("Op7", ["r"], ["y"], domain="made.up")], "probe.onnx")
+
+    def diagnostics(path: Path) -> list[tuple[str, str | None, str]]:
+        with load_model(path) as model:
+            return [(d.code.value, d.field_path, d.message) for d in check_model(model)]
+
+    check_module._SHARED_VERDICTS.clear()
+    fresh = diagnostics(probe)
+    check_module._SHARED_VERDICTS.clear()
+    [(code, _, message)] = diagnostics(save(chain, "chain.onnx"))
+    assert code == Code.DOMAIN_NOT_CHECKED.value and message.startswith("5000 node(s)")
+    kept = [len(by_op) for _, verdicts in check_module._SHARED_VERDICTS.values() for by_op in verdicts.values()]
+    assert kept and max(kept) <= 4096
+    assert diagnostics(probe) == fresh and any(code == Code.UNKNOWN_ATTRIBUTE.value for code, _, _ in fresh)
