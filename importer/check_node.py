@@ -243,12 +243,12 @@ class NodeRules:
         inputs = node.input
         count = len(inputs)
         if count not in self.input_ok:
-            found = [self._input_count(count)]
+            found = [self._count_finding(count, AT_INPUT)]
         elif self.single_inputs and "" in inputs:
             found = self._empty(inputs, self.schema.inputs, Code.REQUIRED_INPUT_EMPTY, AT_INPUT)
         outputs = node.output
         if len(outputs) not in self.output_ok:
-            found = _add(found, [self._output_count(len(outputs))])
+            found = _add(found, [self._count_finding(len(outputs), AT_OUTPUT)])
         elif self.single_outputs and "" in outputs:
             found = _add(found, self._empty(outputs, self.schema.outputs, Code.REQUIRED_OUTPUT_EMPTY, AT_OUTPUT))
         if not inputs and not outputs:
@@ -274,37 +274,22 @@ class NodeRules:
             found = _add(found, self.types(inputs, graph))
         return found
 
-    def _input_count(self, count: int) -> Finding:
+    def _count_finding(self, count: int, field: str) -> Finding:
+        """Why `count` inputs (field AT_INPUT) or outputs (AT_OUTPUT) are not allowed."""
         schema = self.schema
-        if count > schema.max_input:
-            return Finding(
-                Code.TOO_MANY_INPUTS,
-                f"{_schema_name(schema)} takes at most {_count(schema.max_input, 'input')}, the node has {count}",
-                AT_INPUT,
-                schema.max_input,
-            )
-        if count < schema.min_input:
-            return Finding(
-                Code.TOO_FEW_INPUTS, f"{_schema_name(schema)} takes at least {_count(schema.min_input, 'input')}, the node has {count}"
-            )
-        allowed = ", ".join(str(n) for n in sorted(schema.input_counts or ()))
-        return Finding(Code.INPUT_COUNT_NOT_ALLOWED, f"{_schema_name(schema)} takes {allowed} inputs, the node has {count}")
-
-    def _output_count(self, count: int) -> Finding:
-        schema = self.schema
-        if count > schema.max_output:
-            return Finding(
-                Code.TOO_MANY_OUTPUTS,
-                f"{_schema_name(schema)} has at most {_count(schema.max_output, 'output')}, the node has {count}",
-                AT_OUTPUT,
-                schema.max_output,
-            )
-        if count < schema.min_output:
-            return Finding(
-                Code.TOO_FEW_OUTPUTS, f"{_schema_name(schema)} has at least {_count(schema.min_output, 'output')}, the node has {count}"
-            )
-        allowed = ", ".join(str(n) for n in sorted(schema.output_counts or ()))
-        return Finding(Code.OUTPUT_COUNT_NOT_ALLOWED, f"{_schema_name(schema)} has {allowed} outputs, the node has {count}")
+        if field == AT_INPUT:
+            low, high, counts = schema.min_input, schema.max_input, schema.input_counts
+            verb, too_many, too_few, not_allowed = "takes", Code.TOO_MANY_INPUTS, Code.TOO_FEW_INPUTS, Code.INPUT_COUNT_NOT_ALLOWED
+        else:
+            low, high, counts = schema.min_output, schema.max_output, schema.output_counts
+            verb, too_many, too_few, not_allowed = "has", Code.TOO_MANY_OUTPUTS, Code.TOO_FEW_OUTPUTS, Code.OUTPUT_COUNT_NOT_ALLOWED
+        name = _schema_name(schema)
+        if count > high:
+            return Finding(too_many, f"{name} {verb} at most {_count(high, field)}, the node has {count}", field, high)
+        if count < low:
+            return Finding(too_few, f"{name} {verb} at least {_count(low, field)}, the node has {count}")
+        allowed = ", ".join(str(n) for n in sorted(counts or ()))
+        return Finding(not_allowed, f"{name} {verb} {allowed} {field}s, the node has {count}")
 
     def _empty(self, names: list[str], params: tuple[FormalParameter, ...], code: Code, field: str) -> list[Finding] | None:
         found: list[Finding] = []
