@@ -1,6 +1,6 @@
 """Opaque page cursors: what a page's last item was, as a URL-safe token.
 
-Owns `encode_cursor`, `decode_cursor` and `page_of` (a page, its cursor
+Owns `encode_cursor`, `decode_cursor`, `seq_after` and `page_of` (a page, its cursor
 and the link to the next one, for every paged route). A cursor is base64url of a JSON
 list tagged with what it pages (`tensors`, `models`), so a cursor of one
 listing given to another, or a mangled one, is a 400, never a wrong page.
@@ -41,6 +41,15 @@ def decode_cursor(kind: str, token: str, types: tuple[type, ...]) -> list[int | 
         return position
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise ProblemError("bad-request", "the cursor is not one this listing handed out") from None
+
+
+def seq_after(kind: str, cursor: str | None) -> int:
+    """Where a page of a catalogue listing (`tensors`, `diagnostics`) starts:
+    after the row of this sequence number (-1: the first page)."""
+    if cursor is None:
+        return -1
+    (position,) = decode_cursor(kind, cursor, (int,))
+    return int(position)
 
 
 @dataclass(frozen=True, slots=True)

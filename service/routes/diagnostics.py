@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from service.auth import ReadCaller
-from service.cursors import decode_cursor, page_of
+from service.cursors import page_of, seq_after
 from service.models import DiagnosticEntry, DiagnosticPage, PageLinks
 from service.openapi_doc import problem_responses
 from service.routes.models import MAX_PAGE, require_model
@@ -41,10 +41,7 @@ def list_diagnostics(
 ) -> DiagnosticPage:
     # a plain def: FastAPI runs it in a worker thread (an SQLite query)
     require_model(service, caller.tenant, model_id)
-    after = -1
-    if cursor is not None:
-        (position,) = decode_cursor("diagnostics", cursor, (int,))
-        after = int(position)
+    after = seq_after("diagnostics", cursor)
     with catalog_errors():
         rows = catalog_of(service, model_id).diagnostics(after, limit + 1, severity)
     page = page_of(

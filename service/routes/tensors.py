@@ -23,7 +23,7 @@ from fastapi.responses import Response
 
 from service.auth import ReadCaller
 from service.catalog import Catalog, CatalogUnavailable, TensorRow, tensor_href
-from service.cursors import decode_cursor, page_of
+from service.cursors import page_of, seq_after
 from service.models import PageLinks, TensorEntry, TensorPage
 from service.openapi_doc import problem_responses
 from service.problems import ProblemError, bounded
@@ -66,10 +66,7 @@ def list_tensors(
 ) -> TensorPage:
     # a plain def: FastAPI runs it in a worker thread (an SQLite query)
     require_model(service, caller.tenant, model_id)
-    after = -1
-    if cursor is not None:
-        (position,) = decode_cursor("tensors", cursor, (int,))
-        after = int(position)
+    after = seq_after("tensors", cursor)
     with catalog_errors():
         rows = catalog_of(service, model_id).page(after, limit + 1, prefix)
     page = page_of(rows, limit, "tensors", lambda row: (row.seq,), f"/models/{model_id}/tensors", prefix=prefix)
