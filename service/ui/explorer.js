@@ -86,17 +86,6 @@ function bytes(n) {
   return `${value.toFixed(value < 10 ? 2 : 1)} ${units[unit]} (${number(n)} B)`;
 }
 
-function typeText(type) {
-  if (!type) return "?";
-  if (type.kind === "tensor" || type.kind === "sparse_tensor") {
-    const shape = type.shape === null || type.shape === undefined ? "?" : "[" + type.shape.map((d) => (d === null ? "?" : d)).join(", ") + "]";
-    return (type.kind === "sparse_tensor" ? "sparse " : "") + type.elem_type + shape;
-  }
-  if (type.kind === "sequence" || type.kind === "optional") return `${type.kind}<${typeText(type.elem_type)}>`;
-  if (type.kind === "map") return `map<${type.key_type}, ${typeText(type.value_type)}>`;
-  return type.kind + (type.name ? ":" + type.name : "");
-}
-
 const dimsText = (dims) => "[" + dims.join(", ") + "]";
 const elementCount = (dims) => dims.reduce((a, b) => a * b, 1);
 

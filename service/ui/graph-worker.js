@@ -24,7 +24,7 @@
 // paths deeply enough to overflow a worker's stack on long ONNX chains.
 "use strict";
 
-importScripts("vendor/elk.bundled.js");
+importScripts("vendor/elk.bundled.js", "type-text.js");
 
 const PAGE_SIZE = 5000;
 const MAX_RESULTS = 100;
@@ -131,17 +131,6 @@ function short(text, limit = 30) {
   return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
 }
 
-function typeText(type) {
-  if (!type) return "?";
-  if (type.kind === "tensor" || type.kind === "sparse_tensor") {
-    const shape = type.shape === null || type.shape === undefined ? "?" : "[" + type.shape.map((d) => (d === null ? "?" : d)).join(",") + "]";
-    return (type.kind === "sparse_tensor" ? "sparse " : "") + type.elem_type + shape;
-  }
-  if (type.kind === "sequence" || type.kind === "optional") return `${type.kind}<${typeText(type.elem_type)}>`;
-  if (type.kind === "map") return `map<${type.key_type},${typeText(type.value_type)}>`;
-  return type.kind + (type.name ? ":" + type.name : "");
-}
-
 async function view({ path, page }) {
   const key = `${path}|${page}`;
   if (layouts.has(key)) return layouts.get(key);
@@ -186,7 +175,7 @@ async function view({ path, page }) {
       }
     } else if (value.kind === "input") {
       if (consumers.length === 0 && !graph.outputs.includes(value.name)) continue;
-      source = { key: "in:" + value.name, item: { kind: "input", lines: [short(value.name), typeText(value.type)], value: value.name } };
+      source = { key: "in:" + value.name, item: { kind: "input", lines: [short(value.name), typeText(value.type, ",")], value: value.name } };
     } else {
       continue; // initializers: listed with their consumers, not drawn
     }
@@ -196,7 +185,7 @@ async function view({ path, page }) {
       edges.push({ source: source.key, target: "n" + consumer, value: value.name, implicit: !explicit });
     }
     if (graph.outputs.includes(value.name) && (value.producer === null || value.producer === undefined || onPage(value.producer))) {
-      const out = add("out:" + value.name, { kind: "output", lines: [short(value.name), typeText(value.type)], value: value.name });
+      const out = add("out:" + value.name, { kind: "output", lines: [short(value.name), typeText(value.type, ",")], value: value.name });
       after.push(out);
       edges.push({ source: source.key, target: out, value: value.name, implicit: false });
     }
@@ -299,7 +288,7 @@ function valueInfo(path, name) {
   return {
     name,
     kind: value.kind,
-    type: typeText(value.type),
+    type: typeText(value.type, ","),
     scope: scopePath === path ? null : scopePath,
     initializer: value.initializer || null,
     producer: value.producer === null || value.producer === undefined ? null : nodeRef(scopePath, value.producer),
@@ -350,7 +339,7 @@ function search({ query }) {
         if (results.length >= MAX_RESULTS) continue;
         const at = v.producer !== null && v.producer !== undefined ? v.producer : v.consumers[0];
         const ref = at === undefined ? { path: graph.path, position: null, page: 0 } : nodeRef(graph.path, at);
-        results.push({ kind: v.initializer ? "initializer" : v.kind === "input" ? "input" : "value", text: v.name, detail: typeText(v.type), initializer: v.initializer || null, ...ref });
+        results.push({ kind: v.initializer ? "initializer" : v.kind === "input" ? "input" : "value", text: v.name, detail: typeText(v.type, ","), initializer: v.initializer || null, ...ref });
       }
     }
   }
