@@ -97,8 +97,8 @@ class ServiceProcess:
         """Import workers: grandchildren of the service (fork server children)."""
         assert self.process is not None
         workers = []
-        for child in _children(self.process.pid):
-            workers.extend(_children(child))
+        for child in children_of(self.process.pid):
+            workers.extend(children_of(child))
         return workers
 
     def temporary_files(self) -> list[Path]:
@@ -116,7 +116,8 @@ def serving(store: Path, data_root: Path, *args: str, env: dict[str, str] | None
         service.stop()
 
 
-def _children(pid: int) -> list[int]:
+def children_of(pid: int) -> list[int]:
+    """The pids of `pid`'s child processes (from /proc, every thread's)."""
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         with contextlib.suppress(OSError):

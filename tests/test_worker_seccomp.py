@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_harness import SAMPLES, ServiceProcess
+from service_harness import SAMPLES, ServiceProcess, children_of
 
 from service import seccomp_filter
 from service.sandbox import Sandbox, WorkerOutcome, describe_isolation
@@ -100,14 +100,6 @@ def test_an_import_works_under_the_filter(sandbox: Sandbox, tmp_path: Path) -> N
     assert (tmp_path / "catalog").stat().st_size > 0
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            found.extend(int(child) for child in (task / "children").read_text().split())
-    return found
-
-
 def test_the_worker_holds_no_socket(sandbox: Sandbox, tmp_path: Path) -> None:
     """The filter lets `sendmsg` and the like through; they find no socket to use."""
     result: list[WorkerOutcome] = []
@@ -117,7 +109,7 @@ def test_the_worker_holds_no_socket(sandbox: Sandbox, tmp_path: Path) -> None:
         deadline = time.monotonic() + 10
         workers: list[int] = []
         while not workers and time.monotonic() < deadline:
-            workers = [worker for server in _children(os.getpid()) for worker in _children(server)]
+            workers = [worker for server in children_of(os.getpid()) for worker in children_of(server)]
             time.sleep(0.02)
         assert workers, "no worker appeared"
         targets = [os.readlink(link) for link in Path(f"/proc/{workers[0]}/fd").iterdir()]
