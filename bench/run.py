@@ -21,17 +21,17 @@ both).
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
 import importlib.util
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from importer import BUILD
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("BENCH_CACHE", REPO / ".cache" / "bench"))
@@ -70,22 +70,15 @@ class Sample:
     peak_mb: float
 
 
-def compiled_in_checkout() -> bool:
-    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-    return any(path.name.endswith(suffixes) for path in (REPO / "importer").iterdir() if path.name.startswith("wire."))
-
-
 def make_pure_copy() -> Path:
     """The importer's Python sources and package data, without any compiled module."""
-    target = PURE_COPY / "importer"
-    shutil.rmtree(PURE_COPY, ignore_errors=True)
-    shutil.copytree(REPO / "importer", target, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    subprocess.run(["bash", str(REPO / "tools" / "pure_copy.sh"), str(PURE_COPY)], check=True)
     return PURE_COPY
 
 
 def importer_loaders() -> list[Loader]:
     loaders = []
-    if compiled_in_checkout():
+    if BUILD == "compiled":  # the checkout's importer, which this process imports
         loaders.append(Loader("importer (compiled)", "importer", REPO, "compiled"))
     else:
         print("note: the checkout's importer is not compiled (IMPORTER_BUILD=compiled pip install -e .): only the pure build is measured")

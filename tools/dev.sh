@@ -115,10 +115,7 @@ run_tests() {
         # first on every test's and subprocess's path (PYTHONSAFEPATH keeps the
         # working directory, the checkout, off it).
         echo "== pytest, the importer's tests on the pure build ($PURE_COPY)"
-        rm -rf "$PURE_COPY"
-        mkdir -p "$PURE_COPY"
-        cp -R importer "$PURE_COPY/"
-        find "$PURE_COPY" \( -name '*.so' -o -name '*.pyd' -o -name __pycache__ \) -prune -exec rm -rf {} +
+        bash tools/pure_copy.sh "$PWD/$PURE_COPY"
         local pure_status=0
         IMPORTER_EXPECT_BUILD=pure PYTHONSAFEPATH=1 PYTHONPATH="$PWD/$PURE_COPY" \
             .venv/bin/python -m pytest "${OTHER_BUILD_TESTS[@]}" "$@" || pure_status=$?

@@ -23,10 +23,7 @@ mkdir -p .cache/fuzz/findings "$(pwd)/.cache/fuzz/work-$target"
 # importer/ (without the compiled modules an editable compiled install leaves
 # beside the sources), first on its path; fuzz/runner.py checks it got it.
 pure="$(pwd)/.cache/fuzz/pure-$target"
-rm -rf "$pure"
-mkdir -p "$pure"
-cp -R importer "$pure/"
-find "$pure" \( -name '*.so' -o -name '*.pyd' -o -name __pycache__ \) -prune -exec rm -rf {} +
+bash tools/pure_copy.sh "$pure"
 # libFuzzer's fork mode runs argv[0] as a program: give it one that runs the target.
 runner=".cache/fuzz/run-$target"
 printf '#!/bin/sh\nPYTHONPATH="%s" IMPORTER_EXPECT_BUILD=pure FUZZ_RUNNER="$0" exec "%s" "%s" "$@"\n' \
