@@ -284,6 +284,13 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
+        # Every path is made absolute once, against the directory the service
+        # was started in: nothing later (the worker included) depends on the
+        # process's current directory.
+        for declared in SETTINGS:
+            value = getattr(self, declared.name)
+            if isinstance(value, Path) and not value.is_absolute():
+                object.__setattr__(self, declared.name, _started_in() / value)
         for declared in SETTINGS:
             value = getattr(self, declared.name)
             if declared.rule is not None and not declared.rule.holds(value):
@@ -294,6 +301,14 @@ class Settings:
             raise SettingsError("--max-upload-total must be at least --max-upload")
         if self.debug_worker_sleep != 0 and not self.test_hooks:
             raise SettingsError(f"--debug-worker-sleep is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
+
+
+def _started_in() -> Path:
+    """The directory the service was started in, which relative paths are taken from."""
+    try:
+        return Path.cwd()
+    except OSError as error:
+        raise SettingsError(f"the current directory cannot be read ({error.strerror}): give absolute paths") from None
 
 
 def _declared(name: str, metadata: Mapping[str, Any]) -> Setting:

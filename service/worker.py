@@ -155,8 +155,7 @@ def send_header(connection: Connection, header: WorkerHeader) -> None:
 
 
 def run_task(connection: Connection, job: WorkerJob, isolation: str) -> None:
-    os.chdir(job.directory)
-    model_path = os.path.abspath(job.model)
+    model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
     limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
     try:
         model = load_model(model_path, external_data_dir=job.external_dir, limits=limits)

@@ -12,6 +12,7 @@ each as frames of at most `CHUNK_BYTES`:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,10 +33,10 @@ class WorkerJob:
     memory: int  # RLIMIT_DATA, bytes
     cpu_seconds: int
     max_external_files: int
-    directory: str = ""  # the worker's working directory (the model's folder)
+    directory: str = ""  # the model's folder, an absolute path
     model: str = ""  # model file name inside `directory`
     display_name: str = ""  # the name the client knows the model by
-    external_dir: str | None = None  # default: the model's folder
+    external_dir: str | None = None  # an absolute path; default: the model's folder
     model_id: str = ""  # task "graph": the id its tensor references point into
     summary_items: int = 100  # task "import": tensors listed in the summary
     allow_hard_links: bool = False  # accept files with several hard links
@@ -44,6 +45,12 @@ class WorkerJob:
     sleep: float = 0.0  # test hook: the worker waits this long before reading
     spin: bool = False  # test hook: ... burning CPU instead of sleeping
     test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.worker.try_forbidden)
+
+    def __post_init__(self) -> None:
+        # The worker resolves nothing against its current directory.
+        for name, path in (("directory", self.directory), ("external_dir", self.external_dir)):
+            if path and not os.path.isabs(path):
+                raise ValueError(f"WorkerJob.{name} must be an absolute path, not {path!r}")
 
 
 class ImportFailure(BaseModel):

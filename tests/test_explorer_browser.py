@@ -46,6 +46,26 @@ if not CHROMIUM.exists():
 
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, Playwright, Request, Route, expect  # noqa: E402
 
+
+def _driver_problem() -> str | None:
+    """Why Playwright's driver (a Node.js binary in its wheel) cannot run here, or None."""
+    import subprocess
+
+    from playwright._impl._driver import compute_driver_executable
+
+    driver = compute_driver_executable()[0]
+    try:
+        ran = subprocess.run([driver, "--version"], capture_output=True, text=True, timeout=60)
+    except OSError as error:
+        return f"Playwright's driver {driver} cannot start: {error}"
+    if ran.returncode != 0:
+        return f"Playwright's driver cannot run: {ran.stderr.strip()[:300]} (bash tools/dev.sh test installs what it lacks as root)"
+    return None
+
+
+if (_problem := _driver_problem()) is not None:
+    pytest.skip(_problem, allow_module_level=True)
+
 ARTIFACTS = CACHE / "artifacts" / "explorer"
 LOOPBACK = "127.0.0.1"
 LARGE = 5000  # nodes drawn at once (the explorer's page size)

@@ -19,20 +19,65 @@
 # machines). This base is for building and testing here; it is not the
 # official image, and it is never pushed.
 #
-# Environment: BASE_SUITE (bookworm), DEBIAN_MIRROR (http://deb.debian.org/debian),
+# The Debian mirror is the one this machine's apt uses (its first `deb` source
+# of a release suite with the main component, in /etc/apt/sources.list.d/*.sources
+# or *.list, or /etc/apt/sources.list), unless DEBIAN_MIRROR names one; no
+# mirror is written into this repository.
+#
+# Environment: BASE_SUITE (bookworm), DEBIAN_MIRROR (default: as above),
 # BASE_REPOSITORY (onnx-import-base), DOCKER (docker). Progress goes to stderr;
 # stdout has the tag only. Exit status 2: it cannot be built here (not root,
 # no debootstrap); 1: the build failed.
 set -euo pipefail
 
 SUITE=${BASE_SUITE:-bookworm}
-MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 REPOSITORY=${BASE_REPOSITORY:-onnx-import-base}
 DOCKER=${DOCKER:-docker}
 PACKAGES=python3,python3-pip,python3-venv,python-is-python3
 CA_FOLDER=/usr/local/share/ca-certificates
 
 say() { echo "base_image.sh: $*" >&2; }
+
+# The URI of this machine's first apt source that serves a release suite
+# (no -updates, -security, -backports) with the main component.
+apt_mirror() {
+    local sources=()
+    compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null && sources+=(/etc/apt/sources.list.d/*.sources)
+    if [ ${#sources[@]} -gt 0 ]; then
+        awk '
+            function flush() {
+                if (types ~ /(^| )deb( |$)/ && enabled != "no" && components ~ /(^| )main( |$)/ && uri != "") {
+                    n = split(suites, list, " ")
+                    for (i = 1; i <= n; i++) if (list[i] !~ /[-\/]/) { print uri; found = 1; exit }
+                }
+                types = ""; suites = ""; components = ""; uri = ""; enabled = ""
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            { key = tolower($1); sub(/:$/, "", key); $1 = ""; sub(/^ +/, "") }
+            key == "types" { types = $0 } key == "suites" { suites = $0 } key == "components" { components = $0 }
+            key == "enabled" { enabled = tolower($0) } key == "uris" { split($0, first, " "); uri = first[1] }
+            END { if (!found) flush() }
+        ' "${sources[@]}" | head -n 1
+    fi
+    local lists=()
+    [ -f /etc/apt/sources.list ] && lists+=(/etc/apt/sources.list)
+    compgen -G "/etc/apt/sources.list.d/*.list" >/dev/null && lists+=(/etc/apt/sources.list.d/*.list)
+    if [ ${#lists[@]} -gt 0 ]; then
+        awk '$1 == "deb" {
+            i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+            uri = $i; suite = $(i + 1)
+            for (j = i + 2; j <= NF; j++) if ($j == "main" && suite !~ /[-\/]/) { print uri; exit }
+        }' "${lists[@]}" | head -n 1
+    fi
+}
+
+MIRROR=${DEBIAN_MIRROR:-$(apt_mirror | head -n 1)}
+MIRROR=${MIRROR%/}
+if [ -z "$MIRROR" ]; then
+    say "no Debian mirror in this machine's apt sources: give one as DEBIAN_MIRROR"
+    exit 2
+fi
 
 inputs_hash() {
     {

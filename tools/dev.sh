@@ -80,27 +80,60 @@ install_exporters() {
 }
 
 # The explorer's browser tests drive Debian's Chromium (/usr/bin/chromium) with
-# Playwright (which never downloads a browser of its own). As root, with apt, it
-# is installed when missing; elsewhere, or if that fails, those tests skip with
-# the reason.
-install_chromium() {
-    if [ -x /usr/bin/chromium ]; then
-        return
+# Playwright, whose driver is a Node.js binary in its wheel (it never downloads
+# a browser of its own). As root, with apt, Chromium is installed when missing,
+# and so are the shared libraries the driver lacks (`ldd`: libatomic1 on a bare
+# Debian); elsewhere, or if that fails, those tests skip with the reason.
+APT_UPDATED=""
+apt_install() {
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || return 1
+    if [ -z "$APT_UPDATED" ]; then
+        timeout 300 apt-get update -qq || return 1
+        APT_UPDATED=1
     fi
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# A missing library's Debian package: libatomic.so.1 -> libatomic1, libfoo-2.so.0 -> libfoo-2-0.
+library_package() {
+    case "$1" in
+        libgcc_s.so.1) echo libgcc-s1 ;;
+        libstdc++.so.6) echo libstdc++6 ;;
+        libz.so.1) echo zlib1g ;;
+        *.so) echo "${1%.so}" ;;
+        *) local stem=${1%%.so.*} version=${1##*.so.}
+           case "$stem" in *[0-9]) echo "$stem-$version" ;; *) echo "$stem$version" ;; esac ;;
+    esac
+}
+
+install_browser() {
+    if [ ! -x /usr/bin/chromium ]; then
         echo "installing Debian's chromium for the browser tests"
-        if timeout 300 apt-get update -qq &&
-            DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends chromium >/dev/null; then
-            return
-        fi
+        apt_install chromium ||
+            echo "note: no /usr/bin/chromium (Debian's chromium, installed as root); the browser tests will be skipped"
     fi
-    echo "note: no /usr/bin/chromium (Debian's chromium, installed as root); the browser tests will be skipped"
+    local driver missing packages=()
+    driver=$(.venv/bin/python -c 'from playwright._impl._driver import compute_driver_executable as c; print(c()[0])' 2>/dev/null) || return 0
+    missing=$(ldd "$driver" 2>/dev/null | awk '/not found/ {print $1}')
+    [ -n "$missing" ] || return 0
+    for library in $missing; do packages+=("$(library_package "$library")"); done
+    echo "installing ${packages[*]} for Playwright's driver (it lacks $(echo $missing))"
+    apt_install "${packages[@]}" ||
+        echo "note: Playwright's driver lacks $(echo $missing) (${packages[*]}, installed as root); the browser tests will be skipped"
+}
+
+# The README walkthrough (tests/test_readme.py) runs the README's curl examples.
+install_curl() {
+    command -v curl >/dev/null 2>&1 && return
+    echo "installing curl for the README walkthrough"
+    apt_install curl ca-certificates || echo "note: no curl (installed as root); the README walkthrough will be skipped"
 }
 
 run_tests() {
     setup
     install_exporters
-    install_chromium
+    install_browser
+    install_curl
     echo "== ruff"
     .venv/bin/ruff check .
     echo "== mypy --strict"
