@@ -83,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as error:
         print(f"python -m service: {error}", file=sys.stderr)
         return 2
+    if settings.require_landlock:
+        from service.landlock import abi_version
+
+        if abi_version() < 1:
+            print("python -m service: --require-landlock: this kernel offers no Landlock (or it is refused here)", file=sys.stderr)
+            return 2
     refusal = anonymous_refusal(settings)
     if refusal is not None:
         print(f"python -m service: {refusal}", file=sys.stderr)

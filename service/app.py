@@ -27,6 +27,7 @@ from service.limiter import ImportLimiter
 from service.metrics import Metrics
 from service.openapi_doc import openapi_with_problems
 from service.problems import DisconnectMiddleware, install_problem_handlers
+from service.readiness import ReadinessProbe
 from service.request_log import RequestLogMiddleware
 from service.routes import diagnostics, health, models, tensors, ui
 from service.sandbox import Sandbox
@@ -56,7 +57,8 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store.open()
         await anyio.to_thread.run_sync(sandbox.start)
-        app.state.service = Service(settings, store, sandbox, limiter, keys, metrics)
+        readiness = ReadinessProbe(sandbox, store)
+        app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness)
         if not keys.anonymous:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys)
         log.info(
@@ -65,7 +67,8 @@ def create_app(settings: Settings) -> FastAPI:
             f"{len(keys.keys)} API keys" if not keys.anonymous else "anonymous (no API keys)",
         )  # fmt: skip
         try:
-            yield
+            async with readiness.running():
+                yield
         finally:
             store.close()
 

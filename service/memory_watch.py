@@ -47,9 +47,13 @@ def data_bytes(statm_fd: int) -> int:
     return int(os.pread(statm_fd, 256, 0).split()[5]) * _PAGE
 
 
-def watch_memory(limit: int) -> None:
+def open_own_statm() -> int:
+    """The worker's /proc/self/statm, opened before its file policy forbids it."""
+    return os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def watch_memory(limit: int, statm_fd: int) -> None:
     """Start the watchdog thread for a worker limited to `limit` bytes of data."""
-    statm_fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
     threshold = int(limit * THRESHOLD)
 
     def watch() -> None:

@@ -39,13 +39,21 @@ from typing import Literal
 from pydantic import ValidationError
 
 from service import seccomp_filter, worker
+from service.confinement import LANDLOCK_PREFIX
 from service.memory_watch import EXIT_MEMORY, WorkerMemoryWatch
 from service.settings import TEST_HOOKS_VARIABLE, Settings
 from service.worker_protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, WorkerHeader, WorkerJob
 
 log = logging.getLogger("service.sandbox")
 EXIT_GRACE_SECONDS = 1.0
+MAX_WORKER_OUTPUT = 64 << 10  # bytes of a worker's stdout and stderr logged; the rest is counted and dropped
+MAX_WORKER_LINES = 200
+MAX_LINE_CHARACTERS = 2000
 NETWORK_ISOLATION = ("namespace", "user-namespace")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The workers cannot be confined as the settings require."""
 
 
 class WorkerProtocolError(Exception):
@@ -76,13 +84,17 @@ class Sandbox:
         """Start the fork server (preloaded) and check a worker can run."""
         self.context.set_forkserver_preload(["importer", "service.worker"])
         self.isolation = self.probe(timeout=30.0)
-        network, layers = describe_isolation(self.isolation)
+        network, layers, abi = describe_isolation(self.isolation)
+        if not abi:
+            if self.settings.require_landlock:
+                raise SandboxUnavailable("--require-landlock: the workers cannot be confined by Landlock here")
+            log.warning("Landlock unavailable: workers run without their file policy (the kernel offers none, or refused it)")
         if network == "unavailable":
             log.warning("network isolation unavailable: workers run without a network namespace of their own")
         if "seccomp" not in layers:
             reason = seccomp_filter.UNAVAILABLE_REASON or "the kernel refused the filter"
             log.warning("seccomp unavailable: workers run without their system-call filter (%s)", reason)
-        log.info("worker sandbox in effect: %s", ", ".join(layers) or "none")
+        log.info("worker sandbox in effect: %s%s", ", ".join(layers) or "none", f" (Landlock ABI {abi})" if abi else "")
 
     @property
     def network_isolation(self) -> str:
@@ -94,26 +106,55 @@ class Sandbox:
         """What confines a worker, as the last probe found: network-namespace, user-namespace, seccomp."""
         return describe_isolation(self.isolation)[1]
 
+    @property
+    def landlock_abi(self) -> int:
+        """The Landlock ABI a worker is confined with, as the last probe found (0: none)."""
+        return describe_isolation(self.isolation)[2]
+
     def job(self, task: Literal["import", "graph", "probe"], **details: object) -> WorkerJob:
         """A job with this service's limits."""
-        limits = WorkerJob(task, self.settings.worker_memory, self.settings.worker_cpu_seconds, self.settings.max_external_files)
+        settings = self.settings
+        limits = WorkerJob(
+            task,
+            settings.worker_memory,
+            settings.worker_cpu_seconds,
+            settings.max_external_files,
+            worker_uid=settings.worker_uid,
+            worker_gid=settings.worker_gid,
+        )
         return replace(limits, **details)  # type: ignore[arg-type]
+
+    def _fork(self, job: WorkerJob) -> tuple[multiprocessing.process.BaseProcess, Connection, WorkerOutput]:
+        """A worker started on `job`: the process, the reading end of its
+        connection, and the reader of its stdout and stderr."""
+        reader, writer = self.context.Pipe(duplex=False)
+        output_reader, output_writer = self.context.Pipe(duplex=False)
+        process = self.context.Process(target=worker.main, args=(writer, job, output_writer), daemon=True)
+        process.start()
+        writer.close()
+        output_writer.close()
+        assert process.pid is not None
+        return process, reader, WorkerOutput(output_reader, process.pid)
 
     def probe(self, timeout: float = 5.0) -> str:
         """Fork one worker that only sets its limits and answers; its isolation."""
-        reader, writer = self.context.Pipe(duplex=False)
-        process = self.context.Process(target=worker.main, args=(writer, self.job("probe")), daemon=True)
-        process.start()
-        writer.close()
+        header = self.run_probe(self.job("probe"), timeout)
+        return header.isolation
+
+    def run_probe(self, job: WorkerJob, timeout: float) -> WorkerHeader:
+        """Run a job that answers with one header (a probe, or the test hook's code)."""
+        if job.test_code and not self.settings.test_hooks:
+            raise ValueError(f"the worker's test_code is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
+        process, reader, output = self._fork(job)
         try:
             if not reader.poll(timeout):
                 raise RuntimeError("the probe worker did not answer")
-            header = WorkerHeader.model_validate_json(reader.recv_bytes(1 << 16))
+            return WorkerHeader.model_validate_json(reader.recv_bytes(1 << 16))
         finally:
             reader.close()
             _kill(process)
             process.join(timeout)
-        return header.isolation
+            output.finish()
 
     def run(self, job: WorkerJob, destinations: list[Path], max_bytes: int | None = None) -> WorkerOutcome:
         """Run `job` in a fresh worker; the streams of an ok answer are written
@@ -122,10 +163,7 @@ class Sandbox:
         if job.test_action and not self.settings.test_hooks:
             raise ValueError(f"the worker's test_action is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
         started = time.monotonic()
-        reader, writer = self.context.Pipe(duplex=False)
-        process = self.context.Process(target=worker.main, args=(writer, job), daemon=True)
-        process.start()
-        writer.close()
+        process, reader, output = self._fork(job)
         assert process.pid is not None
         memory_watch = WorkerMemoryWatch(process.pid, job.memory, lambda: _kill(process))
         deadline_hit = threading.Event()
@@ -164,6 +202,7 @@ class Sandbox:
         _kill(process)
         process.join()
         memory_watch.stop()
+        output.finish()
         seconds = time.monotonic() - started
         if outcome is None or broken:
             exitcode = process.exitcode
@@ -198,20 +237,61 @@ class Sandbox:
         return WorkerOutcome("crashed", detail=f"the import worker {how}" + (f" ({broken})" if broken and exitcode == 0 else ""))
 
 
-def describe_isolation(isolation: str) -> tuple[str, list[str]]:
-    """A worker's report ("user-namespace+seccomp", "seccomp", "unavailable", ...)
-    as /readyz shows it: the network isolation (namespace, user-namespace or
-    unavailable) and the layers in effect (network-namespace, user-namespace, seccomp)."""
+def describe_isolation(isolation: str) -> tuple[str, list[str], int]:
+    """A worker's report ("user-namespace+landlock-7+seccomp", "seccomp",
+    "unavailable", ...) as /readyz shows it: the network isolation (namespace,
+    user-namespace or unavailable), the layers in effect (network-namespace,
+    user-namespace, landlock, seccomp) and the Landlock ABI (0: none)."""
     parts = isolation.split("+")
     network = next((part for part in parts if part in NETWORK_ISOLATION), "unavailable")
+    abi = next((int(part.removeprefix(LANDLOCK_PREFIX)) for part in parts if part.startswith(LANDLOCK_PREFIX)), 0)
     layers = []
     if network != "unavailable":
         layers.append("network-namespace")
     if network == "user-namespace":
         layers.append("user-namespace")
+    if abi:
+        layers.append("landlock")
     if seccomp_filter.SECCOMP in parts:
         layers.append("seccomp")
-    return network, layers
+    return network, layers, abi
+
+
+class WorkerOutput:
+    """Reads what a worker writes to its stdout and stderr (a pipe), at most
+    MAX_WORKER_OUTPUT bytes, and logs it line by line as the worker's, with
+    control characters escaped: a worker cannot write into the service's log."""
+
+    def __init__(self, reader: Connection, pid: int) -> None:
+        self._reader = reader
+        self._pid = pid
+        self._thread = threading.Thread(target=self._read, name=f"worker-output-{pid}", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        kept = bytearray()
+        dropped = 0
+        try:
+            while chunk := os.read(self._reader.fileno(), 65536):
+                room = MAX_WORKER_OUTPUT - len(kept)
+                kept += chunk[:room]
+                dropped += max(0, len(chunk) - room)
+        except OSError:
+            pass
+        finally:
+            self._reader.close()
+        for line in kept.decode(errors="replace").splitlines()[:MAX_WORKER_LINES]:
+            log.warning("worker %d: %s", self._pid, _printable(line[:MAX_LINE_CHARACTERS]))
+        if dropped:
+            log.warning("worker %d: %d more bytes of output not logged", self._pid, dropped)
+
+    def finish(self) -> None:
+        """Wait (briefly) for the worker's output to be read and logged."""
+        self._thread.join(EXIT_GRACE_SECONDS)
+
+
+def _printable(text: str) -> str:
+    return "".join(character if character.isprintable() else f"\\x{ord(character):02x}" for character in text)
 
 
 def _kill(process: multiprocessing.process.BaseProcess) -> None:

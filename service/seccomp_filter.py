@@ -31,14 +31,25 @@ closed by name:
   probe or what is harmless to refuse: `bpf`, `perf_event_open`,
   `userfaultfd`, the kernel keyring (`keyctl`, `add_key`, `request_key`),
   file handles (`open_by_handle_at`, `name_to_handle_at`), a change of
-  identity (the `set*id` family, `setgroups`), `personality` except the
+  identity (the `set*id` family, `setgroups`) except the one the worker
+  makes as root once its inputs are open (every id to `--worker-uid` and
+  `--worker-gid`, no supplementary groups), `personality` except the
   query, system administration (`reboot`, `swapon`, `swapoff`, `acct`,
   setting the clock, host and domain names, `syslog`, `quotactl`, `iopl`,
   `ioperm`), signals to any process but the worker itself (`kill`, `tgkill`,
   `rt_sigqueueinfo`, `rt_tgsigqueueinfo` with another pid; `tkill`,
   `pidfd_open`, `pidfd_send_signal`: the front end, the fork server and the
-  other workers run as the same user), and the terminal-injecting ioctls
-  `TIOCSTI` and `TIOCLINUX`.
+  other workers run as the same user), limits and priorities of any
+  process but itself (`prlimit64` but for pid 0, `setpriority` but for
+  who 0) and any new limit at all (`setrlimit`, `prlimit64` with a new
+  limit: they are set before the filter), the terminal-injecting ioctls
+  `TIOCSTI` and `TIOCLINUX`, and every change to the file system, as a
+  second wall behind Landlock: `link`, `symlink`, `rename`, `unlink`,
+  `rmdir`, `mkdir`, `mknod`, `truncate`, `ftruncate`, `fallocate`, the
+  `chmod`, `chown` and `utime` families, extended attributes, `creat`, and
+  `open`/`openat` with a flag that writes or creates (`O_WRONLY`, `O_RDWR`,
+  `O_CREAT`, `O_TRUNC`, `O_APPEND`, `O_TMPFILE`); `openat2`, whose flags the
+  filter cannot see, answers ENOSYS.
 
 Other architectures' system calls (the 32-bit ABI on x86-64; x32) end the
 worker too (the bad-architecture action), so the deny-list cannot be
@@ -100,13 +111,26 @@ NOT_PERMITTED: Final = (
     "bpf", "perf_event_open", "userfaultfd",
     "keyctl", "add_key", "request_key",
     "open_by_handle_at", "name_to_handle_at",
-    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid", "setgroups",
+    "setuid", "setgid", "setreuid", "setregid", "setfsuid", "setfsgid",
     "reboot", "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
     "sethostname", "setdomainname", "syslog", "quotactl", "iopl", "ioperm",
     "tkill", "pidfd_open", "pidfd_send_signal",
 )  # fmt: skip
 # EPERM unless the first argument (a pid, a thread group) is the worker itself.
 SIGNALS_TO_SELF_ONLY: Final = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+# EPERM: every call that changes the file system (Landlock refuses them too; this holds without it).
+CHANGES_FILES: Final = (
+    "link", "linkat", "symlink", "symlinkat", "rename", "renameat", "renameat2", "unlink", "unlinkat", "rmdir",
+    "mkdir", "mkdirat", "mknod", "mknodat", "truncate", "ftruncate", "fallocate",
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
+    "utime", "utimes", "utimensat", "futimesat",
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+)  # fmt: skip
+# open flags that write or create: EPERM (a worker opens files to read them only)
+WRITE_OPEN_FLAGS: Final = tuple(
+    flag for flag in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND, getattr(os, "O_TMPFILE", 0)) if flag
+)
+RLIMIT_SETTERS: Final = ("setrlimit",)  # the limits are set before the filter; none may be raised or changed after
 TERMINAL_IOCTLS: Final = tuple(getattr(termios, name) for name in ("TIOCSTI", "TIOCLINUX") if hasattr(termios, name))
 
 _seccomp: Any = None  # the pyseccomp module, where it loads
@@ -125,8 +149,9 @@ def _clone_flags_argument() -> int:
     return 1 if native in (_seccomp.Arch.S390, _seccomp.Arch.S390X) else 0
 
 
-def build_filter(pid: int) -> Any:
-    """The worker's filter (a `pyseccomp.SyscallFilter`) for the process `pid`; not loaded."""
+def build_filter(pid: int, uid: int = 65534, gid: int = 65534) -> Any:
+    """The worker's filter (a `pyseccomp.SyscallFilter`) for the process `pid`,
+    which may change its identity to `uid`:`gid` only; not loaded."""
     if _seccomp is None:
         raise RuntimeError(UNAVAILABLE_REASON)
     s = _seccomp
@@ -157,18 +182,38 @@ def build_filter(pid: int) -> Any:
     add(eperm, "personality", s.Arg(0, s.NE, PERSONALITY_QUERY))
     for name in SIGNALS_TO_SELF_ONLY:
         add(eperm, name, s.Arg(0, s.NE, pid))
+    # Limits and priorities: the worker's own only (pid 0, as glibc asks), and no limit set or raised.
+    add(eperm, "prlimit64", s.Arg(0, s.NE, 0))
+    add(eperm, "prlimit64", s.Arg(2, s.NE, 0))
+    for name in RLIMIT_SETTERS:
+        add(eperm, name)
+    add(eperm, "setpriority", s.Arg(1, s.NE, 0))
+    # Files: nothing changed, nothing opened for writing.
+    for name in CHANGES_FILES:
+        add(eperm, name)
+    add(eperm, "creat")
+    add(enosys, "openat2")  # its flags are in memory the filter cannot see: callers fall back to openat
+    for flag in WRITE_OPEN_FLAGS:
+        add(eperm, "open", s.Arg(1, s.MASKED_EQ, flag, flag))
+        add(eperm, "openat", s.Arg(2, s.MASKED_EQ, flag, flag))
+    # Identity: only the one change drop_identity makes (every id to uid/gid, no supplementary groups).
+    for argument in range(3):
+        add(eperm, "setresuid", s.Arg(argument, s.NE, uid))
+        add(eperm, "setresgid", s.Arg(argument, s.NE, gid))
+    add(eperm, "setgroups", s.Arg(0, s.NE, 0))
     for request in TERMINAL_IOCTLS:
         add(eperm, "ioctl", s.Arg(1, s.MASKED_EQ, LOW_32_BITS, request))
     return rules
 
 
-def install_worker_filter() -> str:
-    """Load the filter on the calling process (all its threads): "seccomp", or
-    "unavailable" where libseccomp or the kernel's seccomp is missing. Irreversible."""
+def install_worker_filter(uid: int = 65534, gid: int = 65534) -> str:
+    """Load the filter on the calling process (all its threads), which may then
+    change its identity to `uid`:`gid` only: "seccomp", or "unavailable" where
+    libseccomp or the kernel's seccomp is missing. Irreversible."""
     if _seccomp is None:
         return UNAVAILABLE
     try:
-        build_filter(os.getpid()).load()
+        build_filter(os.getpid(), uid, gid).load()
     except Exception:  # the kernel refused it (no seccomp, EINVAL), or the library misbehaved: run without, never crash
         return UNAVAILABLE
     return SECCOMP

@@ -269,6 +269,19 @@ class Settings:
     log_format: str = setting(
         "text", LEVEL, "text, or json (one JSON object per line: requests, audit events)", rule=one_of("text", "json")
     )
+    worker_uid: int = setting(
+        65534,
+        INT,
+        "uid an import worker takes once its inputs are open, when the service runs as root (otherwise workers keep the service's)",
+        rule=within(1, 2**32 - 2),
+    )
+    worker_gid: int = setting(65534, INT, "gid an import worker takes with --worker-uid", rule=within(1, 2**32 - 2))
+    require_landlock: bool = setting(
+        False,
+        SWITCH,
+        "refuse to start where the workers cannot be confined by Landlock (its file policy); without it, /readyz says so",
+        shown="off",
+    )
     debug_worker_sleep: float = setting(
         0.0,
         SECONDS,

@@ -1,6 +1,6 @@
 """The service's parts, as the routes reach them: `ServiceDep`.
 
-Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics,
+Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics, readiness,
 the graph renders under way in this process and the catalogues kept open) and the FastAPI dependency that hands it
 to a route (`ServiceDep`), set up by the app's lifespan.
 """
@@ -17,6 +17,7 @@ from service.api_keys import KeyRing
 from service.catalog import OpenCatalogs
 from service.limiter import ImportLimiter
 from service.metrics import Metrics
+from service.readiness import ReadinessProbe
 from service.sandbox import Sandbox
 from service.settings import Settings
 from service.store import Store
@@ -30,6 +31,7 @@ class Service:
     limiter: ImportLimiter
     keys: KeyRing
     metrics: Metrics
+    readiness: ReadinessProbe
     graph_renders: dict[str, asyncio.Future[None]] = field(default_factory=dict)
     catalogs: OpenCatalogs = field(default_factory=OpenCatalogs)
 

@@ -1,26 +1,22 @@
 """The import worker: one fresh process per import, forked from the fork server.
 
-Owns `main(connection, job)`. Before reading anything it cuts the network off
-(a new network namespace; unprivileged, a new user namespace with it; where
-neither is permitted it goes on and reports "unavailable") and sets its own
-limits: RLIMIT_DATA (memory; not RLIMIT_AS, which would count the read-only
-mapping of a large model), RLIMIT_CPU, RLIMIT_NOFILE (the external files it
-may map plus a margin: each mapping keeps a descriptor), RLIMIT_FSIZE 0 (it
-writes no file), RLIMIT_CORE 0 and RLIMIT_NPROC 0 (no children; not enforced
-for root, who is also the only user that can always unshare), after starting
-its memory watchdog (`service.memory_watch`: RLIMIT_DATA alone can leave a
-worker crawling at its limit instead of failing). Last it installs its seccomp
-filter (`service.seccomp_filter`: no new sockets, no programs, no ptrace, no
-new processes or namespaces; needs no privileges) and reports what is in
-effect as its header's `isolation`: the network part ("namespace" or
-"user-namespace") and "seccomp", joined by "+", or "unavailable" for neither
-(`service.sandbox.describe_isolation` reads it back). Then it does its task
-(`service.worker_protocol`): an import sends a bounded header (the summary),
-then the tensor catalogue as a serialized SQLite database and the converted
-tensor bytes; a graph task sends the graph document. It never writes a file
-and never opens one except through the importer. Once its answer is written it
-leaves with `os._exit`, without tearing down its heap (a 200,000-node graph
-takes longer to free than to send).
+Owns `main(connection, job, output)`. Before reading anything it puts up its
+walls (`service.confinement`, which says what each does and in which order):
+a network namespace, only its own descriptors (stdout and stderr into
+`output`, a pipe the front end reads), Landlock's file policy, the memory
+watchdog (`service.memory_watch`: RLIMIT_DATA alone can leave a worker
+crawling at its limit instead of failing), its rlimits, and last its seccomp
+filter (`service.seccomp_filter`). It reports what is in effect as its
+header's `isolation` ("namespace+landlock-7+seccomp"; "unavailable" for
+none; `service.sandbox.describe_isolation` reads it back). Then it does its
+task (`service.worker_protocol`): it opens its inputs through the importer,
+leaves root for its own unprivileged identity where it runs as root, and for
+an import sends a bounded header (the summary), then the tensor catalogue as
+a serialized SQLite database and the converted tensor bytes; a graph task
+sends the graph document. It never writes a file and never opens one except
+through the importer. Once its answer is written it leaves with `os._exit`,
+without tearing down its heap (a 200,000-node graph takes longer to free
+than to send).
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ import gc
 import json
 import os
 import posixpath
-import resource
 import socket
 import threading
 import time
@@ -40,54 +35,32 @@ from multiprocessing.connection import Connection
 from importer import ErrorKind, Limits, ModelImportError, OnnxModel, check_model, load_model
 from importer.diagnostics import Code, Diagnostic, Severity
 from importer.op_schemas import schema_table
+from service import confinement
 from service.catalog import MODEL_FILE_KEY, build_catalog
 from service.graph_json import render_graph
-from service.memory_watch import EXIT_MEMORY, watch_memory
+from service.memory_watch import EXIT_MEMORY, open_own_statm, watch_memory
 from service.seccomp_filter import install_worker_filter
 from service.summary_doc import bounded_summary
 from service.worker_protocol import CHANGED, CHUNK_BYTES, ImportFailure, SourceReport, WorkerHeader, WorkerJob
 
-NOFILE_MARGIN = 64
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
 
-
-def isolate_network() -> str:
-    """Enter a new network namespace: "namespace", "user-namespace" or "unavailable"."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(CLONE_NEWNET) == 0:
-            return "namespace"
-        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
-            return "user-namespace"
-    except (OSError, AttributeError):
-        pass
-    return "unavailable"
-
-
-def set_limits(job: WorkerJob) -> None:
-    memory = job.memory
-    cpu = job.cpu_seconds
-    nofile = job.max_external_files + NOFILE_MARGIN
-    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile if hard == resource.RLIM_INFINITY else min(nofile, hard)))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-
-
-def main(connection: Connection, job: WorkerJob) -> None:
-    """Do `job` and send the outcome over `connection`; then leave at once."""
+def main(connection: Connection, job: WorkerJob, output: Connection | None = None) -> None:
+    """Do `job` and send the outcome over `connection`; then leave at once.
+    `output` (a pipe the front end reads) becomes the worker's stdout and stderr."""
     code = 0
     try:
-        network = isolate_network()  # before the filter, which forbids unshare
-        watch_memory(job.memory)  # before the limits: RLIMIT_NPROC 0 forbids new threads
-        set_limits(job)
-        isolation = combine_isolation(network, install_worker_filter())
+        network = confinement.isolate_network()  # before the filter, which forbids unshare
+        statm_fd = open_own_statm()  # before the file policy, which forbids it
+        confinement.keep_only_descriptors({connection.fileno(), statm_fd}, output.fileno() if output is not None else None)
+        files = confinement.confine_files(job)  # before any thread: Landlock binds the threads started after it
+        watch_memory(job.memory, statm_fd)  # before the limits: RLIMIT_NPROC 0 forbids new threads
+        confinement.set_limits(job)
+        isolation = confinement.combine_isolation(network, files, install_worker_filter(job.worker_uid, job.worker_gid))
         if job.task == "probe":
             send_header(connection, WorkerHeader(status="probe", isolation=isolation))
+            return
+        if job.test_code:  # test hook: run code with every wall up, in place of the task
+            send_header(connection, WorkerHeader(status="probe", isolation=isolation, test_result=run_test_code(job.test_code)))
             return
         if job.test_action:  # test hook: try what the sandbox must stop
             try_forbidden(job)
@@ -114,9 +87,14 @@ def main(connection: Connection, job: WorkerJob) -> None:
             os._exit(code)
 
 
-def combine_isolation(network: str, seccomp: str) -> str:
-    """What is in effect ("namespace+seccomp", "user-namespace", "seccomp", ...), or "unavailable"."""
-    return "+".join(part for part in (network, seccomp) if part != "unavailable") or "unavailable"
+def run_test_code(code: str) -> str:
+    """Test hook: run `code`; what it left in `result` (as text), or the exception it raised."""
+    namespace: dict[str, object] = {}
+    try:
+        exec(code, namespace)
+    except BaseException as error:
+        return f"raised {type(error).__name__}: {error}"
+    return str(namespace.get("result"))
 
 
 def try_forbidden(job: WorkerJob) -> None:
@@ -159,6 +137,7 @@ def run_task(connection: Connection, job: WorkerJob, isolation: str) -> None:
     limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
     try:
         model = load_model(model_path, external_data_dir=job.external_dir, limits=limits)
+        confinement.drop_identity(job.worker_uid, job.worker_gid)  # every input is open (and mapped) now
     except ModelImportError as error:
         failure = ImportFailure(
             kind=error.kind.value,

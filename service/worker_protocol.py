@@ -45,6 +45,9 @@ class WorkerJob:
     sleep: float = 0.0  # test hook: the worker waits this long before reading
     spin: bool = False  # test hook: ... burning CPU instead of sleeping
     test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.worker.try_forbidden)
+    test_code: str = ""  # test hook: Python run in place of the task once every wall is up; its `result` is reported
+    worker_uid: int = 65534  # the identity a worker started as root takes once its inputs are open
+    worker_gid: int = 65534
 
     def __post_init__(self) -> None:
         # The worker resolves nothing against its current directory.
@@ -91,3 +94,4 @@ class WorkerHeader(BaseModel):
     external_files: list[str] = Field(default_factory=list, description="external locations the tensors use")
     sources: list[SourceReport] = Field(default_factory=list, description="task import: the model file and the external files read")
     streams: list[int] = Field(default_factory=list, description="byte lengths of the streams that follow")
+    test_result: str | None = None  # test hook (WorkerJob.test_code): its `result`, or the exception it raised

@@ -35,6 +35,8 @@ ABSENT_FROM_CONFIGMAP = {
     "ONNX_SERVICE_TEST_HOOKS": "turns the test hooks on: never in a deployment",
     "ONNX_SERVICE_API_KEYS": "set by the Deployment (the key file is a mounted Secret) and by compose from the host's variable",
     "ONNX_SERVICE_ALLOW_ANONYMOUS": "never on a cluster; compose sets it for its loopback-only port",
+    "ONNX_SERVICE_WORKER_UID": "the image runs as uid 10001, not root: workers keep that identity",
+    "ONNX_SERVICE_WORKER_GID": "the image runs as uid 10001, not root: workers keep that identity",
 }
 
 

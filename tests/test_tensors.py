@@ -238,4 +238,3 @@ def test_an_oversized_typed_field_is_refused_before_it_is_decoded() -> None:
     assert refused.value.kind == ErrorKind.INVALID_MODEL
     assert refused.value.message == f"int32_data has {entries} entries, expected 1"
     assert peak < 2 * entries  # one byte-per-byte pass, not the decoder's ~40 bytes per entry
-

@@ -519,4 +519,3 @@ def test_bulk_decoding_across_chunk_boundaries_agrees_with_the_scalar_decoder() 
     assert varints_to_array(view, 0, len(encoded)).tolist() == values
     assert count_varints(view, 0, len(encoded)) == len(values)
     check_varints(view, 0, len(encoded))
-

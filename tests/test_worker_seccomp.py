@@ -155,11 +155,12 @@ def test_signals_reach_only_the_worker_itself() -> None:
 
 
 def test_isolation_reports_are_read_back() -> None:
-    assert describe_isolation("namespace+seccomp") == ("namespace", ["network-namespace", "seccomp"])
-    assert describe_isolation("user-namespace+seccomp") == ("user-namespace", ["network-namespace", "user-namespace", "seccomp"])
-    assert describe_isolation("seccomp") == ("unavailable", ["seccomp"])
-    assert describe_isolation("namespace") == ("namespace", ["network-namespace"])
-    assert describe_isolation("unavailable") == ("unavailable", [])
+    assert describe_isolation("namespace+seccomp") == ("namespace", ["network-namespace", "seccomp"], 0)
+    assert describe_isolation("user-namespace+seccomp") == ("user-namespace", ["network-namespace", "user-namespace", "seccomp"], 0)
+    assert describe_isolation("seccomp") == ("unavailable", ["seccomp"], 0)
+    assert describe_isolation("namespace") == ("namespace", ["network-namespace"], 0)
+    assert describe_isolation("unavailable") == ("unavailable", [], 0)
+    assert describe_isolation("namespace+landlock-7+seccomp") == ("namespace", ["network-namespace", "landlock", "seccomp"], 7)
 
 
 def test_the_test_action_needs_the_test_hooks(tmp_path: Path) -> None:
@@ -207,5 +208,5 @@ def test_seccomp_holds_where_no_namespace_can_be_made(tmp_path: Path) -> None:
             imported = client.post("/models", json={"path": "add.onnx"})
     finally:
         service.stop()
-    assert body["network_isolation"] == "unavailable" and body["worker_sandbox"] == ["seccomp"], body
+    assert body["network_isolation"] == "unavailable" and body["worker_sandbox"] in (["seccomp"], ["landlock", "seccomp"]), body
     assert imported.status_code in (200, 201), imported.text

@@ -70,7 +70,7 @@ stage() {  # stage NAME COMMAND...: run it, print its wall time and status
 }
 get_git() { apt-get update -qq && apt-get install -y -qq --no-install-recommends git >/dev/null; }
 stage "install git" get_git || exit 1
-stage "clone" git clone --quiet /bundle/checkout.bundle /root/onnx-import-service || exit 1
+stage "clone" git -c advice.detachedHead=false clone --quiet /bundle/checkout.bundle /root/onnx-import-service || exit 1
 cd /root/onnx-import-service
 result=0
 stage "bash tools/dev.sh test" bash tools/dev.sh test || result=1

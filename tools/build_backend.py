@@ -18,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import warnings
 from collections.abc import Callable
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
@@ -130,4 +131,8 @@ def build_editable(wheel_directory: str, config_settings: ConfigSettings = None,
     """A compiled build writes fresh modules next to the sources; a pure one leaves none behind."""
     for path in remove_compiled():
         print(f"removed {path} (an earlier compiled build)", file=sys.stderr)
-    return build_meta.build_editable(wheel_directory, config_settings, metadata_directory)
+    with warnings.catch_warnings():
+        # setuptools' banner on every editable install ("be careful with folders in your
+        # working directory..."): `python -m service` from the checkout runs these very folders.
+        warnings.filterwarnings("ignore", message="Editable installation")
+        return build_meta.build_editable(wheel_directory, config_settings, metadata_directory)

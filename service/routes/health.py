@@ -1,12 +1,14 @@
 """Liveness and readiness: `/healthz` (the process answers, and which build of
 the importer it runs: `importer_build`, compiled or pure) and `/readyz`
-(the fork server forks a limited worker, and the store is writable; it also
-reports what confines that worker: `network_isolation` and `worker_sandbox`,
-read from the worker's own report by `service.sandbox.describe_isolation`)."""
+(the last background check of `service.readiness`: the fork server forks a
+limited worker, and the store is writable; it also reports what confines
+that worker: `network_isolation`, `worker_sandbox` and `landlock_abi`, read
+from the worker's own report by `service.sandbox.describe_isolation`)."""
 
 from __future__ import annotations
 
 import logging
+import time
 
 import anyio.to_thread
 from fastapi import APIRouter
@@ -32,38 +34,38 @@ async def healthz() -> Health:
     "/readyz",
     methods=["GET", "HEAD"],
     response_model=Readiness,
-    summary="Fork server up and store writable",
+    summary="Fork server up and store writable (checked in the background)",
     responses=problem_responses(503),
 )
 async def readyz(service: ServiceDep) -> JSONResponse:
-    try:
-        isolation = await anyio.to_thread.run_sync(service.sandbox.probe)
-        fork_server = True
-    except Exception as error:
-        log.warning("readiness probe failed: %s", error)
-        isolation, fork_server = service.sandbox.isolation, False
-    network_isolation, worker_sandbox = describe_isolation(isolation)
-    writable = await anyio.to_thread.run_sync(service.store.writable)
-    free = await anyio.to_thread.run_sync(service.store.free_bytes)
-    if free < service.settings.store_min_free:
-        raise ProblemError("not-ready", f"the store has {free} bytes free, below --store-min-free ({service.settings.store_min_free})")
-    if not (fork_server and writable):
+    check = service.readiness.last
+    if check is None or check.stale:
+        raise ProblemError("not-ready", "the readiness check has not run for a while")
+    network_isolation, worker_sandbox, landlock_abi = describe_isolation(check.isolation)
+    if check.store_free_bytes < service.settings.store_min_free:
         raise ProblemError(
-            "not-ready", f"fork server {'up' if fork_server else 'down'}, store {'writable' if writable else 'not writable'}"
+            "not-ready", f"the store has {check.store_free_bytes} bytes free, below --store-min-free ({service.settings.store_min_free})"
+        )
+    if not (check.fork_server and check.store_writable):
+        raise ProblemError(
+            "not-ready",
+            f"fork server {'up' if check.fork_server else 'down'}, store {'writable' if check.store_writable else 'not writable'}",
         )
     readiness = Readiness(
         status="ready",
-        fork_server=fork_server,
-        store_writable=writable,
+        fork_server=check.fork_server,
+        store_writable=check.store_writable,
         network_isolation=network_isolation,
         worker_sandbox=worker_sandbox,
+        landlock_abi=landlock_abi,
+        checked_seconds_ago=round(time.monotonic() - check.checked_at, 3),
         imports_running=service.limiter.running,
         imports_waiting=service.limiter.admitted - service.limiter.running,
         import_capacity=service.limiter.capacity,
         uploads_receiving=service.limiter.receiving_now,
         max_receiving=service.limiter.max_receiving,
         saturated=service.limiter.saturated,
-        store_free_bytes=free,
+        store_free_bytes=check.store_free_bytes,
     )
     return JSONResponse(readiness.model_dump())
 

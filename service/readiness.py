@@ -1,0 +1,78 @@
+"""Readiness, checked in the background: `/readyz` only reads the last check.
+
+Owns `ReadinessProbe`. Every `INTERVAL_SECONDS` a task in the front end forks
+one probe worker (the fork server is up, and what confines a worker), writes
+and removes a probe file in the store (it is writable) and reads the store's
+free space; `/readyz` answers from the last result, so a call forks nothing
+and writes nothing, and costs what `/healthz` costs, however often it comes.
+A result older than `STALE_AFTER_SECONDS` (the check is stuck) counts as not
+ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Final
+
+import anyio.to_thread
+
+from service.sandbox import Sandbox
+from service.store import Store
+
+log = logging.getLogger("service")
+INTERVAL_SECONDS: Final = 5.0
+STALE_AFTER_SECONDS: Final = 60.0
+PROBE_TIMEOUT_SECONDS: Final = 10.0
+
+
+@dataclass(frozen=True)
+class ReadinessCheck:
+    fork_server: bool
+    isolation: str
+    store_writable: bool
+    store_free_bytes: int
+    checked_at: float  # time.monotonic()
+
+    @property
+    def stale(self) -> bool:
+        return time.monotonic() - self.checked_at > STALE_AFTER_SECONDS
+
+
+class ReadinessProbe:
+    def __init__(self, sandbox: Sandbox, store: Store) -> None:
+        self._sandbox = sandbox
+        self._store = store
+        self.last: ReadinessCheck | None = None
+
+    def check(self) -> ReadinessCheck:
+        """One check (blocking: run it in a thread)."""
+        try:
+            isolation = self._sandbox.probe(timeout=PROBE_TIMEOUT_SECONDS)
+            fork_server = True
+        except Exception as error:
+            log.warning("readiness probe failed: %s", error)
+            isolation, fork_server = self._sandbox.isolation, False
+        return ReadinessCheck(fork_server, isolation, self._store.writable(), self._store.free_bytes(), time.monotonic())
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Check once, then every INTERVAL_SECONDS in the background while the block runs."""
+        self.last = await anyio.to_thread.run_sync(self.check)
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(INTERVAL_SECONDS)
+                self.last = await anyio.to_thread.run_sync(self.check)
+
+        task = asyncio.create_task(loop(), name="readiness-probe")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
