@@ -7,13 +7,16 @@ service keygen` prints). A key file holds one `[[key]]` table per key:
     [[key]]
     sha256 = "<hex SHA-256 of the secret>"   # the secret itself is never stored
     tenant = "team-a"
-    scopes = ["import", "read", "delete"]     # a subset
+    scopes = ["import", "read", "delete"]     # a subset of import, read, delete, metrics
 
 A request sends `Authorization: Bearer <secret>`. The secret's SHA-256 is
 compared with every key's, each in constant time (`hmac.compare_digest`, and
 no early exit), so neither the answer nor its timing says which keys exist.
 Secrets are never logged. Without a key file there is one anonymous tenant
-with every scope.
+with every scope. `metrics` is the operator's scope (reading `/metrics`, whose
+store totals span every tenant); a tenant's keys get `import`, `read` and
+`delete` (keygen's default). A key file must hold at least one key: an empty
+one (or only comments) is refused like a broken one, at the start and on reload.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-SCOPES = ("import", "read", "delete")
+SCOPES = ("import", "read", "delete")  # a tenant's scopes (keygen's default)
+METRICS_SCOPE = "metrics"  # the operator's: GET /metrics
+KNOWN_SCOPES = (*SCOPES, METRICS_SCOPE)
 ANONYMOUS = "anonymous"
 TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_SECRET_CHARS = 512
@@ -69,13 +74,15 @@ def load_key_file(path: Path) -> list[ApiKey]:
             raise KeyFileError(f"{where}: sha256 must be 64 hex digits (the SHA-256 of the secret)")
         if not isinstance(tenant, str) or not TENANT_NAME.fullmatch(tenant):
             raise KeyFileError(f"{where}: tenant must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . _ -)")
-        if not isinstance(scopes, list) or not scopes or not set(scopes) <= set(SCOPES) or len(set(scopes)) != len(scopes):
-            raise KeyFileError(f"{where}: scopes must be a list of distinct values among {', '.join(SCOPES)}")
+        if not isinstance(scopes, list) or not scopes or not set(scopes) <= set(KNOWN_SCOPES) or len(set(scopes)) != len(scopes):
+            raise KeyFileError(f"{where}: scopes must be a list of distinct values among {', '.join(KNOWN_SCOPES)}")
         raw = bytes.fromhex(digest)
         if raw in seen:
             raise KeyFileError(f"{where}: the same secret is listed twice")
         seen.add(raw)
         keys.append(ApiKey(raw, Principal(tenant, frozenset(scopes))))
+    if not keys:
+        raise KeyFileError(f"{path}: holds no [[key]] table: no key would be accepted")
     return keys
 
 
@@ -98,7 +105,7 @@ class KeyRing:
     def principal(self, authorization: str | None) -> Principal | None:
         """The principal of an `Authorization` header, or None (absent, malformed or unknown)."""
         if self.anonymous:
-            return Principal(ANONYMOUS, frozenset(SCOPES))
+            return Principal(ANONYMOUS, frozenset(KNOWN_SCOPES))
         if authorization is None:
             return None
         scheme, _, secret = authorization.partition(" ")
@@ -117,9 +124,9 @@ def new_key(tenant: str, scopes: list[str]) -> tuple[str, str]:
     """A new secret and its `[[key]]` table (the secret is shown once, never stored)."""
     if not TENANT_NAME.fullmatch(tenant):
         raise KeyFileError("the tenant must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . _ -)")
-    if not scopes or not set(scopes) <= set(SCOPES):
-        raise KeyFileError(f"scopes must be among {', '.join(SCOPES)}")
+    if not scopes or not set(scopes) <= set(KNOWN_SCOPES):
+        raise KeyFileError(f"scopes must be among {', '.join(KNOWN_SCOPES)}")
     secret = "oik_" + secrets.token_urlsafe(32)
     digest = hashlib.sha256(secret.encode()).hexdigest()
-    listed = ", ".join(f'"{scope}"' for scope in SCOPES if scope in scopes)
+    listed = ", ".join(f'"{scope}"' for scope in KNOWN_SCOPES if scope in scopes)
     return secret, f'[[key]]\nsha256 = "{digest}"\ntenant = "{tenant}"\nscopes = [{listed}]\n'

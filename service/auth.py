@@ -1,11 +1,13 @@
 """Who may do what: the FastAPI dependencies that turn a request into a
 `Principal` with the scope a route needs.
 
-Owns `ImportCaller`, `ReadCaller` and `DeleteCaller` (route parameters), the
-401 (no or unknown credentials: `WWW-Authenticate: Bearer` and a problem) and
-403 (a scope missing) answers, and the audit line of every refusal (never the
-secret). `/healthz`, `/readyz`, `/metrics`, the explorer and the API
-documents take no caller, so they need no token.
+Owns `ImportCaller`, `ReadCaller`, `DeleteCaller` and `MetricsCaller` (route
+parameters), the 401 (no or unknown credentials: `WWW-Authenticate: Bearer`
+and a problem) and 403 (a scope missing) answers, and the audit line of every
+refusal (never the secret). `/metrics` needs the `metrics` scope when the
+service has API keys (its store totals span every tenant; without keys the
+anonymous caller has every scope). `/healthz`, `/readyz`, the explorer and the
+API documents take no caller, so they need no token.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from service.api_keys import Principal
+from service.api_keys import METRICS_SCOPE, Principal
 from service.problems import ProblemError
 from service.request_context import current_request
 from service.state import ServiceDep
@@ -51,3 +53,4 @@ def _caller(scope: str) -> Callable[[Request, ServiceDep], Principal]:
 ImportCaller = Annotated[Principal, Depends(_caller("import"))]
 ReadCaller = Annotated[Principal, Depends(_caller("read"))]
 DeleteCaller = Annotated[Principal, Depends(_caller("delete"))]
+MetricsCaller = Annotated[Principal, Depends(_caller(METRICS_SCOPE))]

@@ -286,7 +286,8 @@ class Catalog:
         """Up to `limit` tensors after position `after`, whose name starts with `prefix`."""
         if not prefix:
             return self._rows("seq > ?", (after,), limit)
-        return self._rows("seq > ? AND substr(name, 1, ?) = ?", (after, len(prefix), prefix), limit)
+        encoded = prefix.encode()  # compared as bytes: SQLite's text functions stop at a NUL, which a name may hold
+        return self._rows("seq > ? AND substr(CAST(name AS BLOB), 1, ?) = ?", (after, len(encoded), encoded), limit)
 
     def diagnostics(self, after: int, limit: int, severity: str | None) -> list[dict[str, object]]:
         """Up to `limit` diagnostics after position `after`, of one severity or all."""

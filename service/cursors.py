@@ -4,6 +4,9 @@ Owns `encode_cursor`, `decode_cursor`, `seq_after` and `page_of` (a page, its cu
 and the link to the next one, for every paged route). A cursor is base64url of a JSON
 list tagged with what it pages (`tensors`, `models`), so a cursor of one
 listing given to another, or a mangled one, is a 400, never a wrong page.
+A position's integers are within 0 .. 2**63 - 1 (what SQLite holds) and its
+strings encode as UTF-8: a forged cursor beyond those is a 400 too, never a
+500 from the query it would reach.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from urllib.parse import quote
 from service.problems import ProblemError
 
 MAX_CURSOR_CHARS = 1024
+MAX_POSITION = 2**63 - 1  # SQLite's largest integer
 T = TypeVar("T")
 
 
@@ -36,11 +40,20 @@ def decode_cursor(kind: str, token: str, types: tuple[type, ...]) -> list[int | 
         if not isinstance(parsed, list) or parsed[:1] != [kind] or len(parsed) != len(types) + 1:
             raise ValueError("not this listing's cursor")
         position = parsed[1:]
-        if not all(type(part) is wanted for part, wanted in zip(position, types, strict=True)):
+        if not all(type(part) is wanted and _in_range(part) for part, wanted in zip(position, types, strict=True)):
             raise ValueError("malformed")
         return position
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, binascii.Error, UnicodeError):
         raise ProblemError("bad-request", "the cursor is not one this listing handed out") from None
+
+
+def _in_range(part: object) -> bool:
+    """An integer a listing can hand out, or a string SQLite can take (UTF-8)."""
+    if isinstance(part, int):
+        return 0 <= part <= MAX_POSITION
+    if isinstance(part, str):
+        part.encode("utf-8")  # a lone surrogate (JSON's "\\ud800") raises UnicodeEncodeError
+    return True
 
 
 def seq_after(kind: str, cursor: str | None) -> int:

@@ -21,11 +21,17 @@ What the protocol adds to `uvicorn.protocols.http.h11_impl.H11Protocol`:
 - Framing that RFC 9112 §6.1 calls smuggling: h11 accepts a request with both
   Content-Length and Transfer-Encoding (Transfer-Encoding wins) and keeps the
   connection. Here it is a 400 and the connection is closed.
-- The protocol's own error answers (h11 refused the request: 400; the header
-  deadline: 408) are RFC 9457 problems with `Connection: close` and
-  `X-Content-Type-Options: nosniff`, not uvicorn's text/plain 400; when h11's
-  state no longer allows a response the connection is just closed (uvicorn's
-  400 raised there, out of `data_received`).
+- A bound on a request's head (request line and header fields: h11's
+  `max_incomplete_event_size`, 16 KiB unless uvicorn's config sets it). h11
+  only enforces it on a head still incomplete, so a bigger head arriving in
+  one read went through. Here a head over the bound is a 431 and the
+  connection is closed, in one read or many.
+- The protocol's own error answers (h11 refused the request: 400; a head too
+  big: 431; the header deadline: 408) are RFC 9457 problems with
+  `Connection: close` and `X-Content-Type-Options: nosniff`, not uvicorn's
+  text/plain 400; when h11's state no longer allows a response the
+  connection is just closed (uvicorn's 400 raised there, out of
+  `data_received`).
 
 `NoSniffMiddleware` (pure ASGI) adds `X-Content-Type-Options: nosniff` to every
 response of the app that lacks it; it touches only the `http.response.start`
@@ -56,21 +62,40 @@ INVALID_REQUEST = "the request is not valid HTTP/1.1"
 SMUGGLING = "a request must not have both Content-Length and Transfer-Encoding (RFC 9112 section 6.1)"
 # The service's one 408 type (service.problems; the body deadline uses it too)
 REQUEST_TIMEOUT = PROBLEMS["request-timeout"]
+# Only this protocol answers 431: the app never sees such a request
+HEAD_TOO_LARGE = ProblemType("request-header-fields-too-large", "The request's header fields are too large", 431)
 
 
 class StrictConnection(h11.Connection):
     """h11's server side, refusing what h11 lets through: a request with both
-    Content-Length and Transfer-Encoding. `refusal` is the detail of the last
-    request refused here (None: refused by h11 itself)."""
+    Content-Length and Transfer-Encoding, and a request head over `max_head`
+    bytes that arrived whole. `refusal` is the problem and detail of the last
+    request refused here or for its head's size (None: refused by h11 for
+    another reason)."""
 
-    refusal: str | None = None
+    refusal: tuple[ProblemType, str] | None = None
+
+    def __init__(self, max_head: int) -> None:
+        super().__init__(h11.SERVER, max_head)
+        self.max_head = max_head
 
     def next_event(self) -> Any:  # h11's own annotation names private event types
-        event = super().next_event()
+        head_expected = self.their_state is h11.IDLE
+        buffered = len(self._receive_buffer)  # h11's buffer: what a request's head consumed of it is its size
+        too_large = (HEAD_TOO_LARGE, f"a request's line and header fields must fit in {self.max_head} bytes")
+        try:
+            event = super().next_event()
+        except h11.RemoteProtocolError as error:
+            if head_expected and error.error_status_hint == 431:  # h11: an incomplete head over the bound
+                self.refusal = too_large
+            raise
         if isinstance(event, h11.Request):
+            if buffered - len(self._receive_buffer) > self.max_head:
+                self.refusal = too_large
+                raise h11.RemoteProtocolError(too_large[1], error_status_hint=431)
             names = {name for name, _ in event.headers}  # h11 gives them lower-cased
             if b"content-length" in names and b"transfer-encoding" in names:
-                self.refusal = SMUGGLING
+                self.refusal = (PROBLEMS["bad-request"], SMUGGLING)
                 raise h11.RemoteProtocolError(SMUGGLING, error_status_hint=400)
         return event
 
@@ -91,7 +116,7 @@ class HardenedH11Protocol(H11Protocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         limit = config.h11_max_incomplete_event_size
-        self.conn = StrictConnection(h11.SERVER, DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if limit is None else limit)
+        self.conn = StrictConnection(DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if limit is None else limit)
         self.header_deadline: asyncio.TimerHandle | None = None
 
     # The header deadline: armed while the connection waits for a request's
@@ -155,10 +180,10 @@ class HardenedH11Protocol(H11Protocol):
     # The protocol's own answers.
 
     def send_400_response(self, msg: str) -> None:
-        detail = INVALID_REQUEST
+        problem, detail = PROBLEMS["bad-request"], INVALID_REQUEST
         if isinstance(self.conn, StrictConnection) and self.conn.refusal is not None:
-            detail, self.conn.refusal = self.conn.refusal, None
-        self._answer_and_close(PROBLEMS["bad-request"], detail)
+            (problem, detail), self.conn.refusal = self.conn.refusal, None
+        self._answer_and_close(problem, detail)
 
     def _answer_and_close(self, problem: ProblemType, detail: str) -> None:
         """A problem with `Connection: close`, then close; only close when h11

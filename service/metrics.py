@@ -5,7 +5,9 @@ import duration, HTTP requests by route template, method and status, their
 duration) and a collector that reads, at each scrape, what is true now (imports
 running and waiting, uploads being received, the store's bytes, models and
 free space). Labels never hold a tenant, a model id, a file or tensor name:
-route templates (`/models/{model_id}/tensors/{name}`) and fixed words only.
+route templates (`/models/{model_id}/tensors/{name}`) and fixed words only
+(the method label is one of the routed methods or `other`: see
+`service.request_log`).
 """
 
 from __future__ import annotations

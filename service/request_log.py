@@ -6,7 +6,9 @@ or makes one, keeps it in the request context (`service.request_context`, so
 problem bodies carry it), echoes it on the response, and when the response is
 done logs one line on `service.access` (request id, method, route template,
 status, duration, tenant, model id) and counts the request in the metrics by
-route template, never by raw path.
+route template, never by raw path, and by method among a fixed set (the
+methods the API routes; any other is `other`), so made-up methods cannot grow
+`/metrics`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from service.request_context import begin_request
 
 access = logging.getLogger("service.access")
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+ROUTED_METHODS = frozenset({"GET", "HEAD", "POST", "DELETE"})  # the metrics' method label: one of these, or "other"
+
+
+def method_label(method: str) -> str:
+    return method if method in ROUTED_METHODS else "other"
 
 
 def _route_template(scope: Scope) -> str:
@@ -60,7 +67,7 @@ class RequestLogMiddleware:
             seconds = time.perf_counter() - started
             route = _route_template(scope)
             method = str(scope.get("method", ""))
-            self.metrics.requests.labels(route, method, str(status)).inc()
+            self.metrics.requests.labels(route, method_label(method), str(status)).inc()
             self.metrics.request_seconds.labels(route).observe(seconds)
             fields = {
                 "event": "request",

@@ -1,9 +1,10 @@
 """API keys, tenants, metrics and request logs, against real server processes:
-every refusal (401, 403), two tenants with the same bytes (each its own 201,
-name, listing and delete; another tenant's model a 404 everywhere), the
-start-up refusal, SIGHUP reload (and a broken file keeping the old keys),
-metrics moving after imports and refusals with no names in labels, and JSON
-log lines with request ids and audit events."""
+every refusal (401, 403; /metrics only for a key with the metrics scope), two
+tenants with the same bytes (each its own 201, name, listing and delete;
+another tenant's model a 404 everywhere), the start-up refusal, SIGHUP
+reload (and a broken file keeping the old keys), metrics moving after imports
+and refusals with no names in labels, and JSON log lines with request ids and
+audit events."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def keys(tmp_path: Path) -> dict[str, str]:
         "alice": key("team-a", ["import", "read", "delete"]),
         "alice-reader": key("team-a", ["read"]),
         "bob": key("team-b", ["import", "read", "delete"]),
+        "ops": key("ops", ["metrics"]),  # reads /metrics, nothing else
     }
     (tmp_path / "keys.toml").write_text("\n".join(table for _, table in made.values()))
     return {role: secret for role, (secret, _) in made.items()}
@@ -61,8 +63,9 @@ def test_refusals_without_credentials_or_scope(server: ServiceProcess, keys: dic
             response = anonymous.request(method, url)
             assert_problem(response, 401, "unauthorized")
             assert response.headers["www-authenticate"].startswith("Bearer")
-        for open_route in ("/healthz", "/readyz", "/metrics"):
+        for open_route in ("/healthz", "/readyz"):
             assert anonymous.get(open_route).status_code == 200
+        assert_problem(anonymous.get("/metrics"), 401, "unauthorized")  # store totals span every tenant
     with as_(server, "oik_not-a-key") as stranger:
         assert_problem(stranger.get("/models"), 401, "unauthorized")
     with server.client(headers={"Authorization": f"Basic {keys['alice']}"}) as wrong_scheme:
@@ -73,6 +76,10 @@ def test_refusals_without_credentials_or_scope(server: ServiceProcess, keys: dic
         assert reader.get(f"/models/{model_id}").status_code == 200  # the same tenant, read scope
         assert_problem(reader.post("/models", json={"path": "add.onnx"}), 403, "forbidden")
         assert_problem(reader.delete(f"/models/{model_id}"), 403, "forbidden")
+        assert_problem(reader.get("/metrics"), 403, "forbidden")
+    with as_(server, keys["ops"]) as ops:
+        assert ops.get("/metrics").status_code == 200
+        assert_problem(ops.get("/models"), 403, "forbidden")
     log = server.log.read_text()
     for secret in keys.values():
         assert secret not in log
@@ -156,8 +163,8 @@ def metric(text: str, name: str, **labels: str) -> float:
 
 
 def test_metrics_move_and_name_nothing_private(server: ServiceProcess, keys: dict[str, str]) -> None:
-    with server.client() as anyone, as_(server, keys["alice"]) as alice:
-        before = anyone.get("/metrics")
+    with server.client() as anyone, as_(server, keys["alice"]) as alice, as_(server, keys["ops"]) as ops:
+        before = ops.get("/metrics")
         assert before.headers["content-type"].startswith("text/plain")
         ok_before = metric(before.text, "onnx_import_imports_total", result="ok")
         bad_before = metric(before.text, "onnx_import_imports_total", result="Malformed")
@@ -166,7 +173,7 @@ def test_metrics_move_and_name_nothing_private(server: ServiceProcess, keys: dic
         assert alice.post("/models", files={"model": ("broken.onnx", b"\x0a\xff\xff")}).status_code == 422
         assert alice.post("/models", json={"pat": "typo"}).status_code == 422  # a body that does not validate: not an ok
         anyone.get("/models")  # a 401
-        after = anyone.get("/metrics").text
+        after = ops.get("/metrics").text
         assert metric(after, "onnx_import_imports_total", result="ok") == ok_before + 1
         assert metric(after, "onnx_import_imports_total", result="Malformed") == bad_before + 1
         assert metric(after, "onnx_import_imports_total", result="validation-error") == 1

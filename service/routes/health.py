@@ -3,7 +3,9 @@ the importer it runs: `importer_build`, compiled or pure) and `/readyz`
 (the last background check of `service.readiness`: the fork server forks a
 limited worker, and the store is writable; it also reports what confines
 that worker: `network_isolation`, `worker_sandbox` and `landlock_abi`, read
-from the worker's own report by `service.sandbox.describe_isolation`)."""
+from the worker's own report by `service.sandbox.describe_isolation`); and
+`/metrics` (Prometheus text; with API keys, only for a key with the `metrics`
+scope: its store totals span every tenant)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from importer import BUILD
+from service.auth import MetricsCaller
 from service.models import Health, Readiness
 from service.openapi_doc import problem_responses
 from service.problems import ProblemError
@@ -70,7 +73,13 @@ async def readyz(service: ServiceDep) -> JSONResponse:
     return JSONResponse(readiness.model_dump())
 
 
-@router.get("/metrics", summary="Prometheus metrics (text exposition format); no token needed", response_class=Response)
-async def metrics(service: ServiceDep) -> Response:
+@router.api_route(
+    "/metrics",
+    methods=["GET", "HEAD"],
+    summary="Prometheus metrics (text exposition format); with API keys, a key with the metrics scope",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **problem_responses(401, 403)},
+)
+async def metrics(service: ServiceDep, caller: MetricsCaller) -> Response:
     body, content_type = await anyio.to_thread.run_sync(service.metrics.exposition)
     return Response(body, media_type=content_type)

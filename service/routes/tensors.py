@@ -9,14 +9,21 @@ alias. A name several tensors share answers 409 with the candidates;
 `?field_path=` picks one exactly. Each lookup is one indexed query of the
 model's catalogue, in a worker thread; the bytes are served by
 `service.tensors`.
+
+The server decodes a path and a query with replacement characters, so `%FF`
+would be the name U+FFFD: here the raw path and query must percent-decode to
+UTF-8, each `%` followed by two hex digits, else 400. A name may hold any
+character, NUL too, and so may a `prefix`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from typing import Annotated, Literal
+from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
@@ -33,6 +40,19 @@ from service.tensors import tensor_response
 
 router = APIRouter(tags=["tensors"])
 MAX_CANDIDATES = 100
+BAD_ESCAPE = re.compile(rb"%(?![0-9A-Fa-f]{2})")
+
+
+def require_utf8(raw: object, what: str) -> None:
+    """400 unless `raw` (the request's raw path or query) percent-decodes to UTF-8."""
+    if not isinstance(raw, bytes):
+        return
+    if BAD_ESCAPE.search(raw):
+        raise ProblemError("bad-request", f"the {what} has a '%' not followed by two hex digits (a '%' itself is sent as %25)")
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ProblemError("bad-request", f"the {what}, percent-decoded, is not UTF-8 ({error.reason})") from None
 
 
 def entry_of(model_id: str, row: TensorRow) -> TensorEntry:
@@ -57,6 +77,7 @@ def entry_of(model_id: str, row: TensorRow) -> TensorEntry:
     responses=problem_responses(400, 401, 403, 404, 422),
 )
 def list_tensors(
+    request: Request,
     model_id: str,
     service: ServiceDep,
     caller: ReadCaller,
@@ -65,6 +86,7 @@ def list_tensors(
     prefix: Annotated[str, Query(max_length=4096, description="only tensors whose name starts with this")] = "",
 ) -> TensorPage:
     # a plain def: FastAPI runs it in a worker thread (an SQLite query)
+    require_utf8(request.scope.get("query_string"), "query")
     require_model(service, caller.tenant, model_id)
     after = seq_after("tensors", cursor)
     with catalog_errors():
@@ -110,7 +132,7 @@ def find_tensor(service: Service, model_id: str, name: str, field_path: str | No
         200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}, "description": "the bytes"},
         206: {"description": "the requested range"},
         304: {"description": "not modified (If-None-Match)"},
-        **problem_responses(401, 403, 404, 409, 410, 415, 416, 422),
+        **problem_responses(400, 401, 403, 404, 409, 410, 415, 416, 422),
     },
 )
 def get_tensor(
@@ -123,6 +145,8 @@ def get_tensor(
     field_path: Annotated[str | None, Query(max_length=4096)] = None,
 ) -> Response:
     # a plain def: FastAPI runs it in one worker thread (lookup, record, open; a small tensor is read here too)
+    require_utf8(request.scope.get("raw_path"), "path")
+    require_utf8(request.scope.get("query_string"), "query")
     require_model(service, caller.tenant, model_id)
     with catalog_errors():
         row = find_tensor(service, model_id, name, field_path)

@@ -1,0 +1,435 @@
+"""Side doors of the HTTP service, each against a real server process: made-up
+methods cannot grow /metrics; /metrics needs the `metrics` scope when the
+service has API keys (HEAD too); a forged cursor is a 400, never a 500; a path
+or a query that does not percent-decode to UTF-8 is a 400 (no U+FFFD name
+served for `%FF`) while names holding NUL are found by name and by prefix;
+every operation of /openapi.json has its own operationId and every GET path
+a HEAD; request heads over 16 KiB get 431 in one read or many; a key file
+without keys is refused at the start and on SIGHUP."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import onnx
+import pytest
+from conftest import REPO
+from onnx import TensorProto, helper, numpy_helper
+from service_harness import ServiceProcess, assert_problem, copy_samples, serving
+
+from service.api_keys import new_key
+
+STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3}) ")
+HEAD_LIMIT = 16 * 1024  # h11's default bound on a request's head, which uvicorn keeps
+METHOD_LABELS = {"GET", "HEAD", "POST", "DELETE", "other"}
+# Tensor names of names.onnx: U+FFFD (what `%FF` used to decode to), and names holding NUL
+NAMES = {"\ufffd": 1.0, "a": 2.0, "a\x00b": 3.0, "a\x00c": 4.0, "ab": 5.0}
+
+
+def names_model(path: Path) -> Path:
+    initializers = [numpy_helper.from_array(np.full([2], value, dtype=np.float32), name) for name, value in NAMES.items()]
+    total = helper.make_node("Sum", list(NAMES), ["y"])
+    graph = helper.make_graph([total], "names", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """An anonymous server (loopback, no API keys) with names.onnx beside the samples."""
+    base = tmp_path_factory.mktemp("side-doors")
+    root = copy_samples(base / "root")
+    names_model(root / "names.onnx")
+    with serving(base / "store", root) as service:
+        yield service
+
+
+@pytest.fixture(scope="module")
+def model_ids(server: ServiceProcess) -> dict[str, str]:
+    ids = {}
+    with server.client() as client:
+        for path in ("add.onnx", "names.onnx"):
+            imported = client.post("/models", json={"path": path})
+            assert imported.status_code in (200, 201), imported.text
+            ids[path] = imported.json()["id"]
+    return ids
+
+
+# Raw HTTP/1.1, for what httpx would normalize or refuse to send
+
+
+def connect(server: ServiceProcess, timeout: float = 10.0) -> socket.socket:
+    connection = socket.create_connection(("127.0.0.1", server.port), timeout=timeout)
+    connection.settimeout(timeout)
+    return connection
+
+
+def read_until_closed(connection: socket.socket, timeout: float = 10.0) -> tuple[bytes, bool]:
+    """What the server sends until it closes the connection (True) or `timeout` passes (False)."""
+    received = b""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        connection.settimeout(left)
+        try:
+            chunk = connection.recv(65536)
+        except TimeoutError:
+            break
+        except ConnectionResetError:
+            return received, True
+        if not chunk:
+            return received, True
+        received += chunk
+    return received, False
+
+
+def read_one_response(connection: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """One response with a Content-Length; the connection stays open."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = connection.recv(65536)
+        assert chunk, received
+        received += chunk
+    status, fields, body = parse_response(received)
+    while len(body) < int(fields.get("content-length", "0")):
+        chunk = connection.recv(65536)
+        assert chunk
+        body += chunk
+    return status, fields, body
+
+
+def parse_response(response: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = response.partition(b"\r\n\r\n")
+    match = STATUS_LINE.match(head)
+    assert match, response[:200]
+    fields = {}
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        fields[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return int(match.group(1)), fields, body
+
+
+def raw_request(server: ServiceProcess, method: str, target: str) -> tuple[int, dict[str, str], bytes]:
+    """One request with the target exactly as given; the answer, read until the server closes."""
+    with connect(server) as connection:
+        connection.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        received, closed = read_until_closed(connection)
+    assert closed, received[:300]
+    return parse_response(received)
+
+
+def problem_of(status: int, fields: dict[str, str], body: bytes, expected: int, slug: str) -> dict[str, Any]:
+    assert status == expected, body[:300]
+    assert fields["content-type"] == "application/problem+json"
+    problem: dict[str, Any] = json.loads(body)
+    assert problem["status"] == expected and problem["type"].endswith("/" + slug), problem
+    return problem
+
+
+# 1. The method label of the request metrics
+
+
+def method_labels(metrics: str) -> set[str]:
+    return set(re.findall(r'^onnx_import_http_requests_(?:total|created)\{[^}]*method="([^"]*)"', metrics, re.MULTILINE))
+
+
+def test_made_up_methods_do_not_grow_the_metrics(server: ServiceProcess) -> None:
+    chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~"
+    rng = random.Random(20260)
+    methods = {"".join(rng.choice(chars) for _ in range(rng.randint(3, 24))) for _ in range(300)}
+    methods |= {"get", "Head", "PUT", "PATCH", "OPTIONS", "TRACE", "X" * 2000}
+    methods -= {"GET", "HEAD", "POST", "DELETE"}
+    with server.client() as client:
+        before = client.get("/metrics").text
+    with connect(server) as connection:  # one kept-alive connection, a request after each answer
+        for method in sorted(methods):
+            path = rng.choice(["/healthz", "/models", "/metrics", "/nowhere"])
+            connection.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            status, _, _ = read_one_response(connection)
+            assert status in (404, 405), (method, status)
+    with server.client() as client:
+        after = client.get("/metrics").text
+    assert method_labels(after) <= METHOD_LABELS, method_labels(after) - METHOD_LABELS
+    assert "other" in method_labels(after)
+    counted = sum(float(value) for value in re.findall(r'^onnx_import_http_requests_total\{[^}]*method="other"[^}]*\} (\S+)', after, re.M))
+    assert counted >= len(methods)
+    # a few new (route, status) series at most, not one per method
+    assert len(after) - len(before) < 8000, (len(before), len(after))
+
+
+# 2. /metrics needs the metrics scope when the service has API keys
+
+
+@pytest.fixture()
+def keyed(tmp_path: Path) -> Iterator[tuple[ServiceProcess, dict[str, str]]]:
+    """A server whose key file holds a tenant key (import, read) and a metrics
+    key made by `python -m service keygen --scopes metrics`."""
+    tenant_secret, tenant_table = new_key("team-a", ["import", "read"])
+    made = subprocess.run(
+        [sys.executable, "-m", "service", "keygen", "--tenant", "ops", "--scopes", "metrics"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert 'scopes = ["metrics"]' in made.stdout
+    metrics_secret = made.stderr.rsplit(": ", 1)[1].strip()
+    (tmp_path / "keys.toml").write_text(tenant_table + "\n" + made.stdout)
+    root = copy_samples(tmp_path / "root")
+    with serving(tmp_path / "store", root, "--api-keys", str(tmp_path / "keys.toml")) as service:
+        yield service, {"tenant": tenant_secret, "metrics": metrics_secret}
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def test_metrics_need_the_metrics_scope_with_api_keys(keyed: tuple[ServiceProcess, dict[str, str]]) -> None:
+    server, secrets = keyed
+    with server.client() as client:
+        assert client.post("/models", json={"path": "add.onnx"}, headers=bearer(secrets["tenant"])).status_code == 201
+        for method in ("GET", "HEAD"):
+            refused = client.request(method, "/metrics")
+            assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer"), method
+            assert client.request(method, "/metrics", headers=bearer("oik_unknown")).status_code == 401
+            assert client.request(method, "/metrics", headers=bearer(secrets["tenant"])).status_code == 403
+        assert_problem(client.get("/metrics"), 401, "unauthorized")
+        forbidden = assert_problem(client.get("/metrics", headers=bearer(secrets["tenant"])), 403, "forbidden")
+        assert "metrics" in forbidden["detail"]
+        body = client.get("/metrics", headers=bearer(secrets["tenant"])).text
+        assert "onnx_import_store_bytes" not in body
+        allowed = client.get("/metrics", headers=bearer(secrets["metrics"]))
+        assert allowed.status_code == 200 and allowed.headers["content-type"].startswith("text/plain")
+        assert re.search(r"^onnx_import_store_bytes [1-9]", allowed.text, re.M) and "\nonnx_import_store_models 1.0" in allowed.text
+        head = client.head("/metrics", headers=bearer(secrets["metrics"]))
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-type"] == allowed.headers["content-type"]
+        # the metrics key is no tenant key
+        assert client.get("/models", headers=bearer(secrets["metrics"])).status_code == 403
+        assert client.get("/healthz").status_code == 200 and client.head("/healthz").status_code == 200
+
+
+def test_metrics_stay_open_without_api_keys(server: ServiceProcess) -> None:
+    with server.client() as client:
+        got = client.get("/metrics")
+        assert got.status_code == 200 and "onnx_import_store_bytes" in got.text
+        head = client.head("/metrics")
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-type"] == got.headers["content-type"]
+
+
+# 3. Forged cursors
+
+
+def forged(*position: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(position)).encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("listing", ["tensors", "diagnostics"])
+def test_a_forged_cursor_is_a_400_never_a_500(server: ServiceProcess, model_ids: dict[str, str], listing: str) -> None:
+    url = f"/models/{model_ids['add.onnx']}/{listing}"
+    cursors = [
+        forged(listing, 2**63),
+        forged(listing, 2**64),
+        forged(listing, -1),
+        forged(listing, -(2**63) - 1),
+        forged(listing, 10**400),
+        forged(listing, 1.5),
+        forged(listing, True),
+        forged(listing, "12"),
+        forged(listing, 1, 2),
+        "garbage!",
+        "%%%",
+        "\u00e9t\u00e9",
+        base64.urlsafe_b64encode(b"\xff\xfe[").decode(),
+    ]
+    with server.client() as client:
+        for cursor in cursors:
+            for method in ("GET", "HEAD"):
+                response = client.request(method, url, params={"cursor": cursor})
+                assert response.status_code == 400, (cursor, method, response.text)
+            assert_problem(client.get(url, params={"cursor": cursor}), 400, "bad-request")
+        # the largest position SQLite holds is a valid cursor: an empty page
+        last = client.get(url, params={"cursor": forged(listing, 2**63 - 1)})
+        assert last.status_code == 200 and last.json()["items"] == []
+        assert_problem(client.get("/models", params={"cursor": forged("models", 2**63, "x")}), 400, "bad-request")
+        assert_problem(client.get("/models", params={"cursor": forged("models", 1, "\ud800")}), 400, "bad-request")
+    assert "Traceback" not in server.log.read_text()
+
+
+# 4. Tensor names and prefixes that do not decode, and names holding NUL
+
+
+def test_a_path_that_is_not_utf8_is_a_400_not_the_replacement_character(server: ServiceProcess, model_ids: dict[str, str]) -> None:
+    base = f"/models/{model_ids['names.onnx']}/tensors/"
+    value = np.full([2], NAMES["\ufffd"], dtype=np.float32).tobytes()
+    status, _, body = raw_request(server, "GET", base + quote("\ufffd", safe=""))  # the real U+FFFD name
+    assert status == 200 and body == value
+    for name, reason in (
+        ("%FF", "not UTF-8"),
+        ("%C3", "not UTF-8"),
+        ("%ED%A0%80", "not UTF-8"),
+        ("100%", "'%'"),
+        ("%ZZ", "'%'"),
+        ("%F", "'%'"),
+    ):
+        for method in ("GET", "HEAD"):
+            status, fields, body = raw_request(server, method, base + name)
+            assert status == 400, (name, method, body[:200])
+            if method == "GET":
+                assert reason in problem_of(status, fields, body, 400, "bad-request")["detail"], name
+            else:
+                assert body == b""
+    assert raw_request(server, "GET", base + "100%25")[0] == 404  # '%' sent as %25: a name, just not one of this model
+    for query in ("field_path=%FF", "format=raw&x=%G0"):
+        status, fields, body = raw_request(server, "GET", f"{base}{quote(chr(0xFFFD), safe='')}?{query}")
+        assert "query" in problem_of(status, fields, body, 400, "bad-request")["detail"]
+
+
+def test_names_holding_nul_are_found_by_name_and_by_prefix(server: ServiceProcess, model_ids: dict[str, str]) -> None:
+    base = f"/models/{model_ids['names.onnx']}/tensors"
+    with server.client() as client:
+
+        def names(prefix: str) -> list[str]:
+            page = client.get(base, params={"prefix": prefix})
+            assert page.status_code == 200, page.text
+            return [item["name"] for item in page.json()["items"]]
+
+        assert names("a\x00") == ["a\x00b", "a\x00c"]
+        assert names("a\x00c") == ["a\x00c"]
+        assert names("a") == ["a", "a\x00b", "a\x00c", "ab"]
+        assert names("\ufffd") == ["\ufffd"]
+        for name, value in NAMES.items():
+            got = client.get(f"{base}/{quote(name, safe='')}")
+            assert got.status_code == 200 and got.content == np.full([2], value, dtype=np.float32).tobytes(), repr(name)
+    for query in ("prefix=%FF", "prefix=a%00%C3", "prefix=100%", "cursor=%ZZ"):
+        status, fields, body = raw_request(server, "GET", f"{base}?{query}")
+        problem_of(status, fields, body, 400, "bad-request")
+
+
+# 5. The OpenAPI document
+
+
+def test_every_operation_has_its_own_id_and_every_get_a_head(server: ServiceProcess) -> None:
+    with server.client() as client:
+        document = client.get("/openapi.json").json()
+        ids = [operation["operationId"] for item in document["paths"].values() for operation in item.values()]
+        assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+        assert len(ids) >= 20
+        gets = [path for path, item in document["paths"].items() if "get" in item]
+        assert gets and [path for path in gets if "head" not in document["paths"][path]] == []
+        for path in gets:
+            if "{" not in path:  # HEAD answers as GET does, without a body
+                got, head = client.get(path), client.head(path)
+                assert head.status_code == got.status_code and head.content == b"", path
+    time.sleep(0.2)
+    assert "duplicate operation" not in server.log.read_text().lower()
+
+
+# 6. Request heads over 16 KiB
+
+
+def assert_431_and_closed(received: bytes, closed: bool) -> None:
+    assert closed, received[:300]
+    status, fields, body = parse_response(received)
+    assert fields["connection"] == "close"
+    problem = problem_of(status, fields, body, 431, "request-header-fields-too-large")
+    assert str(HEAD_LIMIT) in problem["detail"]
+
+
+def test_a_big_head_in_one_read_gets_431(server: ServiceProcess) -> None:
+    for size in (HEAD_LIMIT + 1, 20 * 1024):
+        with connect(server) as connection:
+            head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+            head += b"a" * (size - len(head) - 4) + b"\r\n\r\n"
+            assert len(head) == size
+            connection.sendall(head)
+            assert_431_and_closed(*read_until_closed(connection))
+    with connect(server) as connection:  # at the bound: answered
+        head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: "
+        connection.sendall(head + b"a" * (HEAD_LIMIT - len(head) - 4) + b"\r\n\r\n")
+        received, closed = read_until_closed(connection)
+        assert closed and parse_response(received)[0] == 200
+
+
+def send_in_pieces(connection: socket.socket, data: bytes, piece: int) -> None:
+    """`data` in pieces of `piece` bytes, a pause after each (one read each on the server)."""
+    for start in range(0, len(data), piece):
+        connection.sendall(data[start : start + piece])
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("field_size", [1000, 100])
+def test_a_big_head_in_pieces_gets_431(server: ServiceProcess, field_size: int) -> None:
+    """The head is sent up to one byte past the bound (all of it is read, so the close is clean)."""
+    fields = b"".join(f"X-F{index}: ".encode() + b"c" * field_size + b"\r\n" for index in range(30_000 // field_size))
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + fields + b"\r\n"
+    with connect(server) as connection:
+        send_in_pieces(connection, head[: HEAD_LIMIT + 1], 1024)
+        assert_431_and_closed(*read_until_closed(connection))
+    with connect(server) as connection:  # half of a 20 KiB head, then the rest with its end in one read
+        connection.sendall(head[: 10 * 1024])
+        time.sleep(0.1)
+        connection.sendall(head[10 * 1024 : 20 * 1024] + b"\r\n\r\n")
+        assert_431_and_closed(*read_until_closed(connection))
+    with server.client() as client:
+        assert client.get("/healthz").status_code == 200
+
+
+# 7. A key file without keys
+
+
+def json_lines(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+
+
+def key_file_refused_in_log(server: ServiceProcess, count: int) -> list[dict[str, Any]]:
+    """The log's lines of a refused reload, once there are `count` of them (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while True:
+        refused = [line for line in json_lines(server.log) if "not reloaded" in line["message"]]
+        if len(refused) >= count or time.monotonic() > deadline:
+            return refused
+        time.sleep(0.05)
+
+
+def test_a_key_file_without_keys_keeps_the_keys_in_force(tmp_path: Path) -> None:
+    secret, table = new_key("team-a", ["read"])
+    key_file = tmp_path / "keys.toml"
+    key_file.write_text(table)
+    root = copy_samples(tmp_path / "root")
+    with serving(tmp_path / "store", root, "--api-keys", str(key_file), "--log-format", "json") as server, server.client() as client:
+        assert server.process is not None
+        assert client.get("/models", headers=bearer(secret)).status_code == 200
+        for count, content in enumerate(("", "# every key revoked\n", "\n\n"), start=1):
+            key_file.write_text(content)
+            server.process.send_signal(signal.SIGHUP)
+            refused = key_file_refused_in_log(server, count)
+            assert len(refused) == count, server.log.read_text()[-2000:]
+            assert refused[-1]["level"] in ("warning", "error") and "no [[key]]" in refused[-1]["message"]
+            assert client.get("/models", headers=bearer(secret)).status_code == 200
+        assert not any("0 API keys" in line["message"] for line in json_lines(server.log))
+
+
+@pytest.mark.parametrize("content", ["", "# no keys yet\n"])
+def test_a_key_file_without_keys_refuses_the_start(tmp_path: Path, content: str) -> None:
+    (tmp_path / "keys.toml").write_text(content)
+    root = copy_samples(tmp_path / "root")
+    command = [sys.executable, "-m", "service", "--api-keys", str(tmp_path / "keys.toml"), "--data-root", str(root)]
+    started = subprocess.run(
+        [*command, "--store", str(tmp_path / "store"), "--port", "0"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert started.returncode == 2, started.stderr[-2000:]
+    assert "--api-keys" in started.stderr and "no [[key]]" in started.stderr
