@@ -49,13 +49,17 @@ def anonymous_refusal(settings: Settings) -> str | None:
 
 
 def keygen(argv: list[str]) -> int:
-    from service.api_keys import SCOPES, KeyFileError, new_key
+    from service.api_keys import KNOWN_SCOPES, SCOPES, KeyFileError, new_key
 
     parser = argparse.ArgumentParser(
         prog="python -m service keygen", description="Make an API key: the secret once, and its [[key]] table."
     )
     parser.add_argument("--tenant", required=True, help="the tenant the key acts for")
-    parser.add_argument("--scopes", default=",".join(SCOPES), help=f"comma-separated, among {', '.join(SCOPES)} (default: all)")
+    parser.add_argument(
+        "--scopes",
+        default=",".join(SCOPES),
+        help=f"comma-separated, among {', '.join(KNOWN_SCOPES)} (default: {','.join(SCOPES)}; metrics is for the operator's scraper)",
+    )
     arguments = parser.parse_args(argv)
     try:
         secret, table = new_key(arguments.tenant, [scope.strip() for scope in arguments.scopes.split(",") if scope.strip()])
@@ -93,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     if refusal is not None:
         print(f"python -m service: {refusal}", file=sys.stderr)
         return 2
+    from service.confinement import make_undumpable
+
+    make_undumpable()  # nothing of the same uid reads this process's memory or environment
 
     import uvicorn
 

@@ -1,5 +1,6 @@
 """The walls a worker puts up around itself, in the order `service.worker.main`
-calls them, before it reads anything of its job:
+calls them, before it reads anything of its job (and `make_undumpable`, which
+keeps the front end's and the fork server's memory out of reach):
 
 1. `isolate_network`: a new network namespace (unprivileged: with a new user
    namespace), or "unavailable" where neither is permitted;
@@ -7,10 +8,11 @@ calls them, before it reads anything of its job:
    connection to the front end, its stderr pipe and /dev/null; stdout and
    stderr go to that pipe, which the front end reads, bounded, and logs as the
    worker's lines (never raw into the service's log);
-3. `confine_files` (Landlock, `service.landlock`): it may read its model file,
-   the files beneath its external-data folder and the Python code it may
-   import lazily, and create, write, link, rename, truncate, remove or run
-   nothing anywhere; signals and abstract UNIX sockets scoped to itself.
+3. `confine_files` (Landlock, `service.landlock`): it may read the files
+   beneath its model's folder and its external-data folder (its inputs) and
+   the Python code it may import lazily, and create, write, link, rename,
+   truncate, remove or run nothing anywhere; signals and abstract UNIX
+   sockets scoped to itself.
    Before any thread starts, since a Landlock domain binds the thread that
    asks and what it starts afterwards;
 4. the memory watchdog (`service.memory_watch`), then `set_limits`
@@ -41,8 +43,10 @@ from service.worker_protocol import WorkerJob
 NOFILE_MARGIN: Final = 64
 CLONE_NEWUSER: Final = 0x10000000
 CLONE_NEWNET: Final = 0x40000000
+PR_SET_DUMPABLE: Final = 4
 UNAVAILABLE: Final = "unavailable"
 LANDLOCK_PREFIX: Final = "landlock-"  # "landlock-7": the ABI in force
+UID_PREFIX: Final = "uid-"  # "uid-65534": the identity a root worker took once its inputs were open
 
 
 def _code_folders() -> tuple[str, ...]:
@@ -54,6 +58,16 @@ def _code_folders() -> tuple[str, ...]:
 
 
 CODE_FOLDERS: Final = _code_folders()  # computed once in the fork server
+
+
+def make_undumpable() -> None:
+    """PR_SET_DUMPABLE 0: no process of the same uid may open this one's
+    /proc/<pid>/mem or environ or attach to it (nor read a core of it). The
+    front end calls it at start; the fork server when it loads the worker's
+    module, so every worker it forks starts that way too."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
 
 
 def isolate_network() -> str:
@@ -84,13 +98,19 @@ def keep_only_descriptors(keep: set[int], output: int | None) -> None:
 
 
 def confine_files(job: WorkerJob) -> str:
-    """Landlock: read the job's inputs and the code, nothing else. "landlock-N" or "unavailable"."""
-    read_files = [os.path.join(job.directory, job.model)] if job.model else []
+    """Landlock: read the job's inputs and the code, nothing else. "landlock-N" or "unavailable".
+
+    The inputs are granted as folders (the model's, and its external-data
+    folder), never as the model file itself: a rule holds its inode until the
+    kernel frees the worker's domain, a little after the worker exits, and an
+    evicted or deleted upload would keep its space that long."""
     read_trees = list(CODE_FOLDERS)
     if job.task != "probe":
-        read_trees.append(job.external_dir or job.directory)
+        read_trees.append(job.directory)
+        if job.external_dir:
+            read_trees.append(job.external_dir)
     try:
-        return f"{LANDLOCK_PREFIX}{landlock.restrict_self(read_files, read_trees)}"
+        return f"{LANDLOCK_PREFIX}{landlock.restrict_self([], read_trees)}"
     except landlock.LandlockUnavailable:
         return UNAVAILABLE
 

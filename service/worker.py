@@ -137,7 +137,6 @@ def run_task(connection: Connection, job: WorkerJob, isolation: str) -> None:
     limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
     try:
         model = load_model(model_path, external_data_dir=job.external_dir, limits=limits)
-        confinement.drop_identity(job.worker_uid, job.worker_gid)  # every input is open (and mapped) now
     except ModelImportError as error:
         failure = ImportFailure(
             kind=error.kind.value,
@@ -149,6 +148,8 @@ def run_task(connection: Connection, job: WorkerJob, isolation: str) -> None:
         )
         send_header(connection, WorkerHeader(status="error", error=failure))
         return
+    if confinement.drop_identity(job.worker_uid, job.worker_gid):  # every input is open (and mapped) now
+        isolation = confinement.combine_isolation(isolation, f"{confinement.UID_PREFIX}{job.worker_uid}")
     with model:
         opened = model.owners[0].identity
         if job.expected_model is not None and (opened is None or (opened.device, opened.inode) != job.expected_model):
@@ -242,3 +243,4 @@ def _send_chunks(connection: Connection, parts: Sequence[memoryview | bytes]) ->
 
 
 schema_table()  # loaded once in the fork server (which imports this module), not in every worker
+confinement.make_undumpable()  # the fork server, and so every worker it forks

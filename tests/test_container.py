@@ -354,7 +354,7 @@ def test_health_turns_healthy_and_readyz_reports_the_worker_sandbox(running: Sta
     body = ready.json()
     report.append(f"container: /readyz {json.dumps(body, sort_keys=True)}")
     assert body["status"] == "ready" and body["fork_server"] is True and body["store_writable"] is True
-    assert "seccomp" in body["worker_sandbox"], body
+    assert "seccomp" in body["worker_sandbox"] and "landlock" in body["worker_sandbox"] and body["landlock_abi"] >= 1, body
 
 
 def test_an_import_from_the_read_only_data_root(running: Stack) -> None:
@@ -462,6 +462,13 @@ def test_a_worker_that_opens_a_socket_is_stopped(running: Stack) -> None:
     assert "seccomp" in outcomes["worker_sandbox"], outcomes
     assert outcomes["plain"]["status"] == "ok", outcomes
     assert outcomes["socket"]["status"] == "crashed" and "forbidden system call (SIGSYS)" in outcomes["socket"]["detail"], outcomes
+
+
+def test_every_attack_fails_inside_a_worker_in_the_container(running: Stack) -> None:
+    """tests/worker_attacks.py in the running container, as its user (uid 10001)."""
+    from test_worker_walls import ATTACKS, check_attack_outcomes
+
+    check_attack_outcomes(running.exec_python(ATTACKS.read_text()), unprivileged=True)
 
 
 def test_the_front_end_fits_its_memory_budget(running: Stack, report: list[str]) -> None:

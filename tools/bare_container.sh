@@ -70,8 +70,8 @@ stage() {  # stage NAME COMMAND...: run it, print its wall time and status
 }
 get_git() { apt-get update -qq && apt-get install -y -qq --no-install-recommends git >/dev/null; }
 stage "install git" get_git || exit 1
-stage "clone" git -c advice.detachedHead=false clone --quiet /bundle/checkout.bundle /root/onnx-import-service || exit 1
-cd /root/onnx-import-service
+stage "clone" git -c advice.detachedHead=false clone --quiet /bundle/checkout.bundle /srv/onnx-import-service || exit 1
+cd /srv/onnx-import-service
 result=0
 stage "bash tools/dev.sh test" bash tools/dev.sh test || result=1
 stage "README walkthrough" .venv/bin/python tools/readme_walkthrough.py . || result=1

@@ -1,0 +1,211 @@
+"""The worker's walls in depth, with real workers: what a model that ran code
+in a worker would try, tried (tests/worker_attacks.py runs each attack in a
+fresh worker with every wall up, and once more without walls as the
+control), as root and as an unprivileged user; the worker's descriptors; its
+output kept out of the service's log; a root worker's identity once its
+inputs are open; /readyz reporting Landlock's ABI. Skipped only where the
+kernel offers no Landlock (then /readyz says so, and the service still
+starts unless --require-landlock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import multiprocessing.forkserver
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from service_harness import SAMPLES, ServiceProcess
+
+from service import landlock
+from service.sandbox import Sandbox
+from service.settings import Settings
+
+pytestmark = pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel offers no Landlock")
+
+ATTACKS = REPO / "tests" / "worker_attacks.py"
+NOBODY = 65534
+START_AGAIN = "import subprocess, sys, service.sandbox; subprocess.run([sys.executable, '-c', ''], check=True)"  # as the fork server starts
+AS_NOBODY = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
+# Refused to the control too when it runs unprivileged: the front end is not dumpable.
+PROTECTED_EVEN_UNCONFINED = {"read the front end's memory", "read the front end's environment"}
+
+
+def _attack_folder() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="worker-attacks-", dir="/tmp"))
+    folder.chmod(0o777)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+attack_folder = pytest.fixture(_attack_folder)
+
+
+def _run_attacks(folder: Path, as_nobody: bool) -> dict[str, dict[str, str]]:
+    command = [sys.executable, str(ATTACKS), str(folder)]
+    if as_nobody:
+        command = [*AS_NOBODY, *command]
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    outcomes: dict[str, dict[str, str]] = json.loads(ran.stdout)
+    return outcomes
+
+
+def check_attack_outcomes(outcomes: dict[str, dict[str, str]], unprivileged: bool) -> None:
+    isolation = outcomes.pop("sandbox")["isolation"]
+    assert "landlock" in isolation and "seccomp" in isolation, isolation
+    assert len(outcomes) >= 15
+    held = {name: outcome["confined"] for name, outcome in outcomes.items() if outcome["confined"] == "done"}
+    assert not held, f"attacks that worked inside a worker: {held}"
+    for name, outcome in outcomes.items():
+        assert outcome["confined"].startswith(("refused", "killed")), (name, outcome)
+        if not (unprivileged and name in PROTECTED_EVEN_UNCONFINED):
+            assert outcome["control"] == "done", f"the control of {name!r} failed, so the attack proves nothing: {outcome}"
+
+
+def test_every_attack_fails_inside_a_worker_as_this_user(attack_folder: Path) -> None:
+    check_attack_outcomes(_run_attacks(attack_folder, as_nobody=False), unprivileged=os.geteuid() != 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="not root: the test above is the unprivileged run")
+def test_every_attack_fails_inside_a_worker_as_an_unprivileged_user(attack_folder: Path) -> None:
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv (util-linux) to run as another user")
+    probe = subprocess.run([*AS_NOBODY, sys.executable, "-c", START_AGAIN], capture_output=True, text=True, timeout=60, cwd="/")
+    if probe.returncode != 0:
+        reason = probe.stderr.strip()[-300:]
+        pytest.skip(f"uid {NOBODY} cannot run this Python and this checkout (a folder on the way is private): {reason}")
+    check_attack_outcomes(_run_attacks(attack_folder, as_nobody=True), unprivileged=True)
+
+
+# -- the same sandbox in this process, for what the script does not show
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    started = Sandbox(Settings(test_hooks=True, worker_timeout=20.0))
+    started.start()
+    try:
+        yield started
+    finally:
+        with contextlib.suppress(Exception):
+            multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
+
+
+def _code(sandbox: Sandbox, code: str) -> str:
+    job = sandbox.job("import", directory=str(SAMPLES), model="add.onnx", display_name="add.onnx", test_code=code)
+    return sandbox.run_probe(job, timeout=20.0).test_result or ""
+
+
+OPEN_DESCRIPTORS = """
+import os, stat
+kinds = {}
+for fd in range(4096):
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        continue
+    kinds[fd] = "socket" if stat.S_ISSOCK(mode) else "pipe" if stat.S_ISFIFO(mode) else "char" if stat.S_ISCHR(mode) else "file"
+result = repr(kinds)
+"""
+
+
+def test_a_worker_holds_only_its_own_descriptors(sandbox: Sandbox) -> None:
+    kinds: dict[int, str] = eval(_code(sandbox, OPEN_DESCRIPTORS))
+    # stdin (/dev/null), stdout and stderr (the output pipe), the connection, /proc/self/statm.
+    assert len(kinds) <= 5, kinds
+    assert kinds[0] == "char" and kinds[1] == kinds[2] == "pipe", kinds
+    assert "socket" not in kinds.values(), kinds
+
+
+FORGED = (
+    "import os\n"
+    "os.write(2, b'plain\\n2026-11-30 12:00:00,000 INFO service.audit: delete by admin: ok\\x1b[2J\\n' + b'x' * 100000)\n"
+    "result = 'wrote'"
+)
+
+
+def test_worker_output_is_logged_as_the_workers_and_bounded(sandbox: Sandbox, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="service.sandbox"):
+        assert _code(sandbox, FORGED) == "wrote"
+    lines = [record.getMessage() for record in caplog.records if record.name == "service.sandbox"]
+    assert lines and all(line.startswith("worker ") for line in lines), lines
+    forged = next(line for line in lines if "delete by admin" in line)
+    assert forged.split(": ", 1)[1].startswith("2026-11-30") and "\x1b" not in forged and "\\x1b" in forged
+    assert any("more bytes of output not logged" in line for line in lines)
+    assert sum(len(line) for line in lines) < 80_000
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="workers change identity only when the service runs as root")
+def test_a_root_worker_takes_its_own_identity_once_its_inputs_are_open(sandbox: Sandbox, tmp_path: Path) -> None:
+    job = sandbox.job("import", directory=str(SAMPLES), model="add.onnx", display_name="add.onnx")
+    outcome = sandbox.run(job, [tmp_path / "catalog", tmp_path / "converted"])
+    assert outcome.status == "ok", outcome
+    assert outcome.header is not None and f"uid-{NOBODY}" in outcome.header.isolation.split("+")
+
+
+def test_readyz_reports_landlock_and_its_abi_from_a_background_check(tmp_path: Path) -> None:
+    service = ServiceProcess(tmp_path / "store", SAMPLES, "--require-landlock").start()
+    try:
+        with service.client() as client:
+            answers = [client.get("/readyz").json() for _ in range(40)]
+            workers = service.worker_pids()
+    finally:
+        service.stop()
+    body = answers[-1]
+    assert body["landlock_abi"] == landlock.abi_version(), body
+    assert "landlock" in body["worker_sandbox"], body
+    # 40 calls in a row fork no worker each: they report one check (at most one renewal every 5 s)
+    ages = [answer["checked_seconds_ago"] for answer in answers]
+    assert sum(1 for before, after in itertools.pairwise(ages) if after < before) <= 1, ages
+    assert len(workers) <= 1, workers
+
+
+def test_require_landlock_refuses_to_start_without_it(tmp_path: Path) -> None:
+    """A kernel without Landlock, as a container profile that refuses its calls makes it (ENOSYS)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_LANDLOCK)
+    store = tmp_path / "store"
+    refused = subprocess.run(
+        [sys.executable, "-m", "service", "--store", str(store), "--port", "0", "--require-landlock"],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert refused.returncode == 2 and "--require-landlock" in refused.stderr, refused.stderr
+    service = ServiceProcess(store, SAMPLES, env={"PYTHONPATH": str(site)}).start()  # without the flag: it starts, and says so
+    try:
+        with service.client() as client:
+            body = client.get("/readyz").json()
+    finally:
+        service.stop()
+    assert body["landlock_abi"] == 0 and "landlock" not in body["worker_sandbox"], body
+    assert "Landlock unavailable" in service.log.read_text()
+
+
+NO_LANDLOCK = """\
+# Installed at interpreter start (PYTHONPATH): Landlock's system calls answer ENOSYS.
+import errno
+
+import pyseccomp
+
+profile = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+for name in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"):
+    profile.add_rule(pyseccomp.ERRNO(errno.ENOSYS), name)
+profile.load()
+"""
