@@ -39,7 +39,14 @@ log = logging.getLogger("service")
 
 
 def create_app(settings: Settings) -> FastAPI:
-    store = Store(settings.store, settings.store_max_bytes, min_free=settings.store_min_free, max_import_bytes=settings.max_import_bytes)
+    store = Store(
+        settings.store,
+        settings.store_max_bytes,
+        min_free=settings.store_min_free,
+        max_import_bytes=settings.max_import_bytes,
+        tenant_max_bytes=settings.tenant_max_bytes,
+        tenant_max_models=settings.tenant_max_models,
+    )
     sandbox = Sandbox(settings)
     limiter = ImportLimiter(settings.workers, settings.queue, settings.max_receiving)
     keys = KeyRing(settings.api_keys)  # a broken key file refuses the start (KeyFileError)
@@ -49,7 +56,7 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             keys.reload()
         except KeyFileError as error:
-            log.error("SIGHUP: the key file was not reloaded, the keys in force stay: %s", error)
+            log.warning("SIGHUP: the key file was not reloaded, the keys in force stay: %s", error)
         else:
             log.info("SIGHUP: %d API keys loaded from %s", len(keys.keys), keys.path)
 

@@ -27,10 +27,12 @@ alias kept from the first versions of the API:
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
 import sqlite3
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -245,7 +247,17 @@ class Catalog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.connection: sqlite3.Connection | None = None
+        self.inode: int | None = None  # of the file the connection has open
         self.lock = threading.Lock()
+
+    def current(self) -> bool:
+        """The path still holds the file opened (True while nothing is open)."""
+        if self.inode is None:
+            return True
+        try:
+            return os.stat(self.path).st_ino == self.inode
+        except OSError:
+            return False
 
     def close(self) -> None:
         """Close the connection; a later query opens it again."""
@@ -253,6 +265,7 @@ class Catalog:
             if self.connection is not None:
                 self.connection.close()
                 self.connection = None
+                self.inode = None
 
     def _query(self, sql: str, parameters: tuple[object, ...]) -> tuple[list[str], list[tuple[object, ...]]]:
         """Column names and rows of one query (the connection opened on first use)."""
@@ -260,6 +273,7 @@ class Catalog:
             try:
                 if self.connection is None:
                     uri = f"{self.path.as_uri()}?mode=ro&immutable=1"
+                    self.inode = os.stat(self.path).st_ino
                     self.connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
                 cursor = self.connection.execute(sql, parameters)
                 return [column[0] for column in cursor.description], cursor.fetchall()
@@ -298,15 +312,31 @@ class Catalog:
 
 class OpenCatalogs:
     """The most recently used catalogues, kept open (a connection costs more
-    than a lookup). Content-addressed and immutable, so an open one never goes
-    stale; a deleted model's is dropped when its id is forgotten."""
+    than a lookup). Content-addressed and immutable, so an open one never
+    answers wrong; a deleted model's is dropped when its id is forgotten, and
+    at most every SWEEP_SECONDS those whose file is gone or replaced (evicted,
+    or deleted by another process) are closed, so their space is freed."""
+
+    SWEEP_SECONDS = 1.0
 
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
         self.open: OrderedDict[Path, Catalog] = OrderedDict()
         self.lock = threading.Lock()
+        self.swept = time.monotonic()
+
+    def sweep(self) -> None:
+        """Close the catalogues whose file is no longer the one opened."""
+        with self.lock:
+            self.swept = time.monotonic()
+            gone = [path for path, catalog in self.open.items() if not catalog.current()]
+            closing = [self.open.pop(path) for path in gone]
+        for catalog in closing:
+            catalog.close()
 
     def get(self, path: Path) -> Catalog:
+        if time.monotonic() - self.swept > self.SWEEP_SECONDS:
+            self.sweep()
         with self.lock:
             catalog = self.open.get(path)
             if catalog is not None:

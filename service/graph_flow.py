@@ -4,8 +4,12 @@ Owns `graph_document`: the path of the model's `graph.json`, made once by a
 sandboxed worker that imports the stored model again and renders its resolved
 graph (`service.graph_json`), then added to the model's folder by the store.
 Rendering a 200,000-node graph costs more than importing it, and most clients
-never ask for it, so a POST does not wait for it. Renders of one model in one
-process are shared; the worker runs in an import slot like any import.
+never ask for it, so a POST does not wait for it. Renders of one model for one
+tenant in one process are shared; the worker runs in an import slot like any
+import, and what it adds to the store counts as an import's bytes
+(`--max-import-bytes`, the tenant's quota). Each tenant's first request
+renders the graph, even when the store has it already for another tenant
+(the second render is dropped): its timing tells nothing of others' views.
 
 The model's files are the ones recorded at import: the worker reports the
 identity of each file it read (size, mtime, inode, from its own descriptor),
@@ -29,17 +33,24 @@ from service.store import ModelFolder
 from service.worker_protocol import WorkerHeader
 
 
-async def graph_document(service: Service, model_id: str) -> Path:
+async def graph_document(service: Service, model_id: str, tenant: str) -> int:
+    """An open descriptor of the model's graph document (open before anything
+    can remove it: a DELETE or an eviction racing the answer cannot cut it).
+    Rendered for the tenant's first request even when the store has it (for
+    another tenant): how long a first request takes says nothing of others."""
     folder = service.store.folder(model_id)
-    if folder.graph.is_file():
-        return folder.graph
-    render = service.graph_renders.get(model_id)
-    if render is None:
-        render = asyncio.ensure_future(_render(service, model_id, folder))
-        service.graph_renders[model_id] = render
-        render.add_done_callback(lambda _: service.graph_renders.pop(model_id, None))
-    await asyncio.shield(render)
-    return folder.graph
+    if not service.store.tenants.graph_rendered(tenant, model_id):
+        key = (model_id, tenant)
+        render = service.graph_renders.get(key)
+        if render is None:
+            render = asyncio.ensure_future(_render(service, model_id, folder, tenant))
+            service.graph_renders[key] = render
+            render.add_done_callback(lambda _: service.graph_renders.pop(key, None))
+        await asyncio.shield(render)
+    try:
+        return os.open(folder.graph, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ProblemError("not-found", "the model was removed from the store meanwhile") from None
 
 
 def _source_path(service: Service, folder: ModelFolder, item: SourceFile) -> str:
@@ -61,9 +72,10 @@ def _check_sources(record: StoredRecord, header: WorkerHeader) -> None:
             )
 
 
-async def _render(service: Service, model_id: str, folder: ModelFolder) -> None:
+async def _render(service: Service, model_id: str, folder: ModelFolder, tenant: str) -> None:
     record = await anyio.to_thread.run_sync(service.store.read_record, model_id)
-    if record is None:
+    held = service.store.tenants.get(tenant, model_id)
+    if record is None or held is None:
         raise ProblemError("not-found", "the model was removed from the store meanwhile")
     model_path = _source_path(service, folder, record.files[MODEL_FILE_KEY])
     external_dir = str(folder.upload_external) if record.files[MODEL_FILE_KEY].in_store else None
@@ -73,12 +85,12 @@ async def _render(service: Service, model_id: str, folder: ModelFolder) -> None:
                 "graph",
                 directory=os.path.dirname(model_path),
                 model=os.path.basename(model_path),
-                display_name=record.input,
+                display_name=held.input,  # the name this tenant gave it, never another tenant's
                 external_dir=external_dir,
                 allow_hard_links=service.settings.allow_hard_links,
                 model_id=model_id,
             )
-            header = await run_worker(service, job, [work.graph])
+            header = await run_worker(service, job, [work.graph], service.settings.max_import_bytes)
             _check_sources(record, header)
-            if not await anyio.to_thread.run_sync(service.store.add_graph, model_id, work.graph):
+            if not await anyio.to_thread.run_sync(service.store.add_graph, model_id, work.graph, tenant):
                 raise ProblemError("not-found", "the model was removed from the store meanwhile")

@@ -61,7 +61,7 @@ from service.request_body import body_chunks
 from service.request_context import current_request
 from service.sandbox import WorkerOutcome
 from service.state import Service
-from service.store import ImportTooLargeError, ModelFolder, StoreFullError, is_full
+from service.store import ImportTooLargeError, ModelFolder, StoreFullError, TenantQuotaError, is_full
 from service.summary_doc import finish_summary
 from service.tenant_index import TenantRecord
 from service.uploads import Upload, receive_upload
@@ -92,6 +92,8 @@ def store_space() -> Iterator[None]:
         raise ProblemError("store-full", str(error)) from None
     except ImportTooLargeError as error:
         raise ProblemError("payload-too-large", str(error), limit="max_import_bytes") from None
+    except TenantQuotaError as error:
+        raise ProblemError("tenant-quota-exceeded", str(error), limit=error.limit) from None
     except OSError as error:
         if is_full(error):
             raise ProblemError("store-full", "the store's file system is full") from None
@@ -155,17 +157,17 @@ def _source(report: SourceReport, path: str, in_store: bool) -> SourceFile:
     return SourceFile(path=path, in_store=in_store, size=report.size, mtime_ns=report.mtime_ns, inode=report.inode)
 
 
-async def make_room(service: Service) -> None:
-    """Before an import: the store's free-space floor, evicting if need be; else 507."""
-    if not await anyio.to_thread.run_sync(service.store.make_room):
+async def make_room(service: Service, tenant: str) -> None:
+    """Before an import: the store's free-space floor, evicting (what the tenant may evict) if need be; else 507."""
+    if not await anyio.to_thread.run_sync(service.store.make_room, tenant):
         floor = service.settings.store_min_free
         raise StoreFullError(f"the store's file system has less than {floor} bytes free and no model left to evict")
 
 
-async def receive(request: Request, service: Service, work: ModelFolder) -> Upload:
+async def receive(request: Request, service: Service, work: ModelFolder, tenant: str) -> Upload:
     """An upload's body onto disk, holding a receiving place (not an import place)."""
     async with service.limiter.receiving():
-        await make_room(service)
+        await make_room(service, tenant)
         upload = await receive_upload(request, work.upload_model, work.upload_external, service.settings)
     if upload.size > service.settings.max_import_bytes:
         limit = service.settings.max_import_bytes
@@ -174,7 +176,7 @@ async def receive(request: Request, service: Service, work: ModelFolder) -> Uplo
 
 
 async def import_upload(request: Request, service: Service, work: ModelFolder, tenant: str) -> Response:
-    upload = await receive(request, service, work)
+    upload = await receive(request, service, work, tenant)
     assert upload.model is not None
     async with service.limiter.admission():
         model_id = model_id_of("upload", upload.model.sha256, [(e.location, e.sha256) for e in upload.externals])
@@ -227,7 +229,7 @@ async def import_path(request: Request, service: Service, work: ModelFolder, ten
     resolved = resolve_under_root(data_root, wanted.path)
     folder, name = os.path.split(resolved.real_path)
     async with service.limiter.admission():
-        await make_room(service)
+        await make_room(service, tenant)
         sleep, spin = test_hold(request, service)
         job = service.sandbox.job(
             "import",

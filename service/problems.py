@@ -105,6 +105,7 @@ PROBLEMS = IMPORT_PROBLEMS | _types(
     ("overloaded", "Too many imports are running or waiting", 503),
     ("not-ready", "The service is not ready", 503),
     ("store-full", "The store cannot hold this model within its size cap", 507),
+    ("tenant-quota-exceeded", "The tenant's share of the store is used up", 507),
 )
 _BY_STATUS = {
     400: "bad-request",

@@ -1,10 +1,11 @@
 """Readiness, checked in the background: `/readyz` only reads the last check.
 
 Owns `ReadinessProbe`. Every `INTERVAL_SECONDS` a task in the front end forks
-one probe worker (the fork server is up, and what confines a worker), writes
-and removes a probe file in the store (it is writable) and reads the store's
-free space; `/readyz` answers from the last result, so a call forks nothing
-and writes nothing, and costs what `/healthz` costs, however often it comes.
+one probe worker (the fork server is up, and what confines a worker) and
+writes and removes a probe file in the store (it is writable); `/readyz`
+answers from the last result and reads the store's free space itself (one
+statvfs), so a call forks nothing and writes nothing, and costs about what
+`/healthz` costs, however often it comes.
 A result older than `STALE_AFTER_SECONDS` (the check is stuck) counts as not
 ready.
 """
@@ -35,7 +36,6 @@ class ReadinessCheck:
     fork_server: bool
     isolation: str
     store_writable: bool
-    store_free_bytes: int
     checked_at: float  # time.monotonic()
 
     @property
@@ -57,7 +57,7 @@ class ReadinessProbe:
         except Exception as error:
             log.warning("readiness probe failed: %s", error)
             isolation, fork_server = self._sandbox.isolation, False
-        return ReadinessCheck(fork_server, isolation, self._store.writable(), self._store.free_bytes(), time.monotonic())
+        return ReadinessCheck(fork_server, isolation, self._store.writable(), time.monotonic())
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

@@ -219,6 +219,15 @@ class Settings:
         "store size cap; least recently used models are evicted",
         rule=Rule(lambda size: size >= MIB, "must be at least 1MiB"),
     )
+    tenant_max_bytes: int = setting(
+        0,
+        SIZE,
+        "bytes of stored models one tenant may hold (a shared model counts for each holder; 0: no cap); beyond it 507",
+        shown="`0` (no cap)",
+    )
+    tenant_max_models: int = setting(
+        0, INT, "models one tenant may hold (0: no cap); beyond it 507", rule=within(0, 10_000_000), shown="`0` (no cap)"
+    )
     max_external_files: int = setting(1000, INT, "external data files one model may name", rule=within(1, 100_000))
     max_import_bytes: int = setting(
         32 * GIB,

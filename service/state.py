@@ -32,7 +32,7 @@ class Service:
     keys: KeyRing
     metrics: Metrics
     readiness: ReadinessProbe
-    graph_renders: dict[str, asyncio.Future[None]] = field(default_factory=dict)
+    graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
     catalogs: OpenCatalogs = field(default_factory=OpenCatalogs)
 
 

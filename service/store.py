@@ -37,7 +37,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from service.record import SourceFile, StoredRecord
@@ -54,6 +54,14 @@ class StoreFullError(Exception):
 
 class ImportTooLargeError(Exception):
     """One import would add more bytes to the store than it may."""
+
+
+class TenantQuotaError(Exception):
+    """The tenant's share of the store (`--tenant-max-bytes`, `--tenant-max-models`) is used up."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit  # the setting: tenant_max_bytes or tenant_max_models
 
 
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -84,9 +92,20 @@ class ModelFolder:
 
 
 class Store:
-    def __init__(self, root: Path, max_bytes: int, *, min_free: int = 0, max_import_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        max_bytes: int,
+        *,
+        min_free: int = 0,
+        max_import_bytes: int | None = None,
+        tenant_max_bytes: int = 0,
+        tenant_max_models: int = 0,
+    ) -> None:
         self.root = root
         self.max_bytes = max_bytes
+        self.tenant_max_bytes = tenant_max_bytes  # 0: no per-tenant cap
+        self.tenant_max_models = tenant_max_models
         self.min_free = min_free  # bytes kept free on the file system: eviction makes room, else 507
         self.max_import_bytes = max_import_bytes if max_import_bytes is not None else max_bytes
         self.tenants = TenantIndex(root / "tenants")
@@ -148,23 +167,28 @@ class Store:
         info = os.statvfs(self.root)
         return info.f_bavail * info.f_frsize
 
-    def make_room(self, keep: str | None = None) -> bool:
-        """Evict least recently used models until the file system has `min_free`
-        bytes free; False if it cannot (nothing, or nothing more, to evict)."""
+    def make_room(self, tenant: str, keep: str | None = None) -> bool:
+        """Evict least recently used models (that `tenant` may evict) until the
+        file system has `min_free` bytes free; False if it cannot."""
         if self.free_bytes() >= self.min_free:
             return True
         with self.locked():
-            self._evict(keep=keep or "", free_wanted=self.min_free)
+            self._evict(keep=keep or "", tenant=tenant, free_wanted=self.min_free)
         return self.free_bytes() >= self.min_free
 
     def writable(self) -> bool:
+        """A file can be written in the store (a full file system counts as
+        writable: the free-space floor reports that, and stops at once when
+        space returns)."""
         probe = self.work_root / f"probe-{uuid.uuid4().hex}"
         try:
             write_file_atomically(probe, b"ok")
             probe.unlink()
             return True
-        except OSError:
-            return False
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+            return is_full(error)
 
     @contextlib.contextmanager
     def work_folder(self) -> Iterator[ModelFolder]:
@@ -300,13 +324,39 @@ class Store:
         fsync_tree(work.root)
         target = self.models / model_id
         with self.locked():
+            if not self.tenants.holds(owner.tenant, model_id):
+                self._check_quota(owner.tenant, size, new_model=True)
             if not target.exists():
                 os.rename(work.root, target)
                 fsync_dir(self.models)
                 self._write_usage(self._read_usage() + size)
             created = self.tenants.add(owner, model_id)
-            self._evict(keep=model_id, free_wanted=self.min_free)
+            self._evict(keep=model_id, tenant=owner.tenant, free_wanted=self.min_free)
         return created
+
+    def tenant_usage(self, tenant: str) -> tuple[int, int]:
+        """The bytes and the number of the stored models the tenant holds (a
+        model shared by several tenants counts in full for each)."""
+        folder = self.tenants.folder(tenant)
+        if not folder.is_dir():
+            return 0, 0
+        with os.scandir(folder) as entries:
+            held = [self.models / entry.name.removesuffix(".json") for entry in entries if entry.name.endswith(".json")]
+        stored = [model for model in held if model.is_dir()]
+        return sum(self._size_of(model) for model in stored), len(stored)
+
+    def _check_quota(self, tenant: str, adding: int, new_model: bool) -> None:
+        """TenantQuotaError if `adding` bytes (and a model, if `new_model`) would pass the tenant's caps (lock held)."""
+        if not (self.tenant_max_bytes or self.tenant_max_models):
+            return
+        used, models = self.tenant_usage(tenant)
+        if self.tenant_max_models and new_model and models + 1 > self.tenant_max_models:
+            raise TenantQuotaError(f"the tenant holds {models} models, the most it may (--tenant-max-models)", "tenant_max_models")
+        if self.tenant_max_bytes and used + adding > self.tenant_max_bytes:
+            raise TenantQuotaError(
+                f"the tenant's models take {used} bytes; {adding} more would pass its cap of {self.tenant_max_bytes} (--tenant-max-bytes)",
+                "tenant_max_bytes",
+            )
 
     def refresh_sources(self, model_id: str, files: dict[str, SourceFile]) -> None:
         """The same content was imported again from the data root: record the
@@ -325,25 +375,49 @@ class Store:
                 record.files.update(changed)
                 write_file_atomically(self.folder(model_id).record, record.model_dump_json().encode())
 
-    def add_graph(self, model_id: str, graph: Path) -> bool:
-        """Install a rendered graph document in a stored model (once; a
-        second render of the same model, by another replica, is dropped).
-        False if the model is gone meanwhile."""
+    def add_graph(self, model_id: str, graph: Path, tenant: str) -> bool:
+        """Install a graph document rendered for `tenant` in a stored model
+        (once: a render made when the model has one already, for another
+        tenant or by another replica, is dropped) and note that the tenant had
+        it rendered. The bytes count as an import's, against
+        `--max-import-bytes` and the tenant's quota. False if the model is
+        gone meanwhile."""
         folder = self.folder(model_id)
         size = graph.stat().st_size
+        if size > self.max_import_bytes:
+            raise ImportTooLargeError(f"the graph would add {size} bytes to the store, more than the limit of {self.max_import_bytes}")
         fsync_path(str(graph))
         with self.locked():
-            if not folder.record.is_file():
+            if not folder.record.is_file() or not self.tenants.holds(tenant, model_id):
                 return False
-            if folder.graph.exists():
-                return True
-            os.rename(graph, folder.graph)
-            fsync_dir(folder.root)
-            old = self._size_of(folder.root)
-            write_file_atomically(folder.lru, str(old + size).encode())
-            self._write_usage(self._read_usage() + size)
-            self._evict(keep=model_id, free_wanted=self.min_free)
+            if not folder.graph.exists():
+                self._check_quota(tenant, size, new_model=False)
+                os.rename(graph, folder.graph)
+                fsync_dir(folder.root)
+                old = self._size_of(folder.root)
+                write_file_atomically(folder.lru, str(old + size).encode())
+                self._write_usage(self._read_usage() + size)
+                self._evict(keep=model_id, tenant=tenant, free_wanted=self.min_free)
+            self.tenants.mark_graph_rendered(tenant, model_id)
         return True
+
+    def _evictable_by(self, tenant: str) -> Callable[[str], bool]:
+        """Whether `tenant`'s need for room may evict a model (lock held)."""
+        holders = self.tenants.holders()
+        own = self.tenants.folder(tenant).name
+        usage: dict[str, list[int]] = {}
+        for model_id, holding in holders.items():
+            size = self._size_of(self.models / model_id)
+            for holder in holding:
+                used = usage.setdefault(holder, [0, 0])
+                used[0] += size
+                used[1] += 1
+        over = {
+            holder
+            for holder, (used, models) in usage.items()
+            if (self.tenant_max_bytes and used > self.tenant_max_bytes) or (self.tenant_max_models and models > self.tenant_max_models)
+        }
+        return lambda model_id: all(holder == own or holder in over for holder in holders.get(model_id, ()))
 
     def _remove_content(self, model_id: str) -> Path | None:
         """Move a model's folder out of models/ (lock held); the trash to delete, or None."""
@@ -358,9 +432,11 @@ class Store:
         self._write_usage(self._read_usage() - size)
         return trash
 
-    def _evict(self, keep: str, free_wanted: int = 0) -> None:
+    def _evict(self, keep: str, tenant: str, free_wanted: int = 0) -> None:
         """Least recently used first, until the total is within the cap and the
-        file system has `free_wanted` bytes free (lock held)."""
+        file system has `free_wanted` bytes free (lock held). Only models that
+        `tenant` may evict: its own, those nobody holds, and those whose every
+        holder is over its quota; never a model of another tenant within its quota."""
         total = self._read_usage()
 
         def enough() -> bool:
@@ -368,9 +444,10 @@ class Store:
 
         if enough():
             return
+        evictable = self._evictable_by(tenant)
         candidates = []
         for folder in self.models.iterdir():
-            if folder.name == keep or not folder.is_dir():
+            if folder.name == keep or not folder.is_dir() or not evictable(folder.name):
                 continue
             try:
                 used = (folder / "lru").stat().st_mtime_ns

@@ -6,6 +6,10 @@ beside its content:
     tenants/<T>/<id>.json   tenant T holds model <id>: the name it gave the
                             model and when (written once; its mtime orders
                             the tenant's listing)
+    tenants/<T>/<id>.graph  tenant T has had the model's graph rendered for
+                            it once (a graph another tenant had rendered is
+                            rendered again for T's first request, so its
+                            timing says nothing of other tenants' views)
 
 where <T> is the first 32 hex digits of the SHA-256 of the tenant's name (a
 name never becomes a path). Content (`models/<id>/`) is shared: two tenants
@@ -68,11 +72,30 @@ class TenantIndex:
         return True
 
     def remove(self, tenant: str, model_id: str) -> bool:
+        with contextlib.suppress(FileNotFoundError):
+            self.path(tenant, model_id).with_suffix(".graph").unlink()
         try:
             self.path(tenant, model_id).unlink()
         except FileNotFoundError:
             return False
         return True
+
+    def graph_rendered(self, tenant: str, model_id: str) -> bool:
+        """The model's graph was rendered for this tenant once."""
+        return MODEL_ID.fullmatch(model_id) is not None and self.path(tenant, model_id).with_suffix(".graph").is_file()
+
+    def mark_graph_rendered(self, tenant: str, model_id: str) -> None:
+        self.path(tenant, model_id).with_suffix(".graph").touch()
+
+    def holders(self) -> dict[str, set[str]]:
+        """Model id -> the folders (hashed tenant names) of the tenants that hold it."""
+        held: dict[str, set[str]] = {}
+        for folder in self._tenant_folders():
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".json"):
+                        held.setdefault(entry.name.removesuffix(".json"), set()).add(folder.name)
+        return held
 
     def held_by_anyone(self, model_id: str) -> bool:
         return any((folder / f"{model_id}.json").exists() for folder in self._tenant_folders())
@@ -80,8 +103,9 @@ class TenantIndex:
     def forget(self, model_id: str) -> None:
         """Drop every tenant's record of a model (its content was evicted)."""
         for folder in self._tenant_folders():
-            with contextlib.suppress(FileNotFoundError):
-                (folder / f"{model_id}.json").unlink()
+            for suffix in (".json", ".graph"):
+                with contextlib.suppress(FileNotFoundError):
+                    (folder / f"{model_id}{suffix}").unlink()
 
     def newest(self, tenant: str, before: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
         """(record time in ns, id) of up to `limit` of the tenant's models, newest

@@ -186,7 +186,7 @@ def open_checked(root: str, identity: SourceFile) -> int:
     return fd
 
 
-async def _stream(prefix: bytes, fd: int, offset: int, start: int, end: int) -> AsyncIterator[bytes]:
+async def stream_range(prefix: bytes, fd: int, offset: int, start: int, end: int) -> AsyncIterator[bytes]:
     """Bytes [start, end] of prefix + file[offset:]; closes `fd` at the end."""
     try:
         position = start
@@ -259,7 +259,7 @@ def tensor_response(request: Request, model_id: str, row: TensorRow, source: tup
         finally:
             os.close(fd)
         return Response(body, status_code=status, headers=headers, media_type=media_type)
-    return StreamingResponse(_stream(prefix, fd, row.offset, start, end), status_code=status, headers=headers, media_type=media_type)
+    return StreamingResponse(stream_range(prefix, fd, row.offset, start, end), status_code=status, headers=headers, media_type=media_type)
 
 
 def _read_range(prefix: bytes, fd: int, offset: int, start: int, end: int) -> bytes:

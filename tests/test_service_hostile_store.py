@@ -289,7 +289,8 @@ def test_a_full_store_answers_507_evicts_and_recovers_without_a_restart(tmp_path
             filler = fill(disk, leave=512 << 10)
             body = assert_problem(client.get("/readyz"), 503, "not-ready")
             assert "free" in body["detail"]
-            assert client.post("/models", json={"path": "add.onnx"}).status_code == 201
+            evicting = client.post("/models", json={"path": "add.onnx"})
+            assert evicting.status_code == 201, evicting.text
             assert_problem(client.get(f"/models/{uploaded.json()['id']}"), 404)
             # nothing left to evict, the file system full: 507 for paths and uploads alike
             fill(disk, leave=0)

@@ -45,10 +45,9 @@ async def readyz(service: ServiceDep) -> JSONResponse:
     if check is None or check.stale:
         raise ProblemError("not-ready", "the readiness check has not run for a while")
     network_isolation, worker_sandbox, landlock_abi = describe_isolation(check.isolation)
-    if check.store_free_bytes < service.settings.store_min_free:
-        raise ProblemError(
-            "not-ready", f"the store has {check.store_free_bytes} bytes free, below --store-min-free ({service.settings.store_min_free})"
-        )
+    free = service.store.free_bytes()  # one statvfs: as of now
+    if free < service.settings.store_min_free:
+        raise ProblemError("not-ready", f"the store has {free} bytes free, below --store-min-free ({service.settings.store_min_free})")
     if not (check.fork_server and check.store_writable):
         raise ProblemError(
             "not-ready",
@@ -68,7 +67,7 @@ async def readyz(service: ServiceDep) -> JSONResponse:
         uploads_receiving=service.limiter.receiving_now,
         max_receiving=service.limiter.max_receiving,
         saturated=service.limiter.saturated,
-        store_free_bytes=check.store_free_bytes,
+        store_free_bytes=free,
     )
     return JSONResponse(readiness.model_dump())
 

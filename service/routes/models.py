@@ -11,6 +11,7 @@ under the data root). Every GET also answers HEAD.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from datetime import UTC, datetime
 from typing import Annotated
@@ -18,7 +19,7 @@ from typing import Annotated
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from service.auth import DeleteCaller, ImportCaller, ReadCaller
@@ -30,6 +31,7 @@ from service.openapi_doc import problem_responses
 from service.problems import ProblemError, bounded
 from service.request_context import current_request
 from service.state import Service, ServiceDep
+from service.tensors import stream_range
 
 router = APIRouter(tags=["models"])
 audit = logging.getLogger("service.audit")
@@ -173,11 +175,17 @@ async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> R
     summary="The full resolved graph (rendered by a worker on first request)",
     responses=problem_responses(401, 403, 404, 409, 422, 503),
 )
-async def get_graph(model_id: str, service: ServiceDep, caller: ReadCaller) -> Response:
+async def get_graph(model_id: str, request: Request, service: ServiceDep, caller: ReadCaller) -> Response:
     require_model(service, caller.tenant, model_id)
     service.store.touch(model_id)
-    path = await graph_document(service, model_id)
-    return FileResponse(path, media_type="application/json")
+    with store_space():
+        fd = await graph_document(service, model_id, caller.tenant)
+    size = os.fstat(fd).st_size
+    headers = {"Content-Length": str(size)}
+    if request.method == "HEAD" or size == 0:
+        os.close(fd)
+        return Response(status_code=200, headers=headers, media_type="application/json")
+    return StreamingResponse(stream_range(b"", fd, 0, 0, size - 1), headers=headers, media_type="application/json")
 
 
 @router.delete(
