@@ -7,7 +7,8 @@ loopback (127.0.0.1) and aborts and records anything else; each test ends by
 checking that nothing was aborted and that no script error went uncaught.
 Covered: an upload (with external data, and a folder) and the graph drawn;
 clicking a node for its attributes, subgraphs and search; a tensor's preview
-and downloads (against the onnx reference); a refused model's hex view; the
+and downloads (against the onnx reference); a refused model's hex view (also
+for names the service clips or escapes: 250 characters, a tab, byte 0x01); the
 API key field; /docs listing every operation and /redoc; a 5,000-node graph
 (layout time measured, the page kept responsive) and a larger one drawn a
 page at a time; a model failing the operator check (its diagnostics listed,
@@ -488,6 +489,39 @@ def test_a_refused_model_shows_the_problem_and_a_hex_view_of_the_local_file(
     expect(hit).to_have_text(f"{data[offset]:02x}")
     expect(page.locator("#hex .hexline")).to_have_count((len(data) + 15) // 16)
     expect(page.locator("#status")).to_contain_text("422 Malformed")
+
+
+# Names the service bounds (200 characters) or escapes in the problem's `input`: the hex view
+# still reads the file the page sent. Real files on disk: Chromium's file chooser takes the name
+# from the path, and Linux allows a tab or \x01 in it (and 250 bytes).
+ODD_NAMES = {"250-characters": "m" * 245 + ".onnx", "tab": "tab\there.onnx", "control-01": "ctl\x01here.onnx"}
+
+
+@pytest.mark.parametrize("name", ODD_NAMES.values(), ids=ODD_NAMES.keys())
+def test_a_refused_model_with_a_long_or_control_character_name_has_its_hex_view(
+    server: ServiceProcess, watched: Watched, tmp_path: Path, name: str
+) -> None:
+    watched.allowed_failures.add(422)
+    data, offset = broken_model()
+    broken = tmp_path / name
+    broken.write_bytes(data)
+    page = open_explorer(watched, server)
+    page.set_input_files("#files", str(broken))
+    page.click("#upload")
+    expect(page.locator("#tab-problem")).to_be_visible()
+    expect(page.locator("#problem-kind")).to_have_text("Malformed")
+    expect(page.locator("#problem-offset")).to_have_text(str(offset))
+    hit = page.locator("#hex .byte.hit")
+    expect(hit).to_have_count(1)
+    expect(hit).to_have_attribute("data-offset", str(offset))
+    expect(hit).to_have_text(f"{data[offset]:02x}")
+    row = offset // 16 * 16
+    line = page.locator("#hex .hexline", has=page.locator(f'.byte[data-offset="{offset}"]'))
+    expect(line.locator(".byte:not(.pad)")).to_have_text([f"{b:02x}" for b in data[row : row + 16]])
+    expect(page.locator("#hex .hexline")).to_have_count((len(data) + 15) // 16)
+    shown = name.replace("\t", "\\x09").replace("\x01", "\\x01")
+    expect(page.locator("#hex-file")).to_have_attribute("title", shown)  # the whole name, control characters escaped
+    assert len(page.locator("#hex-file").inner_text()) < 160  # the heading itself is clipped
 
 
 def test_the_api_key_is_sent_and_kept_for_the_session_only(tmp_path: Path, browser: Browser) -> None:

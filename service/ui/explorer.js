@@ -13,6 +13,7 @@ const PREVIEW_BYTES = 4 << 20; // a preview reads at most this much of a tensor 
 const PREVIEW_ITEMS = 64; // elements listed
 const HISTOGRAM_BINS = 32;
 const HEX_ROWS_AROUND = 8; // rows of 16 bytes shown before and after the offset's row
+const HEX_NAME_CHARS = 120; // of the local file's name in the hex view's heading (all of it in the heading's tooltip)
 const DIAGNOSTICS_PAGE = 250;
 const MAX_DIAGNOSTICS = 1000; // listed and marked: the first ones, in file order
 const ELEMENT_SIZES = {
@@ -25,7 +26,6 @@ const state = {
   model: null, // the summary of the open model
   generation: 0, // bumped when another model opens: late answers for the old one are dropped
   upload: { files: [], model: null }, // picked files: {file, path}
-  localFiles: new Map(), // name the service reports as `input` -> File (for the hex view)
   modelsCursor: null,
   tensorsCursor: null,
   graph: null, // {graphs, root} once the worker has loaded the document
@@ -213,29 +213,26 @@ async function upload() {
   if (!model) return;
   const form = new FormData();
   form.append("model", model.file, model.file.name);
-  state.localFiles = new Map([[model.file.name, model.file]]);
-  for (const entry of files) {
-    if (entry === model) continue;
-    form.append("external_data", entry.file, entry.location);
-    state.localFiles.set(entry.location, entry.file);
-  }
+  for (const entry of files) if (entry !== model) form.append("external_data", entry.file, entry.location);
   status(`importing ${model.file.name} (${bytes(files.reduce((n, e) => n + e.file.size, 0)).split(" (")[0]})…`);
-  await importWith({ method: "POST", body: form });
+  // a refusal's offset is in the model file: the hex view reads the File sent, whatever its
+  // name (the problem's `input` is the name bounded and escaped by the service, not a key to it)
+  await importWith({ method: "POST", body: form }, model.file);
 }
 
 async function importPath(path) {
-  state.localFiles = new Map();
   status(`importing ${path} from the data root…`);
-  await importWith({ method: "POST", body: JSON.stringify({ path }), headers: { "Content-Type": "application/json" } });
+  await importWith({ method: "POST", body: JSON.stringify({ path }), headers: { "Content-Type": "application/json" } }, null);
 }
 
-async function importWith(request) {
+// `sent`: the model File uploaded (for a refusal's hex view), or null for a data-root path
+async function importWith(request, sent) {
   let response;
   try {
     response = await api("/models", request);
   } catch (error) {
     if (error instanceof Problem && error.problem.kind) {
-      showProblem(error.problem);
+      showProblem(error.problem, sent);
       status(describeError(error), "error");
       return;
     }
@@ -249,7 +246,6 @@ async function importWith(request) {
 
 async function openModel(id) {
   status("opening " + id.slice(0, 12) + "…");
-  state.localFiles = new Map();
   openSummary(await apiJson(`/models/${encodeURIComponent(id)}`));
   status("", "info");
 }
@@ -1020,10 +1016,10 @@ function histogram(values, min, max) {
 
 // -- a refused model
 
-function showProblem(p) {
+// `file`: the model File this browser sent (the offset is in it), or null (a data-root path)
+function showProblem(p, file) {
   const button = $("#tabs [data-tab=problem]");
   button.hidden = false;
-  const file = p.input ? state.localFiles.get(p.input) : null;
   fill($("#tab-problem"), 
     el("h2", {}, p.title || "Refused"),
     el("dl", { class: "facts problem" },
@@ -1044,6 +1040,9 @@ function showProblem(p) {
     else fill($("#hex"), el("p", { class: "hint" }, "The hex view reads the file in this browser: it is shown for uploads, not for files under the data root."));
   }
 }
+
+// a local file's name as shown: control characters escaped (a tab as \x09), so none is invisible
+const printableName = (name) => name.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
 
 async function hexView(file, offset) {
   const row = Math.floor(offset / 16);
@@ -1068,7 +1067,10 @@ async function hexView(file, offset) {
     lines.push(el("div", { class: "hexline" }, el("span", { class: "address" }, String(at).padStart(10, " ")), " ", cells, "  ", el("span", { class: "ascii" }, text)));
   }
   const note = offset >= file.size ? `The offset is the end of the file (${number(file.size)} bytes): the data stops there.` : `Byte ${number(offset)} is highlighted; addresses are decimal.`;
-  fill($("#hex"), el("h3", {}, `${file.name}, bytes ${number(start)}–${number(Math.max(start, end - 1))}`), el("p", { class: "hint" }, note), el("pre", { class: "hexdump" }, lines));
+  const name = printableName(file.name);
+  const shown = name.length > HEX_NAME_CHARS ? name.slice(0, HEX_NAME_CHARS - 1) + "…" : name;
+  const heading = el("h3", { id: "hex-file", title: name }, `${shown}, bytes ${number(start)}–${number(Math.max(start, end - 1))}`);
+  fill($("#hex"), heading, el("p", { class: "hint" }, note), el("pre", { class: "hexdump" }, lines));
 }
 
 // -- wiring
