@@ -294,13 +294,15 @@ def readyz_cost(team: Team, label: str) -> None:
         idle = import_p50(client)
         ready, ready_rate = flooded(client, "/readyz")
         health, health_rate = flooded(client, "/healthz")
-    # The control: an unbounded flood of any route takes these 2 cores from the import; the same
-    # flood of /healthz (the cheapest route) tells that cost from /readyz's own.
+    # An unbounded flood of any route takes these 2 cores from the import; what the issue asks is that
+    # /readyz cost no more than /healthz (no fork, no store write per call): held when the /readyz flood
+    # slows the import at most 1.5x what the same /healthz flood does, and answers at least half as fast.
+    # (Before the background check: 8.4x at 104 answers/s.)
     team.report(
-        ready / idle < 2,
+        ready / health <= 1.5 and ready_rate >= health_rate / 2,
         label,
-        f"path import p50 {idle * 1000:.1f} ms idle, {ready * 1000:.1f} ms under 16 /readyz loops ({ready_rate:.0f} answers/s): "
-        f"{ready / idle:.1f}x (bound 2); control, under 16 /healthz loops ({health_rate:.0f}/s): {health / idle:.1f}x",
+        f"path import p50 {idle * 1000:.1f} ms idle; under 16 /readyz loops ({ready_rate:.0f} answers/s) {ready / idle:.1f}x, "
+        f"under 16 /healthz loops ({health_rate:.0f}/s) {health / idle:.1f}x: /readyz {ready / health:.2f}x /healthz's (bound 1.5)",
     )
 
 

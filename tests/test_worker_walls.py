@@ -28,6 +28,7 @@ from conftest import REPO
 from service_harness import SAMPLES, ServiceProcess
 
 from service import landlock
+from service.models import Readiness
 from service.sandbox import Sandbox
 from service.settings import Settings
 
@@ -165,6 +166,8 @@ def test_readyz_reports_landlock_and_its_abi_from_a_background_check(tmp_path: P
     finally:
         service.stop()
     body = answers[-1]
+    assert Readiness.model_validate(body).status == "ready"  # the documented fields, exactly
+    assert set(body) == set(Readiness.model_fields), body
     assert body["landlock_abi"] == landlock.abi_version(), body
     assert "landlock" in body["worker_sandbox"], body
     # 40 calls in a row fork no worker each: they report one check (at most one renewal every 5 s)
