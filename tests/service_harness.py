@@ -26,6 +26,9 @@ from typing import Any
 import httpx
 from conftest import REPO
 
+from service.sandbox import Sandbox
+from service.settings import Settings
+
 SAMPLES = REPO / "testdata" / "samples"
 PROBLEM_FIELDS = ("type", "title", "status", "detail", "instance")
 
@@ -114,6 +117,40 @@ def serving(store: Path, data_root: Path, *args: str, env: dict[str, str] | None
         yield service
     finally:
         service.stop()
+
+
+def read_until_closed(connection: socket.socket, timeout: float = 10.0) -> tuple[bytes, bool]:
+    """What the server sends until it closes the connection (True) or
+    `timeout` seconds pass (False)."""
+    received = b""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        connection.settimeout(left)
+        try:
+            chunk = connection.recv(65536)
+        except TimeoutError:
+            break
+        except ConnectionResetError:
+            return received, True
+        if not chunk:
+            return received, True
+        received += chunk
+    return received, False
+
+
+@contextlib.contextmanager
+def started_sandbox() -> Iterator[Sandbox]:
+    """A started `Sandbox` in this process, test hooks on (its fork server a child
+    of this process, stopped on the way out for the modules after)."""
+    import multiprocessing.forkserver
+
+    started = Sandbox(Settings(test_hooks=True, worker_timeout=20.0))
+    started.start()
+    try:
+        yield started
+    finally:
+        with contextlib.suppress(Exception):
+            multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
 
 
 def children_of(pid: int) -> list[int]:

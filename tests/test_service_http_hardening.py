@@ -22,7 +22,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from service_harness import ServiceProcess, assert_problem, copy_samples, serving
+from service_harness import ServiceProcess, assert_problem, copy_samples, read_until_closed, serving
 
 HEADER_TIMEOUT = 2.0  # the main server's --header-timeout
 MARGIN = 1.5  # seconds the server may take beyond a deadline (timer, loaded machine)
@@ -91,25 +91,6 @@ def connect(server: ServiceProcess, timeout: float = 10.0) -> socket.socket:
     connection = socket.create_connection(("127.0.0.1", server.port), timeout=timeout)
     connection.settimeout(timeout)
     return connection
-
-
-def read_until_closed(connection: socket.socket, timeout: float) -> tuple[bytes, bool]:
-    """What the server sends until it closes the connection (True) or
-    `timeout` seconds pass (False)."""
-    received = b""
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        connection.settimeout(left)
-        try:
-            chunk = connection.recv(65536)
-        except TimeoutError:
-            break
-        except ConnectionResetError:
-            return received, True
-        if not chunk:
-            return received, True
-        received += chunk
-    return received, False
 
 
 def statuses(response: bytes) -> list[int]:

@@ -28,7 +28,7 @@ import onnx
 import pytest
 from conftest import REPO
 from onnx import TensorProto, helper, numpy_helper
-from service_harness import ServiceProcess, assert_problem, copy_samples, serving
+from service_harness import ServiceProcess, assert_problem, copy_samples, read_until_closed, serving
 
 from service.api_keys import new_key
 
@@ -77,24 +77,6 @@ def connect(server: ServiceProcess, timeout: float = 10.0) -> socket.socket:
     connection = socket.create_connection(("127.0.0.1", server.port), timeout=timeout)
     connection.settimeout(timeout)
     return connection
-
-
-def read_until_closed(connection: socket.socket, timeout: float = 10.0) -> tuple[bytes, bool]:
-    """What the server sends until it closes the connection (True) or `timeout` passes (False)."""
-    received = b""
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        connection.settimeout(left)
-        try:
-            chunk = connection.recv(65536)
-        except TimeoutError:
-            break
-        except ConnectionResetError:
-            return received, True
-        if not chunk:
-            return received, True
-        received += chunk
-    return received, False
 
 
 def read_one_response(connection: socket.socket) -> tuple[int, dict[str, str], bytes]:

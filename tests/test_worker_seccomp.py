@@ -12,8 +12,6 @@ Skipped only where libseccomp cannot be loaded.
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing.forkserver
 import os
 import socket
 import stat
@@ -24,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_harness import SAMPLES, ServiceProcess, children_of
+from service_harness import SAMPLES, ServiceProcess, children_of, started_sandbox
 
 from service import seccomp_filter
 from service.sandbox import Sandbox, WorkerOutcome, describe_isolation
@@ -40,14 +38,8 @@ STOPPED = "stopped by its sandbox: it made a forbidden system call (SIGSYS)"
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Sandbox]:
-    """A started sandbox with the test hooks on (the fork server is this process's child)."""
-    started = Sandbox(Settings(test_hooks=True, worker_timeout=20.0))
-    started.start()
-    try:
+    with started_sandbox() as started:
         yield started
-    finally:
-        with contextlib.suppress(Exception):  # the fork server: stopped for the modules after this one
-            multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
 
 
 def _import_job(sandbox: Sandbox, **details: object) -> WorkerJob:

@@ -10,11 +10,9 @@ starts unless --require-landlock).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
-import multiprocessing.forkserver
 import os
 import shutil
 import subprocess
@@ -25,12 +23,11 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from service_harness import SAMPLES, ServiceProcess
+from service_harness import SAMPLES, ServiceProcess, started_sandbox
 
 from service import landlock
 from service.models import Readiness
 from service.sandbox import Sandbox
-from service.settings import Settings
 
 pytestmark = pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel offers no Landlock")
 
@@ -96,13 +93,8 @@ def test_every_attack_fails_inside_a_worker_as_an_unprivileged_user(attack_folde
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Sandbox]:
-    started = Sandbox(Settings(test_hooks=True, worker_timeout=20.0))
-    started.start()
-    try:
+    with started_sandbox() as started:
         yield started
-    finally:
-        with contextlib.suppress(Exception):
-            multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
 
 
 def _code(sandbox: Sandbox, code: str) -> str:
