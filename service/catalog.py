@@ -312,16 +312,18 @@ class Catalog:
 
 class OpenCatalogs:
     """The most recently used catalogues, kept open (a connection costs more
-    than a lookup). Content-addressed and immutable, so an open one never
-    answers wrong; a deleted model's is dropped when its id is forgotten, and
-    at most every SWEEP_SECONDS those whose file is gone or replaced (evicted,
-    or deleted by another process) are closed, so their space is freed."""
+    than a lookup), one per tenant and file: a tenant's first request opens
+    its own, so it is no faster for another tenant's use of the same model.
+    Content-addressed and immutable, so an open one never answers wrong; a
+    deleted model's are dropped when its id is forgotten, and at most every
+    SWEEP_SECONDS those whose file is gone or replaced (evicted, or deleted by
+    another process) are closed, so their space is freed."""
 
     SWEEP_SECONDS = 1.0
 
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
-        self.open: OrderedDict[Path, Catalog] = OrderedDict()
+        self.open: OrderedDict[tuple[str, Path], Catalog] = OrderedDict()  # (tenant, file)
         self.lock = threading.Lock()
         self.swept = time.monotonic()
 
@@ -329,29 +331,31 @@ class OpenCatalogs:
         """Close the catalogues whose file is no longer the one opened."""
         with self.lock:
             self.swept = time.monotonic()
-            gone = [path for path, catalog in self.open.items() if not catalog.current()]
-            closing = [self.open.pop(path) for path in gone]
+            gone = [key for key, catalog in self.open.items() if not catalog.current()]
+            closing = [self.open.pop(key) for key in gone]
         for catalog in closing:
             catalog.close()
 
-    def get(self, path: Path) -> Catalog:
+    def get(self, path: Path, tenant: str) -> Catalog:
         if time.monotonic() - self.swept > self.SWEEP_SECONDS:
             self.sweep()
+        key = (tenant, path)
         with self.lock:
-            catalog = self.open.get(path)
+            catalog = self.open.get(key)
             if catalog is not None:
-                self.open.move_to_end(path)
+                self.open.move_to_end(key)
                 return catalog
         catalog = Catalog(path)
         with self.lock:
-            self.open[path] = catalog
+            self.open[key] = catalog
             while len(self.open) > self.capacity:
                 _, oldest = self.open.popitem(last=False)
                 oldest.close()
         return catalog
 
     def forget(self, path: Path) -> None:
+        """Close every tenant's connection to `path`."""
         with self.lock:
-            catalog = self.open.pop(path, None)
-        if catalog is not None:
+            closing = [self.open.pop(key) for key in [key for key in self.open if key[1] == path]]
+        for catalog in closing:
             catalog.close()

@@ -103,7 +103,7 @@ class Sandbox:
 
     @property
     def worker_sandbox(self) -> list[str]:
-        """What confines a worker, as the last probe found: network-namespace, user-namespace, seccomp."""
+        """What confines a worker, as the last probe found: network-namespace, user-namespace, landlock, seccomp."""
         return describe_isolation(self.isolation)[1]
 
     @property

@@ -43,7 +43,7 @@ def list_diagnostics(
     require_model(service, caller.tenant, model_id)
     after = seq_after("diagnostics", cursor)
     with catalog_errors():
-        rows = catalog_of(service, model_id).diagnostics(after, limit + 1, severity)
+        rows = catalog_of(service, model_id, caller.tenant).diagnostics(after, limit + 1, severity)
     page = page_of(
         rows, limit, "diagnostics", lambda row: (int(str(row["seq"])),), f"/models/{model_id}/diagnostics", severity=severity or ""
     )

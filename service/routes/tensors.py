@@ -90,15 +90,15 @@ def list_tensors(
     require_model(service, caller.tenant, model_id)
     after = seq_after("tensors", cursor)
     with catalog_errors():
-        rows = catalog_of(service, model_id).page(after, limit + 1, prefix)
+        rows = catalog_of(service, model_id, caller.tenant).page(after, limit + 1, prefix)
     page = page_of(rows, limit, "tensors", lambda row: (row.seq,), f"/models/{model_id}/tensors", prefix=prefix)
     items = [entry_of(model_id, row) for row in page.items]
     return TensorPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
 
 
-def find_tensor(service: Service, model_id: str, name: str, field_path: str | None) -> TensorRow:
+def find_tensor(service: Service, model_id: str, tenant: str, name: str, field_path: str | None) -> TensorRow:
     """The one tensor `name` (and `field_path`, if given) means; else 404 or 409."""
-    catalog = catalog_of(service, model_id)
+    catalog = catalog_of(service, model_id, tenant)
     if field_path is not None:
         row = catalog.by_field_path(field_path)
         if row is None or name not in (row.name, row.alias):
@@ -149,7 +149,7 @@ def get_tensor(
     require_utf8(request.scope.get("query_string"), "query")
     require_model(service, caller.tenant, model_id)
     with catalog_errors():
-        row = find_tensor(service, model_id, name, field_path)
+        row = find_tensor(service, model_id, caller.tenant, name, field_path)
     record = service.store.read_record(model_id)
     if record is None:
         raise ProblemError("not-found", "the model was removed from the store meanwhile")
@@ -164,8 +164,8 @@ def get_tensor(
     return tensor_response(request, model_id, row, source, format)
 
 
-def catalog_of(service: Service, model_id: str) -> Catalog:
-    return service.catalogs.get(service.store.folder(model_id).catalog)
+def catalog_of(service: Service, model_id: str, tenant: str) -> Catalog:
+    return service.catalogs.get(service.store.folder(model_id).catalog, tenant)
 
 
 @contextlib.contextmanager
