@@ -231,7 +231,10 @@ def test_a_catalogue_deleted_by_another_process_is_closed(tmp_path: Path) -> Non
         with first.client() as client:
             assert client.get(f"/models/{other}/tensors?limit=1").status_code == 200
         assert first.process is not None
-        held = [os.readlink(f"/proc/{first.process.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{first.process.pid}/fd")]
+        try:
+            held = [os.readlink(f"/proc/{first.process.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{first.process.pid}/fd")]
+        except PermissionError:  # the front end is not dumpable: only CAP_SYS_PTRACE sees its descriptors
+            pytest.skip("the service's descriptors cannot be read here (it is not dumpable, and this root has no CAP_SYS_PTRACE)")
     assert not [target for target in held if "catalog.sqlite" in target and "(deleted)" in target], held
 
 
