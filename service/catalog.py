@@ -93,7 +93,7 @@ COLUMNS = "seq, name, alias, field_path, role, elem_type, dims, byte_length, sou
 
 @dataclass(frozen=True, slots=True)
 class TensorRow:
-    """One catalogue row (see SCHEMA)."""
+    """One catalogue row (see TABLE)."""
 
     seq: int
     name: str

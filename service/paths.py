@@ -82,15 +82,6 @@ def resolve_under_root(root: str, path: str) -> ResolvedPath:
     return ResolvedPath(real_path, path, info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
 
 
-def resolve_confined(directory: str, location: str) -> str | None:
-    """The real path of `location` inside `directory`, or None if it escapes."""
-    real_directory = os.path.realpath(directory)
-    real_path = os.path.realpath(os.path.join(real_directory, location))
-    if real_path == real_directory or os.path.commonpath([real_directory, real_path]) != real_directory:
-        return None
-    return real_path
-
-
 class PathChanged(Exception):
     """A recorded relative path no longer leads to a regular file without links."""
 

@@ -63,12 +63,12 @@ from big_models import write_big_graph_model
 from conftest import REPO
 from deploy_files import COMPOSE, DEPLOY, FRONT_END_ANNOTATION, compose_bytes, k8s_quantity, read_dockerfile, yaml_document
 from onnx import TensorProto, helper, numpy_helper
+from service_harness import assert_problem
 
 pytestmark = pytest.mark.slow
 
 SERVICE = "onnx-import"
 PROJECT_PREFIX = "onnx-ctest-"
-PROBLEM = "application/problem+json"
 ID = re.compile(r"[0-9a-f]{64}")
 MIB = 1 << 20
 BUILD_SECONDS = 1200
@@ -243,14 +243,6 @@ def reference_tensor(model_path: Path, name: str) -> bytes:
     (tensor,) = [t for t in model.graph.initializer if t.name == name]
     array = numpy_helper.to_array(tensor)
     return bytes(array.astype(array.dtype.newbyteorder("<")).tobytes())
-
-
-def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].split(";")[0] == PROBLEM
-    problem = response.json()
-    assert isinstance(problem, dict) and problem["status"] == status and problem["type"] and problem["detail"]
-    return problem
 
 
 # --- the stack

@@ -48,13 +48,13 @@ from build_backend import compiler_problem
 from conftest import REPO
 from deploy_files import DEPLOY, FRONT_END_ANNOTATION, k8s_quantity, read_dockerfile, yaml_document
 from onnx import TensorProto, helper
+from service_harness import assert_problem
 from wheel_builds import Wheels
 
 pytestmark = pytest.mark.slow
 
 START_SECONDS = 90
 STOP_SECONDS = 30
-PROBLEM = "application/problem+json"
 LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 ID = re.compile(r"[0-9a-f]{64}")
 
@@ -349,15 +349,6 @@ def client(packaged: Packaged) -> Iterator[httpx.Client]:
         pytest.fail(f"the service has stopped (exit {replica.exit_code}):\n{replica.log_tail()}")
     with httpx.Client(base_url=replica.url, timeout=60) as client:
         yield client
-
-
-def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].split(";")[0] == PROBLEM
-    problem = response.json()
-    assert isinstance(problem, dict)
-    assert problem["status"] == status and problem["type"].startswith("http") and problem["title"] and problem["detail"]
-    return problem
 
 
 def upload(client: httpx.Client, model: bytes, name: str = "packaged.onnx") -> httpx.Response:

@@ -1,1 +1,1 @@
-"""The HTTP routes, one router per resource: models, tensors, health."""
+"""The HTTP routes, one router per resource: models, tensors, diagnostics, health (and metrics), ui (the explorer and the API docs)."""
