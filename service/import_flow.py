@@ -61,7 +61,8 @@ from service.request_body import body_chunks
 from service.request_context import current_request
 from service.sandbox import WorkerOutcome
 from service.state import Service
-from service.store import ImportTooLargeError, ModelFolder, StoreFullError, TenantQuotaError, is_full
+from service.store import ImportTooLargeError, ModelFolder, StoreFullError, TenantQuotaError
+from service.store_files import is_full
 from service.summary_doc import finish_summary
 from service.tenant_index import TenantRecord
 from service.uploads import Upload, receive_upload

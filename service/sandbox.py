@@ -24,7 +24,6 @@ into /readyz's `network_isolation` and `worker_sandbox`, which `start` logs.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import multiprocessing
 import os
@@ -42,6 +41,7 @@ from service import seccomp_filter, worker
 from service.confinement import LANDLOCK_PREFIX
 from service.memory_watch import EXIT_MEMORY, WorkerMemoryWatch
 from service.settings import TEST_HOOKS_VARIABLE, Settings
+from service.store_files import is_full
 from service.worker_protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, WorkerHeader, WorkerJob
 
 log = logging.getLogger("service.sandbox")
@@ -182,7 +182,7 @@ class Sandbox:
         except StreamsTooLarge as error:
             outcome = WorkerOutcome("too_large", detail=str(error))
         except OSError as error:
-            if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if not is_full(error):
                 broken = f"the worker's result was broken: {str(error)[:200]}"
             else:
                 outcome = WorkerOutcome("store_full", detail="the store's file system is full")

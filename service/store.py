@@ -31,7 +31,6 @@ its own tmp folder, and at start removes tmp folders whose owner's lock is free
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import logging
 import os
@@ -41,7 +40,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from service.record import SourceFile, StoredRecord
-from service.store_files import MODEL_ID, fsync_dir, fsync_path, fsync_tree, tree_bytes, write_file_atomically
+from service.store_files import MODEL_ID, fsync_dir, fsync_path, fsync_tree, is_full, tree_bytes, write_file_atomically
 from service.tenant_index import TenantIndex, TenantRecord
 
 log = logging.getLogger("service.store")
@@ -62,13 +61,6 @@ class TenantQuotaError(Exception):
     def __init__(self, message: str, limit: str) -> None:
         super().__init__(message)
         self.limit = limit  # the setting: tenant_max_bytes or tenant_max_models
-
-
-FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-
-
-def is_full(error: OSError) -> bool:
-    return error.errno in FULL_ERRNOS
 
 
 class ModelFolder:

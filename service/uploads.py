@@ -15,7 +15,6 @@ file's SHA-256 is computed while it streams. A silent or too slow body is a
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import posixpath
@@ -33,6 +32,7 @@ from service.problems import ProblemError, bounded
 from service.request_body import body_chunks
 from service.settings import Settings
 from service.store import StoreFullError
+from service.store_files import is_full
 
 DEFAULT_DISPLAY_NAME = "model.onnx"
 MAX_PARTS_MARGIN = 8
@@ -229,7 +229,7 @@ async def receive_upload(request: Request, model_path: Path, external_dir: Path,
         raise
     except OSError as error:
         writer.close()
-        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        if is_full(error):
             raise StoreFullError("the store's file system is full") from None
         raise
     except ClientDisconnect:
