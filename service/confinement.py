@@ -110,7 +110,7 @@ def confine_files(job: WorkerJob) -> str:
         if job.external_dir:
             read_trees.append(job.external_dir)
     try:
-        return f"{LANDLOCK_PREFIX}{landlock.restrict_self([], read_trees)}"
+        return f"{LANDLOCK_PREFIX}{landlock.restrict_self(read_trees)}"
     except landlock.LandlockUnavailable:
         return UNAVAILABLE
 

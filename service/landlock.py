@@ -1,6 +1,6 @@
 """Landlock: the worker's file policy, through the kernel's three system calls.
 
-Owns `abi_version()` and `restrict_self(read_files, read_trees)`. Landlock is
+Owns `abi_version()` and `restrict_self(read_trees)`. Landlock is
 an unprivileged Linux security module (5.13 and later): a process declares
 which access rights it handles, adds rules that grant some of them beneath
 some files or folders, and restricts itself; from then on every handled
@@ -9,9 +9,9 @@ starts afterwards, whatever its uid or capabilities. Called on a worker
 (`service.worker.main`) before it reads anything and before it starts any
 thread, it leaves the worker able to:
 
-- read (`READ_FILE`) the files named in `read_files` (the model file) and read
-  files and list folders (`READ_FILE`, `READ_DIR`) beneath `read_trees` (the
-  external-data folder, and the Python code it may import lazily);
+- read files and list folders (`READ_FILE`, `READ_DIR`) beneath `read_trees`
+  (the model's folder, the external-data folder, and the Python code it may
+  import lazily);
 - nothing else of the file system: it creates, writes, truncates, links,
   renames, removes and executes nothing anywhere (every file right of the
   kernel's ABI is handled), opens no device for ioctls (ABI 5);
@@ -99,10 +99,11 @@ def handled_fs_rights(abi: int) -> int:
     return sum(rights for since, rights in FS_RIGHTS_BY_ABI.items() if abi >= since)
 
 
-def restrict_self(read_files: Iterable[str], read_trees: Iterable[str]) -> int:
-    """Restrict the calling thread (and what it starts later) to reading
-    `read_files` and the trees beneath `read_trees`; returns the ABI in force.
-    A path that does not exist is left out (nothing beneath it can be read).
+def restrict_self(read_trees: Iterable[str]) -> int:
+    """Restrict the calling thread (and what it starts later) to reading the
+    trees beneath `read_trees`; returns the ABI in force. A path that does not
+    exist is left out (nothing beneath it can be read); one that is a file
+    grants reading that file only.
     Irreversible. Raises `LandlockUnavailable` where the kernel offers none."""
     abi = abi_version()
     if abi < 1:
@@ -116,8 +117,6 @@ def restrict_self(read_files: Iterable[str], read_trees: Iterable[str]) -> int:
     size = ctypes.sizeof(_RulesetAttr) if abi >= SCOPED_ABI else 16 if abi >= NET_RIGHTS_ABI else 8
     ruleset = _call(SYS_CREATE_RULESET, ctypes.byref(attributes), ctypes.c_size_t(size), ctypes.c_uint32(0))
     try:
-        for path in read_files:
-            _allow(ruleset, path, READ_FILE & handled)
         for path in read_trees:
             _allow(ruleset, path, (READ_FILE | READ_DIR) & handled)
         if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # Landlock's condition for an unprivileged restriction
