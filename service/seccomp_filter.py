@@ -72,6 +72,8 @@ import sys
 import termios
 from typing import Any, Final
 
+from service.settings import WORKER_ID
+
 SECCOMP = "seccomp"
 UNAVAILABLE = "unavailable"
 
@@ -123,14 +125,13 @@ CHANGES_FILES: Final = (
     "link", "linkat", "symlink", "symlinkat", "rename", "renameat", "renameat2", "unlink", "unlinkat", "rmdir",
     "mkdir", "mkdirat", "mknod", "mknodat", "truncate", "ftruncate", "fallocate",
     "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
-    "utime", "utimes", "utimensat", "futimesat",
+    "utime", "utimes", "utimensat", "futimesat", "creat",
     "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
 )  # fmt: skip
 # open flags that write or create: EPERM (a worker opens files to read them only)
 WRITE_OPEN_FLAGS: Final = tuple(
     flag for flag in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND, getattr(os, "O_TMPFILE", 0)) if flag
 )
-RLIMIT_SETTERS: Final = ("setrlimit",)  # the limits are set before the filter; none may be raised or changed after
 TERMINAL_IOCTLS: Final = tuple(getattr(termios, name) for name in ("TIOCSTI", "TIOCLINUX") if hasattr(termios, name))
 
 _seccomp: Any = None  # the pyseccomp module, where it loads
@@ -149,7 +150,7 @@ def _clone_flags_argument() -> int:
     return 1 if native in (_seccomp.Arch.S390, _seccomp.Arch.S390X) else 0
 
 
-def build_filter(pid: int, uid: int = 65534, gid: int = 65534) -> Any:
+def build_filter(pid: int, uid: int = WORKER_ID, gid: int = WORKER_ID) -> Any:
     """The worker's filter (a `pyseccomp.SyscallFilter`) for the process `pid`,
     which may change its identity to `uid`:`gid` only; not loaded."""
     if _seccomp is None:
@@ -185,13 +186,11 @@ def build_filter(pid: int, uid: int = 65534, gid: int = 65534) -> Any:
     # Limits and priorities: the worker's own only (pid 0, as glibc asks), and no limit set or raised.
     add(eperm, "prlimit64", s.Arg(0, s.NE, 0))
     add(eperm, "prlimit64", s.Arg(2, s.NE, 0))
-    for name in RLIMIT_SETTERS:
-        add(eperm, name)
+    add(eperm, "setrlimit")  # the limits are set before the filter; none may be raised or changed after
     add(eperm, "setpriority", s.Arg(1, s.NE, 0))
     # Files: nothing changed, nothing opened for writing.
     for name in CHANGES_FILES:
         add(eperm, name)
-    add(eperm, "creat")
     add(enosys, "openat2")  # its flags are in memory the filter cannot see: callers fall back to openat
     for flag in WRITE_OPEN_FLAGS:
         add(eperm, "open", s.Arg(1, s.MASKED_EQ, flag, flag))
@@ -206,7 +205,7 @@ def build_filter(pid: int, uid: int = 65534, gid: int = 65534) -> Any:
     return rules
 
 
-def install_worker_filter(uid: int = 65534, gid: int = 65534) -> str:
+def install_worker_filter(uid: int = WORKER_ID, gid: int = WORKER_ID) -> str:
     """Load the filter on the calling process (all its threads), which may then
     change its identity to `uid`:`gid` only: "seccomp", or "unavailable" where
     libseccomp or the kernel's seccomp is missing. Irreversible."""

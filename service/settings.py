@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_ROOT = REPO / "testdata" / "samples"
 DEFAULT_STORE = Path("state") / "store"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+WORKER_ID = 65534  # the uid and gid a worker started as root takes by default ("nobody")
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -279,12 +280,12 @@ class Settings:
         "text", LEVEL, "text, or json (one JSON object per line: requests, audit events)", rule=one_of("text", "json")
     )
     worker_uid: int = setting(
-        65534,
+        WORKER_ID,
         INT,
         "uid an import worker takes once its inputs are open, when the service runs as root (otherwise workers keep the service's)",
         rule=within(1, 2**32 - 2),
     )
-    worker_gid: int = setting(65534, INT, "gid an import worker takes with --worker-uid", rule=within(1, 2**32 - 2))
+    worker_gid: int = setting(WORKER_ID, INT, "gid an import worker takes with --worker-uid", rule=within(1, 2**32 - 2))
     require_landlock: bool = setting(
         False,
         SWITCH,

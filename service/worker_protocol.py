@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.settings import WORKER_ID
+
 CHUNK_BYTES = 1 << 20
 MAX_HEADER_BYTES = 16 << 20  # the summary is bounded; this bounds a broken worker
 IMPORT_STREAMS = ("catalog", "converted")
@@ -46,8 +48,8 @@ class WorkerJob:
     spin: bool = False  # test hook: ... burning CPU instead of sleeping
     test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.worker.try_forbidden)
     test_code: str = ""  # test hook: Python run in place of the task once every wall is up; its `result` is reported
-    worker_uid: int = 65534  # the identity a worker started as root takes once its inputs are open
-    worker_gid: int = 65534
+    worker_uid: int = WORKER_ID  # the identity a worker started as root takes once its inputs are open
+    worker_gid: int = WORKER_ID
 
     def __post_init__(self) -> None:
         # The worker resolves nothing against its current directory.
