@@ -63,6 +63,11 @@ class TenantQuotaError(Exception):
         self.limit = limit  # the setting: tenant_max_bytes or tenant_max_models
 
 
+def _beyond(cap: int, amount: int) -> bool:
+    """`amount` passes a per-tenant cap (0: no cap)."""
+    return cap > 0 and amount > cap
+
+
 class ModelFolder:
     """The files of one model's folder, in the store or in a work folder."""
 
@@ -342,9 +347,9 @@ class Store:
         if not (self.tenant_max_bytes or self.tenant_max_models):
             return
         used, models = self.tenant_usage(tenant)
-        if self.tenant_max_models and new_model and models + 1 > self.tenant_max_models:
+        if new_model and _beyond(self.tenant_max_models, models + 1):
             raise TenantQuotaError(f"the tenant holds {models} models, the most it may (--tenant-max-models)", "tenant_max_models")
-        if self.tenant_max_bytes and used + adding > self.tenant_max_bytes:
+        if _beyond(self.tenant_max_bytes, used + adding):
             raise TenantQuotaError(
                 f"the tenant's models take {used} bytes; {adding} more would pass its cap of {self.tenant_max_bytes} (--tenant-max-bytes)",
                 "tenant_max_bytes",
@@ -407,7 +412,7 @@ class Store:
         over = {
             holder
             for holder, (used, models) in usage.items()
-            if (self.tenant_max_bytes and used > self.tenant_max_bytes) or (self.tenant_max_models and models > self.tenant_max_models)
+            if _beyond(self.tenant_max_bytes, used) or _beyond(self.tenant_max_models, models)
         }
         return lambda model_id: all(holder == own or holder in over for holder in holders.get(model_id, ()))
 

@@ -71,9 +71,12 @@ class TenantIndex:
         write_file_atomically(path, record.model_dump_json().encode())
         return True
 
+    def _graph_mark(self, tenant: str, model_id: str) -> Path:
+        return self.path(tenant, model_id).with_suffix(".graph")
+
     def remove(self, tenant: str, model_id: str) -> bool:
         with contextlib.suppress(FileNotFoundError):
-            self.path(tenant, model_id).with_suffix(".graph").unlink()
+            self._graph_mark(tenant, model_id).unlink()
         try:
             self.path(tenant, model_id).unlink()
         except FileNotFoundError:
@@ -82,10 +85,10 @@ class TenantIndex:
 
     def graph_rendered(self, tenant: str, model_id: str) -> bool:
         """The model's graph was rendered for this tenant once."""
-        return MODEL_ID.fullmatch(model_id) is not None and self.path(tenant, model_id).with_suffix(".graph").is_file()
+        return MODEL_ID.fullmatch(model_id) is not None and self._graph_mark(tenant, model_id).is_file()
 
     def mark_graph_rendered(self, tenant: str, model_id: str) -> None:
-        self.path(tenant, model_id).with_suffix(".graph").touch()
+        self._graph_mark(tenant, model_id).touch()
 
     def holders(self) -> dict[str, set[str]]:
         """Model id -> the folders (hashed tenant names) of the tenants that hold it."""
