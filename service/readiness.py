@@ -49,20 +49,23 @@ class ReadinessProbe:
         self._store = store
         self.last: ReadinessCheck | None = None
 
-    def check(self) -> ReadinessCheck:
-        """One check (blocking: run it in a thread)."""
-        try:
-            isolation = self._sandbox.probe(timeout=PROBE_TIMEOUT_SECONDS)
-            fork_server = True
-        except Exception as error:
-            log.warning("readiness probe failed: %s", error)
-            isolation, fork_server = self._sandbox.isolation, False
+    def check(self, probe: bool = True) -> ReadinessCheck:
+        """One check (blocking: run it in a thread); without `probe`, the
+        sandbox's own probe at its start stands for the fork server's."""
+        isolation, fork_server = self._sandbox.isolation, True
+        if probe:
+            try:
+                isolation = self._sandbox.probe(timeout=PROBE_TIMEOUT_SECONDS)
+            except Exception as error:
+                log.warning("readiness probe failed: %s", error)
+                fork_server = False
         return ReadinessCheck(fork_server, isolation, self._store.writable(), time.monotonic())
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Check once, then every INTERVAL_SECONDS in the background while the block runs."""
-        self.last = await anyio.to_thread.run_sync(self.check)
+        """Check once (the sandbox has just forked its start probe: no second
+        fork), then every INTERVAL_SECONDS in the background while the block runs."""
+        self.last = await anyio.to_thread.run_sync(self.check, False)
 
         async def loop() -> None:
             while True:
