@@ -43,8 +43,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tools"))
 sys.path.insert(0, str(REPO))
 from campaign import Server, big_model, small_model  # noqa: E402
+from graph_timing import chain_model, first_graph_trials  # noqa: E402
 from service_bench import percentile  # noqa: E402
 
 from service.api_keys import new_key  # noqa: E402
@@ -53,18 +55,6 @@ Headers = dict[str, str]
 METHOD_LABELS = {"GET", "HEAD", "POST", "DELETE", "OPTIONS", "other"}
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3}) ")
 NUL_NAMES = {"a\x00b": 1.0, "ab": 2.0, "\ufffd": 3.0}  # what `%FF` decoded to, and a name holding NUL
-
-
-def chain_model(nodes: int, seed: int) -> bytes:
-    """`nodes` Relu/Neg nodes in a chain (as tests/test_service_tenancy.py), unique bytes per seed."""
-    made = [helper.make_node(["Relu", "Neg"][i % 2], [f"v{i}"], [f"v{i + 1}"], name=f"n{i}") for i in range(nodes)]
-    made.append(helper.make_node("Add", [f"v{nodes}", "W"], ["Y"], name="last"))
-    weight = numpy_helper.from_array(np.full((4,), seed, dtype=np.float32), "W")
-    x, y = helper.make_tensor_value_info("v0", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])
-    model = helper.make_model(helper.make_graph(made, f"chain{seed}", [x], [y], [weight]), opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    data: bytes = model.SerializeToString()
-    return data
 
 
 def names_model() -> bytes:
@@ -216,26 +206,10 @@ def render_names(team: Team, label: str) -> None:
 
 @attack(5, "graph-cache timing")
 def cache_timing(team: Team, label: str) -> None:
-    viewed: list[float] = []
-    fresh: list[float] = []
-
-    def first_graph(client: httpx.Client, headers: Headers, model_id: str) -> float:
-        started = time.perf_counter()
-        response = client.get(f"/models/{model_id}/graph", headers=headers)
-        assert response.status_code == 200, response.text[:300]
-        return time.perf_counter() - started
-
     with team.client() as client:
-        for trial in range(16):
-            data = chain_model(3000, seed=500 + trial)
-            model_id = upload(client, team.alice, "a.onnx", data).json()["id"]
-            assert upload(client, team.bob, "b.onnx", data).json()["id"] == model_id
-            if trial % 2 == 0:
-                first_graph(client, team.alice, model_id)  # alice views it first
-                viewed.append(first_graph(client, team.bob, model_id))
-            else:
-                fresh.append(first_graph(client, team.bob, model_id))
-    after, alone = statistics.median(viewed) * 1000, statistics.median(fresh) * 1000
+        trials = first_graph_trials(client, team.alice, team.bob, trials=8, seed=500)
+    after = statistics.median(trial.first_seconds for trial in trials if trial.viewed_before) * 1000
+    alone = statistics.median(trial.first_seconds for trial in trials if not trial.viewed_before) * 1000
     team.report(
         after / alone > 0.6,
         label,
