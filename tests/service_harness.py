@@ -162,6 +162,15 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def open_files(pid: int) -> list[str]:
+    """What the process's descriptors hold (/proc; one closed between the listing and its reading is left out)."""
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            held.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return held
+
+
 def model_id_of(model: bytes, externals: dict[str, bytes], origin: str = "upload") -> str:
     """The documented id: SHA-256 over the origin ("upload" or "path") and the
     model's and the external files' SHA-256s."""

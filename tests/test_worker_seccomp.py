@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_harness import SAMPLES, ServiceProcess, children_of, started_sandbox
+from service_harness import SAMPLES, ServiceProcess, children_of, open_files, started_sandbox
 
 from service import seccomp_filter
 from service.sandbox import Sandbox, WorkerOutcome, describe_isolation
@@ -104,7 +104,7 @@ def test_the_worker_holds_no_socket(sandbox: Sandbox, tmp_path: Path) -> None:
             workers = [worker for server in children_of(os.getpid()) for worker in children_of(server)]
             time.sleep(0.02)
         assert workers, "no worker appeared"
-        targets = [os.readlink(link) for link in Path(f"/proc/{workers[0]}/fd").iterdir()]
+        targets = open_files(workers[0])
         assert targets and not [target for target in targets if target.startswith("socket:")], targets
     finally:
         running.join()
