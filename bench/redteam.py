@@ -49,7 +49,7 @@ from campaign import Server, big_model, small_model  # noqa: E402
 from graph_timing import chain_model, first_graph_trials  # noqa: E402
 from service_bench import percentile  # noqa: E402
 
-from service.api_keys import new_key  # noqa: E402
+from service.access.keys import new_key  # noqa: E402
 
 Headers = dict[str, str]
 METHOD_LABELS = {"GET", "HEAD", "POST", "DELETE", "OPTIONS", "other"}
@@ -85,7 +85,7 @@ def raw_get(port: int, target: str, headers: Headers, method: str = "GET") -> in
 
 
 def forged(*position: object) -> str:
-    """A cursor as service/cursors.py encodes one (base64url of a JSON list), holding anything."""
+    """A cursor as service/http/paging.py encodes one (base64url of a JSON list), holding anything."""
     return base64.urlsafe_b64encode(json.dumps(list(position)).encode()).decode().rstrip("=")
 
 

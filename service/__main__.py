@@ -7,7 +7,7 @@ loopback (without `--api-keys` it needs `--allow-anonymous` there); thread
 pools of the numeric libraries are pinned to one thread before anything
 imports them (the fork server inherits that); logs are text or JSON lines
 (`--log-format`); uvicorn serves with the hardened h11 protocol of
-`service.http_protocol` (the header deadline `--header-timeout`, strict
+`service.http.protocol` (the header deadline `--header-timeout`, strict
 request framing). `keygen` prints the new secret once on standard error, and
 on standard output the `[[key]]` table to add to the key file (which holds only
 the secret's SHA-256), then SIGHUP makes the service read it again.
@@ -49,7 +49,7 @@ def anonymous_refusal(settings: Settings) -> str | None:
 
 
 def keygen(argv: list[str]) -> int:
-    from service.api_keys import KNOWN_SCOPES, SCOPES, KeyFileError, new_key
+    from service.access.keys import KNOWN_SCOPES, SCOPES, KeyFileError, new_key
 
     parser = argparse.ArgumentParser(
         prog="python -m service keygen", description="Make an API key: the secret once, and its [[key]] table."
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return keygen(argv[1:])
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(variable, "1")
-    from service.api_keys import KeyFileError
+    from service.access.keys import KeyFileError
     from service.settings import SettingsError, load_settings
 
     try:
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m service: {error}", file=sys.stderr)
         return 2
     if settings.require_landlock:
-        from service.landlock import abi_version
+        from service.sandbox.worker.landlock import abi_version
 
         if abi_version() < 1:
             print("python -m service: --require-landlock: this kernel offers no Landlock (or it is refused here)", file=sys.stderr)
@@ -97,15 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     if refusal is not None:
         print(f"python -m service: {refusal}", file=sys.stderr)
         return 2
-    from service.confinement import make_undumpable
+    from service.sandbox.worker.confinement import make_undumpable
 
     make_undumpable()  # nothing of the same uid reads this process's memory or environment
 
     import uvicorn
 
     from service.app import create_app
-    from service.http_protocol import protocol_class
-    from service.log_format import configure_logging
+    from service.http.protocol import protocol_class
+    from service.observability.log_format import configure_logging
 
     uvicorn_logging = configure_logging(settings.log_level, settings.log_format)
     try:

@@ -5,7 +5,7 @@ sandbox, import limiter, API keys, metrics), their start and stop (lifespan;
 SIGHUP reloads the key file), the problem handlers, the middleware (the
 request log and request id, outermost; `X-Content-Type-Options: nosniff` on
 every response; a client gone mid-request logged once at INFO), the routers
-(`service.routes`: models, tensors, diagnostics, health, and ui: the explorer at `/` and
+(`service.http.routes`: models, tensors, diagnostics, health, and ui: the explorer at `/` and
 the offline `/docs` and `/redoc`) and the OpenAPI document with problems
 under `application/problem+json`.
 """
@@ -21,19 +21,19 @@ from collections.abc import AsyncIterator
 import anyio.to_thread
 from fastapi import FastAPI
 
-from service.api_keys import KeyFileError, KeyRing
-from service.http_protocol import NoSniffMiddleware
-from service.limiter import ImportLimiter
-from service.metrics import Metrics
-from service.openapi_doc import openapi_with_problems
-from service.problems import DisconnectMiddleware, install_problem_handlers
-from service.readiness import ReadinessProbe
-from service.request_log import RequestLogMiddleware
-from service.routes import diagnostics, health, models, tensors, ui
-from service.sandbox import Sandbox
+from service.access.keys import KeyFileError, KeyRing
+from service.http.openapi import openapi_with_problems
+from service.http.problems import DisconnectMiddleware, install_problem_handlers
+from service.http.protocol import NoSniffMiddleware
+from service.http.routes import diagnostics, health, models, tensors, ui
+from service.imports.limiter import ImportLimiter
+from service.observability.metrics import Metrics
+from service.observability.readiness import ReadinessProbe
+from service.observability.request_log import RequestLogMiddleware
+from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.state import Service
-from service.store import Store
+from service.store.model_store import Store
 
 log = logging.getLogger("service")
 

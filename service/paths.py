@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from importer.external_data import location_refusal
-from service.problems import ProblemError, bounded
+from service.http.problems import ProblemError, bounded
 
 MAX_PATH_CHARS = 4096
 MAX_DECODING_ROUNDS = 4

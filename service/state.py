@@ -13,14 +13,14 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from service.api_keys import KeyRing
-from service.catalog import OpenCatalogs
-from service.limiter import ImportLimiter
-from service.metrics import Metrics
-from service.readiness import ReadinessProbe
-from service.sandbox import Sandbox
+from service.access.keys import KeyRing
+from service.imports.limiter import ImportLimiter
+from service.observability.metrics import Metrics
+from service.observability.readiness import ReadinessProbe
+from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
-from service.store import Store
+from service.store.catalog import OpenCatalogs
+from service.store.model_store import Store
 
 
 @dataclass

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 from conftest import REPO
 
-from service.sandbox import Sandbox
+from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 
 SAMPLES = REPO / "testdata" / "samples"

@@ -32,7 +32,7 @@ from conftest import REPO
 from onnx import numpy_helper
 from service_harness import SAMPLES, ServiceProcess, copy_samples, reference_sha256, serving
 
-from service.api_keys import new_key
+from service.access.keys import new_key
 from service.client import AsyncClient, Client, Retry, ServiceError
 from service.client._common import tensor_path, upload_parts
 

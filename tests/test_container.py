@@ -25,7 +25,7 @@ the read-only /data, tensor bytes equal to the onnx package's, an upload with
 external data, refused models' problems. Inside the container (`docker
 compose exec`): uid 10001 everywhere, no capabilities, writes outside /store
 and /tmp fail, /readyz reports the worker sandbox and a worker that opens a
-socket is stopped (a `service.sandbox.Sandbox` started in the container with
+socket is stopped (a `service.sandbox.supervisor.Sandbox` started in the container with
 its test action), a worker past its memory cap answers ResourceLimit and the
 container lives on. Two replicas on the one store volume serve each other's
 imports; `down` then `up` keeps the store; SIGTERM during an import ends
@@ -433,7 +433,7 @@ def test_inside_the_container_uid_10001_no_capabilities_and_no_writes_outside_st
 SOCKET_WORKER = """
 import json, tempfile
 from pathlib import Path
-from service.sandbox import Sandbox
+from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 sandbox = Sandbox(Settings(test_hooks=True, worker_timeout=30.0, data_root=Path('/data'), store=Path('/tmp/unused-store')))
 sandbox.start()

@@ -36,7 +36,7 @@ from service_harness import SAMPLES, ServiceProcess, copy_samples, serving
 
 from importer.errors import ModelImportError
 from importer.load import load_model_bytes
-from service.api_keys import new_key
+from service.access.keys import new_key
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed (pip install -e '.[test]')")
 CHROMIUM = Path("/usr/bin/chromium")

@@ -23,7 +23,7 @@ from conftest import REPO
 from service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, serving
 
 from service.__main__ import anonymous_refusal, is_loopback
-from service.api_keys import new_key
+from service.access.keys import new_key
 from service.settings import Settings
 
 

@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 from pydantic import BaseModel
 from service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, reference_sha256, serving
 
-from service.models import GraphDocument, Health, ModelPage, ModelSummary, Problem, Readiness, TensorPage
+from service.http.schemas import GraphDocument, Health, ModelPage, ModelSummary, Problem, Readiness, TensorPage
 
 ODD_NAMES = ["a/b", "onnx::Split_138", "/model.10/Constant_output_0", "100%", "what?", "#hash", "with space", "été/Δ", "a_b", ".", ".."]
 OPSET = [helper.make_opsetid("", 21), helper.make_opsetid("local", 1)]

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 from service_harness import ServiceProcess, assert_problem, copy_samples, serving
 
-from service.models import DiagnosticPage, ModelSummary
+from service.http.schemas import DiagnosticPage, ModelSummary
 
 BROKEN_NODES = 30
 

@@ -30,7 +30,7 @@ from conftest import REPO
 from onnx import TensorProto, helper, numpy_helper
 from service_harness import ServiceProcess, assert_problem, copy_samples, read_until_closed, serving
 
-from service.api_keys import new_key
+from service.access.keys import new_key
 
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3}) ")
 HEAD_LIMIT = 16 * 1024  # h11's default bound on a request's head, which uvicorn keeps

@@ -25,7 +25,7 @@ from graph_timing import chain_model, first_graph_trials
 from onnx import TensorProto, helper, numpy_helper
 from service_harness import ServiceProcess, assert_problem, copy_samples, open_files, serving
 
-from service.api_keys import new_key
+from service.access.keys import new_key
 
 
 @dataclass

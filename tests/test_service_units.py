@@ -9,11 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.catalog import Catalog, build_catalog, slug, tensor_href
+from service.http.problems import MAX_DETAIL_CHARS, ProblemError, bounded
+from service.http.tensor_responses import entity_tags, none_match, npy_header, parse_range, range_condition_holds
 from service.paths import check_relative_path, lexical_refusal
-from service.problems import MAX_DETAIL_CHARS, ProblemError, bounded
+from service.sandbox.catalog_format import tensor_href
+from service.sandbox.worker.catalog import build_catalog, slug
 from service.settings import GIB, MIB, SettingsError, load_settings, parse_size
-from service.tensors import entity_tags, none_match, npy_header, parse_range, range_condition_holds
+from service.store.catalog import Catalog
 
 
 def test_sizes() -> None:

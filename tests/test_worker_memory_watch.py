@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from service.memory_watch import WorkerMemoryWatch
+from service.sandbox.memory_watch import WorkerMemoryWatch
 
 MIB = 1 << 20
 # Allocates (and touches) `size` MiB, says so, then aborts or waits.

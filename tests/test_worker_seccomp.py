@@ -1,4 +1,4 @@
-"""The workers' seccomp filter (service/seccomp_filter.py), with real processes.
+"""The workers' seccomp filter (service/sandbox/worker/seccomp.py), with real processes.
 
 A real `Sandbox` (its own fork server, test hooks on) runs workers that try,
 after their sandbox is in place, what it must stop (`WorkerJob.test_action`):
@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from service_harness import SAMPLES, ServiceProcess, children_of, open_files, started_sandbox
 
-from service import seccomp_filter
-from service.sandbox import Sandbox, WorkerOutcome, describe_isolation
+from service.sandbox.protocol import WorkerJob
+from service.sandbox.supervisor import Sandbox, WorkerOutcome, describe_isolation
+from service.sandbox.worker import seccomp as seccomp_filter
 from service.settings import Settings
-from service.worker_protocol import WorkerJob
 
 pytestmark = pytest.mark.skipif(
     seccomp_filter.UNAVAILABLE_REASON is not None, reason=f"no seccomp filter here: {seccomp_filter.UNAVAILABLE_REASON}"

@@ -25,15 +25,16 @@ import pytest
 from conftest import REPO
 from service_harness import SAMPLES, ServiceProcess, started_sandbox
 
-from service import landlock
-from service.models import Readiness
-from service.sandbox import Sandbox
+from service.http.schemas import Readiness
+from service.sandbox.supervisor import Sandbox
+from service.sandbox.worker import landlock
 
 pytestmark = pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel offers no Landlock")
 
 ATTACKS = REPO / "tests" / "worker_attacks.py"
 NOBODY = 65534
-START_AGAIN = "import subprocess, sys, service.sandbox; subprocess.run([sys.executable, '-c', ''], check=True)"  # as the fork server starts
+# what the fork server runs as it starts
+START_AGAIN = "import subprocess, sys, service.sandbox.supervisor; subprocess.run([sys.executable, '-c', ''], check=True)"
 AS_NOBODY = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
 # Refused to the control too unless it may trace any process (CAP_SYS_PTRACE): the front end is not dumpable.
 PROTECTED_EVEN_UNCONFINED = {"read the front end's memory", "read the front end's environment"}

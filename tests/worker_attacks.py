@@ -25,8 +25,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from service.confinement import make_undumpable
-from service.sandbox import Sandbox
+from service.sandbox.supervisor import Sandbox
+from service.sandbox.worker.confinement import make_undumpable
 from service.settings import Settings
 
 

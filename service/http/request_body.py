@@ -1,0 +1,44 @@
+"""Reading a request body from a client that may be slow on purpose.
+
+Owns `body_chunks(request, idle_timeout, min_rate)`: the body's chunks as
+they arrive, but a body silent for `idle_timeout` seconds, or averaging less
+than `min_rate` bytes per second once it has run `idle_timeout` seconds (a
+slow start is forgiven for as long as silence is), ends the request with 408
+(and the connection is closed). Together with the
+header timeout (`service.http.protocol`) and the bound on uploads received at
+once (`service.imports.limiter`), a client cannot hold a place for long by sending
+slowly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+from fastapi import Request
+
+from service.http.problems import ProblemError
+from service.settings import format_size
+
+
+def _too_slow(detail: str) -> ProblemError:
+    return ProblemError("request-timeout", detail, headers={"Connection": "close"})
+
+
+async def body_chunks(request: Request, idle_timeout: float, min_rate: int) -> AsyncIterator[bytes]:
+    stream = request.stream().__aiter__()
+    started = time.monotonic()
+    received = 0
+    while True:
+        try:
+            chunk = await asyncio.wait_for(stream.__anext__(), idle_timeout)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise _too_slow(f"the request body was silent for {idle_timeout:g} s") from None
+        received += len(chunk)
+        elapsed = time.monotonic() - started
+        if min_rate and elapsed > idle_timeout and received < min_rate * elapsed:
+            raise _too_slow(f"the request body arrives at {received / elapsed:.0f} bytes/s, below the minimum of {format_size(min_rate)}/s")
+        yield chunk

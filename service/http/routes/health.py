@@ -1,0 +1,86 @@
+"""Liveness and readiness: `/healthz` (the process answers, and which build of
+the importer it runs: `importer_build`, compiled or pure) and `/readyz`
+(the last background check of `service.observability.readiness`: the fork server forks a
+limited worker, and the store is writable; it also reports what confines
+that worker: `network_isolation`, `worker_sandbox` and `landlock_abi`, read
+from the worker's own report by `service.sandbox.supervisor.describe_isolation`); and
+`/metrics` (Prometheus text; with API keys, only for a key with the `metrics`
+scope: its store totals span every tenant)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import anyio.to_thread
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from importer import BUILD
+from service.access.callers import MetricsCaller
+from service.http.openapi import problem_responses
+from service.http.problems import ProblemError
+from service.http.schemas import Health, Readiness
+from service.sandbox.supervisor import describe_isolation
+from service.state import ServiceDep
+
+log = logging.getLogger("service")
+router = APIRouter(tags=["health"])
+
+
+@router.api_route("/healthz", methods=["GET", "HEAD"], response_model=Health, summary="The process is alive")
+async def healthz() -> Health:
+    return Health(status="ok", importer_build=BUILD)
+
+
+@router.api_route(
+    "/readyz",
+    methods=["GET", "HEAD"],
+    response_model=Readiness,
+    summary="Fork server up and store writable (checked in the background)",
+    responses=problem_responses(503),
+)
+async def readyz(service: ServiceDep) -> Response:
+    check = service.readiness.last
+    if check is None or check.stale:
+        raise ProblemError("not-ready", "the readiness check has not run for a while")
+    network_isolation, worker_sandbox, landlock_abi = describe_isolation(check.isolation)
+    free = service.store.free_bytes()  # one statvfs: as of now
+    if free < service.settings.store_min_free:
+        raise ProblemError("not-ready", f"the store has {free} bytes free, below --store-min-free ({service.settings.store_min_free})")
+    if not (check.fork_server and check.store_writable):
+        raise ProblemError(
+            "not-ready",
+            f"fork server {'up' if check.fork_server else 'down'}, store {'writable' if check.store_writable else 'not writable'}",
+        )
+    limiter = service.limiter
+    readiness = {  # the fields of `Readiness`, as a plain dict: this answer costs about what /healthz's does
+        "status": "ready",
+        "fork_server": check.fork_server,
+        "store_writable": check.store_writable,
+        "network_isolation": network_isolation,
+        "worker_sandbox": worker_sandbox,
+        "landlock_abi": landlock_abi,
+        "checked_seconds_ago": round(time.monotonic() - check.checked_at, 3),
+        "imports_running": limiter.running,
+        "imports_waiting": limiter.admitted - limiter.running,
+        "import_capacity": limiter.capacity,
+        "uploads_receiving": limiter.receiving_now,
+        "max_receiving": limiter.max_receiving,
+        "saturated": limiter.saturated,
+        "store_free_bytes": free,
+    }
+    return Response(json.dumps(readiness, separators=(",", ":")).encode(), media_type="application/json")
+
+
+@router.api_route(
+    "/metrics",
+    methods=["GET", "HEAD"],
+    summary="Prometheus metrics (text exposition format); with API keys, a key with the metrics scope",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **problem_responses(401, 403)},
+)
+async def metrics(service: ServiceDep, caller: MetricsCaller) -> Response:
+    body, content_type = await anyio.to_thread.run_sync(service.metrics.exposition)
+    return Response(body, media_type=content_type)

@@ -1,0 +1,209 @@
+"""Routes of the models resource: import, list, summary, graph, delete.
+
+`POST /models` (an upload or a data-root path; `service.imports.flow`),
+`GET /models` (this store's models, newest first, paged), `GET /models/{id}`
+(the bounded summary, a file served as is), `GET /models/{id}/graph` (the
+resolved graph, rendered on first request; `service.imports.graph`) and
+`DELETE /models/{id}` (the record and the bytes the store copied; nothing
+under the data root). Every GET also answers HEAD.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from datetime import UTC, datetime
+from typing import Annotated
+
+import anyio.to_thread
+from fastapi import APIRouter, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response, StreamingResponse
+from starlette.requests import ClientDisconnect
+
+from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
+from service.http.openapi import problem_responses
+from service.http.paging import decode_cursor, page_of
+from service.http.problems import ProblemError, bounded
+from service.http.request_context import current_request
+from service.http.schemas import GraphDocument, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks, PathRequest
+from service.http.tensor_responses import stream_range
+from service.imports.flow import import_path, import_upload, store_space, stored_summary
+from service.imports.graph import graph_document
+from service.state import Service, ServiceDep
+
+router = APIRouter(tags=["models"])
+audit = logging.getLogger("service.audit")
+MAX_PAGE = 1000
+
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["model"],
+                    "properties": {
+                        "model": {"type": "string", "format": "binary", "description": "the .onnx file"},
+                        "external_data": {
+                            "type": "array",
+                            "items": {"type": "string", "format": "binary"},
+                            "description": "external data files; each part's file name is the location the model names",
+                        },
+                    },
+                }
+            },
+            "application/json": {"schema": PathRequest.model_json_schema()},
+        },
+    }
+}
+
+
+def require_model(service: Service, tenant: str, model_id: str) -> None:
+    """404 unless the tenant holds the model and it is stored (two stats, no
+    parse); another tenant's model is a 404 like a missing one."""
+    if not service.store.visible(tenant, model_id):
+        raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
+    if (info := current_request()) is not None:
+        info.model_id = model_id
+
+
+@router.post(
+    "/models",
+    status_code=201,
+    response_model=ModelSummary,
+    summary="Import a model (multipart upload, or JSON path under the data root)",
+    openapi_extra=UPLOAD_BODY,
+    responses={
+        200: {"model": ModelSummary, "description": "this tenant imported the same model before (same id)"},
+        201: {"description": "imported; Location: /models/{id}"},
+        **problem_responses(400, 401, 403, 404, 408, 409, 413, 415, 422, 500, 503, 507),
+    },
+)
+async def post_model(request: Request, service: ServiceDep, caller: ImportCaller) -> Response:
+    started = time.perf_counter()
+    result = "internal-error"  # anything not named below
+    try:
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type not in ("multipart/form-data", "application/json"):
+            raise ProblemError("unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...})')
+        with store_space(), service.store.work_folder() as work:
+            if media_type == "multipart/form-data":
+                response = await import_upload(request, service, work, caller.tenant)
+            else:
+                response = await import_path(request, service, work, caller.tenant)
+        result = "ok"
+        return response
+    except ProblemError as error:
+        result = str(error.extensions.get("kind") or error.problem.slug)
+        raise
+    except RequestValidationError:
+        result = "validation-error"
+        raise
+    except ClientDisconnect:
+        result = "client-gone"
+        raise
+    finally:
+        service.metrics.imports.labels(result).inc()
+        service.metrics.import_seconds.observe(time.perf_counter() - started)
+        info = current_request()
+        model_id = info.model_id if info is not None else None
+        audit.info(
+            "import by %s: %s (model %s)", caller.tenant, result, model_id,
+            extra={"fields": {"event": "import", "tenant": caller.tenant, "outcome": result, "model_id": model_id}},
+        )  # fmt: skip
+
+
+@router.api_route(
+    "/models",
+    methods=["GET", "HEAD"],
+    response_model=ModelPage,
+    summary="The models in this store, newest first",
+    responses=problem_responses(400, 401, 403, 422),
+)
+def list_models(
+    service: ServiceDep,
+    caller: ReadCaller,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> ModelPage:
+    # a plain def: FastAPI runs it in a worker thread (a directory scan)
+    before = None
+    if cursor is not None:
+        committed, model_id = decode_cursor("models", cursor, (int, str))
+        before = (int(committed), str(model_id))
+    found = service.store.list_models(caller.tenant, before, limit + 1)
+    page = page_of(found, limit, "models", lambda position: position, "/models")
+    items = []
+    for recorded_ns, model_id in page.items:
+        record = service.store.read_record(model_id)
+        held = service.store.tenants.get(caller.tenant, model_id)
+        if record is None or held is None:  # deleted meanwhile
+            continue
+        items.append(
+            ModelListItem(
+                id=model_id,
+                input=held.input,
+                created=datetime.fromtimestamp(recorded_ns / 1e9, UTC).isoformat().replace("+00:00", "Z"),
+                model_file=ModelFile(size=record.model_size, sha256=record.model_sha256),
+                tensor_count=record.tensor_count,
+                href=f"/models/{model_id}",
+            )
+        )
+    return ModelPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
+
+
+@router.api_route(
+    "/models/{model_id}",
+    methods=["GET", "HEAD"],
+    response_model=ModelSummary,
+    summary="The summary of an imported model (bounded; tensors are paged from /tensors)",
+    responses=problem_responses(401, 403, 404),
+)
+async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> Response:
+    require_model(service, caller.tenant, model_id)
+    held = service.store.tenants.get(caller.tenant, model_id)
+    return await stored_summary(service, model_id, 200, held.input if held is not None else "")
+
+
+@router.api_route(
+    "/models/{model_id}/graph",
+    methods=["GET", "HEAD"],
+    response_model=GraphDocument,
+    summary="The full resolved graph (rendered by a worker on first request)",
+    responses=problem_responses(401, 403, 404, 409, 422, 503),
+)
+async def get_graph(model_id: str, request: Request, service: ServiceDep, caller: ReadCaller) -> Response:
+    require_model(service, caller.tenant, model_id)
+    service.store.touch(model_id)
+    with store_space():
+        fd = await graph_document(service, model_id, caller.tenant)
+    size = os.fstat(fd).st_size
+    headers = {"Content-Length": str(size)}
+    if request.method == "HEAD" or size == 0:
+        os.close(fd)
+        return Response(status_code=200, headers=headers, media_type="application/json")
+    return StreamingResponse(stream_range(b"", fd, 0, 0, size - 1), headers=headers, media_type="application/json")
+
+
+@router.delete(
+    "/models/{model_id}",
+    status_code=204,
+    response_class=Response,
+    summary="Remove the caller's model: its record, and the bytes the store copied once no tenant holds them (never data-root files)",
+    responses=problem_responses(401, 403, 404),
+)
+async def delete_model(model_id: str, service: ServiceDep, caller: DeleteCaller) -> Response:
+    require_model(service, caller.tenant, model_id)
+    released = await anyio.to_thread.run_sync(service.store.release, caller.tenant, model_id)
+    if not service.store.has(model_id):
+        service.catalogs.forget(service.store.folder(model_id).catalog)
+    audit.info(
+        "delete by %s: %s (model %s)", caller.tenant, "ok" if released else "not-found", model_id,
+        extra={"fields": {"event": "delete", "tenant": caller.tenant, "outcome": "ok" if released else "not-found", "model_id": model_id}},
+    )  # fmt: skip
+    if not released:
+        raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
+    return Response(status_code=204)

@@ -1,0 +1,178 @@
+"""Routes of the tensors resource: the paged list and one tensor's bytes.
+
+`GET /models/{id}/tensors` pages through the catalogue in file order
+(`limit`, an opaque `cursor`, a name `prefix`). `GET /models/{id}/tensors/{name}`
+takes the tensor's ONNX name percent-encoded as one path segment (any
+characters: `/` as `%2F`, and the empty name as nothing after the slash; the
+server decodes the path once, so `%252F` is the name `%2F`), or its URL-safe
+alias. A name several tensors share answers 409 with the candidates;
+`?field_path=` picks one exactly. Each lookup is one indexed query of the
+model's catalogue, in a worker thread; the bytes are served by
+`service.http.tensor_responses`.
+
+The server decodes a path and a query with replacement characters, so `%FF`
+would be the name U+FFFD: here the raw path and query must percent-decode to
+UTF-8, each `%` followed by two hex digits, else 400. A name may hold any
+character, NUL too, and so may a `prefix`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator
+from typing import Annotated, Literal
+from urllib.parse import unquote_to_bytes
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from service.access.callers import ReadCaller
+from service.http.openapi import problem_responses
+from service.http.paging import page_of, seq_after
+from service.http.problems import ProblemError, bounded
+from service.http.routes.models import MAX_PAGE, require_model
+from service.http.schemas import PageLinks, TensorEntry, TensorPage
+from service.http.tensor_responses import tensor_response
+from service.sandbox.catalog_format import TensorRow, tensor_href
+from service.state import Service, ServiceDep
+from service.store.catalog import Catalog, CatalogUnavailable
+
+router = APIRouter(tags=["tensors"])
+MAX_CANDIDATES = 100
+BAD_ESCAPE = re.compile(rb"%(?![0-9A-Fa-f]{2})")
+
+
+def require_utf8(raw: object, what: str) -> None:
+    """400 unless `raw` (the request's raw path or query) percent-decodes to UTF-8."""
+    if not isinstance(raw, bytes):
+        return
+    if BAD_ESCAPE.search(raw):
+        raise ProblemError("bad-request", f"the {what} has a '%' not followed by two hex digits (a '%' itself is sent as %25)")
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ProblemError("bad-request", f"the {what}, percent-decoded, is not UTF-8 ({error.reason})") from None
+
+
+def entry_of(model_id: str, row: TensorRow) -> TensorEntry:
+    return TensorEntry(
+        name=row.name,
+        alias=row.alias,
+        field_path=row.field_path,
+        role=row.role,
+        elem_type=row.elem_type,
+        dims=row.dims,
+        byte_length=row.byte_length,
+        source=row.source,
+        href=tensor_href(model_id, row.name, row.field_path, row.shared),
+    )
+
+
+@router.api_route(
+    "/models/{model_id}/tensors",
+    methods=["GET", "HEAD"],
+    response_model=TensorPage,
+    summary="Every tensor of a model, in file order, paged",
+    responses=problem_responses(400, 401, 403, 404, 422),
+)
+def list_tensors(
+    request: Request,
+    model_id: str,
+    service: ServiceDep,
+    caller: ReadCaller,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+    prefix: Annotated[str, Query(max_length=4096, description="only tensors whose name starts with this")] = "",
+) -> TensorPage:
+    # a plain def: FastAPI runs it in a worker thread (an SQLite query)
+    require_utf8(request.scope.get("query_string"), "query")
+    require_model(service, caller.tenant, model_id)
+    after = seq_after("tensors", cursor)
+    with catalog_errors():
+        rows = catalog_of(service, model_id, caller.tenant).page(after, limit + 1, prefix)
+    page = page_of(rows, limit, "tensors", lambda row: (row.seq,), f"/models/{model_id}/tensors", prefix=prefix)
+    items = [entry_of(model_id, row) for row in page.items]
+    return TensorPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
+
+
+def find_tensor(service: Service, model_id: str, tenant: str, name: str, field_path: str | None) -> TensorRow:
+    """The one tensor `name` (and `field_path`, if given) means; else 404 or 409."""
+    catalog = catalog_of(service, model_id, tenant)
+    if field_path is not None:
+        row = catalog.by_field_path(field_path)
+        if row is None or name not in (row.name, row.alias):
+            raise ProblemError(
+                "not-found", f"model {model_id[:12]}... has no tensor {bounded(repr(name), 120)} at {bounded(field_path, 200)}"
+            )
+        return row
+    rows = catalog.by_name(name, MAX_CANDIDATES)
+    if len(rows) == 1:
+        return rows[0]
+    if rows:
+        candidates = [{"field_path": r.field_path, "href": tensor_href(model_id, r.name, r.field_path, r.shared)} for r in rows]
+        raise ProblemError(
+            "ambiguous-tensor-name",
+            f"{rows[0].shared} tensors are named {bounded(repr(name), 120)}; choose one with ?field_path=",
+            candidates=candidates,
+            candidate_count=rows[0].shared,
+        )
+    row = catalog.by_alias(name)
+    if row is None:
+        raise ProblemError("not-found", f"model {model_id[:12]}... has no tensor {bounded(repr(name), 120)}")
+    return row
+
+
+@router.api_route(
+    "/models/{model_id}/tensors/{name:path}",
+    methods=["GET", "HEAD"],
+    summary="A tensor's values (raw layout, or .npy with format=npy); Range supported",
+    response_class=Response,
+    responses={
+        200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}, "description": "the bytes"},
+        206: {"description": "the requested range"},
+        304: {"description": "not modified (If-None-Match)"},
+        **problem_responses(400, 401, 403, 404, 409, 410, 415, 416, 422),
+    },
+)
+def get_tensor(
+    request: Request,
+    model_id: str,
+    name: str,
+    service: ServiceDep,
+    caller: ReadCaller,
+    format: Literal["raw", "npy"] = "raw",
+    field_path: Annotated[str | None, Query(max_length=4096)] = None,
+) -> Response:
+    # a plain def: FastAPI runs it in one worker thread (lookup, record, open; a small tensor is read here too)
+    require_utf8(request.scope.get("raw_path"), "path")
+    require_utf8(request.scope.get("query_string"), "query")
+    require_model(service, caller.tenant, model_id)
+    with catalog_errors():
+        row = find_tensor(service, model_id, caller.tenant, name, field_path)
+    record = service.store.read_record(model_id)
+    if record is None:
+        raise ProblemError("not-found", "the model was removed from the store meanwhile")
+    service.store.touch(model_id)
+    source = None
+    if row.file is not None and row.length:
+        item = record.files.get(row.file)
+        if item is None:
+            raise ProblemError("internal-error", "the model's record does not name the file of this tensor")
+        root = str(service.store.folder(model_id).root) if item.in_store else os.path.realpath(service.settings.data_root)
+        source = (root, item)
+    return tensor_response(request, model_id, row, source, format)
+
+
+def catalog_of(service: Service, model_id: str, tenant: str) -> Catalog:
+    return service.catalogs.get(service.store.folder(model_id).catalog, tenant)
+
+
+@contextlib.contextmanager
+def catalog_errors() -> Iterator[None]:
+    """A catalogue that went away between the existence check and the query: 404."""
+    try:
+        yield
+    except CatalogUnavailable:
+        raise ProblemError("not-found", "the model was removed from the store meanwhile") from None

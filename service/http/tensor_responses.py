@@ -1,0 +1,270 @@
+"""Serving tensor bytes: raw layout or .npy, streamed with constant memory.
+
+Owns `tensor_response`. The bytes come from a file range: the model file or an
+external data file the worker reported (for a server-side model: in the data
+root; for an upload: its copy in the store), or the model's converted tensor
+bytes in the store. Before serving, the file is opened below the data root (or
+the model's store folder) one path component at a time, following no link
+(`service.paths.open_under`), and checked to be the very file read at import: same size, mtime_ns and inode (not the
+device number, which differs between the nodes mounting a shared store; else
+409 `tensor-source-changed`; a missing file is 410 `tensor-source-gone`). The
+body is read with `os.pread` in 1 MiB chunks in a worker thread, so a 4 GB
+tensor costs no more memory than a small one.
+
+Headers: Content-Length, ETag (strong; derived from the content-addressed
+model id and the tensor's field path and format), Accept-Ranges, X-Tensor-Element-Type,
+X-Tensor-Dims (a JSON list). A single `Range: bytes=...` gives 206 (an
+unsatisfiable one 416; several ranges, an invalid one (non-ASCII digits, say),
+or an `If-Range` that does not match, the whole representation; positions
+may have any number of digits). `If-Range` uses the strong comparison (a weak
+tag or a date never matches); `If-None-Match` the weak one: `*`, our tag or
+`W/` and our tag anywhere in the list give 304 (RFC 9110 §13.1).
+
+`?format=npy`: a version 1.0 .npy file (version 2.0 when the header needs it)
+for the types numpy has; BFLOAT16 is given as `<u2` bit patterns and the float8
+types as `u1` bit patterns (their raw layout is exactly that); the 4-, 2- and
+6-bit types and STRING have no .npy form here: 415 `unsupported-media-type`.
+STRING tensors' raw form is each element as an 8-byte little-endian length and
+its bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+from collections.abc import AsyncIterator
+from urllib.parse import quote
+
+import anyio.to_thread
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+
+from importer.element_types import DataType, raw_layout_dtype
+from service.http.problems import ProblemError, bounded
+from service.paths import PathChanged, open_under
+from service.sandbox.catalog_format import TensorRow
+from service.store.records import SourceFile
+
+CHUNK_BYTES = 1 << 20
+SMALL_BYTES = 256 << 10  # tensors up to this size are read in one go, not streamed
+NPY_MAGIC = b"\x93NUMPY"
+# .npy descr by element type name: the types whose raw layout is a numpy array
+NPY_DESCR = {t.name: dtype.str for t in DataType if (dtype := raw_layout_dtype(t)) is not None}
+
+
+def npy_header(descr: str, dims: list[int]) -> bytes:
+    shape = "(" + "".join(f"{d}, " for d in dims).rstrip(" ") + ")" if len(dims) != 1 else f"({dims[0]},)"
+    text = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}"
+    for version, length_bytes in ((1, 2), (2, 4)):
+        fixed = len(NPY_MAGIC) + 2 + length_bytes
+        padded = -(-(fixed + len(text) + 1) // 64) * 64
+        body = text + " " * (padded - fixed - len(text) - 1) + "\n"
+        if len(body) < 1 << (8 * length_bytes):
+            return NPY_MAGIC + bytes([version, 0]) + len(body).to_bytes(length_bytes, "little") + body.encode("latin-1")
+    raise ProblemError("unsupported-media-type", "the tensor's shape does not fit a .npy header")
+
+
+def _unsatisfiable(size: int) -> ProblemError:
+    return ProblemError("range-not-satisfiable", f"the representation has {size} bytes", headers={"Content-Range": f"bytes */{size}"})
+
+
+# `Range: bytes=first-last` (RFC 9110 §14.1.2); digits are ASCII only (str.isdigit
+# takes "²" and other Unicode digits, which int() then refuses or misreads).
+_RANGE = re.compile(r"bytes[ \t]*=[ \t]*([0-9]*)[ \t]*-[ \t]*([0-9]*)[ \t]*", re.IGNORECASE)
+# One element of a list of entity tags (RFC 9110 §8.8.3): an optional W/ and
+# a quoted opaque tag (or nothing: an empty element), then a comma or the end.
+_TAG_ITEM = re.compile(r'[ \t]*(?:(W/)?("[\x21\x23-\x7e\x80-\U0010ffff]*")[ \t]*)?(,|\Z)')
+MAX_POSITION_DIGITS = 18  # larger positions are all "beyond any representation"
+BEYOND = 1 << 63  # stands for every such position
+
+
+def _position(digits: str) -> int:
+    """An ASCII digit string as a byte position; one of more than 18
+    significant digits (the grammar sets no bound) is `BEYOND`, larger than
+    any representation, without int() of thousands of digits."""
+    significant = digits.lstrip("0")
+    return int(significant or "0") if len(significant) <= MAX_POSITION_DIGITS else BEYOND
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """The one byte range [start, end] asked for, or None for the whole
+    representation: no header, several ranges, another unit, or an invalid
+    one (RFC 9110 §14.2 lets a server ignore Range; non-ASCII digits are
+    invalid). Raises 416 when it is valid but unsatisfiable: a first position
+    at or beyond the end (however many digits it has), or a suffix of 0.
+    Positions of any length are valid: a huge last position means "to the
+    end", a huge suffix "the whole representation"."""
+    match = _RANGE.fullmatch(header) if header else None
+    if match is None:
+        return None
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:  # suffix: the last N bytes
+        suffix = _position(last)
+        if suffix == 0 or size == 0:
+            raise _unsatisfiable(size)
+        return max(0, size - suffix), size - 1
+    start = _position(first)
+    end = _position(last) if last else size - 1
+    if last and end < start:
+        return None
+    if start >= size:
+        raise _unsatisfiable(size)
+    return start, min(end, size - 1)
+
+
+def entity_tags(value: str) -> list[tuple[bool, str]] | None:
+    """The entity tags of an If-None-Match or If-Range value as (weak, opaque
+    tag with its quotes), in order; None when the value is not a list of them
+    (then the condition is ignored). Empty list elements are allowed (RFC 9110
+    §5.6.1); a comma inside a quoted tag is part of the tag. `*` is not an
+    entity tag: see the callers."""
+    found: list[tuple[bool, str]] = []
+    position = 0
+    while True:
+        match = _TAG_ITEM.match(value, position)
+        if match is None:
+            return None
+        weak, opaque, separator = match.groups()
+        if opaque is not None:
+            found.append((weak is not None, opaque))
+        if not separator:  # the end of the value
+            return found
+        position = match.end()
+
+
+def none_match(header_values: list[str], etag: str) -> bool:
+    """RFC 9110 §13.1.2 for a representation that exists, tagged `etag`
+    (strong): True when If-None-Match is there and fails its condition, that
+    is `*` or a list with a tag equal to ours by the weak comparison (W/
+    ignored). Several header lines form one list."""
+    value = ",".join(header_values)
+    if not value.strip(" \t"):
+        return False
+    if value.strip(" \t") == "*":
+        return True
+    tags = entity_tags(value)
+    return tags is not None and any(opaque == etag for _, opaque in tags)
+
+
+def range_condition_holds(if_range: str | None, etag: str) -> bool:
+    """RFC 9110 §13.1.5: no If-Range, or one that is our entity tag by the
+    strong comparison (a weak tag never matches; a date never does either,
+    as tensors carry no Last-Modified)."""
+    if if_range is None:
+        return True
+    tags = entity_tags(if_range)
+    return tags is not None and len(tags) == 1 and tags[0] == (False, etag)
+
+
+def open_checked(root: str, identity: SourceFile) -> int:
+    """Open the file a tensor lives in (`identity.path`, below `root`, no link
+    followed on the way), checking it is the one read at import."""
+    try:
+        fd = open_under(root, identity.path)
+    except FileNotFoundError:
+        raise ProblemError("tensor-source-gone", "the file holding the tensor no longer exists; import the model again") from None
+    except PathChanged as error:
+        raise ProblemError("tensor-source-changed", f"the path of the file holding the tensor changed since the import: {error}") from None
+    except OSError as error:
+        raise ProblemError("tensor-source-changed", f"the file holding the tensor cannot be opened ({error.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        # size, mtime and inode, not the device number: on a shared network
+        # store each node numbers the mount its own way (see deploy/README.md)
+        seen = (identity.size, identity.mtime_ns, identity.inode)
+        now = (info.st_size, info.st_mtime_ns, info.st_ino)
+        if not stat.S_ISREG(info.st_mode) or now != seen:
+            raise ProblemError("tensor-source-changed", "the file holding the tensor changed since the import; import the model again")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+async def stream_range(prefix: bytes, fd: int, offset: int, start: int, end: int) -> AsyncIterator[bytes]:
+    """Bytes [start, end] of prefix + file[offset:]; closes `fd` at the end."""
+    try:
+        position = start
+        if position < len(prefix):
+            piece = prefix[position : min(len(prefix), end + 1)]
+            position += len(piece)
+            yield piece
+        while position <= end:
+            want = min(CHUNK_BYTES, end + 1 - position)
+            chunk = await anyio.to_thread.run_sync(os.pread, fd, want, offset + position - len(prefix))
+            if not chunk:
+                break  # the file shrank under us: the client sees a short body
+            position += len(chunk)
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def tensor_response(request: Request, model_id: str, row: TensorRow, source: tuple[str, SourceFile] | None, fmt: str) -> Response:
+    """The response for one tensor. `source`: (the folder its recorded path is
+    below, the file's record) of the file holding it; None when it has no bytes. Called from a worker
+    thread: it opens (and for a small tensor reads) the file."""
+    prefix = b""
+    if fmt == "npy":
+        descr = NPY_DESCR.get(row.elem_type)
+        if descr is None:
+            raise ProblemError(
+                "unsupported-media-type", f"{row.elem_type} tensors have no .npy form here; fetch the raw layout (format=raw)"
+            )
+        prefix = npy_header(descr, row.dims)
+    size = len(prefix) + row.length
+    tag = hashlib.sha256(f"{model_id}\0{row.field_path}\0{fmt}".encode()).hexdigest()[:32]
+    etag = f'"{tag}"'
+    extension = "npy" if fmt == "npy" else "bin"
+    headers = {
+        "ETag": etag,
+        "Accept-Ranges": "bytes",
+        "Cache-Control": "public, max-age=31536000, immutable",
+        "X-Tensor-Element-Type": row.elem_type,
+        "X-Tensor-Dims": json.dumps(row.dims, separators=(",", ":")),
+        "Content-Disposition": f"attachment; filename=\"{row.alias}.{extension}\"; filename*=UTF-8''{quote(row.name or row.alias)}.{extension}",  # noqa: E501
+    }
+    if none_match(request.headers.getlist("if-none-match"), etag):
+        return Response(status_code=304, headers=headers)
+    asked = request.headers.get("range")
+    wanted = parse_range(asked, size) if range_condition_holds(request.headers.get("if-range"), etag) else None
+    start, end = wanted if wanted is not None else (0, size - 1)
+    status = 206 if wanted is not None else 200
+    if status == 206:
+        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+    headers["Content-Length"] = str(max(0, end - start + 1))
+    media_type = "application/octet-stream"
+    fd = None
+    if source is not None and row.length:
+        root, identity = source
+        fd = open_checked(root, identity)
+        if row.offset + row.length > identity.size:
+            os.close(fd)
+            raise ProblemError("tensor-source-changed", f"the file holding the tensor {bounded(row.name, 100)} is shorter than the tensor")
+    if fd is None or request.method == "HEAD" or end < start:
+        if fd is not None:
+            os.close(fd)
+        if fd is None and row.length:
+            raise ProblemError("tensor-source-gone", "the tensor's bytes are not recorded; import the model again")
+        body = prefix[start : end + 1] if request.method != "HEAD" else b""
+        return Response(body, status_code=status, headers=headers, media_type=media_type)
+    if end + 1 - start <= SMALL_BYTES:  # read at once (this runs in a worker thread): no streaming hops
+        try:
+            body = _read_range(prefix, fd, row.offset, start, end)
+        finally:
+            os.close(fd)
+        return Response(body, status_code=status, headers=headers, media_type=media_type)
+    return StreamingResponse(stream_range(prefix, fd, row.offset, start, end), status_code=status, headers=headers, media_type=media_type)
+
+
+def _read_range(prefix: bytes, fd: int, offset: int, start: int, end: int) -> bytes:
+    """Bytes [start, end] of prefix + file[offset:] (the file may come up short)."""
+    head = prefix[start : end + 1]
+    first = max(start, len(prefix)) - len(prefix)
+    want = end + 1 - max(start, len(prefix))
+    return head + (os.pread(fd, want, offset + first) if want > 0 else b"")

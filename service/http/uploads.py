@@ -1,0 +1,260 @@
+"""Streaming multipart uploads: a model and its external data, straight to disk.
+
+Owns `receive_upload`. The body is read chunk by chunk from `request.stream()`
+and fed to python-multipart's streaming parser (in a worker thread, so file
+writes never block the event loop). Parts: exactly one `model` (the .onnx
+file) and any number of `external_data` parts whose file names are the
+relative locations the model names (subfolders allowed; the lexical rules of
+docs/import-rules.md §5, also on percent-decoded forms). Running byte counts: the model
+part past `max_upload`, or the body past `max_upload_total`, cuts the request
+off with 413. Every file is written into the request's work folder, which the
+caller removes on every path, so nothing of a refused upload is kept. Each
+file's SHA-256 is computed while it streams. A silent or too slow body is a
+408 (`service.http.request_body`); a full file system is `StoreFullError` (507).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio.to_thread
+from fastapi import Request
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
+
+from service.http.problems import ProblemError, bounded
+from service.http.request_body import body_chunks
+from service.paths import check_relative_path
+from service.settings import Settings
+from service.store.files import is_full
+from service.store.model_store import StoreFullError
+
+DEFAULT_DISPLAY_NAME = "model.onnx"
+MAX_PARTS_MARGIN = 8
+MAX_BOUNDARY_BYTES = 200  # RFC 2046 allows 70; the parser refuses more than 256
+MAX_DISPLAY_NAME = 200
+MAX_LOCATION_DEPTH = 64
+DRAIN_BYTES = 1 << 20  # read (and drop) up to this much past a limit, so the client sees the 413
+
+
+@dataclass
+class StagedFile:
+    location: str  # relative location (the model: its display name)
+    path: Path
+    size: int = 0
+    sha256: str = ""
+
+
+@dataclass
+class Upload:
+    model_path: Path  # where the model part is written
+    external_dir: Path  # where external_data parts are written, under their locations
+    display_name: str = DEFAULT_DISPLAY_NAME
+    model: StagedFile | None = None
+    externals: list[StagedFile] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        """Bytes received in all: the model and every external part."""
+        return sum(staged.size for staged in [self.model, *self.externals] if staged is not None)
+
+
+class _PartWriter:
+    """The parser's callbacks: headers of a part, then its bytes to a file."""
+
+    def __init__(self, upload: Upload, max_model: int, max_parts: int) -> None:
+        self.upload = upload
+        self.max_model = max_model
+        self.max_parts = max_parts
+        self.parts = 0
+        self.header_field = b""
+        self.header_value = b""
+        self.headers: dict[bytes, bytes] = {}
+        self.fd: int | None = None
+        self.digest = hashlib.sha256()
+        self.current: StagedFile | None = None
+        self.locations: set[str] = set()
+
+    # header callbacks
+    def on_part_begin(self) -> None:
+        self.parts += 1
+        if self.parts > self.max_parts:
+            raise ProblemError("bad-request", f"more than {self.max_parts} parts")
+        self.headers = {}
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self.header_field += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self.header_value += data[start:end]
+
+    def on_header_end(self) -> None:
+        self.headers[self.header_field.strip().lower()] = self.header_value.strip()
+        self.header_field = self.header_value = b""
+
+    def on_headers_finished(self) -> None:
+        disposition, options = parse_options_header(self.headers.get(b"content-disposition", b""))
+        if disposition != b"form-data" or b"name" not in options:
+            raise ProblemError("bad-request", "each part needs a Content-Disposition: form-data header with a name")
+        name = options[b"name"]
+        filename = _text(options.get(b"filename"), "file name")
+        if name == b"model":
+            if self.upload.model is not None:
+                raise ProblemError("bad-request", "more than one 'model' part")
+            if filename:
+                base = posixpath.basename(filename.replace("\\", "/"))
+                self.upload.display_name = bounded(base or DEFAULT_DISPLAY_NAME, MAX_DISPLAY_NAME)
+            self.current = self.upload.model = StagedFile(self.upload.display_name, self.upload.model_path)
+        elif name == b"external_data":
+            if not filename:
+                raise ProblemError("bad-request", "an 'external_data' part needs a file name: the location the model names")
+            location = _check_location(filename)
+            if location in self.locations:
+                raise ProblemError("bad-request", f"two 'external_data' parts for {bounded(repr(location), 200)}")
+            self.locations.add(location)
+            self.current = StagedFile(location, self.upload.external_dir / location)
+            self.upload.externals.append(self.current)
+        else:
+            raise ProblemError(
+                "bad-request", f"unknown part {bounded(repr(name.decode('latin-1')), 100)}: only 'model' and 'external_data'"
+            )
+        self.digest = hashlib.sha256()
+        self.fd = _create(self.current.path, self.upload.model_path.parent)
+
+    # data callbacks
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        assert self.current is not None and self.fd is not None
+        chunk = memoryview(data)[start:end]
+        self.current.size += len(chunk)
+        if self.current is self.upload.model and self.current.size > self.max_model:
+            raise ProblemError(
+                "payload-too-large", f"the model part is larger than the limit of {self.max_model} bytes", limit="max_upload"
+            )
+        self.digest.update(chunk)
+        while chunk:
+            chunk = chunk[os.write(self.fd, chunk) :]
+
+    def on_part_end(self) -> None:
+        if self.current is not None:
+            self.current.sha256 = self.digest.hexdigest()
+        self.close()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _text(value: bytes | None, what: str) -> str:
+    if value is None:
+        return ""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProblemError("bad-request", f"the {what} is not UTF-8") from None
+
+
+def _check_location(filename: str) -> str:
+    check_relative_path(filename)
+    location = posixpath.normpath(filename)
+    if location in (".", "") or location.count("/") >= MAX_LOCATION_DEPTH:
+        raise ProblemError("path-refused", f"not a usable external data location: {bounded(repr(filename), 200)}")
+    return location
+
+
+def _create(path: Path, root: Path) -> int:
+    """Create `path` (and its folders) inside our own fresh work folder."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        where = os.path.relpath(path, root)
+        raise ProblemError("bad-request", f"cannot place upload file {bounded(repr(where), 200)}: {error.strerror}") from None
+
+
+async def receive_upload(request: Request, model_path: Path, external_dir: Path, settings: Settings) -> Upload:
+    """Stream the multipart body of `request` to `model_path` and `external_dir` (see the module comment)."""
+    max_model, max_total, max_parts = settings.max_upload, settings.max_upload_total, settings.max_external_files
+    _, options = parse_options_header(request.headers.get("content-type", ""))
+    boundary = options.get(b"boundary")
+    if not boundary:
+        raise ProblemError("bad-request", "multipart/form-data without a boundary")
+    if len(boundary) > MAX_BOUNDARY_BYTES:
+        raise ProblemError("bad-request", f"the multipart boundary is longer than {MAX_BOUNDARY_BYTES} bytes (RFC 2046: at most 70)")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_total:
+        raise ProblemError(
+            "payload-too-large",
+            f"the upload is larger than the limit of {max_total} bytes",
+            limit="max_upload_total",
+            headers={"Connection": "close"},
+        )
+    upload = Upload(model_path, external_dir)
+    model_path.parent.mkdir(parents=True, exist_ok=True)  # external_dir is made with its first part
+    writer = _PartWriter(upload, max_model, max_parts + MAX_PARTS_MARGIN)
+    parser = MultipartParser(
+        boundary,
+        {
+            "on_part_begin": writer.on_part_begin,
+            "on_part_data": writer.on_part_data,
+            "on_part_end": writer.on_part_end,
+            "on_header_field": writer.on_header_field,
+            "on_header_value": writer.on_header_value,
+            "on_header_end": writer.on_header_end,
+            "on_headers_finished": writer.on_headers_finished,
+        },
+    )
+    received = 0
+    stream = body_chunks(request, settings.body_timeout, settings.min_upload_rate)
+    try:
+        async for chunk in stream:
+            received += len(chunk)
+            if received > max_total:
+                raise ProblemError(
+                    "payload-too-large", f"the upload is larger than the limit of {max_total} bytes", limit="max_upload_total"
+                )
+            if chunk:
+                await anyio.to_thread.run_sync(parser.write, chunk)
+        parser.finalize()
+    except ProblemError as error:
+        writer.close()
+        if error.problem.status == 413:
+            await _drain(stream, DRAIN_BYTES)
+            error.headers["Connection"] = "close"
+        raise
+    except OSError as error:
+        writer.close()
+        if is_full(error):
+            raise StoreFullError("the store's file system is full") from None
+        raise
+    except ClientDisconnect:
+        writer.close()
+        raise
+    except Exception as error:  # the parser's own errors: a broken body
+        writer.close()
+        raise ProblemError("bad-request", f"the multipart body is malformed: {str(error)[:200]}") from None
+    finally:
+        writer.close()
+    if upload.model is None:
+        raise ProblemError("bad-request", "no 'model' part in the upload")
+    if any(staged.sha256 == "" for staged in [upload.model, *upload.externals]):
+        raise ProblemError("bad-request", "the multipart body ended inside a part")
+    return upload
+
+
+async def _drain(stream: AsyncIterator[bytes], limit: int) -> None:
+    """Read and drop up to `limit` more bytes, so a well-behaved client that is
+    still sending sees the 413 rather than a reset connection."""
+    drained = 0
+    try:
+        async for chunk in stream:
+            drained += len(chunk)
+            if drained > limit:
+                break
+    except Exception:
+        pass

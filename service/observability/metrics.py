@@ -1,0 +1,85 @@
+"""Prometheus metrics, from `prometheus-client`, served at `/metrics`.
+
+Owns `Metrics`: the instruments the service updates (imports by result,
+import duration, HTTP requests by route template, method and status, their
+duration) and a collector that reads, at each scrape, what is true now (imports
+running and waiting, uploads being received, the store's bytes, models and
+free space). Labels never hold a tenant, a model id, a file or tensor name:
+route templates (`/models/{model_id}/tensors/{name}`) and fixed words only
+(the method label is one of the routed methods or `other`: see
+`service.observability.request_log`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from service.imports.limiter import ImportLimiter
+from service.store.model_store import Store
+
+PREFIX = "onnx_import_"
+IMPORT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
+
+
+class _NowCollector(Collector):
+    """Gauges read at scrape time from the service's parts."""
+
+    def __init__(self, limiter: Callable[[], ImportLimiter | None], store: Store) -> None:
+        self.limiter = limiter
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        limiter = self.limiter()
+        if limiter is not None:
+            yield GaugeMetricFamily(PREFIX + "imports_running", "Import workers running now", value=limiter.running)
+            yield GaugeMetricFamily(
+                PREFIX + "imports_waiting", "Imports waiting for a worker (queue depth)", value=limiter.admitted - limiter.running
+            )
+            yield GaugeMetricFamily(PREFIX + "uploads_receiving", "Uploads whose bodies are arriving", value=limiter.receiving_now)
+        try:
+            models = sum(1 for entry in os.scandir(self.store.models) if entry.is_dir())
+            yield GaugeMetricFamily(PREFIX + "store_models", "Models stored (content, shared by tenants)", value=models)
+            yield GaugeMetricFamily(PREFIX + "store_bytes", "Bytes the stored models take", value=self.store.usage())
+            yield GaugeMetricFamily(PREFIX + "store_free_bytes", "Free bytes on the store's file system", value=self.store.free_bytes())
+        except OSError:
+            pass
+
+
+class Metrics:
+    def __init__(self, store: Store, limiter: Callable[[], ImportLimiter | None]) -> None:
+        self.registry = CollectorRegistry()
+        self.imports = Counter(
+            PREFIX + "imports",
+            "Imports by result: ok, or the problem (import error kind or problem type)",
+            ["result"],
+            registry=self.registry,
+        )
+        self.import_seconds = Histogram(
+            PREFIX + "import_duration_seconds",
+            "Time of POST /models, from its first byte to its answer",
+            buckets=IMPORT_BUCKETS,
+            registry=self.registry,
+        )
+        self.requests = Counter(
+            PREFIX + "http_requests",
+            "HTTP requests by route template, method and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.request_seconds = Histogram(
+            PREFIX + "http_request_duration_seconds",
+            "HTTP request time by route template",
+            ["route"],
+            buckets=HTTP_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_NowCollector(limiter, store))
+
+    def exposition(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,346 @@
+"""The worker sandbox: one fresh, limited process per import.
+
+Owns `Sandbox`: a multiprocessing fork server started once (with `importer`
+and `service.sandbox.worker.main` preloaded, so a worker does not pay Python's start-up),
+`run` (blocking; called from a thread) which forks one worker per job,
+kills it at the wall-clock deadline, receives the byte streams its header
+announces into the files the caller names, and classifies how it ended:
+
+- a result, an import error, or the worker's own report of a MemoryError;
+- a worker past its memory limit, ended by its own watchdog or killed by the
+  front end's (`service.sandbox.memory_watch`), or aborted by the compiled importer's
+  runtime after growing past half of it: `ResourceLimit` (memory);
+- death by SIGXCPU (the soft CPU limit), by SIGKILL after at least the hard
+  CPU limit of wall time (the hard CPU limit), or our kill at the deadline:
+  `ResourceLimit`, with the limit named;
+- death by SIGSYS: the worker's seccomp filter stopped a forbidden system
+  call (a socket, a program, ptrace, ...): `WorkerCrashed`, saying so;
+- any other death (a signal, a non-zero exit, a broken result): `WorkerCrashed`.
+The worker sets its limits and its seccomp filter itself (`service.sandbox.worker.main.main`;
+no preexec_fn) and reports what is in effect; `describe_isolation` turns that
+into /readyz's `network_isolation` and `worker_sandbox`, which `start` logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError
+
+from service.sandbox.memory_watch import WorkerMemoryWatch
+from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, WorkerHeader, WorkerJob
+from service.sandbox.worker import main as worker
+from service.sandbox.worker import seccomp as seccomp_filter
+from service.sandbox.worker.confinement import LANDLOCK_PREFIX
+from service.sandbox.worker.memory_limit import EXIT_MEMORY
+from service.settings import TEST_HOOKS_VARIABLE, Settings
+from service.store.files import is_full
+
+log = logging.getLogger("service.sandbox")
+EXIT_GRACE_SECONDS = 1.0
+MAX_WORKER_OUTPUT = 64 << 10  # bytes of a worker's stdout and stderr logged; the rest is counted and dropped
+MAX_WORKER_LINES = 200
+MAX_LINE_CHARACTERS = 2000
+NETWORK_ISOLATION = ("namespace", "user-namespace")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The workers cannot be confined as the settings require."""
+
+
+class WorkerProtocolError(Exception):
+    """The worker's frames do not follow the protocol."""
+
+
+@dataclass
+class WorkerOutcome:
+    """How one job ended. `status`: ok, error, resource_limit, crashed, or
+    (the front end's side) store_full (no room for the streams) and too_large
+    (the streams would pass the bytes allowed)."""
+
+    status: Literal["ok", "error", "resource_limit", "crashed", "store_full", "too_large"]
+    header: WorkerHeader | None = None
+    error: ImportFailure | None = None
+    limit: str | None = None
+    detail: str = ""
+    seconds: float = 0.0
+
+
+class Sandbox:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.context = multiprocessing.get_context("forkserver")
+        self.isolation = "unknown"
+
+    def start(self) -> None:
+        """Start the fork server (preloaded) and check a worker can run."""
+        self.context.set_forkserver_preload(["importer", "service.sandbox.worker.main"])
+        self.isolation = self.probe(timeout=30.0)
+        network, layers, abi = describe_isolation(self.isolation)
+        if not abi:
+            if self.settings.require_landlock:
+                raise SandboxUnavailable("--require-landlock: the workers cannot be confined by Landlock here")
+            log.warning("Landlock unavailable: workers run without their file policy (the kernel offers none, or refused it)")
+        if network == "unavailable":
+            log.warning("network isolation unavailable: workers run without a network namespace of their own")
+        if "seccomp" not in layers:
+            reason = seccomp_filter.UNAVAILABLE_REASON or "the kernel refused the filter"
+            log.warning("seccomp unavailable: workers run without their system-call filter (%s)", reason)
+        log.info("worker sandbox in effect: %s%s", ", ".join(layers) or "none", f" (Landlock ABI {abi})" if abi else "")
+
+    @property
+    def network_isolation(self) -> str:
+        """namespace, user-namespace or unavailable, as the last probe found."""
+        return describe_isolation(self.isolation)[0]
+
+    @property
+    def worker_sandbox(self) -> list[str]:
+        """What confines a worker, as the last probe found: network-namespace, user-namespace, landlock, seccomp."""
+        return describe_isolation(self.isolation)[1]
+
+    @property
+    def landlock_abi(self) -> int:
+        """The Landlock ABI a worker is confined with, as the last probe found (0: none)."""
+        return describe_isolation(self.isolation)[2]
+
+    def job(self, task: Literal["import", "graph", "probe"], **details: object) -> WorkerJob:
+        """A job with this service's limits."""
+        settings = self.settings
+        limits = WorkerJob(
+            task,
+            settings.worker_memory,
+            settings.worker_cpu_seconds,
+            settings.max_external_files,
+            worker_uid=settings.worker_uid,
+            worker_gid=settings.worker_gid,
+        )
+        return replace(limits, **details)  # type: ignore[arg-type]
+
+    def _fork(self, job: WorkerJob) -> tuple[multiprocessing.process.BaseProcess, Connection, WorkerOutput]:
+        """A worker started on `job`: the process, the reading end of its
+        connection, and the reader of its stdout and stderr."""
+        reader, writer = self.context.Pipe(duplex=False)
+        output_reader, output_writer = self.context.Pipe(duplex=False)
+        process = self.context.Process(target=worker.main, args=(writer, job, output_writer), daemon=True)
+        process.start()
+        writer.close()
+        output_writer.close()
+        assert process.pid is not None
+        return process, reader, WorkerOutput(output_reader, process.pid)
+
+    def probe(self, timeout: float = 5.0) -> str:
+        """Fork one worker that only sets its limits and answers; its isolation."""
+        header = self.run_probe(self.job("probe"), timeout)
+        return header.isolation
+
+    def run_probe(self, job: WorkerJob, timeout: float) -> WorkerHeader:
+        """Run a job that answers with one header (a probe, or the test hook's code)."""
+        if job.test_code and not self.settings.test_hooks:
+            raise ValueError(f"the worker's test_code is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
+        process, reader, output = self._fork(job)
+        try:
+            if not reader.poll(timeout):
+                raise RuntimeError("the probe worker did not answer")
+            return WorkerHeader.model_validate_json(reader.recv_bytes(1 << 16))
+        finally:
+            reader.close()
+            _kill(process)
+            process.join(timeout)
+            output.finish()
+
+    def run(self, job: WorkerJob, destinations: list[Path], max_bytes: int | None = None) -> WorkerOutcome:
+        """Run `job` in a fresh worker; the streams of an ok answer are written
+        to `destinations`, one file each, in order, if they come to at most
+        `max_bytes` in all."""
+        if job.test_action and not self.settings.test_hooks:
+            raise ValueError(f"the worker's test_action is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
+        started = time.monotonic()
+        process, reader, output = self._fork(job)
+        assert process.pid is not None
+        memory_watch = WorkerMemoryWatch(process.pid, job.memory, lambda: _kill(process))
+        deadline_hit = threading.Event()
+
+        def on_deadline() -> None:
+            deadline_hit.set()
+            _kill(process)
+
+        timer = threading.Timer(self.settings.worker_timeout, on_deadline)
+        timer.daemon = True
+        timer.start()
+        outcome: WorkerOutcome | None = None
+        broken = ""
+        try:
+            outcome = _receive(reader, destinations, max_bytes)
+        except StreamsTooLarge as error:
+            outcome = WorkerOutcome("too_large", detail=str(error))
+        except OSError as error:
+            if not is_full(error):
+                broken = f"the worker's result was broken: {str(error)[:200]}"
+            else:
+                outcome = WorkerOutcome("store_full", detail="the store's file system is full")
+        except EOFError:
+            broken = "the worker ended without a complete result"
+        except (ValueError, ValidationError, WorkerProtocolError) as error:
+            broken = f"the worker's result was broken: {str(error)[:200]}"
+        finally:
+            reader.close()
+            timer.cancel()
+        if outcome is not None and outcome.status in ("store_full", "too_large"):
+            pass  # the worker may still be sending: killed below
+        elif outcome is not None and not broken:
+            process.join(max(0.1, self.settings.worker_timeout - (time.monotonic() - started)))
+        elif not deadline_hit.is_set():
+            process.join(EXIT_GRACE_SECONDS)  # a worker that broke off is usually exiting: see how, rather than kill it
+        _kill(process)
+        process.join()
+        memory_watch.stop()
+        output.finish()
+        seconds = time.monotonic() - started
+        if outcome is None or broken:
+            exitcode = process.exitcode
+            if memory_watch.ran_out(-exitcode if exitcode is not None and exitcode < 0 else None):
+                exitcode = EXIT_MEMORY
+            outcome = self._classify_death(exitcode, deadline_hit.is_set(), seconds, broken)
+        outcome.seconds = seconds
+        return outcome
+
+    def _classify_death(self, exitcode: int | None, deadline: bool, seconds: float, broken: str) -> WorkerOutcome:
+        cpu = self.settings.worker_cpu_seconds
+        if deadline:
+            return WorkerOutcome(
+                "resource_limit", limit="time", detail=f"the import ran past the {self.settings.worker_timeout:g} s deadline"
+            )
+        if exitcode == -signal.SIGXCPU or (exitcode == -signal.SIGKILL and seconds >= cpu + 1):
+            return WorkerOutcome("resource_limit", limit="cpu", detail=f"the import used more than {cpu} s of CPU time")
+        if exitcode == EXIT_MEMORY:
+            return WorkerOutcome(
+                "resource_limit", limit="memory", detail=f"the import needed more than {self.settings.worker_memory} bytes of memory"
+            )
+        if exitcode == -signal.SIGSYS:  # SCMP_ACT_KILL_PROCESS (service.seccomp_filter)
+            return WorkerOutcome("crashed", detail="the import worker was stopped by its sandbox: it made a forbidden system call (SIGSYS)")
+        if exitcode is not None and exitcode < 0:
+            how = (
+                f"was killed by {signal.Signals(-exitcode).name}"
+                if -exitcode in signal.Signals._value2member_map_
+                else f"died by signal {-exitcode}"
+            )
+        else:
+            how = f"exited with status {exitcode}"
+        return WorkerOutcome("crashed", detail=f"the import worker {how}" + (f" ({broken})" if broken and exitcode == 0 else ""))
+
+
+def describe_isolation(isolation: str) -> tuple[str, list[str], int]:
+    """A worker's report ("user-namespace+landlock-7+seccomp", "seccomp",
+    "unavailable", ...) as /readyz shows it: the network isolation (namespace,
+    user-namespace or unavailable), the layers in effect (network-namespace,
+    user-namespace, landlock, seccomp) and the Landlock ABI (0: none)."""
+    parts = isolation.split("+")
+    network = next((part for part in parts if part in NETWORK_ISOLATION), "unavailable")
+    abi = next((int(part.removeprefix(LANDLOCK_PREFIX)) for part in parts if part.startswith(LANDLOCK_PREFIX)), 0)
+    layers = []
+    if network != "unavailable":
+        layers.append("network-namespace")
+    if network == "user-namespace":
+        layers.append("user-namespace")
+    if abi:
+        layers.append("landlock")
+    if seccomp_filter.SECCOMP in parts:
+        layers.append("seccomp")
+    return network, layers, abi
+
+
+class WorkerOutput:
+    """Reads what a worker writes to its stdout and stderr (a pipe), at most
+    MAX_WORKER_OUTPUT bytes, and logs it line by line as the worker's, with
+    control characters escaped: a worker cannot write into the service's log."""
+
+    def __init__(self, reader: Connection, pid: int) -> None:
+        self._reader = reader
+        self._pid = pid
+        self._thread = threading.Thread(target=self._read, name=f"worker-output-{pid}", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        kept = bytearray()
+        dropped = 0
+        try:
+            while chunk := os.read(self._reader.fileno(), 65536):
+                room = MAX_WORKER_OUTPUT - len(kept)
+                kept += chunk[:room]
+                dropped += max(0, len(chunk) - room)
+        except OSError:
+            pass
+        finally:
+            self._reader.close()
+        for line in kept.decode(errors="replace").splitlines()[:MAX_WORKER_LINES]:
+            log.warning("worker %d: %s", self._pid, _printable(line[:MAX_LINE_CHARACTERS]))
+        if dropped:
+            log.warning("worker %d: %d more bytes of output not logged", self._pid, dropped)
+
+    def finish(self) -> None:
+        """Wait (briefly) for the worker's output to be read and logged."""
+        self._thread.join(EXIT_GRACE_SECONDS)
+
+
+def _printable(text: str) -> str:
+    return "".join(character if character.isprintable() else f"\\x{ord(character):02x}" for character in text)
+
+
+def _kill(process: multiprocessing.process.BaseProcess) -> None:
+    if process.exitcode is None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            process.kill()
+
+
+class StreamsTooLarge(Exception):
+    """The worker announced more bytes than the job may write."""
+
+
+def _receive(reader: Connection, destinations: list[Path], max_bytes: int | None) -> WorkerOutcome:
+    header = WorkerHeader.model_validate_json(reader.recv_bytes(MAX_HEADER_BYTES))
+    if header.status == "error":
+        if header.error is None:
+            raise WorkerProtocolError("an error without its description")
+        return WorkerOutcome("error", header=header, error=header.error)
+    if header.status == "resource_limit":
+        return WorkerOutcome("resource_limit", header=header, limit=header.limit, detail="the import ran out of memory")
+    if header.status != "ok":
+        raise WorkerProtocolError(f"unexpected status {header.status!r}")
+    if len(header.streams) != len(destinations) or any(length < 0 for length in header.streams):
+        raise WorkerProtocolError("the announced streams do not match the task")
+    if max_bytes is not None and sum(header.streams) > max_bytes:
+        raise StreamsTooLarge(f"the import would add {sum(header.streams)} bytes to the store, more than the {max_bytes} allowed")
+    for path, length in zip(destinations, header.streams, strict=True):
+        _receive_file(reader, path, length)
+    return WorkerOutcome("ok", header=header)
+
+
+def _receive_file(reader: Connection, path: Path, length: int) -> None:
+    """Write `length` bytes arriving in frames of at most CHUNK_BYTES to `path`
+    (made durable by the store's commit); an empty stream makes no file."""
+    if length == 0:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        remaining = length
+        while remaining > 0:
+            frame = reader.recv_bytes(CHUNK_BYTES)
+            if len(frame) > remaining:
+                raise WorkerProtocolError("more bytes than announced")
+            view = memoryview(frame)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            remaining -= len(frame)
+    finally:
+        os.close(fd)

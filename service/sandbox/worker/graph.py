@@ -1,0 +1,180 @@
+"""The full resolved graph as JSON-ready data (run in the worker).
+
+Owns `render_graph`: nodes in resolved order with their attributes as JSON
+values, values with types, producers and consumers (node positions in the
+resolved order of the same graph), subgraphs inline in the attribute that
+holds them, with their captures; functions as written. Tensors are never
+inlined: a reference gives the tensor's name, field path, type, dims and the
+href its bytes are served at (`service.store.catalog.tensor_href`). Floats that JSON
+cannot hold are the strings "NaN", "Infinity" and "-Infinity".
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, assert_never
+
+from importer import OnnxModel, ResolvedGraph, ResolvedNode, SparseTensor, Tensor, Value
+from importer.attribute_types import TYPE_INFO, AttributeType, ValueKind
+from importer.dump import text_or_hex
+from importer.messages import Attribute, Function, Graph, Node, float_from_bits
+from importer.summary import describe_type, element_type_name
+from importer.tensor_places import tensor_places
+from service.sandbox.catalog_format import tensor_href
+
+Json = Any
+
+
+def _float(bits: object) -> Json:
+    value = float_from_bits(bits)
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+class GraphRenderer:
+    def __init__(self, model_id: str, places: dict[int, tuple[str, int]]) -> None:
+        self.model_id = model_id
+        self.places = places  # id(Tensor) -> (field path, how many tensors share its name)
+
+    def model(self, model: OnnxModel) -> Json:
+        return {
+            "format": "onnx-service-graph/2",
+            "graph": self.graph(model.graph),
+            "functions": [self.function(f) for f in model.functions],
+        }
+
+    def tensor_ref(self, tensor: Tensor) -> Json:
+        field_path, shared = self.places[id(tensor)]
+        return {
+            "name": tensor.name,
+            "field_path": field_path,
+            "elem_type": element_type_name(tensor.data_type),
+            "dims": list(tensor.dims),
+            "href": tensor_href(self.model_id, tensor.name, field_path, shared),
+        }
+
+    def sparse_ref(self, sparse: SparseTensor) -> Json:
+        return {
+            "sparse_tensor": {
+                "dims": list(sparse.dims),
+                "values": self.tensor_ref(sparse.values),
+                "indices": self.tensor_ref(sparse.indices),
+            }
+        }
+
+    def graph(self, graph: ResolvedGraph) -> Json:
+        positions = {id(node): position for position, node in enumerate(graph.nodes)}
+
+        def value(v: Value) -> Json:
+            item: dict[str, Json] = {
+                "name": v.name,
+                "kind": v.kind,
+                "type": describe_type(v.type),
+                "producer": positions.get(id(v.producer)) if v.producer is not None else None,
+                "consumers": [positions[id(node)] for node in v.consumers if id(node) in positions],
+            }
+            if isinstance(v.initializer, Tensor):
+                item["initializer"] = self.tensor_ref(v.initializer)
+            elif isinstance(v.initializer, SparseTensor):
+                item["initializer"] = self.tensor_ref(v.initializer.values)
+            return item
+
+        return {
+            "name": graph.name,
+            "path": graph.path,
+            "inputs": [v.name for v in graph.inputs],
+            "outputs": [v.name for v in graph.outputs],
+            "captures": [v.name for v in graph.captures],
+            "nodes_were_reordered": graph.nodes_were_reordered,
+            "values": [value(v) for v in graph.values.values()],
+            "nodes": [self.node(node, position) for position, node in enumerate(graph.nodes)],
+        }
+
+    def node(self, node: ResolvedNode, position: int) -> Json:
+        subgraphs = {id(sub.proto): sub for _, sub in node.subgraphs}
+        return {
+            "position": position,
+            "index": node.index,
+            "name": node.name,
+            "op_type": node.op_type,
+            "domain": node.domain,
+            "opset_version": node.opset_version,
+            "inputs": [name or None for name in node.proto.input],  # resolution checked every name
+            "outputs": [name or None for name in node.proto.output],
+            "attributes": [self.attribute(a, subgraphs) for a in node.proto.attribute],
+        }
+
+    def attribute(self, attribute: Attribute, subgraphs: dict[int, ResolvedGraph]) -> Json:
+        item: dict[str, Json] = {"name": attribute.name, "type": attribute.type.name}
+        if attribute.ref_attr_name:
+            item["ref_attr_name"] = attribute.ref_attr_name
+        else:
+            item["value"] = self.attribute_value(attribute.type, attribute.value, subgraphs)
+        return item
+
+    def attribute_value(self, attr_type: AttributeType, value: object, subgraphs: dict[int, ResolvedGraph]) -> Json:
+        info = TYPE_INFO.get(attr_type)
+        if info is None:  # UNDEFINED
+            return None
+        if info.plural:
+            assert isinstance(value, list)
+            return [self.item(info.kind, item, subgraphs) for item in value]
+        return self.item(info.kind, value, subgraphs)
+
+    def item(self, kind: ValueKind, value: object, subgraphs: dict[int, ResolvedGraph]) -> Json:
+        """One item of an attribute's value."""
+        match kind:
+            case ValueKind.FLOAT:
+                return _float(value)
+            case ValueKind.INT:
+                return value
+            case ValueKind.BYTES:
+                assert isinstance(value, bytes)
+                return text_or_hex(value)
+            case ValueKind.TENSOR:
+                return self.tensor_ref(value) if isinstance(value, Tensor) else None
+            case ValueKind.SPARSE_TENSOR:
+                return self.sparse_ref(value) if isinstance(value, SparseTensor) else None
+            case ValueKind.GRAPH:
+                if not isinstance(value, Graph):
+                    return None
+                resolved = subgraphs.get(id(value))
+                if resolved is not None:
+                    return self.graph(resolved)
+                return {"name": value.name, "nodes": [self.function_node(n) for n in value.node]}  # in a function: not resolved
+            case ValueKind.TYPE_PROTO:
+                return describe_type(value)  # type: ignore[arg-type]
+            case _:
+                assert_never(kind)
+
+    def function(self, function: Function) -> Json:
+        return {
+            "name": function.name,
+            "domain": function.domain,
+            "overload": function.overload,
+            "inputs": list(function.input),
+            "outputs": list(function.output),
+            "attributes": list(function.attribute),
+            "attribute_defaults": [self.attribute(a, {}) for a in function.attribute_proto],
+            "opset_import": [{"domain": o.domain, "version": o.version} for o in function.opset_import],
+            "nodes": [self.function_node(n) for n in function.node],
+        }
+
+    def function_node(self, node: Node) -> Json:
+        return {
+            "name": node.name,
+            "op_type": node.op_type,
+            "domain": node.domain,
+            "inputs": list(node.input),
+            "outputs": list(node.output),
+            "attributes": [self.attribute(a, {}) for a in node.attribute],
+        }
+
+
+def render_graph(model: OnnxModel, model_id: str) -> Json:
+    """The graph document of `model`, stored as `model_id`."""
+    places = list(tensor_places(model.proto))
+    shared = Counter(place.tensor.name for place in places)
+    return GraphRenderer(model_id, {id(p.tensor): (p.field_path, shared[p.tensor.name]) for p in places}).model(model)

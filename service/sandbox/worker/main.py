@@ -1,0 +1,247 @@
+"""The import worker: one fresh process per import, forked from the fork server.
+
+Owns `main(connection, job, output)`. Before reading anything it puts up its
+walls (`service.sandbox.worker.confinement`, which says what each does and in which order):
+a network namespace, only its own descriptors (stdout and stderr into
+`output`, a pipe the front end reads), Landlock's file policy, the memory
+watchdog (`service.sandbox.memory_watch`: RLIMIT_DATA alone can leave a worker
+crawling at its limit instead of failing), its rlimits, and last its seccomp
+filter (`service.sandbox.worker.seccomp`). It reports what is in effect as its
+header's `isolation` ("namespace+landlock-7+seccomp"; "unavailable" for
+none; `service.sandbox.supervisor.describe_isolation` reads it back). Then it does its
+task (`service.sandbox.protocol`): it opens its inputs through the importer,
+leaves root for its own unprivileged identity where it runs as root, and for
+an import sends a bounded header (the summary), then the tensor catalogue as
+a serialized SQLite database and the converted tensor bytes; a graph task
+sends the graph document. It never writes a file and never opens one except
+through the importer. Once its answer is written it leaves with `os._exit`,
+without tearing down its heap (a 200,000-node graph takes longer to free
+than to send).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import os
+import posixpath
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+
+from importer import ErrorKind, Limits, ModelImportError, OnnxModel, check_model, load_model
+from importer.diagnostics import Code, Diagnostic, Severity
+from importer.op_schemas import schema_table
+from service.sandbox.catalog_format import MODEL_FILE_KEY
+from service.sandbox.protocol import CHANGED, CHUNK_BYTES, ImportFailure, SourceReport, WorkerHeader, WorkerJob
+from service.sandbox.worker import confinement
+from service.sandbox.worker.catalog import build_catalog
+from service.sandbox.worker.graph import render_graph
+from service.sandbox.worker.memory_limit import EXIT_MEMORY, open_own_statm, watch_memory
+from service.sandbox.worker.seccomp import install_worker_filter
+from service.sandbox.worker.summary import bounded_summary
+
+
+def main(connection: Connection, job: WorkerJob, output: Connection | None = None) -> None:
+    """Do `job` and send the outcome over `connection`; then leave at once.
+    `output` (a pipe the front end reads) becomes the worker's stdout and stderr."""
+    code = 0
+    try:
+        network = confinement.isolate_network()  # before the filter, which forbids unshare
+        statm_fd = open_own_statm()  # before the file policy, which forbids it
+        confinement.keep_only_descriptors({connection.fileno(), statm_fd}, output.fileno() if output is not None else None)
+        files = confinement.confine_files(job)  # before any thread: Landlock binds the threads started after it
+        watch_memory(job.memory, statm_fd)  # before the limits: RLIMIT_NPROC 0 forbids new threads
+        confinement.set_limits(job)
+        isolation = confinement.combine_isolation(network, files, install_worker_filter(job.worker_uid, job.worker_gid))
+        if job.task == "probe":
+            send_header(connection, WorkerHeader(status="probe", isolation=isolation))
+            return
+        if job.test_code:  # test hook: run code with every wall up, in place of the task
+            send_header(connection, WorkerHeader(status="probe", isolation=isolation, test_result=run_test_code(job.test_code)))
+            return
+        if job.test_action:  # test hook: try what the sandbox must stop
+            try_forbidden(job)
+        if job.sleep:  # test hook: hold the worker (sleeping, or burning CPU)
+            if job.spin:
+                until = time.monotonic() + job.sleep
+                while time.monotonic() < until:
+                    pass
+            else:
+                time.sleep(job.sleep)
+        run_task(connection, job, isolation)
+    except MemoryError:
+        gc.collect()
+        try:
+            send_header(connection, WorkerHeader(status="resource_limit", limit="memory"))
+        except BaseException:
+            code = EXIT_MEMORY
+    except BaseException:
+        code = 1
+        raise
+    finally:
+        connection.close()
+        if code != 1:
+            os._exit(code)
+
+
+def run_test_code(code: str) -> str:
+    """Test hook: run `code`; what it left in `result` (as text), or the exception it raised."""
+    namespace: dict[str, object] = {}
+    try:
+        exec(code, namespace)
+    except BaseException as error:
+        return f"raised {type(error).__name__}: {error}"
+    return str(namespace.get("result"))
+
+
+def try_forbidden(job: WorkerJob) -> None:
+    """Test hook (`WorkerJob.test_action`, refused by the sandbox unless test
+    hooks are on): try what the sandbox must stop. "socket": connect to
+    127.0.0.1:1; "exec": run `directory/model` (default /bin/true); "ptrace":
+    PTRACE_TRACEME; "fork": a child process; "thread": start and join a thread
+    (allowed), then go on with the task. Where the sandbox does not stop the
+    attempt, its error ends the worker (status 1) or the program runs."""
+    action = job.test_action
+    if action == "socket":
+        with socket.socket() as connection:
+            connection.connect(("127.0.0.1", 1))
+    elif action == "exec":
+        program = os.path.join(job.directory, job.model) if job.model else "/bin/true"
+        os.execv(program, [program])
+    elif action == "ptrace":
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.ptrace(0, 0, None, None) != 0:  # PTRACE_TRACEME
+            raise OSError(ctypes.get_errno(), "ptrace")
+    elif action == "fork":
+        if os.fork() == 0:
+            os._exit(0)
+    elif action == "thread":
+        thread = threading.Thread(target=lambda: None)
+        thread.start()
+        thread.join()
+        return
+    else:
+        raise ValueError(f"unknown test action {action!r}")
+    raise RuntimeError(f"test action {action!r} was not stopped")
+
+
+def send_header(connection: Connection, header: WorkerHeader) -> None:
+    connection.send_bytes(header.model_dump_json(exclude_defaults=True).encode())
+
+
+def run_task(connection: Connection, job: WorkerJob, isolation: str) -> None:
+    model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
+    limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
+    try:
+        model = load_model(model_path, external_data_dir=job.external_dir, limits=limits)
+    except ModelImportError as error:
+        failure = ImportFailure(
+            kind=error.kind.value,
+            message=error.message.replace(model_path, job.display_name),  # no server paths
+            input=job.display_name,
+            offset=error.offset,
+            field_path=error.field_path,
+            reason=error.reason,
+        )
+        send_header(connection, WorkerHeader(status="error", error=failure))
+        return
+    if confinement.drop_identity(job.worker_uid, job.worker_gid):  # every input is open (and mapped) now
+        isolation = confinement.combine_isolation(isolation, f"{confinement.UID_PREFIX}{job.worker_uid}")
+    with model:
+        opened = model.owners[0].identity
+        if job.expected_model is not None and (opened is None or (opened.device, opened.inode) != job.expected_model):
+            message = "the model file changed between its check and its reading"
+            failure = ImportFailure(kind=ErrorKind.IO.value, message=message, input=job.display_name, reason=CHANGED)
+            send_header(connection, WorkerHeader(status="error", error=failure))
+            return
+        if job.task == "graph":
+            send_graph(connection, model, job, isolation)
+        else:
+            send_import(connection, model, job, isolation)
+
+
+def operator_check(model: OnnxModel) -> list[Diagnostic]:
+    """The operator-schema check; an import never fails because of it: a check
+    that breaks is reported as one warning (and is a bug to fix)."""
+    try:
+        return check_model(model)
+    except Exception as error:
+        message = f"the operator check did not complete: {type(error).__name__}"
+        return [Diagnostic(Severity.WARNING, Code.CHECK_INCOMPLETE, message, None, None, None, "ModelProto", 0)]
+
+
+def send_import(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
+    diagnostics = operator_check(model)
+    catalog = build_catalog(model.proto, keep_rows=job.summary_items, diagnostics=diagnostics)
+    summary = bounded_summary(model, job.display_name, catalog, job.summary_items, diagnostics)
+    converted_length = sum(len(part) for part in catalog.converted)
+    header = WorkerHeader(
+        status="ok",
+        isolation=isolation,
+        summary=summary,
+        tensor_count=catalog.count,
+        external_files=catalog.external_files,
+        sources=source_reports(model, set(catalog.external_files), job.hash_sources),
+        streams=[len(catalog.database), converted_length],
+    )
+    send_header(connection, header)
+    _send_chunks(connection, [catalog.database])
+    _send_chunks(connection, catalog.converted)
+
+
+def source_reports(model: OnnxModel, used: set[str], hashed: bool) -> list[SourceReport]:
+    """The model file and each external file the tensors use: identity of what
+    was read, and (if `hashed`) the SHA-256 of the bytes read."""
+    reports = []
+    for index, owner in enumerate(model.owners):
+        key = MODEL_FILE_KEY if index == 0 else posixpath.normpath(owner.name)
+        if owner.identity is None or (index and key not in used):
+            continue
+        identity = owner.identity
+        reports.append(
+            SourceReport(
+                key=key,
+                path=identity.path,
+                device=identity.device,
+                inode=identity.inode,
+                size=identity.size,
+                mtime_ns=identity.mtime_ns,
+                sha256=owner.sha256() if hashed else "",
+            )
+        )
+    return reports
+
+
+def send_graph(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
+    graph = json.dumps(render_graph(model, job.model_id), allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
+    externals = {posixpath.normpath(owner.name) for owner in model.owners[1:]}
+    sources = source_reports(model, externals, hashed=False)
+    send_header(connection, WorkerHeader(status="ok", isolation=isolation, sources=sources, streams=[len(graph)]))
+    _send_chunks(connection, [graph])
+
+
+def _send_chunks(connection: Connection, parts: Sequence[memoryview | bytes]) -> None:
+    """`parts`, one after the other, as frames of at most CHUNK_BYTES."""
+    pending = bytearray()
+    for part in parts:
+        view = memoryview(part)
+        while view:
+            take = min(len(view), CHUNK_BYTES - len(pending))
+            if not pending and take == CHUNK_BYTES:
+                connection.send_bytes(view[:take])
+            else:
+                pending += view[:take]
+                if len(pending) == CHUNK_BYTES:
+                    connection.send_bytes(pending)
+                    pending.clear()
+            view = view[take:]
+    if pending:
+        connection.send_bytes(pending)
+
+
+schema_table()  # loaded once in the fork server (which imports this module), not in every worker
+confinement.make_undumpable()  # the fork server, and so every worker it forks

@@ -1,0 +1,149 @@
+"""Reading a stored tensor catalogue, in the front end.
+
+Owns `Catalog` (lookups and pages, each an indexed query, so a request costs
+the same for a model of ten tensors as for one of a million) and
+`OpenCatalogs` (the catalogues kept open). A catalogue is immutable once
+stored, so it is opened read-only and `immutable=1`: no locks, safe on a
+shared store. Its format: `service.sandbox.catalog_format`.
+
+Why SQLite: the standard library has it, a lookup by name or field path is an
+index search without loading anything, pages are range queries, and the file
+is one self-contained, portable blob the worker can produce without touching
+the file system (`Connection.serialize`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from service.sandbox.catalog_format import COLUMNS, DIAGNOSTIC_COLUMNS, TensorRow
+
+
+class CatalogUnavailable(Exception):
+    """The catalogue cannot be read (its model was deleted or evicted meanwhile)."""
+
+
+class Catalog:
+    """One stored catalogue, opened read-only. Safe to share between threads
+    (one query at a time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.connection: sqlite3.Connection | None = None
+        self.inode: int | None = None  # of the file the connection has open
+        self.lock = threading.Lock()
+
+    def current(self) -> bool:
+        """The path still holds the file opened (True while nothing is open)."""
+        if self.inode is None:
+            return True
+        try:
+            return os.stat(self.path).st_ino == self.inode
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        """Close the connection; a later query opens it again."""
+        with self.lock:
+            if self.connection is not None:
+                self.connection.close()
+                self.connection = None
+                self.inode = None
+
+    def _query(self, sql: str, parameters: tuple[object, ...]) -> tuple[list[str], list[tuple[object, ...]]]:
+        """Column names and rows of one query (the connection opened on first use)."""
+        with self.lock:
+            try:
+                if self.connection is None:
+                    uri = f"{self.path.as_uri()}?mode=ro&immutable=1"
+                    self.inode = os.stat(self.path).st_ino
+                    self.connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                cursor = self.connection.execute(sql, parameters)
+                return [column[0] for column in cursor.description], cursor.fetchall()
+            except sqlite3.Error as error:
+                raise CatalogUnavailable(str(error)) from None
+
+    def _rows(self, where: str, parameters: tuple[object, ...], limit: int) -> list[TensorRow]:
+        _, rows = self._query(f"SELECT {COLUMNS} FROM tensors WHERE {where} ORDER BY seq LIMIT ?", (*parameters, limit))
+        return [TensorRow.from_sql(row) for row in rows]
+
+    def by_name(self, name: str, limit: int) -> list[TensorRow]:
+        """Tensors with this ONNX name, in file order (at most `limit`)."""
+        return self._rows("name = ?", (name,), limit)
+
+    def by_alias(self, alias: str) -> TensorRow | None:
+        found = self._rows("alias = ?", (alias,), 1)
+        return found[0] if found else None
+
+    def by_field_path(self, field_path: str) -> TensorRow | None:
+        found = self._rows("field_path = ?", (field_path,), 1)
+        return found[0] if found else None
+
+    def page(self, after: int, limit: int, prefix: str) -> list[TensorRow]:
+        """Up to `limit` tensors after position `after`, whose name starts with `prefix`."""
+        if not prefix:
+            return self._rows("seq > ?", (after,), limit)
+        encoded = prefix.encode()  # compared as bytes: SQLite's text functions stop at a NUL, which a name may hold
+        return self._rows("seq > ? AND substr(CAST(name AS BLOB), 1, ?) = ?", (after, len(encoded), encoded), limit)
+
+    def diagnostics(self, after: int, limit: int, severity: str | None) -> list[dict[str, object]]:
+        """Up to `limit` diagnostics after position `after`, of one severity or all."""
+        where, parameters = ("seq > ? AND severity = ?", (after, severity)) if severity else ("seq > ?", (after,))
+        names, rows = self._query(f"SELECT {DIAGNOSTIC_COLUMNS} FROM diagnostics WHERE {where} ORDER BY seq LIMIT ?", (*parameters, limit))
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+class OpenCatalogs:
+    """The most recently used catalogues, kept open (a connection costs more
+    than a lookup), one per tenant and file: a tenant's first request opens
+    its own, so it is no faster for another tenant's use of the same model.
+    Content-addressed and immutable, so an open one never answers wrong; a
+    deleted model's are dropped when its id is forgotten, and at most every
+    SWEEP_SECONDS those whose file is gone or replaced (evicted, or deleted by
+    another process) are closed, so their space is freed."""
+
+    SWEEP_SECONDS = 1.0
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self.open: OrderedDict[tuple[str, Path], Catalog] = OrderedDict()  # (tenant, file)
+        self.lock = threading.Lock()
+        self.swept = time.monotonic()
+
+    def sweep(self) -> None:
+        """Close the catalogues whose file is no longer the one opened."""
+        with self.lock:
+            self.swept = time.monotonic()
+            gone = [key for key, catalog in self.open.items() if not catalog.current()]
+            closing = [self.open.pop(key) for key in gone]
+        for catalog in closing:
+            catalog.close()
+
+    def get(self, path: Path, tenant: str) -> Catalog:
+        if time.monotonic() - self.swept > self.SWEEP_SECONDS:
+            self.sweep()
+        key = (tenant, path)
+        with self.lock:
+            catalog = self.open.get(key)
+            if catalog is not None:
+                self.open.move_to_end(key)
+                return catalog
+        catalog = Catalog(path)
+        with self.lock:
+            self.open[key] = catalog
+            while len(self.open) > self.capacity:
+                _, oldest = self.open.popitem(last=False)
+                oldest.close()
+        return catalog
+
+    def forget(self, path: Path) -> None:
+        """Close every tenant's connection to `path`."""
+        with self.lock:
+            closing = [self.open.pop(key) for key in [key for key in self.open if key[1] == path]]
+        for catalog in closing:
+            catalog.close()

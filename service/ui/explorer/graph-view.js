@@ -1,0 +1,213 @@
+// The graph tab: the open model's graph loaded by the worker, the layout of
+// one graph (or one page of a large one) drawn as SVG in chunks, pan and
+// zoom, paging, and going to a node (drawing its page, selecting it, its
+// details in node-details.js).
+
+import { $, el, fill, svg, number, status } from "./dom.js";
+import { currentToken, fail } from "./api.js";
+import { state } from "./state.js";
+import { ask } from "./graph-worker-client.js";
+import { locateDiagnostics, markNode } from "./diagnostics.js";
+import { renderDetails } from "./node-details.js";
+
+// Resolves once the open model's graph is loaded and its first view drawn.
+export function openGraph() {
+  if (state.graphLoading && state.graphLoading.id === state.model.id) return state.graphLoading.done; // asked already: the answer is on its way
+  if (state.graph && state.graph.id === state.model.id) return Promise.resolve();
+  const marker = { id: state.model.id };
+  state.graphLoading = marker;
+  marker.done = loadGraph().finally(() => {
+    if (state.graphLoading === marker) state.graphLoading = null;
+  });
+  return marker.done;
+}
+
+async function loadGraph() {
+  const generation = state.generation;
+  status("loading the graph…");
+  let loaded;
+  try {
+    loaded = await ask("load", { url: state.model.links.graph, token: currentToken() });
+  } catch (error) {
+    if (generation !== state.generation) return; // another model is open by now
+    throw error;
+  }
+  if (generation !== state.generation) return;
+  state.graph = Object.assign(loaded, { id: state.model.id });
+  const select = $("#graph-select");
+  fill(select, ...loaded.graphs.map((g) =>
+    el("option", { value: g.path }, `${g.parent ? "↳ " : ""}${g.title} — ${number(g.nodes)} nodes${g.pages > 1 ? `, ${g.pages} pages` : ""}`)));
+  await locateDiagnostics();
+  await drawGraph(loaded.root, 0);
+}
+
+export async function drawGraph(path, page, focus = null) {
+  const generation = state.generation;
+  const layout = await ask("view", { path, page });
+  if (generation !== state.generation) return;
+  if (path !== state.graphPath) $("#details").hidden = true;
+  state.graphPath = path;
+  state.graphPage = layout.page;
+  state.layout = layout;
+  $("#graph-select").value = path;
+  $("#pager").hidden = layout.pages < 2;
+  $("#page-label").textContent = `page ${layout.page + 1} of ${layout.pages}: nodes ${number(layout.first)}–${number(layout.last - 1)} of ${number(layout.nodeCount)}`;
+  await render(layout);
+  if (state.layout !== layout) return;
+  const note = layout.pages > 1 ? `; this graph has ${number(layout.nodeCount)} nodes: it is drawn ${number(layout.pageSize)} at a time, in topological order (▲▼ stubs name the values that cross pages)` : "";
+  status(`${number(layout.last - layout.first)} nodes laid out in ${(layout.ms / 1000).toFixed(2)} s${note}`, "ok");
+  if (focus !== null) selectNode(path, focus, true).catch(fail);
+}
+
+const RENDER_CHUNK = 400; // items (and as many edges) put into the drawing per task: the page never stalls on a large one
+
+async function render(layout) {
+  const generation = state.generation;
+  const scene = $("#scene");
+  const canvas = $("#canvas");
+  canvas.dataset.layoutMs = String(layout.ms);
+  canvas.dataset.nodes = String(layout.last - layout.first);
+  delete canvas.dataset.drawn;
+  const edges = svg("g", { class: "edges" });
+  const nodes = svg("g", { class: "nodes" });
+  fill(scene, edges, nodes);
+  placeView(layout);
+  const steps = Math.max(layout.edges.length, layout.items.length);
+  for (let start = 0; start < steps; start += RENDER_CHUNK) {
+    if (start > 0) await new Promise((resolve) => setTimeout(resolve, 0));
+    if (generation !== state.generation || state.layout !== layout) return;
+    edges.append(...layout.edges.slice(start, start + RENDER_CHUNK).filter((e) => e.points.length).map(edgePath));
+    nodes.append(...layout.items.slice(start, start + RENDER_CHUNK).map((item) => itemGroup(item, layout.path)));
+  }
+  canvas.dataset.drawn = "true";
+}
+
+function edgePath(edge) {
+  const d = "M" + edge.points.map((p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`).join("L");
+  const path = svg("path", { d, class: edge.implicit ? "edge implicit" : "edge", "marker-end": "url(#arrow)" });
+  const title = svg("title");
+  title.textContent = edge.values.join(", ");
+  path.append(title);
+  return path;
+}
+
+function itemGroup(item, path) {
+  const group = svg("g", { class: `item ${item.kind}${item.subgraph ? " has-subgraph" : ""}`, transform: `translate(${item.x},${item.y})` });
+  if (item.kind === "node") {
+    group.dataset.position = String(item.position);
+    markNode(group, path, item.position);
+  } else group.dataset.value = item.value;
+  if (item.page !== undefined && item.page !== null) group.dataset.page = String(item.page);
+  group.append(svg("rect", { width: item.width, height: item.height, rx: item.kind === "node" ? 3 : 10 }));
+  item.lines.forEach((line, i) => {
+    const text = svg("text", { x: item.width / 2, y: i === 0 ? 15 : 28, class: i === 0 ? "head" : "sub" });
+    text.textContent = line;
+    group.append(text);
+  });
+  return group;
+}
+
+function placeView(layout) {
+  fit();
+  // a drawing too large to read when fitted starts at its top, readable; Fit shows all of it
+  const first = layout.items.find((i) => i.kind === "node");
+  if (state.transform.k < 0.25 && first) {
+    const box = $("#canvas").getBoundingClientRect();
+    state.transform = { k: 0.8, x: box.width / 2 - (first.x + first.width / 2) * 0.8, y: 20 - first.y * 0.8 };
+    applyTransform();
+  }
+}
+
+function applyTransform() {
+  const { x, y, k } = state.transform;
+  $("#scene").setAttribute("transform", `translate(${x},${y}) scale(${k})`);
+  $("#canvas").classList.toggle("far", k < 0.35);
+}
+
+export function fit() {
+  const layout = state.layout;
+  if (!layout) return;
+  const box = $("#canvas").getBoundingClientRect();
+  const k = Math.min(1.5, Math.max(0.02, Math.min(box.width / (layout.width + 40), box.height / (layout.height + 40))));
+  state.transform = { k, x: (box.width - layout.width * k) / 2, y: Math.max(10, (box.height - layout.height * k) / 2) };
+  applyTransform();
+}
+
+export function zoom(factor, cx, cy) {
+  const t = state.transform;
+  const box = $("#canvas").getBoundingClientRect();
+  const px = cx === undefined ? box.width / 2 : cx;
+  const py = cy === undefined ? box.height / 2 : cy;
+  const k = Math.min(4, Math.max(0.01, t.k * factor));
+  state.transform = { k, x: px - ((px - t.x) * k) / t.k, y: py - ((py - t.y) * k) / t.k };
+  applyTransform();
+}
+
+function centerOn(item) {
+  // in the part of the canvas the details panel leaves visible
+  const box = $("#canvas").getBoundingClientRect();
+  const details = $("#details");
+  const width = box.width - (details.hidden ? 0 : details.getBoundingClientRect().width);
+  const k = Math.max(state.transform.k, 0.8);
+  state.transform = { k, x: width / 2 - (item.x + item.width / 2) * k, y: box.height / 2 - (item.y + item.height / 2) * k };
+  applyTransform();
+}
+
+export function installPanZoom() {
+  const canvas = $("#canvas");
+  let drag = null;
+  canvas.addEventListener("wheel", (event) => {
+    event.preventDefault();
+    const box = canvas.getBoundingClientRect();
+    zoom(Math.exp(-event.deltaY * 0.0015), event.clientX - box.left, event.clientY - box.top);
+  }, { passive: false });
+  canvas.addEventListener("pointerdown", (event) => {
+    drag = { x: event.clientX, y: event.clientY, tx: state.transform.x, ty: state.transform.y, moved: false };
+  });
+  canvas.addEventListener("pointermove", (event) => {
+    if (!drag) return;
+    const dx = event.clientX - drag.x;
+    const dy = event.clientY - drag.y;
+    if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+    if (!drag.moved) canvas.setPointerCapture(event.pointerId);
+    drag.moved = true;
+    state.transform.x = drag.tx + dx;
+    state.transform.y = drag.ty + dy;
+    applyTransform();
+  });
+  canvas.addEventListener("pointerup", (event) => {
+    const wasDrag = drag && drag.moved;
+    drag = null;
+    if (wasDrag) return;
+    const group = event.target.closest(".item");
+    if (!group) return;
+    if (group.dataset.position !== undefined) selectNode(state.graphPath, Number(group.dataset.position), false).catch(fail);
+    else if (group.dataset.page !== undefined) {
+      const node = state.layout.items.find((i) => i.value === group.dataset.value && i.kind === "stub");
+      drawGraph(state.graphPath, Number(group.dataset.page)).then(() => node && showValueOnPage(node.value)).catch(fail);
+    }
+  });
+}
+
+function showValueOnPage(name) {
+  const item = state.layout.items.find((i) => i.value === name);
+  if (item) centerOn(item);
+}
+
+export async function goToNode(path, position, page) {
+  if (path !== state.graphPath || page !== state.graphPage) await drawGraph(path, page, position);
+  else await selectNode(path, position, true);
+}
+
+async function selectNode(path, position, center) {
+  const details = await ask("node", { path, position });
+  for (const old of document.querySelectorAll("#scene .item.selected")) old.classList.remove("selected");
+  const group = document.querySelector(`#scene .item[data-position="${position}"]`);
+  if (group) group.classList.add("selected");
+  state.selected = details;
+  renderDetails(details);
+  if (center && state.layout) {
+    const item = state.layout.items.find((i) => i.kind === "node" && i.position === position);
+    if (item) centerOn(item);
+  }
+}

@@ -1,0 +1,146 @@
+// Opening models: files picked or dropped (a model with its external data
+// files) and uploaded, a model under the data root, one of the store's list;
+// then the open model's reset view (openSummary). A refused import shows its
+// problem (refused-model.js).
+
+import { $, el, fill, bytes, status } from "./dom.js";
+import { Problem, api, apiJson, describeError, fail } from "./api.js";
+import { state } from "./state.js";
+import { showTab } from "./tabs.js";
+import { renderSummary, countParameters } from "./summary.js";
+import { loadDiagnostics } from "./diagnostics.js";
+import { showProblem } from "./refused-model.js";
+
+function relativeLocation(path, folder) {
+  return folder && path.startsWith(folder + "/") ? path.slice(folder.length + 1) : path.split("/").pop();
+}
+
+export function pickFiles(entries) {
+  // entries: [{file, path}] with the path relative to what was picked or dropped
+  // a pick with a model file starts over; one without adds external data files to the model picked before
+  const hasModel = entries.some((e) => /\.onnx$/i.test(e.path));
+  state.upload.files = hasModel ? entries : state.upload.files.concat(entries);
+  const models = state.upload.files.filter((e) => /\.onnx$/i.test(e.path));
+  if (!state.upload.model || !state.upload.files.includes(state.upload.model)) state.upload.model = models[0] || state.upload.files[0] || null;
+  renderPicked();
+}
+
+export function renderPicked() {
+  const { files, model } = state.upload;
+  $("#picked").hidden = files.length === 0;
+  const select = $("#model-file");
+  fill(select, ...files.map((e, i) => el("option", { value: String(i), selected: e === model }, e.path)));
+  const folder = model && model.path.includes("/") ? model.path.slice(0, model.path.lastIndexOf("/")) : "";
+  const rows = files
+    .filter((e) => e !== model)
+    .map((e) => {
+      const input = el("input", { value: e.location || relativeLocation(e.path, folder), spellcheck: "false", "aria-label": "location of " + e.path });
+      input.addEventListener("input", () => (e.location = input.value));
+      e.location = input.value;
+      return el("tr", {}, el("td", {}, e.path), el("td", {}, "→"), el("td", {}, input), el("td", {}, bytes(e.file.size).split(" (")[0]));
+    });
+  fill($("#externals tbody"), ...rows);
+}
+
+export async function entriesOfDrop(items) {
+  const found = [];
+  async function walk(entry, prefix) {
+    if (entry.isFile) {
+      const file = await new Promise((resolve, reject) => entry.file(resolve, reject));
+      found.push({ file, path: prefix + entry.name });
+    } else if (entry.isDirectory) {
+      const reader = entry.createReader();
+      for (;;) {
+        const batch = await new Promise((resolve, reject) => reader.readEntries(resolve, reject));
+        if (!batch.length) break;
+        for (const child of batch) await walk(child, prefix + entry.name + "/");
+      }
+    }
+  }
+  const roots = [...items].map((item) => (item.webkitGetAsEntry ? item.webkitGetAsEntry() : null));
+  if (roots.every(Boolean)) {
+    for (const root of roots) await walk(root, "");
+    return found;
+  }
+  return null;
+}
+
+export async function upload() {
+  const { files, model } = state.upload;
+  if (!model) return;
+  const form = new FormData();
+  form.append("model", model.file, model.file.name);
+  for (const entry of files) if (entry !== model) form.append("external_data", entry.file, entry.location);
+  status(`importing ${model.file.name} (${bytes(files.reduce((n, e) => n + e.file.size, 0)).split(" (")[0]})…`);
+  // a refusal's offset is in the model file: the hex view reads the File sent, whatever its
+  // name (the problem's `input` is the name bounded and escaped by the service, not a key to it)
+  await importWith({ method: "POST", body: form }, model.file);
+}
+
+export async function importPath(path) {
+  status(`importing ${path} from the data root…`);
+  await importWith({ method: "POST", body: JSON.stringify({ path }), headers: { "Content-Type": "application/json" } }, null);
+}
+
+// `sent`: the model File uploaded (for a refusal's hex view), or null for a data-root path
+async function importWith(request, sent) {
+  let response;
+  try {
+    response = await api("/models", request);
+  } catch (error) {
+    if (error instanceof Problem && error.problem.kind) {
+      showProblem(error.problem, sent);
+      status(describeError(error), "error");
+      return;
+    }
+    throw error;
+  }
+  const summary = await response.json();
+  status(`${response.status === 201 ? "imported" : "already imported"}: ${summary.input}`, "ok");
+  openSummary(summary);
+  listModels(true).catch(() => {});
+}
+
+export async function openModel(id) {
+  status("opening " + id.slice(0, 12) + "…");
+  openSummary(await apiJson(`/models/${encodeURIComponent(id)}`));
+  status("", "info");
+}
+
+function openSummary(summary) {
+  state.model = summary;
+  state.generation++;
+  state.graph = null;
+  state.layout = null;
+  state.selected = null;
+  $("#scene").replaceChildren();
+  $("#details").hidden = true;
+  $("#tensor-list tbody").replaceChildren();
+  $("#tensor").replaceChildren();
+  $("#tabs [data-tab=problem]").hidden = true;
+  if (location.hash !== "#model=" + summary.id) history.replaceState(null, "", "#model=" + summary.id);
+  const check = summary.diagnostics || { errors: 0, warnings: 0, items: [] };
+  state.diagnostics = { errors: check.errors, warnings: check.warnings, items: check.items, complete: false, byNode: new Map() };
+  renderSummary(summary);
+  showTab("summary");
+  countParameters(summary, state.generation).catch(fail);
+  loadDiagnostics(summary, state.generation).catch(fail);
+}
+
+let modelsListing = 0; // the latest listing wins: an older answer still arriving is dropped
+
+export async function listModels(reset) {
+  const listing = reset ? ++modelsListing : modelsListing;
+  const cursor = reset ? null : state.modelsCursor;
+  const page = await apiJson("/models?limit=50" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+  if (listing !== modelsListing) return;
+  if (reset) $("#models").replaceChildren();
+  for (const item of page.items) {
+    $("#models").append(
+      el("li", {}, el("a", { href: "#model=" + item.id, title: item.id, onclick: (e) => (e.preventDefault(), openModel(item.id).catch(fail)) }, item.input),
+        el("small", {}, ` ${bytes(item.model_file.size).split(" (")[0]} · ${item.created.slice(0, 19).replace("T", " ")}`)),
+    );
+  }
+  state.modelsCursor = page.next_cursor;
+  $("#more-models").hidden = !page.next_cursor;
+}
