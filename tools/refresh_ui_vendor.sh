@@ -14,7 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # elkjs: the Eclipse Layout Kernel compiled to JavaScript (EPL-2.0); the
-# explorer's graph worker loads lib/elk.bundled.js with importScripts.
+# explorer's graph worker (a module worker) imports lib/elk.bundled.js for its
+# side effect, the global ELK its UMD wrapper sets: the file is used unmodified.
 ELKJS_VERSION=0.12.1
 ELKJS_INTEGRITY=sha512-IhMYKHE4S2vtx0QrhBP3lYOIKDeIiJXBrdq9MGYkuB8ZHqhrBnHNfSUndjXFewrX1CPK8chwq+2NA0K0hliYuw==
 

@@ -22,9 +22,19 @@
 // layered algorithm with model-order layering and cycle breaking: the nodes
 // come in topological order, and ELK's default strategies recurse along
 // paths deeply enough to overflow a worker's stack on long ONNX chains.
-"use strict";
+//
+// A module worker (graph-worker-client.js starts it with type "module"), so
+// that it imports what the page imports too (problem.js, type-text.js).
+// importScripts does not exist in a module worker: the vendored bundle, an
+// unmodified UMD script, is imported for its side effect instead, a static
+// import from this origin (script-src 'self', no eval): with neither
+// `module` nor `define` around, its wrapper sets the global ELK (self.ELK).
+// It also sets self.onmessage for ELK's own worker protocol, unused here:
+// this module, evaluated after it, sets its own.
 
-importScripts("vendor/elk.bundled.js", "type-text.js");
+import "../vendor/elk.bundled.js";
+import { responseProblem } from "./problem.js";
+import { typeText } from "./type-text.js";
 
 const PAGE_SIZE = 5000;
 const MAX_RESULTS = 100;
@@ -39,7 +49,7 @@ const ELK_OPTIONS = {
   "elk.layered.spacing.edgeNodeBetweenLayers": "12",
 };
 
-const elk = new ELK(); // no workerUrl: ELK runs here, in this worker's thread
+const elk = new self.ELK(); // no workerUrl: ELK runs here, in this worker's thread
 let graphs = new Map(); // path -> {graph, parent, via, values: Map(name -> value), title}
 let layouts = new Map(); // `${path}|${page}` -> layout
 let byIndex = new Map(); // path -> Map(file index -> position)
@@ -55,15 +65,7 @@ let loads = 0; // the latest load wins: an older one still arriving is dropped
 async function load({ url, token }) {
   const ticket = ++loads;
   const response = await fetch(url, { headers: token ? { Authorization: "Bearer " + token } : {} });
-  if (!response.ok) {
-    let problem;
-    try {
-      problem = await response.json();
-    } catch (_) {
-      problem = { status: response.status, detail: response.statusText };
-    }
-    throw Object.assign(new Error(problem.detail || "HTTP " + response.status), { problem });
-  }
+  if (!response.ok) throw await responseProblem(response);
   const chunks = [];
   let received = 0;
   const reader = response.body.getReader();
@@ -365,7 +367,7 @@ function locate({ fieldPaths }) {
 
 const operations = { load, view, node, search, locate };
 
-onmessage = async (event) => {
+self.onmessage = async (event) => {
   const { id, op } = event.data;
   try {
     const result = await operations[op](event.data);
