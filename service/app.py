@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import threading
 from collections.abc import AsyncIterator
 
 import anyio.to_thread
@@ -33,21 +34,15 @@ from service.observability.request_log import RequestLogMiddleware
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.state import Service
-from service.store.model_store import Store
+from service.store.backends import open_store
 
 log = logging.getLogger("service")
 
 
-def create_app(settings: Settings) -> FastAPI:
-    store = Store(
-        settings.store,
-        settings.store_max_bytes,
-        min_free=settings.store_min_free,
-        max_import_bytes=settings.max_import_bytes,
-        tenant_max_bytes=settings.tenant_max_bytes,
-        tenant_max_models=settings.tenant_max_models,
-    )
-    sandbox = Sandbox(settings)
+def create_app(settings: Settings, sandbox: Sandbox | None = None) -> FastAPI:
+    """The service for `settings`; `sandbox` replaces the forking one (in-process tests)."""
+    store = open_store(settings)
+    sandbox = sandbox or Sandbox(settings)
     limiter = ImportLimiter(settings.workers, settings.queue, settings.max_receiving)
     keys = KeyRing(settings.api_keys)  # a broken key file refuses the start (KeyFileError)
     metrics = Metrics(store, lambda: limiter)
@@ -66,7 +61,7 @@ def create_app(settings: Settings) -> FastAPI:
         await anyio.to_thread.run_sync(sandbox.start)
         readiness = ReadinessProbe(sandbox, store)
         app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness)
-        if not keys.anonymous:
+        if not keys.anonymous and threading.current_thread() is threading.main_thread():  # an in-process test's loop is not
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys)
         log.info(
             "ready: data root %s, store %s, %d workers, queue %d, %s",

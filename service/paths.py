@@ -10,8 +10,9 @@ non-regular file (directory, FIFO, device, socket) is 403
 file and checks it is the one resolved here (device and inode).
 
 Also `open_under`, which opens a recorded path below the data root (or a
-model's store folder) one component at a time, following no link, for
-serving tensor bytes long after the import.
+model's store folder) one component at a time, following no link, and
+`open_checked`, which also checks the file is the very one read at import
+(same size, mtime_ns and inode), for serving tensor bytes long after the import.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from importer.external_data import location_refusal
-from service.http.problems import ProblemError, bounded
+from service.errors import NotFound, PathForbidden, PathRefused, TensorSourceChanged, TensorSourceGone, bounded
+from service.store.records import SourceFile
 
 MAX_PATH_CHARS = 4096
 MAX_DECODING_ROUNDS = 4
@@ -40,13 +42,13 @@ def lexical_refusal(path: str) -> str | None:
 def check_relative_path(path: str) -> str:
     """`path` if it and its percent-decoded forms are relative and confined."""
     if len(path) > MAX_PATH_CHARS:
-        raise ProblemError("path-refused", f"the path is longer than {MAX_PATH_CHARS} characters")
+        raise PathRefused(f"the path is longer than {MAX_PATH_CHARS} characters")
     form = path
     for _ in range(MAX_DECODING_ROUNDS):
         reason = lexical_refusal(form)
         if reason is not None:
             encoded = "" if form == path else " (after percent-decoding)"
-            raise ProblemError("path-refused", f"{reason}{encoded}: {bounded(repr(path), 200)}")
+            raise PathRefused(f"{reason}{encoded}: {bounded(repr(path), 200)}")
         decoded = unquote(form, errors="replace") if "%" in form else form
         if decoded == form:
             break
@@ -69,16 +71,16 @@ def resolve_under_root(root: str, path: str) -> ResolvedPath:
     check_relative_path(path)
     real_root = os.path.realpath(root)
     real_path = os.path.realpath(os.path.join(real_root, path))
-    if real_path == real_root or os.path.commonpath([real_root, real_path]) != real_root:
-        raise ProblemError("path-forbidden", f"the path resolves outside the data root: {bounded(repr(path), 200)}")
+    if relative_below(real_root, real_path) is None:
+        raise PathForbidden(f"the path resolves outside the data root: {bounded(repr(path), 200)}")
     try:
         info = os.stat(real_path)
     except FileNotFoundError:
-        raise ProblemError("not-found", f"no such file under the data root: {bounded(repr(path), 200)}") from None
+        raise NotFound(f"no such file under the data root: {bounded(repr(path), 200)}") from None
     except OSError as error:
-        raise ProblemError("path-forbidden", f"the path cannot be examined ({error.strerror}): {bounded(repr(path), 200)}") from None
+        raise PathForbidden(f"the path cannot be examined ({error.strerror}): {bounded(repr(path), 200)}") from None
     if not stat.S_ISREG(info.st_mode):
-        raise ProblemError("path-forbidden", f"not a regular file: {bounded(repr(path), 200)}")
+        raise PathForbidden(f"not a regular file: {bounded(repr(path), 200)}")
     return ResolvedPath(real_path, path, info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
 
 
@@ -115,6 +117,31 @@ def open_under(root: str, relative: str) -> int:
             raise PathChanged(f"the file cannot be opened without following a link ({error.strerror})") from None
     finally:
         os.close(directory)
+
+
+def open_checked(root: str, identity: SourceFile) -> int:
+    """Open the file a tensor lives in (`identity.path`, below `root`, no link
+    followed on the way), checking it is the one read at import."""
+    try:
+        fd = open_under(root, identity.path)
+    except FileNotFoundError:
+        raise TensorSourceGone("the file holding the tensor no longer exists; import the model again") from None
+    except PathChanged as error:
+        raise TensorSourceChanged(f"the path of the file holding the tensor changed since the import: {error}") from None
+    except OSError as error:
+        raise TensorSourceChanged(f"the file holding the tensor cannot be opened ({error.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        # size, mtime and inode, not the device number: on a shared network
+        # store each node numbers the mount its own way (see deploy/README.md)
+        seen = (identity.size, identity.mtime_ns, identity.inode)
+        now = (info.st_size, info.st_mtime_ns, info.st_ino)
+        if not stat.S_ISREG(info.st_mode) or now != seen:
+            raise TensorSourceChanged("the file holding the tensor changed since the import; import the model again")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def relative_below(root: str, path: str) -> str | None:

@@ -139,6 +139,9 @@ def within(low: N, high: N) -> Rule[N]:
     return Rule(lambda value: low <= value <= high, f"must be within {_number(low)} to {_number(high)}")
 
 
+STORE_BACKENDS = ("local", "memory")  # service.store.backends builds each
+
+
 def one_of(*choices: str) -> Rule[str]:
     return Rule(lambda value: value in choices, f"must be one of {', '.join(choices)}")
 
@@ -202,6 +205,10 @@ class Settings:
         shown="the bundled samples (`testdata/samples`)",
     )
     store: Path = setting(DEFAULT_STORE, PATH, "folder of the content-addressed store (created if missing)")  # noqa: RUF009
+    store_backend: str = setting(
+        "local", LEVEL, "where models are stored: local (the --store folder), or memory (one process, lost at exit: tests and trials only)",
+        rule=one_of(*STORE_BACKENDS),
+    )  # fmt: skip
     workers: int = setting(max(1, os.cpu_count() or 1), INT, "imports running at once", rule=within(1, 256), shown="CPU count")
     queue: int = setting(64, INT, "imports that may wait for a worker; beyond that 503", rule=within(0, 100_000))
     worker_memory: int = setting(

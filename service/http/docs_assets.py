@@ -20,7 +20,8 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 
-from service.http.problems import ProblemError, bounded
+from service.errors import bounded
+from service.http.problems import ProblemError
 
 ASSET_PREFIX = "/docs/assets"
 # the fastapi-offline package's data folder: kept in step with Swagger UI 5 and ReDoc by its releases

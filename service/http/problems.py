@@ -27,14 +27,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service import errors
+from service.errors import bounded
 from service.http.request_context import current_request
 from service.sandbox.protocol import ImportFailure
+from service.store.files import is_full
 
 PROBLEM_BASE = "https://onnx-import.example/problems/"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
-MAX_DETAIL_CHARS = 500
 MAX_INSTANCE_CHARS = 300
-NOSNIFF = {"X-Content-Type-Options": "nosniff"}  # also here: the 500 handler answers outside the app's middleware
+NOSNIFF_HEADERS = {"X-Content-Type-Options": "nosniff"}  # also here: the 500 handler answers outside the app's middleware
 # What a read or write on a connection the client closed raises (only taken for
 # a disconnect once the server has reported one, except ClientDisconnect itself)
 DISCONNECT_ERRORS: tuple[type[BaseException], ...] = (
@@ -119,12 +121,6 @@ _BY_STATUS = {
 }
 
 
-def bounded(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
-    """Printable and at most `limit` characters (control characters escaped)."""
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit * 2])
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 class ProblemError(Exception):
     """An error response: a problem type, a detail and extension members."""
 
@@ -157,6 +153,44 @@ def import_problem(error: ImportFailure, *, limit: str | None = None) -> Problem
     return problem
 
 
+# The one map of domain errors (`service.errors`) to problems; ImportFailed is
+# the worker's report, mapped by its kind (`import_problem`).
+DOMAIN_PROBLEMS: dict[type[errors.ServiceError], str] = {
+    errors.NotFound: "not-found",
+    errors.BadInput: "bad-request",
+    errors.PathRefused: "path-refused",
+    errors.PathForbidden: "path-forbidden",
+    errors.StoreFull: "store-full",
+    errors.ImportTooLarge: "payload-too-large",
+    errors.TenantQuotaExceeded: "tenant-quota-exceeded",
+    errors.Overloaded: "overloaded",
+    errors.ModelSourceChanged: "model-source-changed",
+    errors.TensorSourceChanged: "tensor-source-changed",
+    errors.TensorSourceGone: "tensor-source-gone",
+}
+
+
+def known_problem(error: Exception) -> ProblemError | None:
+    """The problem a domain error, or a full file system, is answered with; None for anything else (a bug)."""
+    if isinstance(error, errors.ServiceError):
+        return domain_problem(error)
+    if isinstance(error, OSError) and is_full(error):
+        return ProblemError("store-full", "the store's file system is full")
+    return None
+
+
+def domain_problem(error: errors.ServiceError) -> ProblemError:
+    """The problem a domain error is answered with."""
+    if isinstance(error, errors.ImportFailed):
+        return import_problem(error.failure, limit=error.limit)
+    problem = ProblemError(DOMAIN_PROBLEMS[type(error)], error.detail)
+    if error.limit is not None:
+        problem.extensions["limit"] = error.limit
+    if isinstance(error, errors.Overloaded):
+        problem.headers["Retry-After"] = str(error.retry_after)
+    return problem
+
+
 def problem_response(request: Request, error: ProblemError) -> JSONResponse:
     body: dict[str, Any] = {
         "type": error.problem.uri,
@@ -169,13 +203,22 @@ def problem_response(request: Request, error: ProblemError) -> JSONResponse:
     info = current_request()
     if info is not None:
         body["request_id"] = info.request_id
-    headers = NOSNIFF | error.headers
+    headers = NOSNIFF_HEADERS | error.headers
     return JSONResponse(body, status_code=error.problem.status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
 
 
 async def _on_problem(request: Request, error: Exception) -> Response:
     assert isinstance(error, ProblemError)
     return problem_response(request, error)
+
+
+async def _on_known_error(request: Request, error: Exception) -> Response:
+    """A domain error, or a full file system anywhere (the store, an upload,
+    a worker's streams): its problem; any other OSError is a bug."""
+    problem = known_problem(error)
+    if problem is None:
+        return await _on_unexpected(request, error)
+    return problem_response(request, problem)
 
 
 async def _on_validation(request: Request, error: Exception) -> Response:
@@ -207,6 +250,8 @@ async def _on_unexpected(request: Request, error: Exception) -> Response:
 
 def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProblemError, _on_problem)
+    app.add_exception_handler(errors.ServiceError, _on_known_error)
+    app.add_exception_handler(OSError, _on_known_error)
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
     app.add_exception_handler(Exception, _on_unexpected)

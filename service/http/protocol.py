@@ -57,7 +57,7 @@ from service.http.problems import PROBLEM_MEDIA_TYPE, PROBLEMS, ProblemType
 
 log = logging.getLogger("service")
 
-NOSNIFF = (b"x-content-type-options", b"nosniff")
+NOSNIFF_RAW_HEADER = (b"x-content-type-options", b"nosniff")
 INVALID_REQUEST = "the request is not valid HTTP/1.1"
 SMUGGLING = "a request must not have both Content-Length and Transfer-Encoding (RFC 9112 section 6.1)"
 # The service's one 408 type (service.problems; the body deadline uses it too)
@@ -195,7 +195,7 @@ class HardenedH11Protocol(H11Protocol):
                 (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
-                NOSNIFF,
+                NOSNIFF_RAW_HEADER,
             ]
             try:
                 response = h11.Response(status_code=problem.status, headers=headers, reason=STATUS_PHRASES[problem.status])
@@ -231,8 +231,8 @@ class NoSniffMiddleware:
         async def send_with_nosniff(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
-                if not any(name.lower() == NOSNIFF[0] for name, _ in headers):
-                    message = {**message, "headers": [*headers, NOSNIFF]}
+                if not any(name.lower() == NOSNIFF_RAW_HEADER[0] for name, _ in headers):
+                    message = {**message, "headers": [*headers, NOSNIFF_RAW_HEADER]}
             await send(message)
 
         await self.app(scope, receive, send_with_nosniff)

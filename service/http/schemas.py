@@ -113,6 +113,7 @@ class TensorEntry(BaseModel):
     byte_length: int
     source: str
     href: str = Field(description="the tensor's URL: its name percent-encoded, with ?field_path= when the name is shared")
+    npy_href: str | None = Field(description="the tensor as a .npy file; null for the types with no .npy form (4-, 2- and 6-bit, STRING)")
 
 
 class PageLinks(BaseModel):

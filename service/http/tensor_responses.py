@@ -34,8 +34,7 @@ import hashlib
 import json
 import os
 import re
-import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import quote
 
 import anyio.to_thread
@@ -43,8 +42,8 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from importer.element_types import DataType, raw_layout_dtype
-from service.http.problems import ProblemError, bounded
-from service.paths import PathChanged, open_under
+from service.errors import bounded
+from service.http.problems import ProblemError
 from service.sandbox.catalog_format import TensorRow
 from service.store.records import SourceFile
 
@@ -53,6 +52,13 @@ SMALL_BYTES = 256 << 10  # tensors up to this size are read in one go, not strea
 NPY_MAGIC = b"\x93NUMPY"
 # .npy descr by element type name: the types whose raw layout is a numpy array
 NPY_DESCR = {t.name: dtype.str for t in DataType if (dtype := raw_layout_dtype(t)) is not None}
+
+
+def npy_href(href: str, elem_type: str) -> str | None:
+    """The URL of a tensor's .npy form, or None for a type that has none."""
+    if elem_type not in NPY_DESCR:
+        return None
+    return href + ("&" if "?" in href else "?") + "format=npy"
 
 
 def npy_header(descr: str, dims: list[int]) -> bytes:
@@ -161,31 +167,6 @@ def range_condition_holds(if_range: str | None, etag: str) -> bool:
     return tags is not None and len(tags) == 1 and tags[0] == (False, etag)
 
 
-def open_checked(root: str, identity: SourceFile) -> int:
-    """Open the file a tensor lives in (`identity.path`, below `root`, no link
-    followed on the way), checking it is the one read at import."""
-    try:
-        fd = open_under(root, identity.path)
-    except FileNotFoundError:
-        raise ProblemError("tensor-source-gone", "the file holding the tensor no longer exists; import the model again") from None
-    except PathChanged as error:
-        raise ProblemError("tensor-source-changed", f"the path of the file holding the tensor changed since the import: {error}") from None
-    except OSError as error:
-        raise ProblemError("tensor-source-changed", f"the file holding the tensor cannot be opened ({error.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        # size, mtime and inode, not the device number: on a shared network
-        # store each node numbers the mount its own way (see deploy/README.md)
-        seen = (identity.size, identity.mtime_ns, identity.inode)
-        now = (info.st_size, info.st_mtime_ns, info.st_ino)
-        if not stat.S_ISREG(info.st_mode) or now != seen:
-            raise ProblemError("tensor-source-changed", "the file holding the tensor changed since the import; import the model again")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 async def stream_range(prefix: bytes, fd: int, offset: int, start: int, end: int) -> AsyncIterator[bytes]:
     """Bytes [start, end] of prefix + file[offset:]; closes `fd` at the end."""
     try:
@@ -205,10 +186,13 @@ async def stream_range(prefix: bytes, fd: int, offset: int, start: int, end: int
         os.close(fd)
 
 
-def tensor_response(request: Request, model_id: str, row: TensorRow, source: tuple[str, SourceFile] | None, fmt: str) -> Response:
-    """The response for one tensor. `source`: (the folder its recorded path is
-    below, the file's record) of the file holding it; None when it has no bytes. Called from a worker
-    thread: it opens (and for a small tensor reads) the file."""
+def tensor_response(
+    request: Request, model_id: str, row: TensorRow, source: tuple[Callable[[], int], SourceFile] | None, fmt: str
+) -> Response:
+    """The response for one tensor. `source`: (a call that opens the file
+    holding it, checked to be the one recorded; the file's record), None when
+    it has no bytes. Called from a worker thread: it opens (and for a small
+    tensor reads) the file."""
     prefix = b""
     if fmt == "npy":
         descr = NPY_DESCR.get(row.elem_type)
@@ -241,8 +225,8 @@ def tensor_response(request: Request, model_id: str, row: TensorRow, source: tup
     media_type = "application/octet-stream"
     fd = None
     if source is not None and row.length:
-        root, identity = source
-        fd = open_checked(root, identity)
+        open_source, identity = source
+        fd = open_source()
         if row.offset + row.length > identity.size:
             os.close(fd)
             raise ProblemError("tensor-source-changed", f"the file holding the tensor {bounded(row.name, 100)} is shorter than the tensor")

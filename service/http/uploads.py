@@ -10,7 +10,7 @@ part past `max_upload`, or the body past `max_upload_total`, cuts the request
 off with 413. Every file is written into the request's work folder, which the
 caller removes on every path, so nothing of a refused upload is kept. Each
 file's SHA-256 is computed while it streams. A silent or too slow body is a
-408 (`service.http.request_body`); a full file system is `StoreFullError` (507).
+408 (`service.http.request_body`); a full file system is an OSError the problem map answers with 507.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import hashlib
 import os
 import posixpath
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio.to_thread
@@ -27,41 +26,18 @@ from fastapi import Request
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
-from service.http.problems import ProblemError, bounded
+from service.errors import ServiceError, bounded
+from service.http.problems import ProblemError
 from service.http.request_body import body_chunks
+from service.imports.inputs import DEFAULT_DISPLAY_NAME, StagedFile, Upload
 from service.paths import check_relative_path
 from service.settings import Settings
-from service.store.files import is_full
-from service.store.model_store import StoreFullError
 
-DEFAULT_DISPLAY_NAME = "model.onnx"
 MAX_PARTS_MARGIN = 8
 MAX_BOUNDARY_BYTES = 200  # RFC 2046 allows 70; the parser refuses more than 256
 MAX_DISPLAY_NAME = 200
 MAX_LOCATION_DEPTH = 64
 DRAIN_BYTES = 1 << 20  # read (and drop) up to this much past a limit, so the client sees the 413
-
-
-@dataclass
-class StagedFile:
-    location: str  # relative location (the model: its display name)
-    path: Path
-    size: int = 0
-    sha256: str = ""
-
-
-@dataclass
-class Upload:
-    model_path: Path  # where the model part is written
-    external_dir: Path  # where external_data parts are written, under their locations
-    display_name: str = DEFAULT_DISPLAY_NAME
-    model: StagedFile | None = None
-    externals: list[StagedFile] = field(default_factory=list)
-
-    @property
-    def size(self) -> int:
-        """Bytes received in all: the model and every external part."""
-        return sum(staged.size for staged in [self.model, *self.externals] if staged is not None)
 
 
 class _PartWriter:
@@ -227,12 +203,7 @@ async def receive_upload(request: Request, model_path: Path, external_dir: Path,
             await _drain(stream, DRAIN_BYTES)
             error.headers["Connection"] = "close"
         raise
-    except OSError as error:
-        writer.close()
-        if is_full(error):
-            raise StoreFullError("the store's file system is full") from None
-        raise
-    except ClientDisconnect:
+    except (ClientDisconnect, ServiceError, OSError):  # a part's location refused (PathRefused); a full disk (507)
         writer.close()
         raise
     except Exception as error:  # the parser's own errors: a broken body

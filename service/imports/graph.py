@@ -1,6 +1,6 @@
 """The graph document of a stored model, rendered on first request.
 
-Owns `graph_document`: the path of the model's `graph.json`, made once by a
+Owns `graph_document`: an open descriptor of the model's `graph.json`, made once by a
 sandboxed worker that imports the stored model again and renders its resolved
 graph (`service.sandbox.worker.graph`), then added to the model's folder by the store.
 Rendering a 200,000-node graph costs more than importing it, and most clients
@@ -13,7 +13,7 @@ renders the graph, even when the store has it already for another tenant
 
 The model's files are the ones recorded at import: the worker reports the
 identity of each file it read (size, mtime, inode, from its own descriptor),
-and a file that is not the one recorded is 409 `model-source-changed`.
+and a file that is not the one recorded is `ModelSourceChanged` (409).
 """
 
 from __future__ import annotations
@@ -24,13 +24,15 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from service.http.problems import ProblemError, bounded
-from service.imports.flow import run_worker, store_space
+from service.errors import ModelSourceChanged, NotFound, bounded
+from service.imports.flow import run_worker
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import WorkerHeader
 from service.state import Service
-from service.store.model_store import ModelFolder
+from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord
+
+GONE = "the model was removed from the store meanwhile"
 
 
 async def graph_document(service: Service, model_id: str, tenant: str) -> int:
@@ -38,19 +40,18 @@ async def graph_document(service: Service, model_id: str, tenant: str) -> int:
     can remove it: a DELETE or an eviction racing the answer cannot cut it).
     Rendered for the tenant's first request even when the store has it (for
     another tenant): how long a first request takes says nothing of others."""
-    folder = service.store.folder(model_id)
-    if not service.store.tenants.graph_rendered(tenant, model_id):
+    if not service.store.graph_rendered(tenant, model_id):
         key = (model_id, tenant)
         render = service.graph_renders.get(key)
         if render is None:
-            render = asyncio.ensure_future(_render(service, model_id, folder, tenant))
+            render = asyncio.ensure_future(_render(service, model_id, tenant))
             service.graph_renders[key] = render
             render.add_done_callback(lambda _: service.graph_renders.pop(key, None))
         await asyncio.shield(render)
     try:
-        return os.open(folder.graph, os.O_RDONLY | os.O_CLOEXEC)
+        return os.open(service.store.folder(model_id).graph, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise ProblemError("not-found", "the model was removed from the store meanwhile") from None
+        raise NotFound(GONE) from None
 
 
 def _source_path(service: Service, folder: ModelFolder, item: SourceFile) -> str:
@@ -60,27 +61,28 @@ def _source_path(service: Service, folder: ModelFolder, item: SourceFile) -> str
 
 def _check_sources(record: StoredRecord, header: WorkerHeader) -> None:
     """The files the worker read are the ones recorded at import (its own
-    fstat of what it read: size, mtime, inode)."""
+    fstat of what it read: size, mtime and inode of a data-root file; the size
+    of a stored one, immutable content whose local copy a backend may make afresh)."""
     reports = {report.key: report for report in header.sources}
     for key, item in record.files.items():
         if key == CONVERTED_FILE_KEY:
             continue
         report = reports.get(key)
-        if report is None or (report.size, report.mtime_ns, report.inode) != (item.size, item.mtime_ns, item.inode):
-            raise ProblemError(
-                "model-source-changed", f"the model's file {bounded(repr(key), 200)} changed since the import; import it again"
-            )
+        seen = (item.size,) if item.in_store else (item.size, item.mtime_ns, item.inode)
+        if report is None or (report.size, report.mtime_ns, report.inode)[: len(seen)] != seen:
+            raise ModelSourceChanged(f"the model's file {bounded(repr(key), 200)} changed since the import; import it again")
 
 
-async def _render(service: Service, model_id: str, folder: ModelFolder, tenant: str) -> None:
+async def _render(service: Service, model_id: str, tenant: str) -> None:
     record = await anyio.to_thread.run_sync(service.store.read_record, model_id)
-    held = service.store.tenants.get(tenant, model_id)
+    held = service.store.holding(tenant, model_id)
     if record is None or held is None:
-        raise ProblemError("not-found", "the model was removed from the store meanwhile")
+        raise NotFound(GONE)
+    folder = await anyio.to_thread.run_sync(service.store.folder, model_id)
     model_path = _source_path(service, folder, record.files[MODEL_FILE_KEY])
     external_dir = str(folder.upload_external) if record.files[MODEL_FILE_KEY].in_store else None
     async with service.limiter.admission():
-        with store_space(), service.store.work_folder() as work:
+        with service.store.work_folder() as work:
             job = service.sandbox.job(
                 "graph",
                 directory=os.path.dirname(model_path),
@@ -93,4 +95,4 @@ async def _render(service: Service, model_id: str, folder: ModelFolder, tenant: 
             header = await run_worker(service, job, [work.graph], service.settings.max_import_bytes)
             _check_sources(record, header)
             if not await anyio.to_thread.run_sync(service.store.add_graph, model_id, work.graph, tenant):
-                raise ProblemError("not-found", "the model was removed from the store meanwhile")
+                raise NotFound(GONE)

@@ -4,8 +4,8 @@ Uploads whose bodies are still arriving are bounded apart (`max_receiving`):
 a request joins the import queue only once its body is on disk, so slow
 clients hold receiving places, never import places.
 
-Owns `ImportLimiter`: `receiving()` (a place to receive a body, or 503),
-`admission()` (a place in the queue, or the 503 problem) and `slot()` (one of
+Owns `ImportLimiter`: `receiving()` (a place to receive a body, or `Overloaded`),
+`admission()` (a place in the queue, or `Overloaded`) and `slot()` (one of
 the running places, waited for in order), and the figures `/readyz` reports.
 """
 
@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import AsyncIterator
 
-from service.http.problems import ProblemError
+from service.errors import Overloaded
 
 
 class ImportLimiter:
@@ -42,11 +42,7 @@ class ImportLimiter:
     @contextlib.asynccontextmanager
     async def receiving(self) -> AsyncIterator[None]:
         if self.receiving_now >= self.max_receiving:
-            raise ProblemError(
-                "overloaded",
-                f"{self.receiving_now} uploads are being received; try again later",
-                headers={"Retry-After": str(self.retry_after())},
-            )
+            raise Overloaded(f"{self.receiving_now} uploads are being received; try again later", self.retry_after())
         self.receiving_now += 1
         try:
             yield
@@ -56,11 +52,8 @@ class ImportLimiter:
     @contextlib.asynccontextmanager
     async def admission(self) -> AsyncIterator[None]:
         if self.admitted >= self.capacity:
-            raise ProblemError(
-                "overloaded",
-                f"{self.running} imports are running and {self.admitted - self.running} waiting; try again later",
-                headers={"Retry-After": str(self.retry_after())},
-            )
+            waiting = self.admitted - self.running
+            raise Overloaded(f"{self.running} imports are running and {waiting} waiting; try again later", self.retry_after())
         self.admitted += 1
         try:
             yield

@@ -12,7 +12,6 @@ route templates (`/models/{model_id}/tensors/{name}`) and fixed words only
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -43,7 +42,7 @@ class _NowCollector(Collector):
             )
             yield GaugeMetricFamily(PREFIX + "uploads_receiving", "Uploads whose bodies are arriving", value=limiter.receiving_now)
         try:
-            models = sum(1 for entry in os.scandir(self.store.models) if entry.is_dir())
+            models = self.store.model_count()
             yield GaugeMetricFamily(PREFIX + "store_models", "Models stored (content, shared by tenants)", value=models)
             yield GaugeMetricFamily(PREFIX + "store_bytes", "Bytes the stored models take", value=self.store.usage())
             yield GaugeMetricFamily(PREFIX + "store_free_bytes", "Free bytes on the store's file system", value=self.store.free_bytes())

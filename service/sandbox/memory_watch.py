@@ -1,4 +1,4 @@
-"""The workers' memory watchdogs: a worker leaves promptly at its memory limit.
+"""The front end's watch over each worker's memory: a worker leaves promptly at its limit.
 
 Owns `WorkerMemoryWatch` (in the front end, one per running worker); the
 worker's side is `service.sandbox.worker.memory_limit`. RLIMIT_DATA alone does not always end a worker

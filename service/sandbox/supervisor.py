@@ -1,4 +1,4 @@
-"""The worker sandbox: one fresh, limited process per import.
+"""The supervisor: one fresh, limited worker process per job, and how it ended.
 
 Owns `Sandbox`: a multiprocessing fork server started once (with `importer`
 and `service.sandbox.worker.main` preloaded, so a worker does not pay Python's start-up),
@@ -37,6 +37,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from service.errors import ImportFailed, ImportTooLarge, StoreFull
 from service.sandbox.memory_watch import WorkerMemoryWatch
 from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, WorkerHeader, WorkerJob
 from service.sandbox.worker import main as worker
@@ -74,6 +75,22 @@ class WorkerOutcome:
     limit: str | None = None
     detail: str = ""
     seconds: float = 0.0
+
+    def result(self, display_name: str) -> WorkerHeader:
+        """The worker's answer if the job succeeded; else the typed error
+        (`service.errors`) saying how it ended. `display_name` names the input
+        in a failure the worker could not describe itself."""
+        if self.status == "ok" and self.header is not None:
+            return self.header
+        if self.status == "error" and self.error is not None:
+            raise ImportFailed(self.error)
+        if self.status == "store_full":
+            raise StoreFull(self.detail)
+        if self.status == "too_large":
+            raise ImportTooLarge(self.detail)
+        if self.status == "resource_limit":
+            raise ImportFailed(ImportFailure(kind="ResourceLimit", message=self.detail, input=display_name), limit=self.limit)
+        raise ImportFailed(ImportFailure(kind="WorkerCrashed", message=self.detail, input=display_name))
 
 
 class Sandbox:
@@ -180,7 +197,7 @@ class Sandbox:
         outcome: WorkerOutcome | None = None
         broken = ""
         try:
-            outcome = _receive(reader, destinations, max_bytes)
+            outcome = receive_answer(reader, destinations, max_bytes)
         except StreamsTooLarge as error:
             outcome = WorkerOutcome("too_large", detail=str(error))
         except OSError as error:
@@ -306,7 +323,9 @@ class StreamsTooLarge(Exception):
     """The worker announced more bytes than the job may write."""
 
 
-def _receive(reader: Connection, destinations: list[Path], max_bytes: int | None) -> WorkerOutcome:
+def receive_answer(reader: Connection, destinations: list[Path], max_bytes: int | None) -> WorkerOutcome:
+    """A worker's answer: its header, and the streams it announces written to
+    `destinations` (at most `max_bytes` in all; else StreamsTooLarge)."""
     header = WorkerHeader.model_validate_json(reader.recv_bytes(MAX_HEADER_BYTES))
     if header.status == "error":
         if header.error is None:

@@ -4,7 +4,7 @@ Owns `MODEL_ID`, `write_file_atomically` (temporary file, fsync, rename;
 nothing left behind on failure), `fsync_tree` (many fsyncs at once),
 `fsync_dir`, `fsync_path`, `tree_bytes` and `is_full` (the one test of a
 full file system, for the store, uploads and the worker's streams). Used by
-`service.store.model_store` and `service.store.tenants`, which own the layout.
+the local backend (`service.store.local`) and the work area, which own the layout.
 """
 
 from __future__ import annotations

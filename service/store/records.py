@@ -1,8 +1,10 @@
-"""The stored record of one imported model: what the front end needs besides
-the summary and the catalogue, small whatever the model's size.
+"""The records the store's index keeps: one per stored model, one per tenant
+holding it.
 
-Owns `StoredRecord` and `SourceFile`, written once at commit (`record.json`
-in the model's folder) and read with one small parse. The record names the
+Owns `StoredRecord` and `SourceFile` (what the front end needs of a model
+besides the summary and the catalogue, small whatever the model's size;
+written once at commit, read with one small parse) and `TenantRecord` (a
+tenant holds a model: the name it gave it and when). The record names the
 files a tensor's bytes live in, by the catalogue's file keys ("model", an
 external location, "converted"), with the identity each had at import, which
 serving checks before reading a byte.
@@ -37,3 +39,10 @@ class StoredRecord(BaseModel):
     model_sha256: str
     tensor_count: int
     files: dict[str, SourceFile]
+
+
+class TenantRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tenant: str
+    input: str  # the name this tenant gave the model
+    created_ns: int

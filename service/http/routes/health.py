@@ -1,10 +1,12 @@
-"""Liveness and readiness: `/healthz` (the process answers, and which build of
-the importer it runs: `importer_build`, compiled or pure) and `/readyz`
-(the last background check of `service.observability.readiness`: the fork server forks a
-limited worker, and the store is writable; it also reports what confines
-that worker: `network_isolation`, `worker_sandbox` and `landlock_abi`, read
-from the worker's own report by `service.sandbox.supervisor.describe_isolation`); and
-`/metrics` (Prometheus text; with API keys, only for a key with the `metrics`
+"""Liveness, readiness and metrics: `/healthz`, `/readyz` and `/metrics`.
+
+`/healthz`: the process answers, and which build of the importer it runs
+(`importer_build`: compiled or pure). `/readyz`: the last background check of
+`service.observability.readiness` (the fork server forks a limited worker,
+and the store is writable); it also reports what confines that worker:
+`network_isolation`, `worker_sandbox` and `landlock_abi`, read from the
+worker's own report by `service.sandbox.supervisor.describe_isolation`.
+`/metrics`: Prometheus text (with API keys, only for a key with the `metrics`
 scope: its store totals span every tenant)."""
 
 from __future__ import annotations

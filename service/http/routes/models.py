@@ -23,15 +23,21 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
+from service.errors import ServiceError, bounded
 from service.http.openapi import problem_responses
 from service.http.paging import decode_cursor, page_of
-from service.http.problems import ProblemError, bounded
+from service.http.problems import ProblemError, known_problem
+from service.http.request_body import read_json
 from service.http.request_context import current_request
 from service.http.schemas import GraphDocument, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks, PathRequest
 from service.http.tensor_responses import stream_range
-from service.imports.flow import import_path, import_upload, store_space, stored_summary
+from service.http.test_hooks import import_hooks
+from service.http.uploads import receive_upload
+from service.imports.flow import Imported, import_path, import_upload, stored_summary
 from service.imports.graph import graph_document
+from service.imports.inputs import Upload
 from service.state import Service, ServiceDep
+from service.store.layout import ModelFolder
 
 router = APIRouter(tags=["models"])
 audit = logging.getLogger("service.audit")
@@ -86,16 +92,27 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
     started = time.perf_counter()
     result = "internal-error"  # anything not named below
     try:
-        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media_type not in ("multipart/form-data", "application/json"):
-            raise ProblemError("unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...})')
-        with store_space(), service.store.work_folder() as work:
+        try:
+            media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if media_type not in ("multipart/form-data", "application/json"):
+                raise ProblemError("unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...})')
+            hooks = import_hooks(request, service.settings)
             if media_type == "multipart/form-data":
-                response = await import_upload(request, service, work, caller.tenant)
+
+                async def receive(work: ModelFolder) -> Upload:
+                    return await receive_upload(request, work.upload_model, work.upload_external, service.settings)
+
+                imported = await import_upload(service, caller.tenant, receive, hooks)
             else:
-                response = await import_path(request, service, work, caller.tenant)
+                wanted = await read_json(request, PathRequest, service.settings.body_timeout)
+                imported = await import_path(service, caller.tenant, wanted.path, hooks)
+        except (ServiceError, OSError) as error:
+            problem = known_problem(error)
+            if problem is None:
+                raise
+            raise problem from None
         result = "ok"
-        return response
+        return summary_response(imported, 201 if imported.created else 200)
     except ProblemError as error:
         result = str(error.extensions.get("kind") or error.problem.slug)
         raise
@@ -114,6 +131,14 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
             "import by %s: %s (model %s)", caller.tenant, result, model_id,
             extra={"fields": {"event": "import", "tenant": caller.tenant, "outcome": result, "model_id": model_id}},
         )  # fmt: skip
+
+
+def summary_response(imported: Imported, status: int) -> Response:
+    """A model's summary as the answer (its id noted for the request log)."""
+    if (info := current_request()) is not None:
+        info.model_id = imported.model_id
+    headers = {"Location": f"/models/{imported.model_id}"}
+    return Response(imported.summary, status_code=status, media_type="application/json", headers=headers)
 
 
 @router.api_route(
@@ -139,7 +164,7 @@ def list_models(
     items = []
     for recorded_ns, model_id in page.items:
         record = service.store.read_record(model_id)
-        held = service.store.tenants.get(caller.tenant, model_id)
+        held = service.store.holding(caller.tenant, model_id)
         if record is None or held is None:  # deleted meanwhile
             continue
         items.append(
@@ -164,8 +189,9 @@ def list_models(
 )
 async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> Response:
     require_model(service, caller.tenant, model_id)
-    held = service.store.tenants.get(caller.tenant, model_id)
-    return await stored_summary(service, model_id, 200, held.input if held is not None else "")
+    held = service.store.holding(caller.tenant, model_id)
+    summary = await stored_summary(service, model_id, held.input if held is not None else "")
+    return summary_response(Imported(model_id, False, summary), 200)
 
 
 @router.api_route(
@@ -178,8 +204,7 @@ async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> R
 async def get_graph(model_id: str, request: Request, service: ServiceDep, caller: ReadCaller) -> Response:
     require_model(service, caller.tenant, model_id)
     service.store.touch(model_id)
-    with store_space():
-        fd = await graph_document(service, model_id, caller.tenant)
+    fd = await graph_document(service, model_id, caller.tenant)
     size = os.fstat(fd).st_size
     headers = {"Content-Length": str(size)}
     if request.method == "HEAD" or size == 0:

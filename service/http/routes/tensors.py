@@ -29,12 +29,14 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from service.access.callers import ReadCaller
+from service.errors import bounded
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
-from service.http.problems import ProblemError, bounded
+from service.http.problems import ProblemError
 from service.http.routes.models import MAX_PAGE, require_model
 from service.http.schemas import PageLinks, TensorEntry, TensorPage
-from service.http.tensor_responses import tensor_response
+from service.http.tensor_responses import npy_href, tensor_response
+from service.paths import open_checked
 from service.sandbox.catalog_format import TensorRow, tensor_href
 from service.state import Service, ServiceDep
 from service.store.catalog import Catalog, CatalogUnavailable
@@ -57,6 +59,7 @@ def require_utf8(raw: object, what: str) -> None:
 
 
 def entry_of(model_id: str, row: TensorRow) -> TensorEntry:
+    href = tensor_href(model_id, row.name, row.field_path, row.shared)
     return TensorEntry(
         name=row.name,
         alias=row.alias,
@@ -66,7 +69,8 @@ def entry_of(model_id: str, row: TensorRow) -> TensorEntry:
         dims=row.dims,
         byte_length=row.byte_length,
         source=row.source,
-        href=tensor_href(model_id, row.name, row.field_path, row.shared),
+        href=href,
+        npy_href=npy_href(href, row.elem_type),
     )
 
 
@@ -160,8 +164,15 @@ def get_tensor(
         item = record.files.get(row.file)
         if item is None:
             raise ProblemError("internal-error", "the model's record does not name the file of this tensor")
-        root = str(service.store.folder(model_id).root) if item.in_store else os.path.realpath(service.settings.data_root)
-        source = (root, item)
+        data_root = os.path.realpath(service.settings.data_root)
+        stored = item  # bound for the call below
+
+        def open_source() -> int:
+            if stored.in_store:
+                return service.store.open_file(model_id, stored)
+            return open_checked(data_root, stored)
+
+        source = (open_source, item)
     return tensor_response(request, model_id, row, source, format)
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
+from service.errors import bounded
 from service.http import docs_assets
-from service.http.problems import ProblemError, bounded
+from service.http.problems import ProblemError
 
 UI_DIR = Path(__file__).resolve().parents[2] / "ui"
 MEDIA_TYPES = {

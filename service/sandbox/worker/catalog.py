@@ -36,6 +36,7 @@ from service.sandbox.catalog_format import (
 MAX_BASE_CHARS = 100
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
+
 def slug(text: str) -> str:
     base = _UNSAFE.sub("_", text)[:MAX_BASE_CHARS]
     if not base or base.startswith("."):
@@ -125,5 +126,3 @@ def build_catalog(model: Model, keep_rows: int, diagnostics: Sequence[Diagnostic
     finally:
         connection.close()
     return BuiltCatalog(database, rows, len(places), sorted(externals), converted, shared)
-
-

@@ -1,6 +1,8 @@
-"""The walls a worker puts up around itself, in the order `service.sandbox.worker.main.main`
-calls them, before it reads anything of its job (and `make_undumpable`, which
-keeps the front end's and the fork server's memory out of reach):
+"""The walls a worker puts up around itself before it reads anything of its job.
+
+In the order `service.sandbox.worker.main.main` calls them (and
+`make_undumpable`, which keeps the front end's and the fork server's memory
+out of reach):
 
 1. `isolate_network`: a new network namespace (unprivileged: with a new user
    namespace), or "unavailable" where neither is permitted;

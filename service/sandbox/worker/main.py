@@ -29,7 +29,7 @@ import posixpath
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 
 from importer import ErrorKind, Limits, ModelImportError, OnnxModel, check_model, load_model
@@ -133,7 +133,12 @@ def send_header(connection: Connection, header: WorkerHeader) -> None:
     connection.send_bytes(header.model_dump_json(exclude_defaults=True).encode())
 
 
-def run_task(connection: Connection, job: WorkerJob, isolation: str) -> None:
+def run_task(
+    connection: Connection, job: WorkerJob, isolation: str, leave_root: Callable[[int, int], bool] = confinement.drop_identity
+) -> None:
+    """Import the job's model and send the answer its task asks for. `leave_root`
+    takes the worker's identity once every input is open (in-process tests
+    pass one that keeps the test's own)."""
     model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
     limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
     try:
@@ -149,7 +154,7 @@ def run_task(connection: Connection, job: WorkerJob, isolation: str) -> None:
         )
         send_header(connection, WorkerHeader(status="error", error=failure))
         return
-    if confinement.drop_identity(job.worker_uid, job.worker_gid):  # every input is open (and mapped) now
+    if leave_root(job.worker_uid, job.worker_gid):  # every input is open (and mapped) now
         isolation = confinement.combine_isolation(isolation, f"{confinement.UID_PREFIX}{job.worker_uid}")
     with model:
         opened = model.owners[0].identity

@@ -7,7 +7,6 @@ once its data segment reaches 97% of its limit), `open_own_statm` and
 RLIMIT_NPROC 0 an unprivileged process may not start a thread.
 """
 
-
 from __future__ import annotations
 
 import os

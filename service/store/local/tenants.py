@@ -1,7 +1,7 @@
-"""Which tenant holds which model: the per-tenant records over shared content.
+"""Which tenant holds which model, in the local index: a folder of small files.
 
-Owns `TenantIndex`, a folder of small files the store (`service.store.model_store`) keeps
-beside its content:
+Owns `TenantFolders`, the tenants' part of the local index
+(`service.store.local.index`), kept beside the content:
 
     tenants/<T>/<id>.json   tenant T holds model <id>: the name it gave the
                             model and when (written once; its mtime orders
@@ -16,7 +16,7 @@ name never becomes a path). Content (`models/<id>/`) is shared: two tenants
 importing the same bytes hold one copy. A model is visible to a tenant only
 through its own record; the store removes the content when the last record
 goes, and drops the records of content it evicts. The caller serializes
-changes with the store's lock.
+changes with the index's lock.
 """
 
 from __future__ import annotations
@@ -27,19 +27,11 @@ import heapq
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from service.store.files import MODEL_ID, write_file_atomically
+from service.store.records import TenantRecord
 
 
-class TenantRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    tenant: str
-    input: str  # the name this tenant gave the model
-    created_ns: int
-
-
-class TenantIndex:
+class TenantFolders:
     def __init__(self, root: Path) -> None:
         self.root = root  # the store's tenants/ folder
 
@@ -99,6 +91,14 @@ class TenantIndex:
                     if entry.name.endswith(".json"):
                         held.setdefault(entry.name.removesuffix(".json"), set()).add(folder.name)
         return held
+
+    def held_by(self, tenant: str) -> list[str]:
+        """The ids of the models the tenant holds."""
+        folder = self.folder(tenant)
+        if not folder.is_dir():
+            return []
+        with os.scandir(folder) as entries:
+            return [entry.name.removesuffix(".json") for entry in entries if entry.name.endswith(".json")]
 
     def held_by_anyone(self, model_id: str) -> bool:
         return any((folder / f"{model_id}.json").exists() for folder in self._tenant_folders())

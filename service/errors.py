@@ -1,0 +1,90 @@
+"""The service's domain errors: what can go wrong, in words of the domain.
+
+Raised below the HTTP layer (the import use case, the store, the sandbox,
+path confinement, admission) and turned into RFC 9457 problems in one place,
+`service.http.problems.DOMAIN_PROBLEMS`. Each carries a `detail` and, where a client needs it, the setting that stopped it (`limit`).
+Nothing here knows HTTP.
+"""
+
+from __future__ import annotations
+
+from service.sandbox.protocol import ImportFailure
+
+MAX_DETAIL_CHARS = 500
+
+
+def bounded(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    """Printable and at most `limit` characters (control characters escaped):
+    a detail never echoes raw bytes."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit * 2])
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class ServiceError(Exception):
+    """A domain error; `detail` is shown to the client."""
+
+    def __init__(self, detail: str, *, limit: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.limit = limit  # the setting that refused, if one did
+
+
+class NotFound(ServiceError):
+    """No such model (or file) for this caller: missing, another tenant's, or removed meanwhile."""
+
+
+class BadInput(ServiceError):
+    """The request's content is not usable as asked (an unused external part, a malformed test hook)."""
+
+
+class PathRefused(ServiceError):
+    """A client-named path breaks the lexical rules (relative, no `..`, ...)."""
+
+
+class PathForbidden(ServiceError):
+    """A client-named path resolves outside the data root, or not to a regular file."""
+
+
+class StoreFull(ServiceError):
+    """The store cannot hold the model: its size cap, its file system full, or
+    below the free-space floor with nothing left to evict."""
+
+
+class ImportTooLarge(ServiceError):
+    """One import would add more bytes to the store than `--max-import-bytes`."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, limit="max_import_bytes")
+
+
+class TenantQuotaExceeded(ServiceError):
+    """The tenant's share of the store (`--tenant-max-bytes`, `--tenant-max-models`) is used up."""
+
+
+class Overloaded(ServiceError):
+    """Every import place (or receiving place) is taken; `retry_after` seconds is a fair wait."""
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+class ModelSourceChanged(ServiceError):
+    """A file of the model is not the one recorded at import."""
+
+
+class TensorSourceChanged(ServiceError):
+    """The file holding a tensor is not the one recorded at import."""
+
+
+class TensorSourceGone(ServiceError):
+    """The file holding a tensor no longer exists."""
+
+
+class ImportFailed(ServiceError):
+    """The worker refused the model (as the importer reported it), ran out of
+    a resource (`limit`: memory, cpu, time), or died."""
+
+    def __init__(self, failure: ImportFailure, *, limit: str | None = None) -> None:
+        super().__init__(failure.message, limit=limit)
+        self.failure = failure

@@ -1,0 +1,159 @@
+"""The index of the local store: small files beside the content.
+
+Owns `LocalIndex` (`service.store.interface.Index`): a model's record
+(`models/<id>/record.json`) and its size and last use (`models/<id>/lru`:
+its text the bytes, its mtime the last use), the byte total (`usage`, a
+cache recounted at start), the tenants' records (`tenants`,
+`TenantFolders`) and the lock (an exclusive flock on `lock`, so several
+processes may share the store).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from service.store.files import MODEL_ID, write_file_atomically
+from service.store.layout import ModelFolder
+from service.store.local.tenants import TenantFolders
+from service.store.records import StoredRecord, TenantRecord
+
+log = logging.getLogger("service.store")
+
+
+class LocalIndex:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.models = root / "models"
+        self.tenants = TenantFolders(root / "tenants")
+
+    def open(self) -> None:
+        self.models.mkdir(parents=True, exist_ok=True)
+        self.tenants.root.mkdir(parents=True, exist_ok=True)
+        with self.locked():
+            self._write_usage(self._scan_usage())
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    # --- records, sizes, last use
+
+    def _folder(self, model_id: str) -> ModelFolder:
+        if not MODEL_ID.fullmatch(model_id):
+            raise KeyError(model_id)
+        return ModelFolder(self.models / model_id)
+
+    def has(self, model_id: str) -> bool:
+        return MODEL_ID.fullmatch(model_id) is not None and (self.models / model_id / "record.json").is_file()
+
+    def record(self, model_id: str) -> StoredRecord | None:
+        if not MODEL_ID.fullmatch(model_id):
+            return None
+        try:
+            return StoredRecord.model_validate_json(self._folder(model_id).record.read_bytes())
+        except FileNotFoundError:
+            return None
+
+    def add_record(self, record: StoredRecord, size: int) -> None:
+        folder = self._folder(record.id)
+        write_file_atomically(folder.lru, str(size).encode())
+        write_file_atomically(folder.record, record.model_dump_json().encode())
+        self._write_usage(self.usage() + size)
+
+    def replace_record(self, record: StoredRecord) -> None:
+        write_file_atomically(self._folder(record.id).record, record.model_dump_json().encode())
+
+    def drop(self, model_id: str, size: int) -> None:
+        self.tenants.forget(model_id)
+        self._write_usage(self.usage() - size)
+
+    def size(self, model_id: str) -> int:
+        try:
+            return int(self._folder(model_id).lru.read_text())
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    def grow(self, model_id: str, added: int) -> None:
+        write_file_atomically(self._folder(model_id).lru, str(self.size(model_id) + added).encode())
+        self._write_usage(self.usage() + added)
+
+    def usage(self) -> int:
+        try:
+            return int((self.root / "usage").read_text())
+        except (OSError, ValueError):
+            return self._scan_usage()
+
+    def count(self) -> int:
+        return sum(1 for entry in os.scandir(self.models) if entry.is_dir())
+
+    def touch(self, model_id: str) -> None:
+        with contextlib.suppress(OSError, KeyError):
+            os.utime(self._folder(model_id).lru)
+
+    def by_last_use(self) -> list[str]:
+        used = []
+        for folder in self.models.iterdir():
+            if not folder.is_dir():
+                continue
+            try:
+                last = (folder / "lru").stat().st_mtime_ns
+            except OSError:
+                last = 0
+            used.append((last, folder.name))
+        return [model_id for _, model_id in sorted(used)]
+
+    def _scan_usage(self) -> int:
+        return sum(self.size(folder.name) for folder in self.models.iterdir() if folder.is_dir())
+
+    def _write_usage(self, total: int) -> None:
+        """Best effort: the total is a cache, recomputed at start (a full file
+        system must not fail a commit that is already done)."""
+        try:
+            write_file_atomically(self.root / "usage", str(max(0, total)).encode(), durable=False)
+        except OSError as error:
+            log.warning("could not write the store's byte total: %s", error.strerror)
+
+    # --- tenants (`TenantFolders`)
+
+    def tenant_key(self, tenant: str) -> str:
+        return self.tenants.folder(tenant).name
+
+    def hold(self, owner: TenantRecord, model_id: str) -> bool:
+        return self.tenants.add(owner, model_id)
+
+    def holding(self, tenant: str, model_id: str) -> TenantRecord | None:
+        return self.tenants.get(tenant, model_id)
+
+    def holds(self, tenant: str, model_id: str) -> bool:
+        return self.tenants.holds(tenant, model_id)
+
+    def let_go(self, tenant: str, model_id: str) -> bool:
+        return self.tenants.remove(tenant, model_id)
+
+    def held_by_anyone(self, model_id: str) -> bool:
+        return self.tenants.held_by_anyone(model_id)
+
+    def held_by(self, tenant: str) -> list[str]:
+        return self.tenants.held_by(tenant)
+
+    def holders(self) -> dict[str, set[str]]:
+        return self.tenants.holders()
+
+    def newest(self, tenant: str, before: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
+        return self.tenants.newest(tenant, before, limit)
+
+    def graph_rendered(self, tenant: str, model_id: str) -> bool:
+        return self.tenants.graph_rendered(tenant, model_id)
+
+    def mark_graph_rendered(self, tenant: str, model_id: str) -> None:
+        self.tenants.mark_graph_rendered(tenant, model_id)

@@ -1,0 +1,205 @@
+"""The in-memory backend: content and index in dictionaries of one process.
+
+Owns `MemoryContent` and `MemoryIndex`, the smallest implementations of the
+storage interface (`service.store.interface`): the unit tests' store, and
+the pattern a remote backend follows (content read into the backend at
+install, a local copy made on demand for what needs a file: the catalogue,
+a worker's second read, a tensor's bytes). Nothing survives the process and
+nothing is shared between processes: `--store-backend memory` is for tests
+and trials, never a fleet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from service.errors import TensorSourceChanged, TensorSourceGone
+from service.store.files import MODEL_ID
+from service.store.layout import ModelFolder
+from service.store.records import SourceFile, StoredRecord, TenantRecord
+from service.store.work_area import WorkArea
+
+GRAPH_FILE = "graph.json"
+
+
+class MemoryContent:
+    def __init__(self, work_area: WorkArea) -> None:
+        self.work_area = work_area  # local copies are made in its folder
+        self.blobs: dict[str, dict[str, bytes]] = {}  # model id -> relative path -> bytes
+        self.lock = threading.Lock()
+
+    def open(self) -> None:
+        pass
+
+    def prepare(self, work: ModelFolder) -> None:
+        pass
+
+    def install(self, model_id: str, work: ModelFolder) -> None:
+        files = {}
+        for folder, _, names in os.walk(work.root):
+            for name in names:
+                path = Path(folder) / name
+                files[work.relative(path)] = path.read_bytes()
+        with self.lock:
+            self.blobs[model_id] = files
+
+    def exists(self, model_id: str) -> bool:
+        return model_id in self.blobs
+
+    def model_ids(self) -> list[str]:
+        return list(self.blobs)
+
+    def remove(self, model_id: str) -> Callable[[], None] | None:
+        with self.lock:
+            if self.blobs.pop(model_id, None) is None:
+                return None
+        copy = self._copy_root(model_id)
+        return lambda: shutil.rmtree(copy, ignore_errors=True)
+
+    def has_graph(self, model_id: str) -> bool:
+        return GRAPH_FILE in self.blobs.get(model_id, {})
+
+    def add_graph(self, model_id: str, rendered: Path) -> None:
+        self.blobs[model_id][GRAPH_FILE] = rendered.read_bytes()
+        rendered.unlink()
+
+    def summary(self, model_id: str) -> bytes:
+        try:
+            return self.blobs[model_id]["summary.json"]
+        except KeyError:
+            raise FileNotFoundError(model_id) from None
+
+    def _copy_root(self, model_id: str) -> Path:
+        return self.work_area.folder / f"copy-{model_id}"
+
+    def folder(self, model_id: str) -> ModelFolder:
+        """A local copy of the model's files, written on first use (and the graph once it has one)."""
+        if not MODEL_ID.fullmatch(model_id):
+            raise KeyError(model_id)
+        folder = ModelFolder(self._copy_root(model_id))
+        for relative, data in self.blobs.get(model_id, {}).items():
+            path = folder.root / relative
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+        return folder
+
+    def open_file(self, model_id: str, item: SourceFile) -> int:
+        """The local copy of a stored file; the content is immutable, so its size is the check."""
+        if item.path not in self.blobs.get(model_id, {}):
+            raise TensorSourceGone("the file holding the tensor no longer exists; import the model again")
+        fd = os.open(self.folder(model_id).root / item.path, os.O_RDONLY | os.O_CLOEXEC)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != item.size:
+            os.close(fd)
+            raise TensorSourceChanged("the file holding the tensor changed since the import; import the model again")
+        return fd
+
+
+class MemoryIndex:
+    def __init__(self) -> None:
+        self.records: dict[str, StoredRecord] = {}
+        self.sizes: dict[str, int] = {}
+        self.last_use: dict[str, int] = {}
+        self.held: dict[str, dict[str, TenantRecord]] = {}  # tenant -> model id -> its record
+        self.rendered: set[tuple[str, str]] = set()  # (tenant, model id)
+        self.lock = threading.RLock()
+
+    def open(self) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        with self.lock:
+            yield
+
+    def has(self, model_id: str) -> bool:
+        return model_id in self.records
+
+    def record(self, model_id: str) -> StoredRecord | None:
+        return self.records.get(model_id)
+
+    def add_record(self, record: StoredRecord, size: int) -> None:
+        self.records[record.id] = record
+        self.sizes[record.id] = size
+        self.touch(record.id)
+
+    def replace_record(self, record: StoredRecord) -> None:
+        self.records[record.id] = record
+
+    def drop(self, model_id: str, size: int) -> None:
+        self.records.pop(model_id, None)
+        self.sizes.pop(model_id, None)
+        self.last_use.pop(model_id, None)
+        for models in self.held.values():
+            models.pop(model_id, None)
+        self.rendered = {(tenant, held) for tenant, held in self.rendered if held != model_id}
+
+    def size(self, model_id: str) -> int:
+        return self.sizes.get(model_id, 0)
+
+    def grow(self, model_id: str, added: int) -> None:
+        self.sizes[model_id] = self.sizes.get(model_id, 0) + added
+
+    def usage(self) -> int:
+        return sum(self.sizes.values())
+
+    def count(self) -> int:
+        return len(self.records)
+
+    def touch(self, model_id: str) -> None:
+        if model_id in self.records:
+            self.last_use[model_id] = time.monotonic_ns()
+
+    def by_last_use(self) -> list[str]:
+        return sorted(self.records, key=lambda model_id: self.last_use.get(model_id, 0))
+
+    def tenant_key(self, tenant: str) -> str:
+        return tenant
+
+    def hold(self, owner: TenantRecord, model_id: str) -> bool:
+        models = self.held.setdefault(owner.tenant, {})
+        if model_id in models:
+            return False
+        models[model_id] = owner
+        return True
+
+    def holding(self, tenant: str, model_id: str) -> TenantRecord | None:
+        return self.held.get(tenant, {}).get(model_id)
+
+    def holds(self, tenant: str, model_id: str) -> bool:
+        return model_id in self.held.get(tenant, {})
+
+    def let_go(self, tenant: str, model_id: str) -> bool:
+        self.rendered.discard((tenant, model_id))
+        return self.held.get(tenant, {}).pop(model_id, None) is not None
+
+    def held_by_anyone(self, model_id: str) -> bool:
+        return any(model_id in models for models in self.held.values())
+
+    def held_by(self, tenant: str) -> list[str]:
+        return list(self.held.get(tenant, {}))
+
+    def holders(self) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for tenant, models in self.held.items():
+            for model_id in models:
+                found.setdefault(model_id, set()).add(tenant)
+        return found
+
+    def newest(self, tenant: str, before: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
+        found = [(owner.created_ns, model_id) for model_id, owner in self.held.get(tenant, {}).items()]
+        return sorted((item for item in found if before is None or item < before), reverse=True)[:limit]
+
+    def graph_rendered(self, tenant: str, model_id: str) -> bool:
+        return (tenant, model_id) in self.rendered
+
+    def mark_graph_rendered(self, tenant: str, model_id: str) -> None:
+        self.rendered.add((tenant, model_id))
