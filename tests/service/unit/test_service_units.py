@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.http.problems import MAX_DETAIL_CHARS, ProblemError, bounded
+from service.errors import MAX_DETAIL_CHARS, PathRefused, bounded
+from service.http.problems import ProblemError, domain_problem
 from service.http.tensor_responses import entity_tags, none_match, npy_header, parse_range, range_condition_holds
 from service.paths import check_relative_path, lexical_refusal
 from service.sandbox.catalog_format import tensor_href
@@ -144,9 +145,9 @@ def test_catalogue_rows_aliases_and_hrefs(tmp_path: Path) -> None:
     "path", ["", "/abs", "\\abs", "C:x", "a/../b", "..", "a\\..\\b", "x\0y", "%2e%2e/x", "%252E%252E/x", "a/%2E%2E%5Cb", "%2Fetc", "a%00"]
 )
 def test_refused_paths(path: str) -> None:
-    with pytest.raises(ProblemError) as caught:
+    with pytest.raises(PathRefused) as caught:
         check_relative_path(path)
-    assert caught.value.problem.status == 400
+    assert domain_problem(caught.value).problem.status == 400
 
 
 @pytest.mark.parametrize("path", ["a.onnx", "sub/a.onnx", "a..b.onnx", "...", "%41.onnx", "50%.onnx"])

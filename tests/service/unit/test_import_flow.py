@@ -1,0 +1,141 @@
+"""The import use case (`service.imports.flow`) without HTTP: parsed inputs
+in, an `Imported` result or a typed error out; the in-process sandbox and
+the in-memory store. Also the one map from those errors to problems."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import shutil
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from in_process import InProcessSandbox
+
+from service import errors
+from service.access.keys import KeyRing
+from service.http.problems import DOMAIN_PROBLEMS, PROBLEMS, domain_problem
+from service.imports.flow import Imported, ImportHooks, import_path, import_upload
+from service.imports.inputs import StagedFile, Upload
+from service.imports.limiter import ImportLimiter
+from service.observability.metrics import Metrics
+from service.observability.readiness import ReadinessProbe
+from service.sandbox.protocol import ImportFailure
+from service.sandbox.supervisor import WorkerOutcome
+from service.settings import Settings
+from service.state import Service
+from service.store.backends import open_store
+from service.store.layout import ModelFolder
+
+REPO = Path(__file__).resolve().parents[3]
+SAMPLES = REPO / "testdata" / "samples"
+T = TypeVar("T")
+
+
+def run(service: Service, work: Callable[[Service], Awaitable[T]]) -> T:
+    return asyncio.run(work(service))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Service:
+    data_root = tmp_path / "data"
+    shutil.copytree(SAMPLES, data_root)
+    settings = Settings(data_root=data_root, store=tmp_path / "store", store_backend="memory", workers=1, store_min_free=0)
+    store = open_store(settings)
+    store.open()
+    sandbox = InProcessSandbox(settings)
+    sandbox.start()
+    limiter = ImportLimiter(1, 4, 4)
+    return Service(settings, store, sandbox, limiter, KeyRing(None), Metrics(store, lambda: limiter), ReadinessProbe(sandbox, store))
+
+
+def receiving(*parts: tuple[str, bytes]) -> Callable[[ModelFolder], Awaitable[Upload]]:
+    """What the HTTP layer's upload parser does: the parts written into the work folder, hashed."""
+
+    async def receive(work: ModelFolder) -> Upload:
+        upload = Upload(work.upload_model, work.upload_external, display_name=parts[0][0])
+        for index, (name, data) in enumerate(parts):
+            path = work.upload_model if index == 0 else work.upload_external / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            staged = StagedFile(name, path, len(data), hashlib.sha256(data).hexdigest())
+            if index == 0:
+                upload.model = staged
+            else:
+                upload.externals.append(staged)
+        return upload
+
+    return receive
+
+
+def test_a_path_import_is_created_once_per_tenant(service: Service) -> None:
+    first = run(service, lambda s: import_path(s, "alice", "add.onnx", ImportHooks()))
+    assert isinstance(first, Imported) and first.created
+    assert b'"input":"add.onnx"' in first.summary
+    again = run(service, lambda s: import_path(s, "alice", "add.onnx", ImportHooks()))
+    assert (again.model_id, again.created) == (first.model_id, False)
+    other = run(service, lambda s: import_path(s, "bob", "./add.onnx", ImportHooks()))
+    assert (other.model_id, other.created) == (first.model_id, True)
+    assert b'"input":"./add.onnx"' in other.summary  # bob's own name, never alice's
+    assert service.store.model_count() == 1
+
+
+def test_an_upload_with_its_external_data_is_stored(service: Service) -> None:
+    folder = SAMPLES / "external"
+    parts = [("model.onnx", (folder / "model.onnx").read_bytes())]
+    parts += [(name, (folder / name).read_bytes()) for name in ("weights.bin", "more/bias.bin")]
+    imported = run(service, lambda s: import_upload(s, "alice", receiving(*parts), ImportHooks()))
+    assert imported.created
+    record = service.store.read_record(imported.model_id)
+    assert record is not None and set(record.files) >= {"model", "weights.bin", "more/bias.bin"}
+    assert all(item.in_store for item in record.files.values())
+
+
+def test_an_unused_external_part_is_refused(service: Service) -> None:
+    parts = [("add.onnx", (SAMPLES / "add.onnx").read_bytes()), ("stray.bin", b"\0" * 8)]
+    with pytest.raises(errors.BadInput, match="not used by any tensor"):
+        run(service, lambda s: import_upload(s, "alice", receiving(*parts), ImportHooks()))
+    assert service.store.model_count() == 0
+
+
+def test_the_importers_refusal_is_a_typed_error_naming_the_place(service: Service) -> None:
+    with pytest.raises(errors.ImportFailed) as refused:
+        run(service, lambda s: import_upload(s, "alice", receiving(("bad.onnx", b"\x0a\xff\xff\xff\xff\x0f")), ImportHooks()))
+    assert refused.value.failure.kind == "Malformed" and refused.value.failure.input == "bad.onnx"
+    assert refused.value.failure.offset is not None
+    assert domain_problem(refused.value).problem.status == 422
+
+
+def test_a_path_outside_the_data_root_is_refused_before_any_worker(service: Service) -> None:
+    with pytest.raises(errors.PathRefused):
+        run(service, lambda s: import_path(s, "alice", "../outside.onnx", ImportHooks()))
+    assert isinstance(service.sandbox, InProcessSandbox) and service.sandbox.jobs == []
+
+
+@pytest.mark.parametrize(
+    ("outcome", "raised", "status"),
+    [
+        (WorkerOutcome("resource_limit", limit="memory", detail="out of memory"), errors.ImportFailed, 422),
+        (WorkerOutcome("crashed", detail="killed by SIGSEGV"), errors.ImportFailed, 500),
+        (WorkerOutcome("store_full", detail="full"), errors.StoreFull, 507),
+        (WorkerOutcome("too_large", detail="too many bytes"), errors.ImportTooLarge, 413),
+        (WorkerOutcome("error", error=ImportFailure(kind="Unsupported", message="x", input="m")), errors.ImportFailed, 422),
+    ],
+)
+def test_how_a_worker_ended_is_a_typed_error(outcome: WorkerOutcome, raised: type[Exception], status: int) -> None:
+    with pytest.raises(raised) as caught:
+        outcome.result("m.onnx")
+    assert isinstance(caught.value, errors.ServiceError)
+    assert domain_problem(caught.value).problem.status == status
+
+
+def test_every_domain_error_has_its_problem() -> None:
+    kinds = {cls for cls in vars(errors).values() if isinstance(cls, type) and issubclass(cls, errors.ServiceError)}
+    assert kinds - {errors.ServiceError, errors.ImportFailed} == set(DOMAIN_PROBLEMS)
+    assert set(DOMAIN_PROBLEMS.values()) <= set(PROBLEMS)
+    overloaded = domain_problem(errors.Overloaded("busy", retry_after=7))
+    assert overloaded.problem.status == 503 and overloaded.headers["Retry-After"] == "7"
+    quota = domain_problem(errors.TenantQuotaExceeded("full", limit="tenant_max_models"))
+    assert quota.extensions["limit"] == "tenant_max_models"

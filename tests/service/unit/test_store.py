@@ -1,0 +1,217 @@
+"""The store's policy (`service.store.model_store.Store`) over each backend:
+commits, sharing between tenants, caps, eviction, release, graphs. In
+process, on the local folder backend and the in-memory one alike."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from service.errors import ImportTooLarge, StoreFull, TenantQuotaExceeded
+from service.settings import STORE_BACKENDS, Settings
+from service.store.backends import BACKENDS, open_store
+from service.store.model_store import Store
+from service.store.records import SourceFile, StoredRecord, TenantRecord
+
+MIB = 1 << 20
+
+
+def make_store(tmp_path: Path, backend: str, **settings: int) -> Store:
+    store = open_store(Settings(store=tmp_path / "store", store_backend=backend, store_min_free=0, **settings))  # type: ignore[arg-type]
+    store.open()
+    return store
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store(tmp_path: Path, backend: str) -> Iterator[Store]:
+    store = make_store(tmp_path, backend)
+    yield store
+    store.close()
+
+
+def commit(store: Store, tenant: str, content: bytes, name: str = "m.onnx") -> tuple[str, bool]:
+    """Store `content` as an uploaded model for `tenant`: (its id, new for the tenant)."""
+    model_id = hashlib.sha256(content).hexdigest()
+    with store.work_folder() as work:
+        work.files.mkdir()
+        work.upload_model.write_bytes(content)
+        info = os.stat(work.upload_model)
+        item = SourceFile(path="files/model.onnx", in_store=True, size=info.st_size, mtime_ns=info.st_mtime_ns, inode=info.st_ino)
+        record = StoredRecord(
+            id=model_id, input=name, created_ns=time.time_ns(), model_size=len(content),
+            model_sha256=model_id, tensor_count=0, files={"model": item},
+        )  # fmt: skip
+        owner = TenantRecord(tenant=tenant, input=name, created_ns=time.time_ns())
+        created = store.commit(work, model_id, record, b'{"input":"%s"}' % name.encode(), owner)
+    return model_id, created
+
+
+def test_every_named_backend_is_built() -> None:
+    assert set(BACKENDS) == set(STORE_BACKENDS)
+
+
+def test_a_commit_is_visible_to_its_tenant_only(store: Store) -> None:
+    model_id, created = commit(store, "alice", b"model one")
+    assert created
+    assert store.visible("alice", model_id)
+    assert not store.visible("bob", model_id)
+    assert store.has(model_id)
+    assert store.summary(model_id) == b'{"input":"m.onnx"}'
+    holding = store.holding("alice", model_id)
+    assert holding is not None and holding.input == "m.onnx"
+    assert [listed for _, listed in store.list_models("alice", None, 10)] == [model_id]
+    assert store.list_models("bob", None, 10) == []
+
+
+def test_the_same_content_is_stored_once_and_held_by_each_tenant(store: Store) -> None:
+    model_id, _ = commit(store, "alice", b"shared bytes")
+    used = store.usage()
+    again, created = commit(store, "alice", b"shared bytes")
+    assert (again, created) == (model_id, False)
+    _, created_for_bob = commit(store, "bob", b"shared bytes", "bobs.onnx")
+    assert created_for_bob
+    assert store.model_count() == 1
+    assert store.usage() == used
+    bobs = store.holding("bob", model_id)
+    assert bobs is not None and bobs.input == "bobs.onnx"  # each tenant's own name
+    assert store.tenant_usage("alice") == store.tenant_usage("bob") == (used, 1)
+
+
+def test_release_keeps_content_another_tenant_holds(store: Store) -> None:
+    model_id, _ = commit(store, "alice", b"kept while held")
+    commit(store, "bob", b"kept while held")
+    assert store.release("alice", model_id)
+    assert not store.visible("alice", model_id)
+    assert store.visible("bob", model_id)
+    assert not store.release("alice", model_id)  # not held any more
+    assert store.release("bob", model_id)
+    assert not store.has(model_id)
+    assert store.usage() == 0
+    assert store.model_count() == 0
+
+
+def test_a_tenant_past_its_model_cap_is_refused(tmp_path: Path, backend: str) -> None:
+    store = make_store(tmp_path, backend, tenant_max_models=1)
+    try:
+        commit(store, "alice", b"first")
+        with pytest.raises(TenantQuotaExceeded) as refused:
+            commit(store, "alice", b"second")
+        assert refused.value.limit == "tenant_max_models"
+        commit(store, "bob", b"second")  # another tenant's share is its own
+        commit(store, "alice", b"first")  # held already: no new model
+    finally:
+        store.close()
+
+
+def test_a_tenant_past_its_byte_cap_is_refused(tmp_path: Path, backend: str) -> None:
+    store = make_store(tmp_path, backend, tenant_max_bytes=3000)
+    try:
+        commit(store, "alice", b"a" * 1000)
+        with pytest.raises(TenantQuotaExceeded) as refused:
+            commit(store, "alice", b"b" * 2500)
+        assert refused.value.limit == "tenant_max_bytes"
+    finally:
+        store.close()
+
+
+def test_an_import_over_its_cap_or_the_stores_is_refused(tmp_path: Path, backend: str) -> None:
+    store = make_store(tmp_path, backend, max_import_bytes=MIB, store_max_bytes=2 * MIB)
+    try:
+        with pytest.raises(ImportTooLarge) as too_large:
+            commit(store, "alice", b"x" * (MIB + 1))
+        assert too_large.value.limit == "max_import_bytes"
+        assert store.usage() == 0
+    finally:
+        store.close()
+    store = make_store(tmp_path / "second", backend, max_import_bytes=4 * MIB, store_max_bytes=MIB)
+    try:
+        with pytest.raises(StoreFull):
+            commit(store, "alice", b"x" * (MIB + 1))
+    finally:
+        store.close()
+
+
+def test_eviction_takes_the_least_recently_used_of_the_tenants_own(tmp_path: Path, backend: str) -> None:
+    store = make_store(tmp_path, backend, store_max_bytes=MIB)
+    try:
+        oldest, _ = commit(store, "alice", b"1" * 300_000)
+        bobs, _ = commit(store, "bob", b"2" * 300_000)
+        newer, _ = commit(store, "alice", b"3" * 300_000)
+        time.sleep(0.02)  # a last use apart from the commits' (file times are coarse)
+        store.touch(oldest)  # used again: now newer is alice's least recently used
+        time.sleep(0.02)
+        latest, _ = commit(store, "alice", b"4" * 300_000)
+        assert store.has(latest) and store.has(oldest)
+        assert not store.has(newer)  # alice's least recently used went
+        assert store.has(bobs)  # never a model of another tenant within its quota
+        assert not store.visible("alice", newer)
+        assert store.usage() <= MIB
+    finally:
+        store.close()
+
+
+def test_a_graph_is_added_once_and_counted(tmp_path: Path, store: Store) -> None:
+    model_id, _ = commit(store, "alice", b"with a graph")
+    commit(store, "bob", b"with a graph")
+    before = store.usage()
+    for tenant, document in (("alice", b'{"graph":1}'), ("bob", b'{"graph":2}')):
+        with store.work_folder() as work:
+            work.graph.write_bytes(document)
+            assert store.add_graph(model_id, work.graph, tenant)
+        assert store.graph_rendered(tenant, model_id)
+    assert store.folder(model_id).graph.read_bytes() == b'{"graph":1}'  # the first render stays
+    assert store.usage() == before + len(b'{"graph":1}')
+    with store.work_folder() as work:
+        work.graph.write_bytes(b"{}")
+        assert not store.add_graph(model_id, work.graph, "carol")  # carol holds no such model
+
+
+def test_refreshed_sources_change_only_data_root_files(store: Store) -> None:
+    model_id, _ = commit(store, "alice", b"refresh")
+    record = store.read_record(model_id)
+    assert record is not None
+    moved = SourceFile(path="files/model.onnx", in_store=True, size=1, mtime_ns=2, inode=3)
+    store.refresh_sources(model_id, {"model": moved})
+    assert store.read_record(model_id) == record  # files in the store are never replaced
+
+
+def test_a_listing_pages_newest_first(store: Store) -> None:
+    ids = [commit(store, "alice", f"model {n}".encode())[0] for n in range(5)]
+    first = store.list_models("alice", None, 2)
+    assert [model_id for _, model_id in first] == ids[::-1][:2]
+    rest = store.list_models("alice", first[-1], 10)
+    assert [model_id for _, model_id in rest] == ids[::-1][2:]
+
+
+def test_content_without_a_record_is_removed_at_start(tmp_path: Path) -> None:
+    """A commit cut short between installing the content and recording it (local store)."""
+    store = make_store(tmp_path, "local")
+    model_id, _ = commit(store, "alice", b"complete")
+    store.close()
+    orphan = tmp_path / "store" / "models" / ("0" * 64)
+    (orphan / "files").mkdir(parents=True)
+    (orphan / "files" / "model.onnx").write_bytes(b"half")
+    store = make_store(tmp_path, "local")
+    try:
+        assert not orphan.exists()
+        assert store.has(model_id)
+    finally:
+        store.close()
+
+
+def test_the_work_area_is_empty_after_each_request(store: Store) -> None:
+    commit(store, "alice", b"tidy")
+    with store.work_folder() as work:
+        (work.root / "partial").write_bytes(b"x")
+    leftovers = [path for path in store.work_area.temporary_files() if not path.name.startswith("copy-")]
+    assert leftovers == []
