@@ -8,9 +8,18 @@ Nothing here knows HTTP.
 
 from __future__ import annotations
 
+import errno
+
 from service.sandbox.protocol import ImportFailure
 
 MAX_DETAIL_CHARS = 500
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_full(error: OSError) -> bool:
+    """The error says the file system (or the quota) is full: the one test of
+    it, for the store, uploads and the worker's streams (the problem map answers 507)."""
+    return error.errno in FULL_ERRNOS
 
 
 def bounded(text: str, limit: int = MAX_DETAIL_CHARS) -> str:

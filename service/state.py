@@ -1,8 +1,8 @@
 """The service's parts, as the routes reach them: `ServiceDep`.
 
-Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics, readiness,
-the graph renders under way in this process and the catalogues kept open) and the FastAPI dependency that hands it
-to a route (`ServiceDep`), set up by the app's lifespan.
+Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics,
+readiness, and the graph renders under way in this process) and the FastAPI
+dependency that hands it to a route (`ServiceDep`), set up by the app's lifespan.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
-from service.store.catalog import OpenCatalogs
 from service.store.model_store import Store
 
 
@@ -33,7 +32,6 @@ class Service:
     metrics: Metrics
     readiness: ReadinessProbe
     graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
-    catalogs: OpenCatalogs = field(default_factory=OpenCatalogs)
 
 
 def get_service(request: Request) -> Service:

@@ -28,10 +28,9 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import errors
-from service.errors import bounded
+from service.errors import bounded, is_full
 from service.http.request_context import current_request
 from service.sandbox.protocol import ImportFailure
-from service.store.files import is_full
 
 PROBLEM_BASE = "https://onnx-import.example/problems/"
 PROBLEM_MEDIA_TYPE = "application/problem+json"

@@ -62,7 +62,7 @@ from service.store.records import SourceFile, StoredRecord, TenantRecord
 log = logging.getLogger("service")
 
 SUMMARY_TENSORS = 100  # tensors (and initializers) a summary lists; the rest are paged
-ReceiveUpload = Callable[[ModelFolder], Awaitable[Upload]]
+ReceiveUpload = Callable[[Path, Path], Awaitable[Upload]]  # (where the model goes, the folder for external parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ async def import_upload(service: Service, tenant: str, receive: ReceiveUpload, h
     with service.store.work_folder() as work:
         async with service.limiter.receiving():  # a receiving place, not an import place
             await make_room(service, tenant)
-            upload = await receive(work)
+            upload = await receive(work.upload_model, work.upload_external)
         limit = service.settings.max_import_bytes
         if upload.size > limit:
             raise ImportTooLarge(f"the upload has {upload.size} bytes, more than the {limit} one import may add")

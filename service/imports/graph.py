@@ -49,7 +49,7 @@ async def graph_document(service: Service, model_id: str, tenant: str) -> int:
             render.add_done_callback(lambda _: service.graph_renders.pop(key, None))
         await asyncio.shield(render)
     try:
-        return os.open(service.store.folder(model_id).graph, os.O_RDONLY | os.O_CLOEXEC)
+        return service.store.open_graph(model_id)
     except FileNotFoundError:
         raise NotFound(GONE) from None
 

@@ -46,7 +46,7 @@ class WorkerJob:
     hash_sources: bool = False  # report the SHA-256 of each file read (an upload's were hashed as they arrived)
     sleep: float = 0.0  # test hook: the worker waits this long before reading
     spin: bool = False  # test hook: ... burning CPU instead of sleeping
-    test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.worker.try_forbidden)
+    test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.sandbox.worker.main.try_forbidden)
     test_code: str = ""  # test hook: Python run in place of the task once every wall is up; its `result` is reported
     worker_uid: int = WORKER_ID  # the identity a worker started as root takes once its inputs are open
     worker_gid: int = WORKER_ID

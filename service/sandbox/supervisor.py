@@ -37,15 +37,14 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from service.errors import ImportFailed, ImportTooLarge, StoreFull
+from service.errors import ImportFailed, ImportTooLarge, StoreFull, is_full
 from service.sandbox.memory_watch import WorkerMemoryWatch
 from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, WorkerHeader, WorkerJob
 from service.sandbox.worker import main as worker
-from service.sandbox.worker import seccomp as seccomp_filter
+from service.sandbox.worker import seccomp
 from service.sandbox.worker.confinement import LANDLOCK_PREFIX
 from service.sandbox.worker.memory_limit import EXIT_MEMORY
 from service.settings import TEST_HOOKS_VARIABLE, Settings
-from service.store.files import is_full
 
 log = logging.getLogger("service.sandbox")
 EXIT_GRACE_SECONDS = 1.0
@@ -111,7 +110,7 @@ class Sandbox:
         if network == "unavailable":
             log.warning("network isolation unavailable: workers run without a network namespace of their own")
         if "seccomp" not in layers:
-            reason = seccomp_filter.UNAVAILABLE_REASON or "the kernel refused the filter"
+            reason = seccomp.UNAVAILABLE_REASON or "the kernel refused the filter"
             log.warning("seccomp unavailable: workers run without their system-call filter (%s)", reason)
         log.info("worker sandbox in effect: %s%s", ", ".join(layers) or "none", f" (Landlock ABI {abi})" if abi else "")
 
@@ -243,7 +242,7 @@ class Sandbox:
             return WorkerOutcome(
                 "resource_limit", limit="memory", detail=f"the import needed more than {self.settings.worker_memory} bytes of memory"
             )
-        if exitcode == -signal.SIGSYS:  # SCMP_ACT_KILL_PROCESS (service.seccomp_filter)
+        if exitcode == -signal.SIGSYS:  # SCMP_ACT_KILL_PROCESS (service.sandbox.worker.seccomp)
             return WorkerOutcome("crashed", detail="the import worker was stopped by its sandbox: it made a forbidden system call (SIGSYS)")
         if exitcode is not None and exitcode < 0:
             how = (
@@ -271,7 +270,7 @@ def describe_isolation(isolation: str) -> tuple[str, list[str], int]:
         layers.append("user-namespace")
     if abi:
         layers.append("landlock")
-    if seccomp_filter.SECCOMP in parts:
+    if seccomp.SECCOMP in parts:
         layers.append("seccomp")
     return network, layers, abi
 

@@ -2,14 +2,12 @@
 
 Owns `MODEL_ID`, `write_file_atomically` (temporary file, fsync, rename;
 nothing left behind on failure), `fsync_tree` (many fsyncs at once),
-`fsync_dir`, `fsync_path`, `tree_bytes` and `is_full` (the one test of a
-full file system, for the store, uploads and the worker's streams). Used by
-the local backend (`service.store.local`) and the work area, which own the layout.
+`fsync_dir`, `fsync_path` and `tree_bytes`. Used by the local backend
+(`service.store.local`) and the work area, which own the layout.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import uuid
@@ -17,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 MODEL_ID = re.compile(r"[0-9a-f]{64}")
-FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 _FSYNC_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fsync")
 
@@ -75,7 +72,3 @@ def write_file_atomically(path: Path, data: bytes, *, durable: bool = True) -> N
     if durable:
         fsync_dir(path.parent)
 
-
-def is_full(error: OSError) -> bool:
-    """The error says the file system (or the quota) is full."""
-    return error.errno in FULL_ERRNOS

@@ -22,11 +22,13 @@ the local `WorkArea`, and keeps, whatever the backend:
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from service.errors import ImportTooLarge, StoreFull, TenantQuotaExceeded
+from service.store.catalog import Catalog, OpenCatalogs
 from service.store.files import fsync_path, tree_bytes
 from service.store.interface import Content, Index
 from service.store.layout import ModelFolder
@@ -62,6 +64,7 @@ class Store:
         self.max_import_bytes = max_import_bytes if max_import_bytes is not None else max_bytes
         self.tenant_max_bytes = tenant_max_bytes  # 0: no per-tenant cap
         self.tenant_max_models = tenant_max_models
+        self.catalogs = OpenCatalogs()  # kept open: a connection costs more than a lookup
 
     # --- life cycle and the work area
 
@@ -134,6 +137,14 @@ class Store:
     def open_file(self, model_id: str, item: SourceFile) -> int:
         return self.content.open_file(model_id, item)
 
+    def open_graph(self, model_id: str) -> int:
+        """An open descriptor of the model's graph document; FileNotFoundError if it has none (or is gone)."""
+        return os.open(self.content.folder(model_id).graph, os.O_RDONLY | os.O_CLOEXEC)
+
+    def catalog(self, model_id: str, tenant: str) -> Catalog:
+        """The model's tensor catalogue, opened for this tenant (`OpenCatalogs`)."""
+        return self.catalogs.get(self.content.folder(model_id).catalog, tenant)
+
     def touch(self, model_id: str) -> None:
         self.index.touch(model_id)
 
@@ -192,6 +203,7 @@ class Store:
                     self.index.drop(model_id, size)
         if finish is not None:
             finish()
+            self.catalogs.forget(self.content.folder(model_id).catalog)
         return True
 
     def refresh_sources(self, model_id: str, files: dict[str, SourceFile]) -> None:

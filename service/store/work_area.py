@@ -22,7 +22,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from service.store.files import is_full, write_file_atomically
+from service.errors import is_full
+from service.store.files import write_file_atomically
 from service.store.layout import ModelFolder
 
 log = logging.getLogger("service.store")

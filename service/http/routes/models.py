@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated
 
 import anyio.to_thread
@@ -37,7 +38,6 @@ from service.imports.flow import Imported, import_path, import_upload, stored_su
 from service.imports.graph import graph_document
 from service.imports.inputs import Upload
 from service.state import Service, ServiceDep
-from service.store.layout import ModelFolder
 
 router = APIRouter(tags=["models"])
 audit = logging.getLogger("service.audit")
@@ -99,8 +99,8 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
             hooks = import_hooks(request, service.settings)
             if media_type == "multipart/form-data":
 
-                async def receive(work: ModelFolder) -> Upload:
-                    return await receive_upload(request, work.upload_model, work.upload_external, service.settings)
+                async def receive(model_path: Path, external_dir: Path) -> Upload:
+                    return await receive_upload(request, model_path, external_dir, service.settings)
 
                 imported = await import_upload(service, caller.tenant, receive, hooks)
             else:
@@ -223,8 +223,6 @@ async def get_graph(model_id: str, request: Request, service: ServiceDep, caller
 async def delete_model(model_id: str, service: ServiceDep, caller: DeleteCaller) -> Response:
     require_model(service, caller.tenant, model_id)
     released = await anyio.to_thread.run_sync(service.store.release, caller.tenant, model_id)
-    if not service.store.has(model_id):
-        service.catalogs.forget(service.store.folder(model_id).catalog)
     audit.info(
         "delete by %s: %s (model %s)", caller.tenant, "ok" if released else "not-found", model_id,
         extra={"fields": {"event": "delete", "tenant": caller.tenant, "outcome": "ok" if released else "not-found", "model_id": model_id}},

@@ -177,7 +177,7 @@ def get_tensor(
 
 
 def catalog_of(service: Service, model_id: str, tenant: str) -> Catalog:
-    return service.catalogs.get(service.store.folder(model_id).catalog, tenant)
+    return service.store.catalog(model_id, tenant)
 
 
 @contextlib.contextmanager

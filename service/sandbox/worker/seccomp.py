@@ -60,7 +60,7 @@ and signals to itself.
 
 If libseccomp cannot be loaded, or the kernel refuses the filter, the worker
 runs without it and reports "unavailable" (the sandbox logs why at start).
-`python -m service.seccomp_filter` prints the filter in libseccomp's
+`python -m service.sandbox.worker.seccomp` prints the filter in libseccomp's
 pseudo-filter code.
 """
 

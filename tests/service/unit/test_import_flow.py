@@ -27,7 +27,6 @@ from service.sandbox.supervisor import WorkerOutcome
 from service.settings import Settings
 from service.state import Service
 from service.store.backends import open_store
-from service.store.layout import ModelFolder
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLES = REPO / "testdata" / "samples"
@@ -51,13 +50,13 @@ def service(tmp_path: Path) -> Service:
     return Service(settings, store, sandbox, limiter, KeyRing(None), Metrics(store, lambda: limiter), ReadinessProbe(sandbox, store))
 
 
-def receiving(*parts: tuple[str, bytes]) -> Callable[[ModelFolder], Awaitable[Upload]]:
+def receiving(*parts: tuple[str, bytes]) -> Callable[[Path, Path], Awaitable[Upload]]:
     """What the HTTP layer's upload parser does: the parts written into the work folder, hashed."""
 
-    async def receive(work: ModelFolder) -> Upload:
-        upload = Upload(work.upload_model, work.upload_external, display_name=parts[0][0])
+    async def receive(model_path: Path, external_dir: Path) -> Upload:
+        upload = Upload(model_path, external_dir, display_name=parts[0][0])
         for index, (name, data) in enumerate(parts):
-            path = work.upload_model if index == 0 else work.upload_external / name
+            path = model_path if index == 0 else external_dir / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             staged = StagedFile(name, path, len(data), hashlib.sha256(data).hexdigest())
