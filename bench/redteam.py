@@ -8,7 +8,7 @@ file of two tenants (alice, bob: import, read, delete) and an operator key
 line per attack (or per worker wall): HELD or BROKE, its name, and the figure
 or answer that decided it (ERROR: the attack itself could not run). Nothing
 leaves 127.0.0.1. Attack 14 (the explorer's hex view) is browser-only: see
-tests/test_explorer_browser.py.
+tests/e2e/test_explorer_browser.py.
 
 Usage: python bench/redteam.py [--only 2,7,13]
 Exits 1 if any attack broke (or could not run).
@@ -152,12 +152,12 @@ def attack(number: int, name: str) -> Callable[[Callable[[Team, str], None]], Ca
 def worker_walls(team: Team, label: str) -> None:
     folder = team.base / "worker-attacks"
     folder.mkdir()
-    folder.chmod(0o777)  # the control runs as anyone (tests/worker_attacks.py)
+    folder.chmod(0o777)  # the control runs as anyone (tests/support/worker_attacks.py)
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, str(REPO / "tests" / "worker_attacks.py"), str(folder)]
+    command = [sys.executable, str(REPO / "tests" / "support" / "worker_attacks.py"), str(folder)]
     ran = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment, cwd="/")
     if ran.returncode != 0:
-        team.report("ERROR", label, f"tests/worker_attacks.py exited {ran.returncode}: {ran.stderr.strip()[-300:]}")
+        team.report("ERROR", label, f"tests/support/worker_attacks.py exited {ran.returncode}: {ran.stderr.strip()[-300:]}")
         return
     outcomes: dict[str, dict[str, str]] = json.loads(ran.stdout.strip().splitlines()[-1])
     print(f"      {label}: the worker's isolation: {outcomes.pop('sandbox')['isolation']}")
@@ -420,7 +420,7 @@ def protocol(team: Team, label: str) -> None:
 
 @attack(14, "explorer hex view for long or control-character names")
 def explorer(team: Team, label: str) -> None:
-    print(f"SEE   {label}: tests/test_explorer_browser.py (browser-only; not run here)")
+    print(f"SEE   {label}: tests/e2e/test_explorer_browser.py (browser-only; not run here)")
 
 
 def main() -> int:

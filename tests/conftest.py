@@ -1,5 +1,15 @@
 """Shared fixtures: the repository paths, the reference tools, the backend data.
 
+The tests are in folders by layer: importer/ (the reader, in process), service/unit/
+(the service's parts in process), service/process/ (real service and worker
+processes), e2e/ (the packaged service, the container, the browser, builds,
+deployment files, the README), and the repository-wide rules here. What they
+share is in support/ (a package: `from support.service_harness import ...`;
+the folders of tests are not packages, each is put on sys.path by pytest, and
+their module names are unique). Shared server fixtures are in
+support/servers.py, a plugin of this file (`pytest_plugins`): mypy sees every
+conftest.py as the one module `conftest`, so there is no other.
+
 The ONNX backend test data is generated once per machine into the ignored
 cache `.cache/onnx-backend` by `tools/gen_backend_data.py` (idempotent).
 
@@ -21,16 +31,40 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-if TYPE_CHECKING:
-    from wheel_builds import Wheels
+TESTS = Path(__file__).resolve().parent
 
-REPO = Path(__file__).resolve().parent.parent
-TOOLS = REPO / "tools"
-CACHE = REPO / ".cache"
-BACKEND_DATA = CACHE / "onnx-backend"
+
+def _import_the_project() -> None:
+    """The project's `importer` and `service`, imported before any test module.
+
+    tests/importer/ and tests/service/ are folders of tests, not packages. With
+    tests/ on sys.path (pytest puts it there for this file), Python would take
+    them for namespace packages named `importer` and `service` wherever the
+    project's own packages are found only by the editable install's finder
+    (`.venv/bin/pytest`; PYTHONSAFEPATH=1, as in tools/dev.sh's pure-build run).
+    Imported once here without tests/ on the path, the real ones are the ones
+    every later import finds.
+    """
+    saved = sys.path[:]
+    sys.path[:] = [entry for entry in saved if Path(entry or os.curdir).resolve() != TESTS]
+    try:
+        import importer  # noqa: F401
+        import service  # noqa: F401
+    finally:
+        sys.path[:] = saved
+
+
+_import_the_project()
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))  # the shared helpers: `from support.service_harness import ...`
+
+from support.paths import BACKEND_DATA, REPO, TOOLS  # noqa: E402
 
 if str(TOOLS) not in sys.path:
-    sys.path.insert(0, str(TOOLS))
+    sys.path.insert(0, str(TOOLS))  # the tools the tests use: `import onnx_dump`
+
+if TYPE_CHECKING:
+    from support.wheel_builds import Wheels
 
 SWEEP_REPORT: list[str] = []
 
@@ -50,8 +84,8 @@ def backend_dir(backend_manifest: dict[str, Any]) -> Path:
 
 @pytest.fixture(scope="session")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
-    """The project's wheels by IMPORTER_BUILD, each built once per session (tests/wheel_builds.py)."""
-    from wheel_builds import Wheels
+    """The project's wheels by IMPORTER_BUILD, each built once per session (tests/support/wheel_builds.py)."""
+    from support.wheel_builds import Wheels
 
     return Wheels(tmp_path_factory.mktemp("wheels"))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from conftest import REPO
+from support.paths import REPO
 
 BANNED_IN_IMPORTER = {"service", "onnx", "socket", "subprocess", "multiprocessing", "fastapi", "starlette", "http", "urllib"}
 FILE_SYSTEM_CALLS = {"open", "mmap", "realpath", "stat", "fstat", "listdir", "scandir", "exists", "isfile"}

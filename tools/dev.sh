@@ -13,12 +13,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The importer's tests, run a second time on the other build.
+# Those in tests/importer/ but test_exporters.py, and not test_fuzz.py's timed
+# atheris runs (about 70 s): they fuzz a pure copy whichever build is installed
+# (tools/run_fuzz.sh).
 OTHER_BUILD_TESTS=(
-    tests/test_sweep.py tests/test_hostile.py tests/test_properties.py tests/test_wire.py tests/test_resolve.py
-    tests/test_tensors.py tests/test_external_data.py tests/test_attribute_types.py tests/test_cli.py
-    tests/test_check.py tests/test_check_cli.py tests/test_check_mutations.py tests/test_check_places.py tests/test_check_rules.py
-    tests/test_check_table.py tests/test_memory.py tests/test_fuzz.py::test_fuzz_finding_raises_only_our_error
-)  # not test_fuzz.py's timed atheris runs (about 70 s): they fuzz a pure copy whichever build is installed (tools/run_fuzz.sh)
+    tests/importer/test_sweep.py tests/importer/test_hostile.py tests/importer/test_properties.py
+    tests/importer/test_wire.py tests/importer/test_resolve.py tests/importer/test_tensors.py
+    tests/importer/test_external_data.py tests/importer/test_attribute_types.py tests/importer/test_cli.py
+    tests/importer/test_check.py tests/importer/test_check_cli.py tests/importer/test_check_mutations.py
+    tests/importer/test_check_places.py tests/importer/test_check_rules.py tests/importer/test_check_table.py
+    tests/importer/test_memory.py tests/importer/test_fuzz.py::test_fuzz_finding_raises_only_our_error
+)
 BUILD_STAMP=.cache/importer-build
 PURE_COPY=.cache/pure
 
@@ -122,7 +127,7 @@ install_browser() {
         echo "note: Playwright's driver lacks $(echo $missing) (${packages[*]}, installed as root); the browser tests will be skipped"
 }
 
-# The README walkthrough (tests/test_readme.py) runs the README's curl examples.
+# The README walkthrough (tests/e2e/test_readme.py) runs the README's curl examples.
 install_curl() {
     command -v curl >/dev/null 2>&1 && return
     echo "installing curl for the README walkthrough"

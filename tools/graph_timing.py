@@ -1,5 +1,5 @@
 """Does a graph another tenant viewed answer a tenant's first request faster?
-The measurement shared by tests/test_service_tenancy.py and bench/redteam.py.
+The measurement shared by tests/service/process/test_service_tenancy.py and bench/redteam.py.
 
 Owns `chain_model(nodes, seed)` (a chain of Relu/Neg nodes; the seed makes
 each model's bytes, and so its id, unique) and `first_graph_trials`: for each

@@ -13,7 +13,7 @@ onnx package reads from the same model.
 
     .venv/bin/python tools/readme_walkthrough.py [ROOT]   # exit 0: every example answered as the README says
 
-Used by tests/test_readme.py (on a fresh copy of the checkout) and by
+Used by tests/e2e/test_readme.py (on a fresh copy of the checkout) and by
 .ci/run (in the clone inside a bare container). Needs curl, and port 8000 free.
 """
 

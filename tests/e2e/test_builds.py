@@ -12,7 +12,7 @@ mypy is absent) and imports and dumps a model with external data there:
 check are the same bytes. Without a working compiler, `auto` builds the pure
 wheel and says so, and `compiled` fails and says why. An sdist carries
 setup.py and the backend, and a wheel builds from it. Wheels are built once
-per session (tests/wheel_builds.py): the compiled one takes about a minute on
+per session (tests/support/wheel_builds.py): the compiled one takes about a minute on
 2 cores.
 """
 
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 from build_backend import NOT_COMPILED, compiler_problem
-from conftest import REPO
-from wheel_builds import Wheels, build_environment, copy_build_context, pip_wheel
+from support.paths import REPO
+from support.wheel_builds import Wheels, build_environment, copy_build_context, pip_wheel
 
 BUILDS = ("pure", "compiled")
 SAMPLE = REPO / "testdata" / "samples" / "external" / "model.onnx"

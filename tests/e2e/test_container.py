@@ -59,11 +59,11 @@ import httpx
 import numpy as np
 import onnx
 import pytest
-from big_models import write_big_graph_model
-from conftest import REPO
-from deploy_files import COMPOSE, DEPLOY, FRONT_END_ANNOTATION, compose_bytes, k8s_quantity, read_dockerfile, yaml_document
 from onnx import TensorProto, helper, numpy_helper
-from service_harness import assert_problem
+from support.big_models import write_big_graph_model
+from support.deploy_files import COMPOSE, DEPLOY, FRONT_END_ANNOTATION, compose_bytes, k8s_quantity, read_dockerfile, yaml_document
+from support.paths import REPO
+from support.service_harness import assert_problem
 
 pytestmark = pytest.mark.slow
 
@@ -257,7 +257,7 @@ def stack() -> Iterator[Stack]:
     folder = Path(tempfile.mkdtemp(prefix="onnx-ctest-"))
     write_models(folder)
     (folder / "override.yaml").write_text(
-        "# tests/test_container.py: what differs from compose.yaml on a test machine (see the module's docstring).\n"
+        "# tests/e2e/test_container.py: what differs from compose.yaml on a test machine (see the module's docstring).\n"
         "services:\n"
         f"  {SERVICE}:\n"
         "    environment:\n"
@@ -457,8 +457,8 @@ def test_a_worker_that_opens_a_socket_is_stopped(running: Stack) -> None:
 
 
 def test_every_attack_fails_inside_a_worker_in_the_container(running: Stack) -> None:
-    """tests/worker_attacks.py in the running container, as its user (uid 10001)."""
-    from test_worker_walls import ATTACKS, check_attack_outcomes
+    """tests/support/worker_attacks.py in the running container, as its user (uid 10001)."""
+    from support.worker_walls import ATTACKS, check_attack_outcomes
 
     check_attack_outcomes(running.exec_python(ATTACKS.read_text()), may_trace=False)  # uid 10001, no capabilities
 

@@ -1,4 +1,4 @@
-"""The deployment files, checked offline (tests/test_container.py builds and
+"""The deployment files, checked offline (tests/e2e/test_container.py builds and
 runs them for real where a container engine can be started).
 
 - Dockerfile: hadolint with no finding at any level (an ignored rule would
@@ -42,8 +42,7 @@ import jsonschema
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
-from conftest import REPO
-from deploy_files import (
+from support.deploy_files import (
     COMPOSE,
     COMPOSE_FRONT_END,
     DEPLOY,
@@ -59,6 +58,7 @@ from deploy_files import (
     yaml_document,
     yaml_documents,
 )
+from support.paths import REPO
 
 from service.settings import ENV_PREFIX, Settings, SettingsError, load_settings, parse_size
 

@@ -30,9 +30,9 @@ from urllib.parse import urlsplit
 import numpy as np
 import onnx
 import pytest
-from conftest import CACHE
 from onnx import TensorProto, helper, numpy_helper
-from service_harness import SAMPLES, ServiceProcess, copy_samples, serving
+from support.paths import CACHE
+from support.service_harness import SAMPLES, ServiceProcess, copy_samples, serving
 
 from importer.errors import ModelImportError
 from importer.load import load_model_bytes

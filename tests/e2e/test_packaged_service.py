@@ -1,7 +1,7 @@
 """The service as it ships, not the checkout: wheel, fresh install, unprivileged.
 
 The wheel is built from exactly the files the Dockerfile copies into its
-builder stage (tests/wheel_builds.py), its importer compiled where a C
+builder stage (tests/support/wheel_builds.py), its importer compiled where a C
 compiler works, as the image's is (else pure; /healthz must name the build),
 installed into a new virtual environment in a temporary folder
 outside the source tree, and `python -m service` is started from there the way
@@ -18,7 +18,7 @@ external data, problem responses, the front end's memory against the
 deployments' budget, nothing written elsewhere, a second replica sharing the
 store, and a clean stop on SIGTERM. Setup takes 10 to 30 seconds (pip's cache
 holds the dependencies), plus about a minute to compile the importer unless
-tests/test_builds.py built that wheel earlier in the session.
+tests/e2e/test_builds.py built that wheel earlier in the session.
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ import numpy as np
 import onnx
 import pytest
 from build_backend import compiler_problem
-from conftest import REPO
-from deploy_files import DEPLOY, FRONT_END_ANNOTATION, k8s_quantity, read_dockerfile, yaml_document
 from onnx import TensorProto, helper
-from service_harness import assert_problem
-from wheel_builds import Wheels
+from support.deploy_files import DEPLOY, FRONT_END_ANNOTATION, k8s_quantity, read_dockerfile, yaml_document
+from support.paths import REPO
+from support.service_harness import assert_problem
+from support.wheel_builds import Wheels
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 from readme_walkthrough import readme_examples, walk
+from support.paths import REPO
 
 
 def test_the_readme_marks_its_walkthrough() -> None:

@@ -5,7 +5,7 @@
 - deploy/configmap.yaml: every key is a declared variable, and every declared
   setting is there or on `ABSENT_FROM_CONFIGMAP` below (compose.yaml must
   equal the ConfigMap but for the two access variables:
-  tests/test_deploy_static.py checks that).
+  tests/e2e/test_deploy_static.py checks that).
 - The declarations themselves: names derived one way, defaults valid.
 """
 
@@ -20,8 +20,8 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO
-from deploy_files import DEPLOY, yaml_document
+from support.deploy_files import DEPLOY, yaml_document
+from support.paths import REPO
 
 from service.settings import ENV_PREFIX, SETTINGS, TEST_HOOKS_VARIABLE, Settings, env_name, flag_name, settings_table_markdown
 

@@ -4,7 +4,7 @@
   tests export with torch (the cached `.cache/torch-exports`, see
   tools/export_torch_models.py) that `onnx.checker.check_model` accepts gives
   no error diagnostic, unless it is named below with the reason.
-- Random models (tests/model_strategies.py) never make the check fail, every
+- Random models (tests/support/model_strategies.py) never make the check fail, every
   diagnostic is placed on the field it names, and a model the checker accepts
   has no error beyond the deliberate differences.
 
@@ -26,7 +26,7 @@ import onnx
 import onnx.checker
 import pytest
 from hypothesis import HealthCheck, given, settings
-from model_strategies import models, serialize
+from support.model_strategies import models, serialize
 from test_check_places import assert_placed, check_bytes
 
 from importer import Code, Diagnostic, Severity, check_model, load_model
@@ -101,7 +101,7 @@ def test_every_backend_model_the_checker_accepts_has_no_error(
 
 def _exported_models() -> dict[str, Path]:
     """The cases of tools/export_torch_models.py, exported (cached in
-    .cache/torch-exports, shared with tests/test_exporters.py) where torch is installed."""
+    .cache/torch-exports, shared with tests/importer/test_exporters.py) where torch is installed."""
     pytest.importorskip("torch", reason="torch is not installed: the real-exporter models cannot be made")
     exports_tool.export_all()
     found = {}

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import onnx
-from conftest import REPO
 from onnx import TensorProto, helper
+from support.paths import REPO
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

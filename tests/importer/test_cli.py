@@ -9,8 +9,8 @@ from pathlib import Path
 
 import onnx
 import onnx_dump
-from conftest import REPO
 from onnx import TensorProto, helper
+from support.paths import REPO
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

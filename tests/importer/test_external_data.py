@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import REPO
 from onnx import TensorProto, helper
+from support.paths import REPO
 
 from importer import ErrorKind, Limits, ModelImportError, Tensor, load_model, load_model_bytes, load_model_stream
 from importer.errors import HARD_LINKED

@@ -1,7 +1,7 @@
 """Fuzzing in the suite: past findings stay fixed, and a short smoke run of
 each atheris target (tools/run_fuzz.sh) finds nothing new.
 
-Findings live in tests/fuzz_findings/<target>-<what>.<ext>, each the exact
+Findings live in tests/support/fuzz_findings/<target>-<what>.<ext>, each the exact
 input libFuzzer wrote; the invariant is the fuzzers' own: nothing but
 ModelImportError escapes.
 """
@@ -12,13 +12,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from support.paths import REPO, SUPPORT
 
 from importer import ModelImportError, load_model_bytes, load_tensor_bytes
 from importer.dump import render_dump
 from importer.summary import summarize
 
-FINDINGS = sorted((Path(__file__).parent / "fuzz_findings").iterdir())
+FINDINGS = sorted((SUPPORT / "fuzz_findings").iterdir())
 SMOKE_SECONDS = 25
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from hostile_cases import CASES, CONTROLS, HOSTILE_DIR, MIB, Case, Control, case_path, write_cases, write_folder
+from support.hostile_cases import CASES, CONTROLS, HOSTILE_DIR, MIB, Case, Control, case_path, write_cases, write_folder
 
 from importer import ErrorKind, Limits, ModelImportError, load_model, load_model_bytes
 

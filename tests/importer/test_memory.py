@@ -15,6 +15,7 @@ from pathlib import Path
 
 import onnx
 from onnx import TensorProto, helper
+from support.paths import REPO
 
 from importer import load_model
 
@@ -26,8 +27,6 @@ def _model(path: Path) -> Path:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), path)
     return path
 
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_a_dropped_model_is_freed_at_once_without_the_collector(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import onnx_dump
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from model_strategies import models, serialize
+from support.model_strategies import models, serialize
 
 from importer import ErrorKind, ModelImportError, load_model, load_model_bytes
 from importer.dump import render_dump

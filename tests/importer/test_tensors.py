@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from hostile_cases import varint
 from onnx import TensorProto, helper, numpy_helper
+from support.hostile_cases import varint
 
 from importer import DataType, ErrorKind, ModelImportError, Tensor, load_model, load_tensor, load_tensor_bytes
 from importer.element_types import TYPED_FIELD, TYPED_FIELD_NAMES, bits_per_element, numpy_dtype_for

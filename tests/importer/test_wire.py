@@ -15,7 +15,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from hostile_cases import (
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from support.hostile_cases import (
     A_FLOAT,
     FIXED32,
     FIXED64,
@@ -52,8 +54,6 @@ from hostile_cases import (
     with_initializer,
     with_node_attribute,
 )
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 from importer import DataType, OnnxModel, load_model_bytes, load_tensor_bytes
 from importer.errors import ReadFailure

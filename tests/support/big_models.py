@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hostile_cases import varint
+from support.hostile_cases import varint
 
 BIG_NODES = 400_000
 

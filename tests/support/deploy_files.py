@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import REPO
+
+from support.paths import REPO
 
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TypeAlias
 
 from importer import ErrorKind, Limits
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 HOSTILE_DIR = REPO / "testdata" / "onnx" / "hostile"
 
 VARINT, FIXED64, LEN, FIXED32 = 0, 1, 2, 5

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from conftest import REPO
 
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
+from support.paths import REPO
 
 SAMPLES = REPO / "testdata" / "samples"
 PROBLEM_FIELDS = ("type", "title", "status", "detail", "instance")

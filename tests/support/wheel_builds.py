@@ -2,7 +2,7 @@
 the files its builder stage copies, by `pip wheel` (the project's own backend,
 tools/build_backend.py, in an isolated build environment), with
 IMPORTER_BUILD. `Wheels` builds each kind once per test session (conftest's
-`wheels` fixture); tests/test_builds.py and tests/test_packaged_service.py
+`wheels` fixture); tests/e2e/test_builds.py and tests/e2e/test_packaged_service.py
 share them. A compiled wheel takes about a minute on 2 cores.
 """
 
@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import REPO
-from deploy_files import read_dockerfile
+from support.deploy_files import read_dockerfile
+from support.paths import REPO
 
 BUILD_SECONDS = 900
 

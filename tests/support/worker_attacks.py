@@ -1,6 +1,6 @@
 """What a model that ran code in a worker would try, run in real workers.
 
-`python tests/worker_attacks.py [FOLDER]` plays a front end: it makes itself
+`python tests/support/worker_attacks.py [FOLDER]` plays a front end: it makes itself
 not dumpable as the service does, starts a real `Sandbox` (test hooks on)
 and, for each attack below, runs its code in a fresh worker with every wall
 up (`WorkerJob.test_code`, in place of the import), and once more in a plain
@@ -9,8 +9,10 @@ stops it). It prints one JSON object: {attack: {"confined": ..., "control":
 ...}} on one line, each "done", "refused: ERRNO" or "killed" (the seccomp
 filter stopped the worker). FOLDER (default: a new temporary one) gets a stand-in store (two tenants' files, an API-key
 file) and the worker's input; everything in it is readable and writable by
-anyone, so the control succeeds as any user. Used by tests/test_worker_walls.py
-on this machine (as root, and as an unprivileged user) and in the container.
+anyone, so the control succeeds as any user. Used by tests/service/process/test_worker_walls.py
+on this machine (as root, and as an unprivileged user) and by
+tests/e2e/test_container.py in the container (support/worker_walls.py: how
+both run it and judge its outcomes).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from service.settings import Settings
 def _sample() -> Path:
     """The bundled add.onnx; run as `python -c` (in the container), the data root's."""
     here = globals().get("__file__")
-    return Path(here).resolve().parent.parent / "testdata" / "samples" / "add.onnx" if here else Path("/data/add.onnx")
+    return Path(here).resolve().parents[2] / "testdata" / "samples" / "add.onnx" if here else Path("/data/add.onnx")
 
 
 SAMPLE = _sample()

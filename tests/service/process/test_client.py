@@ -28,9 +28,9 @@ import httpx
 import numpy as np
 import onnx
 import pytest
-from conftest import REPO
 from onnx import numpy_helper
-from service_harness import SAMPLES, ServiceProcess, copy_samples, reference_sha256, serving
+from support.paths import REPO
+from support.service_harness import SAMPLES, ServiceProcess, copy_samples, reference_sha256, serving
 
 from service.access.keys import new_key
 from service.client import AsyncClient, Client, Retry, ServiceError

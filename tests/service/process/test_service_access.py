@@ -19,8 +19,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO
-from service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, serving
+from support.paths import REPO
+from support.service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, serving
 
 from service.__main__ import anonymous_refusal, is_loopback
 from service.access.keys import new_key

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from service_harness import (
+from support.service_harness import (
     SAMPLES,
     ServiceProcess,
     assert_problem,

@@ -19,7 +19,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from pydantic import BaseModel
-from service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, reference_sha256, serving
+from support.service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, reference_sha256, serving
 
 from service.http.schemas import GraphDocument, Health, ModelPage, ModelSummary, Problem, Readiness, TensorPage
 

@@ -12,7 +12,7 @@ import httpx
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from service_harness import ServiceProcess, assert_problem, copy_samples, serving
+from support.service_harness import ServiceProcess, assert_problem, copy_samples, serving
 
 from service.http.schemas import DiagnosticPage, ModelSummary
 

@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, model_id_of, serving
+from support.service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, model_id_of, serving
 
 HOOKS = {"ONNX_SERVICE_TEST_HOOKS": "1"}
 

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from service_harness import ServiceProcess, assert_problem, copy_samples, read_until_closed, serving
+from support.service_harness import ServiceProcess, assert_problem, copy_samples, read_until_closed, serving
 
 HEADER_TIMEOUT = 2.0  # the main server's --header-timeout
 MARGIN = 1.5  # seconds the server may take beyond a deadline (timer, loaded machine)

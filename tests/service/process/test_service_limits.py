@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from big_models import write_big_graph_model
-from service_harness import SAMPLES, ServiceProcess, assert_problem
+from support.big_models import write_big_graph_model
+from support.service_harness import SAMPLES, ServiceProcess, assert_problem
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO
-from service_harness import SAMPLES, ServiceProcess, assert_problem
+from support.paths import REPO
+from support.service_harness import SAMPLES, ServiceProcess, assert_problem
 
 SLEEP = "x-test-worker-sleep"
 

@@ -26,9 +26,9 @@ from urllib.parse import quote
 import numpy as np
 import onnx
 import pytest
-from conftest import REPO
 from onnx import TensorProto, helper, numpy_helper
-from service_harness import ServiceProcess, assert_problem, copy_samples, read_until_closed, serving
+from support.paths import REPO
+from support.service_harness import ServiceProcess, assert_problem, copy_samples, read_until_closed, serving
 
 from service.access.keys import new_key
 

@@ -23,7 +23,7 @@ import onnx
 import pytest
 from graph_timing import chain_model, first_graph_trials
 from onnx import TensorProto, helper, numpy_helper
-from service_harness import ServiceProcess, assert_problem, copy_samples, open_files, serving
+from support.service_harness import ServiceProcess, assert_problem, copy_samples, open_files, serving
 
 from service.access.keys import new_key
 

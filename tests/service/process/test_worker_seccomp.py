@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_harness import SAMPLES, ServiceProcess, children_of, open_files, started_sandbox
+from support.service_harness import SAMPLES, ServiceProcess, children_of, open_files, started_sandbox
 
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox, WorkerOutcome, describe_isolation

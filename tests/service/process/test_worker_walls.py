@@ -1,5 +1,5 @@
 """The worker's walls in depth, with real workers: what a model that ran code
-in a worker would try, tried (tests/worker_attacks.py runs each attack in a
+in a worker would try, tried (tests/support/worker_attacks.py runs each attack in a
 fresh worker with every wall up, and once more without walls as the
 control), as root and as an unprivileged user; the worker's descriptors; its
 output kept out of the service's log; a root worker's identity once its
@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO
-from service_harness import SAMPLES, ServiceProcess, started_sandbox
+from support.paths import REPO
+from support.service_harness import SAMPLES, ServiceProcess, started_sandbox
+from support.worker_walls import ATTACKS, check_attack_outcomes
 
 from service.http.schemas import Readiness
 from service.sandbox.supervisor import Sandbox
@@ -31,13 +32,10 @@ from service.sandbox.worker import landlock
 
 pytestmark = pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel offers no Landlock")
 
-ATTACKS = REPO / "tests" / "worker_attacks.py"
 NOBODY = 65534
 # what the fork server runs as it starts
 START_AGAIN = "import subprocess, sys, service.sandbox.supervisor; subprocess.run([sys.executable, '-c', ''], check=True)"
 AS_NOBODY = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
-# Refused to the control too unless it may trace any process (CAP_SYS_PTRACE): the front end is not dumpable.
-PROTECTED_EVEN_UNCONFINED = {"read the front end's memory", "read the front end's environment"}
 CAP_SYS_PTRACE = 19
 
 
@@ -68,18 +66,6 @@ def _run_attacks(folder: Path, as_nobody: bool) -> dict[str, dict[str, str]]:
     assert ran.returncode == 0, ran.stderr[-4000:]
     outcomes: dict[str, dict[str, str]] = json.loads(ran.stdout)
     return outcomes
-
-
-def check_attack_outcomes(outcomes: dict[str, dict[str, str]], may_trace: bool) -> None:
-    isolation = outcomes.pop("sandbox")["isolation"]
-    assert "landlock" in isolation and "seccomp" in isolation, isolation
-    assert len(outcomes) >= 15
-    held = {name: outcome["confined"] for name, outcome in outcomes.items() if outcome["confined"] == "done"}
-    assert not held, f"attacks that worked inside a worker: {held}"
-    for name, outcome in outcomes.items():
-        assert outcome["confined"].startswith(("refused", "killed")), (name, outcome)
-        if may_trace or name not in PROTECTED_EVEN_UNCONFINED:
-            assert outcome["control"] == "done", f"the control of {name!r} failed, so the attack proves nothing: {outcome}"
 
 
 def test_every_attack_fails_inside_a_worker_as_this_user(attack_folder: Path) -> None:
