@@ -66,6 +66,8 @@ if str(TOOLS) not in sys.path:
 if TYPE_CHECKING:
     from support.wheel_builds import Wheels
 
+pytest_plugins = ["support.servers"]  # `server`, `client`, `data_root`: one service per module
+
 SWEEP_REPORT: list[str] = []
 
 

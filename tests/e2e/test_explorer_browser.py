@@ -208,12 +208,6 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
-    with serving(tmp_path_factory.mktemp("explorer-store") / "store", data_root) as service:
-        yield service
-
-
-@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     with sync_api.sync_playwright() as driver:
         yield driver

@@ -40,17 +40,6 @@ EXTERNAL = SAMPLES / "external"
 EXTERNAL_FILES = [EXTERNAL / "weights.bin", EXTERNAL / "more" / "bias.bin"]
 
 
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_samples(tmp_path_factory.mktemp("client-data") / "root")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
-    with serving(tmp_path_factory.mktemp("client-store") / "store", data_root) as service:
-        yield service
-
-
 @pytest.fixture()
 def client(server: ServiceProcess) -> Iterator[Client]:
     with Client(server.url) as session:

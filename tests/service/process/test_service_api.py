@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,12 @@ from support.service_harness import (
     model_id_of,
     onnx_tensor_at,
     reference_sha256,
-    serving,
 )
 
 import importer
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The samples, plus what the traversal tests need: links in and out,
     a directory, a FIFO, and a secret outside the root."""
@@ -52,19 +50,6 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (escape / "more").mkdir()
     (escape / "more" / "bias.bin").write_bytes((SAMPLES / "external" / "more" / "bias.bin").read_bytes())
     return root
-
-
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
-    """The main service: default limits, its own store."""
-    with serving(tmp_path_factory.mktemp("service-store") / "store", data_root) as service:
-        yield service
-
-
-@pytest.fixture()
-def client(server: ServiceProcess) -> Iterator[httpx.Client]:
-    with server.client() as session:
-        yield session
 
 
 SAMPLE_PATHS = ["add.onnx", "typed_fields.onnx", "if_subgraph.onnx", "external/model.onnx"]

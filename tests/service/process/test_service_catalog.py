@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -19,7 +18,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from pydantic import BaseModel
-from support.service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, reference_sha256, serving
+from support.service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, reference_sha256
 
 from service.http.schemas import GraphDocument, Health, ModelPage, ModelSummary, Problem, Readiness, TensorPage
 
@@ -106,18 +105,6 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     many_tensors_model(root / "many.onnx", 250)
     many_tensors_model(root / "wide.onnx", 3)
     return root
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
-    with serving(tmp_path_factory.mktemp("catalog-store") / "store", data_root) as service:
-        yield service
-
-
-@pytest.fixture()
-def client(server: ServiceProcess) -> Iterator[httpx.Client]:
-    with server.client() as session:
-        yield session
 
 
 def valid(model: type[BaseModel], response: httpx.Response) -> Any:

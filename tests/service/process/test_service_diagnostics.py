@@ -5,14 +5,13 @@ field paths and byte offsets (which point at the field's key in the file)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from support.service_harness import ServiceProcess, assert_problem, copy_samples, serving
+from support.service_harness import assert_problem
 
 from service.http.schemas import DiagnosticPage, ModelSummary
 
@@ -35,19 +34,6 @@ def broken_model() -> bytes:
     with pytest.raises(onnx.checker.ValidationError):
         onnx.checker.check_model(model)
     return data
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    base = tmp_path_factory.mktemp("diagnostics")
-    with serving(base / "store", copy_samples(base / "root")) as service:
-        yield service
-
-
-@pytest.fixture()
-def client(server: ServiceProcess) -> Iterator[httpx.Client]:
-    with server.client() as session:
-        yield session
 
 
 def pages(client: httpx.Client, url: str) -> list[dict[str, Any]]:

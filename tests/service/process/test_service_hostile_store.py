@@ -47,14 +47,12 @@ def weights_model(path: Path, values: np.ndarray, location: str | None = None) -
     return path
 
 
-@pytest.fixture()
-def data_root(tmp_path: Path) -> Path:
-    return copy_samples(tmp_path / "root")
-
-
-@pytest.fixture()
-def server(tmp_path: Path, data_root: Path) -> Iterator[ServiceProcess]:
-    with serving(tmp_path / "store", data_root, env=HOOKS) as service:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
+    """One server (test hooks on) over the module's `data_root` (support/servers.py),
+    for the tests that each lay out and import files of their own; the test that
+    hard-links a sample has a data root and a server of its own."""
+    with serving(tmp_path_factory.mktemp("hostile-store") / "store", data_root, env=HOOKS) as service:
         yield service
 
 
@@ -119,9 +117,10 @@ def test_a_model_file_replaced_before_the_worker_reads_it_is_refused(data_root: 
     assert body["kind"] == "Io"
 
 
-def test_hard_linked_models_are_refused_unless_allowed(tmp_path: Path, data_root: Path, server: ServiceProcess) -> None:
+def test_hard_linked_models_are_refused_unless_allowed(tmp_path: Path) -> None:
+    data_root = copy_samples(tmp_path / "root")  # add.onnx gets a second link: not in the module's data root
     os.link(data_root / "add.onnx", data_root / "hard.onnx")
-    with server.client() as client:
+    with serving(tmp_path / "store", data_root, env=HOOKS) as server, server.client() as client:
         body = assert_problem(client.post("/models", json={"path": "hard.onnx"}), 403, "path-forbidden")
         assert "2 hard links" in body["detail"]
     with serving(tmp_path / "store-allowing", data_root, "--allow-hard-links") as allowing, allowing.client() as client:

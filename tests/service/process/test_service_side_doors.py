@@ -50,13 +50,12 @@ def names_model(path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    """An anonymous server (loopback, no API keys) with names.onnx beside the samples."""
-    base = tmp_path_factory.mktemp("side-doors")
-    root = copy_samples(base / "root")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """names.onnx beside the samples, for the module's `server` (support/servers.py:
+    anonymous, on the loopback, no API keys)."""
+    root = copy_samples(tmp_path_factory.mktemp("side-doors") / "root")
     names_model(root / "names.onnx")
-    with serving(base / "store", root) as service:
-        yield service
+    return root
 
 
 @pytest.fixture(scope="module")

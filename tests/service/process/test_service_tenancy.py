@@ -45,12 +45,28 @@ def _key_file(path: Path) -> tuple[Path, dict[str, str], dict[str, str]]:
     return path, headers[0], headers[1]
 
 
+def _serving_tenants(base: Path, *extra: str) -> Iterator[Tenants]:
+    keys, alice, bob = _key_file(base / "keys.toml")
+    with serving(base / "store", copy_samples(base / "root"), "--api-keys", str(keys), *extra) as server:
+        yield Tenants(server, alice, bob)
+
+
+@pytest.fixture(scope="module")
+def shared_tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
+    """One server with the default settings for the module's tests that need no
+    other: each uploads models of its own (its own seeds), so none sees another's."""
+    yield from _serving_tenants(tmp_path_factory.mktemp("tenants"))
+
+
 @pytest.fixture()
 def tenants(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Tenants]:
-    keys, alice, bob = _key_file(tmp_path / "keys.toml")
+    """Alice and Bob on the shared server, or, for a test that gives settings of
+    its own (`indirect` parametrization), on a server of its own."""
     extra: tuple[str, ...] = getattr(request, "param", ())
-    with serving(tmp_path / "store", copy_samples(tmp_path / "root"), "--api-keys", str(keys), *extra) as server:
-        yield Tenants(server, alice, bob)
+    if not extra:
+        yield request.getfixturevalue("shared_tenants")
+        return
+    yield from _serving_tenants(tmp_path, *extra)
 
 
 def upload(client: httpx.Client, headers: dict[str, str], name: str, data: bytes) -> httpx.Response:

@@ -1,0 +1,45 @@
+"""The server fixtures the service's test modules share (a pytest plugin:
+tests/conftest.py names it in `pytest_plugins`, so there is one conftest.py).
+
+`server` is a real `python -m service` with the default settings and a store
+of its own, over `data_root`, started once per module; `client` is an httpx
+client on it. `data_root` is a copy of the samples: a module that needs more
+files overrides it (module-scoped), one that needs other settings defines its
+own `server`. Nothing is started for a module that asks for none of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    import httpx
+
+    from support.service_harness import ServiceProcess
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The samples, copied: a data root the module's tests may add files to."""
+    from support.service_harness import copy_samples
+
+    return copy_samples(tmp_path_factory.mktemp("data") / "root")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
+    """The module's service: default settings, its own store."""
+    from support.service_harness import serving
+
+    with serving(tmp_path_factory.mktemp("store") / "store", data_root) as service:
+        yield service
+
+
+@pytest.fixture()
+def client(server: ServiceProcess) -> Iterator[httpx.Client]:
+    with server.client() as session:
+        yield session
