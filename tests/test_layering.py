@@ -1,7 +1,13 @@
-"""The layering rule: importer/ imports nothing from service/, onnx, sockets
-or subprocesses, and only importer/source.py touches the file system; the
+"""The layering rules.
+
+The importer: importer/ imports nothing from service/, onnx, sockets or
+subprocesses, and only importer/source.py touches the file system; the
 service never imports onnx. (ruff's banned-api rule enforces the same on every
-lint run; this test proves the rule holds on the tree as committed.)"""
+lint run; this test proves the rule holds on the tree as committed.)
+
+The service's layers: the worker package (what runs in the fork) holds nothing
+of the front end; below `service.http` nothing sees the web framework; routes
+never touch store paths; only `service.store` names and opens store files."""
 
 from __future__ import annotations
 
@@ -46,3 +52,64 @@ def test_only_the_source_module_touches_the_file_system() -> None:
 def test_service_never_imports_onnx() -> None:
     for path in sorted((REPO / "service").rglob("*.py")):
         assert "onnx" not in _imports(path), path
+
+
+# --- the service's layers (each package's docstring says what it may import)
+
+SERVICE = REPO / "service"
+FRONT_END = ("service.http", "service.imports", "service.store", "service.state", "service.access", "service.observability", "service.app")
+WEB = {"fastapi", "starlette", "uvicorn", "h11", "python_multipart"}
+STORE_INTERNALS = ("service.store.local", "service.store.files", "service.store.work_area", "service.store.layout")
+# The store's file and folder names (service.store.layout, service.store.local): nobody else spells them.
+STORE_NAMES = {"record.json", "lru", "usage", "lock", "catalog.sqlite", "summary.json", "graph.json", "converted.bin", "tenants"}
+
+
+def _modules(path: Path) -> set[str]:
+    """Every module `path` imports, by its full name (`from a.b import c` gives a.b and a.b.c)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _under(*folder: str) -> list[Path]:
+    return sorted(SERVICE.joinpath(*folder).rglob("*.py"))
+
+
+def test_the_worker_package_holds_nothing_of_the_front_end() -> None:
+    for path in _under("sandbox", "worker"):
+        found = {name for name in _modules(path) if name.startswith(FRONT_END)}
+        assert not found, f"{path.relative_to(REPO)} (it runs in the fork) imports {sorted(found)}"
+
+
+def test_below_http_nothing_knows_the_web_framework() -> None:
+    for folder in ("imports", "store", "sandbox"):
+        for path in _under(folder):
+            modules = _modules(path)
+            found = {name for name in modules if name.split(".")[0] in WEB or name.startswith("service.http")}
+            assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}: it must not see HTTP"
+
+
+def test_routes_never_touch_store_paths() -> None:
+    for path in _under("http"):
+        found = {name for name in _modules(path) if name.startswith(STORE_INTERNALS)}
+        assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}: ask the store, not its files"
+        attributes = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
+        reached = attributes & {"folder", "content", "index", "work_area"}
+        assert not reached, f"{path.relative_to(REPO)} reaches into the store: {sorted(reached)}"
+
+
+def test_only_the_store_names_and_opens_store_files() -> None:
+    for path in sorted(SERVICE.rglob("*.py")):
+        if path.is_relative_to(SERVICE / "store"):
+            continue
+        allowed = ("service.store.layout",) if path.is_relative_to(SERVICE / "imports") else ()  # a request's work folder
+        found = {name for name in _modules(path) if name.startswith(STORE_INTERNALS) and not name.startswith(allowed)}
+        assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}"
+        strings = {node.value for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Constant)}
+        named = strings & STORE_NAMES
+        assert not named, f"{path.relative_to(REPO)} names store files {sorted(named)}"

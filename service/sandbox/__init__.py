@@ -5,6 +5,6 @@ its streams, classifying how it ended as typed errors), the protocol between
 supervisor and worker (`protocol`), the front end's memory watch
 (`memory_watch`), and `worker/`, everything that runs inside the fork.
 
-May import: `importer`, `service.settings`, `service.store.files` (a full
-disk). Never `service.http`, `service.imports` or the rest of the store.
+May import: `importer`, `service.settings`, `service.errors` (typed errors, a full
+disk). Never `service.http`, `service.imports` or `service.store`.
 """
