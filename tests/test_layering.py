@@ -110,6 +110,7 @@ def test_only_the_store_names_and_opens_store_files() -> None:
         allowed = ("service.store.layout",) if path.is_relative_to(SERVICE / "imports") else ()  # a request's work folder
         found = {name for name in _modules(path) if name.startswith(STORE_INTERNALS) and not name.startswith(allowed)}
         assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}"
-        strings = {node.value for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Constant)}
+        constants = [node.value for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Constant)]
+        strings = {value for value in constants if isinstance(value, str)}
         named = strings & STORE_NAMES
         assert not named, f"{path.relative_to(REPO)} names store files {sorted(named)}"
