@@ -12,7 +12,7 @@ Each setting is declared once, as a field of `Settings` made by `setting()`:
 its type, default, `Kind` (how text becomes a value and a value is shown), help
 and single-value rule. The argparse parser, the variable names, the README's
 settings table (`settings_table_markdown()`, printed by
-`python -m service.settings`) and the checks of tests/test_settings_declaration.py
+`python -m service.settings`) and the checks of tests/e2e/test_settings_declaration.py
 are all derived from those fields. To add a setting, add a field here (then
 regenerate the README table and add its variable to deploy/configmap.yaml or
 to the test's list of settings deliberately absent there).

@@ -34,11 +34,8 @@ def service_table() -> str:
     rows = ["| module | what it owns |", "| --- | --- |"]
     root = REPO / "service"
     for path in sorted(root.rglob("*.py"), key=lambda p: (p.parent.relative_to(root).parts, p.name != "__init__.py", p.name)):
-        shown = path.relative_to(REPO).as_posix()
-        if path.name == "__init__.py":
-            shown = f"**{path.parent.relative_to(REPO).as_posix()}/**"
-        else:
-            shown = f"`{shown}`"
+        package = path.name == "__init__.py"
+        shown = f"**{path.parent.relative_to(REPO).as_posix()}/**" if package else f"`{path.relative_to(REPO).as_posix()}`"
         rows.append(f"| {shown} | {first_sentence(path)} |")
     return "\n".join(rows) + "\n"
 

@@ -73,6 +73,7 @@ class InitializerSummary(BaseModel):
     byte_length: int
     location: TensorLocation
     href: str = Field(description="GET it for the tensor's bytes (its real name, percent-encoded)")
+    npy_href: str | None = Field(description="the tensor as a .npy file; null for the types with no .npy form")
 
 
 class SparseInitializerSummary(BaseModel):

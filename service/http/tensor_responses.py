@@ -41,24 +41,14 @@ import anyio.to_thread
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
-from importer.element_types import DataType, raw_layout_dtype
 from service.errors import bounded
 from service.http.problems import ProblemError
-from service.sandbox.catalog_format import TensorRow
+from service.sandbox.catalog_format import NPY_DESCR, TensorRow
 from service.store.records import SourceFile
 
 CHUNK_BYTES = 1 << 20
 SMALL_BYTES = 256 << 10  # tensors up to this size are read in one go, not streamed
 NPY_MAGIC = b"\x93NUMPY"
-# .npy descr by element type name: the types whose raw layout is a numpy array
-NPY_DESCR = {t.name: dtype.str for t in DataType if (dtype := raw_layout_dtype(t)) is not None}
-
-
-def npy_href(href: str, elem_type: str) -> str | None:
-    """The URL of a tensor's .npy form, or None for a type that has none."""
-    if elem_type not in NPY_DESCR:
-        return None
-    return href + ("&" if "?" in href else "?") + "format=npy"
 
 
 def npy_header(descr: str, dims: list[int]) -> bytes:

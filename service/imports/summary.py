@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.sandbox.catalog_format import tensor_href
+from service.sandbox.catalog_format import npy_href, tensor_href
 
 Json = Any
 
@@ -17,6 +17,7 @@ def finish_summary(summary: Json, model_id: str, model_size: int, model_sha256: 
 
     def link(item: Json) -> None:
         item["href"] = tensor_href(model_id, item["name"], item["field_path"], item.pop("shared"))
+        item["npy_href"] = npy_href(item["href"], item["elem_type"])
 
     graph = summary["graph"]
     for item in [*summary["tensors"], *graph["initializers"]]:

@@ -4,7 +4,8 @@ it (`service.sandbox.worker.catalog`) and the store that reads it
 
 Owns the SQLite schema (`TABLE`, `DIAGNOSTICS_TABLE`, `INDEXES`), the
 columns, the file keys a tensor's `file` names, `TensorRow` (one row) and
-`tensor_href` (a tensor's URL).
+`tensor_href` and `npy_href` (a tensor's URLs; the .npy form only for the
+types whose raw layout is a numpy array, `NPY_DESCR`).
 
 Each tensor has its ONNX name (any string, the empty one too) and a URL-safe
 alias kept from the first versions of the API:
@@ -22,6 +23,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from urllib.parse import quote
+
+from importer.element_types import DataType, raw_layout_dtype
 
 MODEL_FILE_KEY = "model"  # `file` of a tensor in the model file itself
 CONVERTED_FILE_KEY = "converted"  # `file` of a tensor converted by the worker (typed fields, strings)
@@ -112,3 +115,14 @@ def tensor_href(model_id: str, name: str, field_path: str, shared: int) -> str:
         segment = segment.replace(".", "%2E")
     href = f"/models/{model_id}/tensors/{segment}"
     return href if shared == 1 else f"{href}?field_path={quote(field_path, safe='')}"
+
+
+# .npy descr by element type name: the types whose raw layout is a numpy array
+NPY_DESCR = {t.name: dtype.str for t in DataType if (dtype := raw_layout_dtype(t)) is not None}
+
+
+def npy_href(href: str, elem_type: str) -> str | None:
+    """The URL of a tensor's .npy form, or None for a type that has none."""
+    if elem_type not in NPY_DESCR:
+        return None
+    return href + ("&" if "?" in href else "?") + "format=npy"

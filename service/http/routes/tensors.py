@@ -35,9 +35,9 @@ from service.http.paging import page_of, seq_after
 from service.http.problems import ProblemError
 from service.http.routes.models import MAX_PAGE, require_model
 from service.http.schemas import PageLinks, TensorEntry, TensorPage
-from service.http.tensor_responses import npy_href, tensor_response
+from service.http.tensor_responses import tensor_response
 from service.paths import open_checked
-from service.sandbox.catalog_format import TensorRow, tensor_href
+from service.sandbox.catalog_format import TensorRow, npy_href, tensor_href
 from service.state import Service, ServiceDep
 from service.store.catalog import Catalog, CatalogUnavailable
 
