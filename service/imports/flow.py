@@ -1,11 +1,15 @@
-"""The import flow: an upload or a data-root path -> a worker -> identify -> commit.
+"""The import use case: an upload or a data-root path -> a worker -> identify -> commit.
 
 Owns `import_upload` and `import_path`, each run in a fresh work folder of
-the store:
+the store, and `stored_summary`. They take parsed inputs and return an
+`Imported` result, and raise the typed errors of `service.errors`; the HTTP
+layer (`service.http.routes.models`) parses the request, renders the result
+and maps the errors to problems. The steps:
 
-1. receive: an upload is streamed into the work folder (`service.http.uploads`)
-   while it holds a receiving place; only then does it join the import queue
-   (`service.imports.limiter`). A path is confined to the data root (`service.paths`);
+1. receive: an upload is streamed into the work folder by the caller's
+   `receive` (`service.http.uploads`) while it holds a receiving place; only
+   then does it join the import queue (`service.imports.limiter`). A path is
+   confined to the data root (`service.paths`);
 2. import in a sandboxed worker (`service.sandbox.supervisor`), which answers with the
    bounded summary, the identity and SHA-256 of every file it read (the model
    and the external files its tensors use), and sends the tensor catalogue
@@ -22,11 +26,11 @@ the store:
    which must all be used; a path counts the external files its tensors
    use); and each source file's identity (size, mtime, inode);
 4. commit the work folder to the store (`Store.commit`) with its record and
-   summary, and give the caller's tenant its record of the model; the result
-   is the summary, `created` (201) or not (200: this tenant held that id already) (content
-   another tenant holds is imported like new: a worker runs and the answer is
-   201, so nothing tells a tenant what others imported). The summary's
-   `input` is the name this request gave the model.
+   summary, and give the caller's tenant its record of the model. The result
+   is the summary and whether the model is new for the tenant (201) or held
+   already (200); content another tenant holds is imported like new (a
+   worker runs and the answer is 201), so nothing tells a tenant what others
+   imported. The summary's `input` is the name this request gave the model.
 
 The front end never parses model bytes; what it reads of the worker's answer
 is bounded (the summary), the rest it copies to files. A full store file
