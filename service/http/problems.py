@@ -1,10 +1,13 @@
 """RFC 9457 problem details: every error response of the service.
 
 Owns the problem types (one stable URI per kind, `PROBLEM_BASE` + slug), the
-`ProblemError` exception the routes raise, and the exception handlers that turn
-our errors and the framework's (validation errors, unknown routes, wrong
-methods, anything unexpected) into `application/problem+json`. A detail is
-bounded in size and printable: it never echoes raw bytes.
+`ProblemError` exception the HTTP layer raises, the one map from the domain
+errors of `service.errors` (and a full file system) to problems
+(`DOMAIN_PROBLEMS`, `known_problem`; a worker's refusal by its kind,
+`import_problem`), and the exception handlers that turn all of them and the
+framework's errors (validation errors, unknown routes, wrong methods,
+anything unexpected) into `application/problem+json`. A detail is bounded in
+size and printable: it never echoes raw bytes.
 
 Also owns what is logged as an error: a traceback only for a real bug. A
 client that goes away mid-request (starlette's `ClientDisconnect` when a body
