@@ -16,6 +16,8 @@ announces into the files the caller names, and classifies how it ended:
 - death by SIGSYS: the worker's seccomp filter stopped a forbidden system
   call (a socket, a program, ptrace, ...): `WorkerCrashed`, saying so;
 - any other death (a signal, a non-zero exit, a broken result): `WorkerCrashed`.
+`WorkerOutcome.result` gives the worker's answer, or raises how it ended as a
+typed error (`service.errors`: `ImportFailed`, `StoreFull`, `ImportTooLarge`).
 The worker sets its limits and its seccomp filter itself (`service.sandbox.worker.main.main`;
 no preexec_fn) and reports what is in effect; `describe_isolation` turns that
 into /readyz's `network_isolation` and `worker_sandbox`, which `start` logs.
