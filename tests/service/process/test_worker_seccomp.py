@@ -104,7 +104,11 @@ def test_the_worker_holds_no_socket(sandbox: Sandbox, tmp_path: Path) -> None:
             workers = [worker for server in children_of(os.getpid()) for worker in children_of(server)]
             time.sleep(0.02)
         assert workers, "no worker appeared"
-        targets = open_files(workers[0])
+        time.sleep(1.0)  # its walls up: the job sleeps 3 s once they are
+        try:
+            targets = open_files(workers[0])
+        except PermissionError:  # the worker is not dumpable: only CAP_SYS_PTRACE sees its descriptors
+            pytest.skip("the worker's descriptors cannot be read here (it is not dumpable, and this root has no CAP_SYS_PTRACE)")
         assert targets and not [target for target in targets if target.startswith("socket:")], targets
     finally:
         running.join()
