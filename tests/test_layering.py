@@ -114,3 +114,9 @@ def test_only_the_store_names_and_opens_store_files() -> None:
         strings = {value for value in constants if isinstance(value, str)}
         named = strings & STORE_NAMES
         assert not named, f"{path.relative_to(REPO)} names store files {sorted(named)}"
+
+
+def test_the_client_speaks_http_only() -> None:
+    for path in _under("client"):
+        found = {name for name in _modules(path) if name.startswith("service.") and not name.startswith("service.client")}
+        assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}: the client reaches the service over HTTP only"

@@ -12,6 +12,9 @@
 Every error answer raises `ServiceError` (status, kind, detail, offset,
 field_path, and the whole problem); 503 is retried after its `Retry-After`,
 a bounded number of times (`Retry`).
+
+May import: httpx and numpy, nothing else of `service`: the client speaks to
+the service over HTTP only, and ships to users who run no service.
 """
 
 from __future__ import annotations
