@@ -1,0 +1,137 @@
+"""The index's connections to PostgreSQL: a pool, each thread's locked
+transaction, and the database's faults as `StorageUnavailable`.
+
+Owns `Database`. `locked(key)` is a transaction holding the advisory lock
+`key` (`pg_advisory_xact_lock`), exclusive across every process on every
+machine; every statement this thread runs inside it (`rows`, `one`,
+`change`) runs in that transaction, committed at the end and rolled back on
+an exception. Outside it, each statement takes a pooled connection in
+autocommit. Only one thread of a process waits for the lock, so waiting
+commits hold one connection, not the pool.
+
+The URL is a libpq one (`postgresql://user@host:port/db?sslmode=...`) and may
+leave out the password: libpq reads PGPASSWORD and the password file
+(PGPASSFILE, else ~/.pgpass) by itself. A database that does not answer (no
+connection within `timeout` seconds, a connection refused or lost mid-call)
+is `StorageUnavailable`, never a driver's exception; the pool drops broken
+connections (each is checked as it is taken) and reconnects by itself once
+the database is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, LiteralString
+
+import psycopg
+from psycopg.rows import TupleRow
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from service.errors import StorageUnavailable
+
+log = logging.getLogger("service.store")
+
+Connection = psycopg.Connection[TupleRow]
+
+
+class Database:
+    def __init__(self, url: str, *, pool_size: int, timeout: float) -> None:
+        self.url = url
+        self.pool_size = pool_size
+        self.timeout = timeout  # seconds to wait for a connection, and to open
+        self._pool: ConnectionPool[Connection] | None = None
+        self._mutex = threading.RLock()  # one thread of this process at a time waits for the database's lock
+        self._held = threading.local()  # .connection: the transaction of this thread's locked() block
+
+    def open(self) -> None:
+        """Connect; StorageUnavailable after `timeout` seconds."""
+        if self._pool is not None:
+            return
+        pool: ConnectionPool[Connection] = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self.pool_size,
+            open=False,
+            timeout=self.timeout,
+            check=ConnectionPool.check_connection,  # a connection broken while idle is dropped, not handed out
+            name="onnx-index",
+            kwargs={
+                "autocommit": True,
+                "application_name": "onnx-import-service",
+                "connect_timeout": max(2, math.ceil(self.timeout)),  # libpq's least is 2 s
+                "keepalives": 1,  # a database gone silent (not closed) fails the call within about 25 s
+                "keepalives_idle": 10,
+                "keepalives_interval": 5,
+                "keepalives_count": 3,
+            },
+        )
+        try:
+            with self.answering():
+                pool.open(wait=True, timeout=self.timeout)
+        except BaseException:
+            pool.close()
+            raise
+        self._pool = pool
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """The database's faults as StorageUnavailable (PoolTimeout is an OperationalError)."""
+        try:
+            yield
+        except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            log.warning("the index's database does not answer: %s", first_line)
+            reason = f"no connection within {self.timeout:g} s" if isinstance(error, PoolTimeout) else "the connection failed or was lost"
+            raise StorageUnavailable(f"the index's database does not answer: {reason}") from error
+
+    def _open_pool(self) -> ConnectionPool[Connection]:
+        if self._pool is None:
+            raise RuntimeError("the PostgreSQL index is not open")
+        return self._pool
+
+    @contextlib.contextmanager
+    def locked(self, key: int) -> Iterator[None]:
+        """A transaction holding the advisory lock `key`; re-entrant in a thread (nested blocks just run)."""
+        if getattr(self._held, "connection", None) is not None:
+            yield
+            return
+        with self._mutex, self.answering(), self._open_pool().connection() as connection, connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            self._held.connection = connection
+            try:
+                yield
+            finally:
+                self._held.connection = None
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """The connection of this thread's locked() block, else a pooled one in autocommit."""
+        held: Connection | None = getattr(self._held, "connection", None)
+        with self.answering():
+            if held is not None:
+                yield held
+            else:
+                with self._open_pool().connection() as connection:
+                    yield connection
+
+    def rows(self, query: LiteralString, params: Sequence[Any] = ()) -> list[TupleRow]:
+        with self.connection() as connection:
+            return connection.execute(query, params).fetchall()
+
+    def one(self, query: LiteralString, params: Sequence[Any] = ()) -> TupleRow | None:
+        with self.connection() as connection:
+            return connection.execute(query, params).fetchone()
+
+    def change(self, query: LiteralString, params: Sequence[Any] = ()) -> int:
+        """Run a change; the number of rows it changed."""
+        with self.connection() as connection:
+            return connection.execute(query, params).rowcount

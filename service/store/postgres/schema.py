@@ -1,0 +1,100 @@
+"""The index's tables in PostgreSQL, versioned: what each migration adds, and
+the one step that brings a database up to date.
+
+Owns `MIGRATIONS` (each a list of SQL statements; the schema's version is the
+number applied, kept in `onnx_schema`) and `migrate`, run by every replica as
+it opens: in one transaction holding an advisory lock (`SCHEMA_LOCK`), so of
+two replicas starting at once the first migrates and the second finds the
+version current. Migrations only ever add (tables, columns with defaults,
+indexes): a replica of the version before runs on a schema one newer, as in a
+rolling upgrade. The tables, all named `onnx_*`:
+
+    onnx_models     a stored model: its record (`StoredRecord`, as JSON), the
+                    bytes it takes, its last use (ns since the epoch) and the
+                    content place its record names ('' for the id itself)
+    onnx_holdings   tenant (by key, `PostgresIndex.tenant_key`) holds model:
+                    the tenant's record (`TenantRecord`, as JSON), when it took
+                    it (its `created_ns`, ordering the tenant's listing) and
+                    whether the model's graph was rendered for it once. No
+                    foreign key to onnx_models: a holding may be written in the
+                    same locked block before or after the model's record, and
+                    dropping a model deletes its holdings itself
+    onnx_uploads    commits in flight: a content place and when its upload began
+
+The records are JSON in text columns (read with one parse, written as the
+model dumps them; jsonb would refuse a "\\u0000" in a client's name). Ids and
+keys are compared in the "C" collation, so the database orders them as
+Python orders strings (the listing's paging key is (created_ns, id)).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+from psycopg.rows import TupleRow
+
+log = logging.getLogger("service.store")
+
+# pg_advisory_xact_lock keys (signed 64-bit): the first 8 bytes of the SHA-256
+# of "onnx-import-service: the schema lock", and of "... the index lock".
+SCHEMA_LOCK = 8046182319371317534
+INDEX_LOCK = -2374340273633317047
+
+VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS onnx_schema (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    version integer NOT NULL
+)"""
+
+MIGRATIONS: list[list[str]] = [
+    [  # 1: models, holdings, uploads
+        """
+        CREATE TABLE onnx_models (
+            id text COLLATE "C" PRIMARY KEY,
+            record text NOT NULL,
+            size bigint NOT NULL,
+            last_use_ns bigint NOT NULL,
+            place text COLLATE "C" NOT NULL DEFAULT ''
+        )""",
+        "CREATE INDEX onnx_models_by_last_use ON onnx_models (last_use_ns, id)",
+        """
+        CREATE TABLE onnx_holdings (
+            tenant_key text COLLATE "C" NOT NULL,
+            model_id text COLLATE "C" NOT NULL,
+            holding text NOT NULL,
+            created_ns bigint NOT NULL,
+            graph_rendered boolean NOT NULL DEFAULT false,
+            PRIMARY KEY (tenant_key, model_id)
+        )""",
+        "CREATE INDEX onnx_holdings_newest ON onnx_holdings (tenant_key, created_ns DESC, model_id DESC)",
+        "CREATE INDEX onnx_holdings_by_model ON onnx_holdings (model_id)",
+        """
+        CREATE TABLE onnx_uploads (
+            place text COLLATE "C" PRIMARY KEY,
+            began timestamptz NOT NULL DEFAULT now()
+        )""",
+    ],
+]
+
+
+def migrate(connection: psycopg.Connection[TupleRow]) -> int:
+    """Bring the database's schema up to date (a connection in autocommit);
+    the number of migrations this call applied (0 when it was current)."""
+    with connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        connection.execute(VERSION_TABLE)
+        connection.execute("INSERT INTO onnx_schema (version) VALUES (0) ON CONFLICT DO NOTHING")
+        row = connection.execute("SELECT version FROM onnx_schema").fetchone()
+        version = int(row[0]) if row else 0
+        if version > len(MIGRATIONS):
+            log.warning("the index's schema is at version %d, newer than this service's %d: used as it is", version, len(MIGRATIONS))
+            return 0
+        for statements in MIGRATIONS[version:]:
+            for statement in statements:
+                connection.execute(statement)
+        connection.execute("UPDATE onnx_schema SET version = %s", (len(MIGRATIONS),))
+    applied = len(MIGRATIONS) - version
+    if applied:
+        log.info("the index's schema migrated from version %d to %d", version, len(MIGRATIONS))
+    return applied
