@@ -1,5 +1,6 @@
 """`python -m service`: parse the settings, then serve the app with uvicorn;
-`python -m service keygen --tenant T --scopes import,read`: make an API key.
+`python -m service keygen --tenant T --scopes import,read`: make an API key;
+`python -m service gc [--grace-seconds N] [settings]`: collect the store's garbage.
 
 Owns the process start: settings errors end the process with status 2 and a
 one-line message, and so does anonymous access on an address other than the
@@ -73,14 +74,51 @@ def keygen(argv: list[str]) -> int:
     return 0
 
 
+def collect_garbage(argv: list[str]) -> int:
+    """`gc`: remove the content no record names (commits cut short), with the service's own settings."""
+    from service.errors import StorageUnavailable
+    from service.setting_kinds import SettingsError
+    from service.settings import load_settings
+    from service.store.backends import open_store
+    from service.store.model_store import START_GRACE_SECONDS
+
+    parser = argparse.ArgumentParser(
+        prog="python -m service gc",
+        description="Remove stored content that no record names (what a commit cut short left), then exit. "
+        "Takes the service's settings (flags or ONNX_SERVICE_* variables) to find the store.",
+    )
+    parser.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=START_GRACE_SECONDS,
+        help=f"leave content a commit began putting less than this long ago (an import in flight); default {START_GRACE_SECONDS:g}",
+    )
+    arguments, rest = parser.parse_known_args(argv)
+    try:
+        store = open_store(load_settings(rest))
+        store.open_storage()
+        try:
+            removed = store.collect_garbage(arguments.grace_seconds)
+        finally:
+            store.close()
+    except (SettingsError, StorageUnavailable) as error:
+        print(f"python -m service gc: {error}", file=sys.stderr)
+        return 2
+    print(f"removed {len(removed)} unrecorded contents" + "".join(f"\n  {place}" for place in removed))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["keygen"]:
         return keygen(argv[1:])
+    if argv[:1] == ["gc"]:
+        return collect_garbage(argv[1:])
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(variable, "1")
     from service.access.keys import KeyFileError
-    from service.settings import SettingsError, load_settings
+    from service.setting_kinds import SettingsError
+    from service.settings import load_settings
 
     try:
         settings = load_settings(argv)
@@ -112,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         app = create_app(settings)
     except KeyFileError as error:
         print(f"python -m service: --api-keys: {error}", file=sys.stderr)
+        return 2
+    except SettingsError as error:
+        print(f"python -m service: {error}", file=sys.stderr)
         return 2
     uvicorn.run(
         app,

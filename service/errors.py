@@ -78,6 +78,15 @@ class Overloaded(ServiceError):
         self.retry_after = retry_after
 
 
+class StorageUnavailable(ServiceError):
+    """Object storage or the index's database does not answer (or answers with
+    a server error); `retry_after` seconds is a fair wait. Nothing was changed."""
+
+    def __init__(self, detail: str, retry_after: int = 5) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
 class ModelSourceChanged(ServiceError):
     """A file of the model is not the one recorded at import."""
 

@@ -21,41 +21,42 @@ to the test's list of settings deliberately absent there).
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
+
+from service.setting_kinds import (
+    GIB,
+    INT,
+    KIB,
+    LEVEL,
+    MIB,
+    OPTIONAL_PATH,
+    PATH,
+    S3_SCHEME,
+    SECONDS,
+    SIZE,
+    SWITCH,
+    TEXT,
+    Kind,
+    Rule,
+    SettingsError,
+    one_of,
+    s3_location,
+    within,
+)
 
 ENV_PREFIX = "ONNX_SERVICE_"
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_ROOT = REPO / "testdata" / "samples"
 DEFAULT_STORE = Path("state") / "store"
+DEFAULT_CACHE = Path("state") / "cache"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 WORKER_ID = 65534  # the uid and gid a worker started as root takes by default ("nobody")
-
-KIB = 1 << 10
-MIB = 1 << 20
-GIB = 1 << 30
-TIB = 1 << 40
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "kib": KIB,
-    "m": 1000**2, "mb": 1000**2, "mib": MIB,
-    "g": 1000**3, "gb": 1000**3, "gib": GIB,
-    "t": 1000**4, "tb": 1000**4, "tib": TIB,
-}  # fmt: skip
-_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*")
 _DECLARATION = "setting"  # the key of a Settings field's metadata
-
 T = TypeVar("T")
-N = TypeVar("N", int, float)
-
-
-class SettingsError(ValueError):
-    """A setting has a value the service refuses to start with."""
 
 
 def env_name(field_name: str) -> str:
@@ -69,81 +70,7 @@ def flag_name(field_name: str) -> str:
 
 
 TEST_HOOKS_VARIABLE = env_name("test_hooks")
-
-
-def parse_size(text: str) -> int:
-    """`2GiB` -> 2147483648; `1.5M` -> 1500000; `4096` -> 4096."""
-    match = _SIZE.fullmatch(text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _UNITS:
-        raise SettingsError(f"{text!r} is not a size (a number with an optional unit such as KiB, MiB, GiB)")
-    return int(float(match.group(1)) * _UNITS[unit])
-
-
-def format_size(size: int) -> str:
-    """2147483648 -> `2GiB`; the largest binary unit that divides it, else bytes."""
-    for unit, name in ((TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
-        if size and size % unit == 0:
-            return f"{size // unit}{name}"
-    return str(size)
-
-
-def _parse_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise SettingsError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value):
-        raise SettingsError(f"{text!r} is not a finite number of seconds")
-    return value
-
-
-def _parse_int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise SettingsError(f"{text!r} is not an integer") from None
-
-
-def _number(value: float) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-@dataclass(frozen=True, slots=True)
-class Kind(Generic[T]):
-    """How a setting's text (flag or variable) becomes a value, and how a value is shown."""
-
-    parse: Callable[[str], T]
-    show: Callable[[T], str]
-
-
-TEXT: Kind[str] = Kind(str, str)
-LEVEL: Kind[str] = Kind(str.lower, str)
-PATH: Kind[Path] = Kind(Path, str)
-OPTIONAL_PATH: Kind[Path | None] = Kind(lambda text: Path(text) if text else None, lambda path: "" if path is None else str(path))
-INT: Kind[int] = Kind(_parse_int, str)
-SIZE: Kind[int] = Kind(parse_size, format_size)
-SECONDS: Kind[float] = Kind(_parse_seconds, _number)
-SWITCH: Kind[bool] = Kind(lambda text: text == "1", lambda on: "1" if on else "off")  # on only for exactly `1`
-
-
-@dataclass(frozen=True, slots=True)
-class Rule(Generic[T]):
-    """A requirement on one setting's value, checked by `Settings.__post_init__`."""
-
-    holds: Callable[[T], bool]
-    requirement: str  # completes "--flag ...": "must be within 1 to 256"
-
-
-def within(low: N, high: N) -> Rule[N]:
-    return Rule(lambda value: low <= value <= high, f"must be within {_number(low)} to {_number(high)}")
-
-
 STORE_BACKENDS = ("local", "memory")  # service.store.backends builds each
-
-
-def one_of(*choices: str) -> Rule[str]:
-    return Rule(lambda value: value in choices, f"must be one of {', '.join(choices)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,9 +131,29 @@ class Settings:
         rule=Rule(Path.is_dir, "must be a directory"),
         shown="the bundled samples (`testdata/samples`)",
     )
-    store: Path = setting(DEFAULT_STORE, PATH, "folder of the content-addressed store (created if missing)")  # noqa: RUF009
+    store: str = setting(
+        str(DEFAULT_STORE), TEXT,
+        "where models are stored: a folder (created if missing), or s3://BUCKET/PREFIX on S3-compatible object storage "
+        "(endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION; needs --database)",
+        rule=Rule(lambda text: bool(text) and (not text.startswith(S3_SCHEME) or s3_location(text) is not None),
+                  "must be a folder or s3://BUCKET/PREFIX (a valid bucket name; no empty, . or .. segment)"),
+    )  # fmt: skip
+    database: str = setting(
+        "", TEXT,
+        "PostgreSQL URL of the index, postgresql://USER@HOST:PORT/DB (the password from the URL, PGPASSWORD or PGPASSFILE); "
+        "empty: the index in the --store folder. Every replica given the same --store and --database is one service",
+        rule=Rule(lambda url: url == "" or url.startswith(("postgresql://", "postgres://")), "must be empty or a postgresql:// URL"),
+        shown="none (the local index)",
+    )  # fmt: skip
+    cache_dir: Path = setting(  # noqa: RUF009
+        DEFAULT_CACHE, PATH, "local folder of an object-storage store: its work area and the catalogues it caches (created if missing)"
+    )
+    cache_max_bytes: int = setting(
+        4 * GIB, SIZE, "bytes of catalogues kept in --cache-dir, least recently used out first",
+        rule=Rule(lambda size: size >= MIB, "must be at least 1MiB"),
+    )  # fmt: skip
     store_backend: str = setting(
-        "local", LEVEL, "where models are stored: local (the --store folder), or memory (one process, lost at exit: tests and trials only)",
+        "local", LEVEL, "local (the --store folder or bucket), or memory (one process, lost at exit: tests and trials only)",
         rule=one_of(*STORE_BACKENDS),
     )  # fmt: skip
     workers: int = setting(max(1, os.cpu_count() or 1), INT, "imports running at once", rule=within(1, 256), shown="CPU count")
@@ -321,16 +268,32 @@ class Settings:
             value = getattr(self, declared.name)
             if isinstance(value, Path) and not value.is_absolute():
                 object.__setattr__(self, declared.name, _started_in() / value)
+        if not self.store.startswith(S3_SCHEME) and not os.path.isabs(self.store):  # a folder
+            object.__setattr__(self, "store", str(_started_in() / self.store))
         for declared in SETTINGS:
             value = getattr(self, declared.name)
             if declared.rule is not None and not declared.rule.holds(value):
                 shown = repr(str(value)) if isinstance(value, str | Path) else declared.kind.show(value)
                 raise SettingsError(f"{declared.label} {declared.rule.requirement}, not {shown}")
         # The rules between settings.
+        if self.store_bucket is not None and not self.database:
+            raise SettingsError("--store s3://... needs --database (the index of a store on object storage is in PostgreSQL)")
+        if self.store_backend == "memory" and (self.store_bucket is not None or self.database):
+            raise SettingsError("--store-backend memory keeps everything in the process: give it neither s3:// nor --database")
         if self.max_upload_total < self.max_upload:
             raise SettingsError("--max-upload-total must be at least --max-upload")
         if self.debug_worker_sleep != 0 and not self.test_hooks:
             raise SettingsError(f"--debug-worker-sleep is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
+
+    @property
+    def store_bucket(self) -> tuple[str, str] | None:
+        """(bucket, prefix) of a store on object storage; None for a folder."""
+        return s3_location(self.store)
+
+    @property
+    def local_root(self) -> Path:
+        """The local folder of the store: --store itself, or --cache-dir for one on object storage."""
+        return self.cache_dir if self.store_bucket is not None else Path(self.store)
 
 
 def _started_in() -> Path:

@@ -108,6 +108,7 @@ PROBLEMS = IMPORT_PROBLEMS | _types(
     ("internal-error", "Internal server error", 500),
     ("overloaded", "Too many imports are running or waiting", 503),
     ("not-ready", "The service is not ready", 503),
+    ("storage-unavailable", "Object storage or the index's database does not answer", 503),
     ("store-full", "The store cannot hold this model within its size cap", 507),
     ("tenant-quota-exceeded", "The tenant's share of the store is used up", 507),
 )
@@ -166,6 +167,7 @@ DOMAIN_PROBLEMS: dict[type[errors.ServiceError], str] = {
     errors.ImportTooLarge: "payload-too-large",
     errors.TenantQuotaExceeded: "tenant-quota-exceeded",
     errors.Overloaded: "overloaded",
+    errors.StorageUnavailable: "storage-unavailable",
     errors.ModelSourceChanged: "model-source-changed",
     errors.TensorSourceChanged: "tensor-source-changed",
     errors.TensorSourceGone: "tensor-source-gone",
@@ -188,7 +190,7 @@ def domain_problem(error: errors.ServiceError) -> ProblemError:
     problem = ProblemError(DOMAIN_PROBLEMS[type(error)], error.detail)
     if error.limit is not None:
         problem.extensions["limit"] = error.limit
-    if isinstance(error, errors.Overloaded):
+    if isinstance(error, errors.Overloaded | errors.StorageUnavailable):
         problem.headers["Retry-After"] = str(error.retry_after)
     return problem
 

@@ -8,8 +8,9 @@ the model's store folder) one path component at a time, following no link
 (`service.paths.open_under`), and checked to be the very file read at import: same size, mtime_ns and inode (not the
 device number, which differs between the nodes mounting a shared store; else
 409 `tensor-source-changed`; a missing file is 410 `tensor-source-gone`). The
-body is read with `os.pread` in 1 MiB chunks in a worker thread, so a 4 GB
-tensor costs no more memory than a small one.
+body is read from a `ByteSource` (`service.store.byte_source`): a local file
+with `os.pread` in 1 MiB chunks in a worker thread, an object by ranged GETs,
+so a 4 GB tensor costs no more memory than a small one.
 
 Headers: Content-Length, ETag (strong; derived from the content-addressed
 model id and the tensor's field path and format), Accept-Ranges, X-Tensor-Element-Type,
@@ -32,21 +33,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import AsyncIterator, Callable
 from urllib.parse import quote
 
-import anyio.to_thread
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from service.errors import bounded
 from service.http.problems import ProblemError
 from service.sandbox.catalog_format import NPY_DESCR, TensorRow
+from service.store.byte_source import ByteSource
 from service.store.records import SourceFile
 
-CHUNK_BYTES = 1 << 20
 SMALL_BYTES = 256 << 10  # tensors up to this size are read in one go, not streamed
 NPY_MAGIC = b"\x93NUMPY"
 
@@ -157,27 +156,21 @@ def range_condition_holds(if_range: str | None, etag: str) -> bool:
     return tags is not None and len(tags) == 1 and tags[0] == (False, etag)
 
 
-async def stream_range(prefix: bytes, fd: int, offset: int, start: int, end: int) -> AsyncIterator[bytes]:
-    """Bytes [start, end] of prefix + file[offset:]; closes `fd` at the end."""
+async def stream_range(prefix: bytes, source: ByteSource, offset: int, start: int, end: int) -> AsyncIterator[bytes | memoryview]:
+    """Bytes [start, end] of prefix + file[offset:]; closes `source` at the end."""
     try:
-        position = start
-        if position < len(prefix):
-            piece = prefix[position : min(len(prefix), end + 1)]
-            position += len(piece)
-            yield piece
-        while position <= end:
-            want = min(CHUNK_BYTES, end + 1 - position)
-            chunk = await anyio.to_thread.run_sync(os.pread, fd, want, offset + position - len(prefix))
-            if not chunk:
-                break  # the file shrank under us: the client sees a short body
-            position += len(chunk)
-            yield chunk
+        if start < len(prefix):
+            yield prefix[start : min(len(prefix), end + 1)]
+        first = max(start, len(prefix))
+        if first <= end:
+            async for chunk in source.chunks(offset + first - len(prefix), end + 1 - first):
+                yield chunk
     finally:
-        os.close(fd)
+        source.close()
 
 
 def tensor_response(
-    request: Request, model_id: str, row: TensorRow, source: tuple[Callable[[], int], SourceFile] | None, fmt: str
+    request: Request, model_id: str, row: TensorRow, source: tuple[Callable[[], ByteSource], SourceFile] | None, fmt: str
 ) -> Response:
     """The response for one tensor. `source`: (a call that opens the file
     holding it, checked to be the one recorded; the file's record), None when
@@ -213,32 +206,32 @@ def tensor_response(
         headers["Content-Range"] = f"bytes {start}-{end}/{size}"
     headers["Content-Length"] = str(max(0, end - start + 1))
     media_type = "application/octet-stream"
-    fd = None
+    opened = None
     if source is not None and row.length:
         open_source, identity = source
-        fd = open_source()
         if row.offset + row.length > identity.size:
-            os.close(fd)
             raise ProblemError("tensor-source-changed", f"the file holding the tensor {bounded(row.name, 100)} is shorter than the tensor")
-    if fd is None or request.method == "HEAD" or end < start:
-        if fd is not None:
-            os.close(fd)
-        if fd is None and row.length:
+        opened = open_source()
+    if opened is None or request.method == "HEAD" or end < start:
+        if opened is not None:
+            opened.close()
+        if opened is None and row.length:
             raise ProblemError("tensor-source-gone", "the tensor's bytes are not recorded; import the model again")
         body = prefix[start : end + 1] if request.method != "HEAD" else b""
         return Response(body, status_code=status, headers=headers, media_type=media_type)
     if end + 1 - start <= SMALL_BYTES:  # read at once (this runs in a worker thread): no streaming hops
         try:
-            body = _read_range(prefix, fd, row.offset, start, end)
+            body = _read_range(prefix, opened, row.offset, start, end)
         finally:
-            os.close(fd)
+            opened.close()
         return Response(body, status_code=status, headers=headers, media_type=media_type)
-    return StreamingResponse(stream_range(prefix, fd, row.offset, start, end), status_code=status, headers=headers, media_type=media_type)
+    chunks = stream_range(prefix, opened, row.offset, start, end)
+    return StreamingResponse(chunks, status_code=status, headers=headers, media_type=media_type)
 
 
-def _read_range(prefix: bytes, fd: int, offset: int, start: int, end: int) -> bytes:
+def _read_range(prefix: bytes, source: ByteSource, offset: int, start: int, end: int) -> bytes:
     """Bytes [start, end] of prefix + file[offset:] (the file may come up short)."""
     head = prefix[start : end + 1]
     first = max(start, len(prefix)) - len(prefix)
     want = end + 1 - max(start, len(prefix))
-    return head + (os.pread(fd, want, offset + first) if want > 0 else b"")
+    return head + (source.read(offset + first, want) if want > 0 else b"")

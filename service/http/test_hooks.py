@@ -3,7 +3,9 @@
 Owns `import_hooks(request, settings)`: `X-Test-Worker-Sleep: 2.5` (the
 worker sleeps) or `spin:2.5` (it burns CPU), and `X-Test-Pause-Before-Commit: 2`
 (a wait between the worker's answer and the commit, to swap links under a
-running import), as the use case's `ImportHooks`.
+running import) and `X-Test-Pause-After-Upload: 2` (a wait between the
+content's upload and its record, to kill a replica mid-commit), as the use
+case's `ImportHooks`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from service.settings import Settings
 
 SLEEP_HEADER = "x-test-worker-sleep"
 PAUSE_HEADER = "x-test-pause-before-commit"
+HOLD_HEADER = "x-test-pause-after-upload"
 
 
 def _header(request: Request, settings: Settings, name: str) -> str | None:
@@ -40,4 +43,6 @@ def import_hooks(request: Request, settings: Settings) -> ImportHooks:
         spin = sleep_header.startswith("spin:")
         sleep = _seconds(sleep_header.removeprefix("spin:"), 600.0, SLEEP_HEADER, "a number of seconds, or spin: and one")
     pause = 0.0 if pause_header is None else _seconds(pause_header, 60.0, PAUSE_HEADER, "a number of seconds")
-    return ImportHooks(sleep, spin, pause)
+    hold_header = _header(request, settings, HOLD_HEADER)
+    hold = 0.0 if hold_header is None else _seconds(hold_header, 60.0, HOLD_HEADER, "a number of seconds")
+    return ImportHooks(sleep, spin, pause, hold)

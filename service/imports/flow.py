@@ -42,6 +42,7 @@ left to evict; more bytes for one import than `--max-import-bytes` is
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -76,6 +77,7 @@ class ImportHooks:
     sleep: float = 0.0  # the worker waits this long before reading
     spin: bool = False  # ... burning CPU instead of sleeping
     pause: float = 0.0  # wait between the worker's answer and the commit (to swap links under an import)
+    hold_uploaded: float = 0.0  # wait between the content's upload and its record (to kill a replica mid-commit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +138,7 @@ async def import_upload(service: Service, tenant: str, receive: ReceiveUpload, h
         assert upload.model is not None
         async with service.limiter.admission():
             model_id = model_id_of("upload", upload.model.sha256, [(e.location, e.sha256) for e in upload.externals])
-            if service.store.visible(tenant, model_id):  # this tenant's own, again
+            if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):  # this tenant's own, again
                 return Imported(model_id, False, await stored_summary(service, model_id, upload.display_name))
             # Content another tenant holds is imported like new (a worker runs, the
             # answer is 201): neither the status nor the time says it existed.
@@ -161,7 +163,7 @@ async def import_upload(service: Service, tenant: str, receive: ReceiveUpload, h
                 files[location] = _source(reports[location], work.relative(work.upload_external / location), True)
             await asyncio.sleep(hooks.pause)
             owner = TenantRecord(tenant=tenant, input=upload.display_name, created_ns=time.time_ns())
-            return await commit(service, work, model_id, header, files, owner, upload.model.size, upload.model.sha256)
+            return await commit(service, work, model_id, header, files, owner, upload.model.size, upload.model.sha256, hooks)
 
 
 async def import_path(service: Service, tenant: str, path: str, hooks: ImportHooks) -> Imported:
@@ -196,12 +198,12 @@ async def import_path(service: Service, tenant: str, path: str, hooks: ImportHoo
             model_sha = reports[MODEL_FILE_KEY].sha256
             model_id = model_id_of("path", model_sha, externals)
             await asyncio.sleep(hooks.pause)
-            if service.store.has(model_id):
+            if await anyio.to_thread.run_sync(service.store.has, model_id):
                 await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
-            if service.store.visible(tenant, model_id):
+            if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):
                 return Imported(model_id, False, await stored_summary(service, model_id, path))
             owner = TenantRecord(tenant=tenant, input=path, created_ns=time.time_ns())
-            return await commit(service, work, model_id, header, files, owner, reports[MODEL_FILE_KEY].size, model_sha)
+            return await commit(service, work, model_id, header, files, owner, reports[MODEL_FILE_KEY].size, model_sha, hooks)
 
 
 async def commit(
@@ -213,6 +215,7 @@ async def commit(
     owner: TenantRecord,
     model_size: int,
     model_sha256: str,
+    hooks: ImportHooks,
 ) -> Imported:
     """Store the work folder (unless that content is stored) and give the
     tenant its record; `created` when the model is new for the tenant."""
@@ -232,8 +235,9 @@ async def commit(
         tensor_count=header.tensor_count,
         files=files,
     )
-    created = await anyio.to_thread.run_sync(service.store.commit, work, model_id, record, _json_bytes(summary), owner)
-    service.store.touch(model_id)
+    store_commit = functools.partial(service.store.commit, hold_uploaded=hooks.hold_uploaded)
+    created = await anyio.to_thread.run_sync(store_commit, work, model_id, record, _json_bytes(summary), owner)
+    await anyio.to_thread.run_sync(service.store.touch, model_id)
     summary["input"] = owner.input  # stored content another tenant imported first has its name
     return Imported(model_id, created, _json_bytes(summary))
 
@@ -249,7 +253,7 @@ async def stored_summary(service: Service, model_id: str, display_name: str) -> 
         body = await anyio.to_thread.run_sync(service.store.summary, model_id)
     except FileNotFoundError:
         raise NotFound("the model was evicted from the store meanwhile; post it again") from None
-    service.store.touch(model_id)
+    await anyio.to_thread.run_sync(service.store.touch, model_id)
     summary = json.loads(body)
     summary["input"] = display_name
     return _json_bytes(summary)

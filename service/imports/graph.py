@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from pathlib import Path
+from contextlib import AsyncExitStack
 
 import anyio.to_thread
 
@@ -29,8 +29,7 @@ from service.imports.flow import run_worker
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import WorkerHeader
 from service.state import Service
-from service.store.layout import ModelFolder
-from service.store.records import SourceFile, StoredRecord
+from service.store.records import StoredRecord
 
 GONE = "the model was removed from the store meanwhile"
 
@@ -40,7 +39,7 @@ async def graph_document(service: Service, model_id: str, tenant: str) -> int:
     can remove it: a DELETE or an eviction racing the answer cannot cut it).
     Rendered for the tenant's first request even when the store has it (for
     another tenant): how long a first request takes says nothing of others."""
-    if not service.store.graph_rendered(tenant, model_id):
+    if not await anyio.to_thread.run_sync(service.store.graph_rendered, tenant, model_id):
         key = (model_id, tenant)
         render = service.graph_renders.get(key)
         if render is None:
@@ -49,14 +48,9 @@ async def graph_document(service: Service, model_id: str, tenant: str) -> int:
             render.add_done_callback(lambda _: service.graph_renders.pop(key, None))
         await asyncio.shield(render)
     try:
-        return service.store.open_graph(model_id)
+        return await anyio.to_thread.run_sync(service.store.open_graph, model_id)
     except FileNotFoundError:
         raise NotFound(GONE) from None
-
-
-def _source_path(service: Service, folder: ModelFolder, item: SourceFile) -> str:
-    root = folder.root if item.in_store else Path(os.path.realpath(service.settings.data_root))
-    return str(root / item.path)
 
 
 def _check_sources(record: StoredRecord, header: WorkerHeader) -> None:
@@ -75,24 +69,29 @@ def _check_sources(record: StoredRecord, header: WorkerHeader) -> None:
 
 async def _render(service: Service, model_id: str, tenant: str) -> None:
     record = await anyio.to_thread.run_sync(service.store.read_record, model_id)
-    held = service.store.holding(tenant, model_id)
+    held = await anyio.to_thread.run_sync(service.store.holding, tenant, model_id)
     if record is None or held is None:
         raise NotFound(GONE)
-    folder = await anyio.to_thread.run_sync(service.store.folder, model_id)
-    model_path = _source_path(service, folder, record.files[MODEL_FILE_KEY])
-    external_dir = str(folder.upload_external) if record.files[MODEL_FILE_KEY].in_store else None
-    async with service.limiter.admission():
-        with service.store.work_folder() as work:
-            job = service.sandbox.job(
-                "graph",
-                directory=os.path.dirname(model_path),
-                model=os.path.basename(model_path),
-                display_name=held.input,  # the name this tenant gave it, never another tenant's
-                external_dir=external_dir,
-                allow_hard_links=service.settings.allow_hard_links,
-                model_id=model_id,
-            )
-            header = await run_worker(service, job, [work.graph], service.settings.max_import_bytes)
-            _check_sources(record, header)
-            if not await anyio.to_thread.run_sync(service.store.add_graph, model_id, work.graph, tenant):
-                raise NotFound(GONE)
+    async with service.limiter.admission(), AsyncExitStack() as stack:
+        model_item = record.files[MODEL_FILE_KEY]
+        if model_item.in_store:  # an upload: its files are in the store (a remote backend's: copied here)
+            files = service.store.model_files(model_id)
+            folder = await anyio.to_thread.run_sync(files.__enter__)
+            stack.push_async_callback(anyio.to_thread.run_sync, files.__exit__, None, None, None)
+            model_path, external_dir = str(folder.root / model_item.path), str(folder.upload_external)
+        else:
+            model_path, external_dir = os.path.join(os.path.realpath(service.settings.data_root), model_item.path), None
+        work = stack.enter_context(service.store.work_folder())
+        job = service.sandbox.job(
+            "graph",
+            directory=os.path.dirname(model_path),
+            model=os.path.basename(model_path),
+            display_name=held.input,  # the name this tenant gave it, never another tenant's
+            external_dir=external_dir,
+            allow_hard_links=service.settings.allow_hard_links,
+            model_id=model_id,
+        )
+        header = await run_worker(service, job, [work.graph], service.settings.max_import_bytes)
+        _check_sources(record, header)
+        if not await anyio.to_thread.run_sync(service.store.add_graph, model_id, work.graph, tenant):
+            raise NotFound(GONE)

@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from service.errors import StorageUnavailable
 from service.imports.limiter import ImportLimiter
 from service.store.model_store import Store
 
@@ -46,8 +47,8 @@ class _NowCollector(Collector):
             yield GaugeMetricFamily(PREFIX + "store_models", "Models stored (content, shared by tenants)", value=models)
             yield GaugeMetricFamily(PREFIX + "store_bytes", "Bytes the stored models take", value=self.store.usage())
             yield GaugeMetricFamily(PREFIX + "store_free_bytes", "Free bytes on the store's file system", value=self.store.free_bytes())
-        except OSError:
-            pass
+        except (OSError, StorageUnavailable):
+            pass  # the store's gauges are missing from this scrape, the rest is there
 
 
 class Metrics:

@@ -2,7 +2,9 @@
 
 Owns `ReadinessProbe`. Every `INTERVAL_SECONDS` a task in the front end forks
 one probe worker (the fork server is up, and what confines a worker) and
-writes and removes a probe file in the store (it is writable); `/readyz`
+writes and removes a probe file in the store (it is writable), and asks
+object storage and the index's database, where the store has them, whether
+they answer; `/readyz`
 answers from the last result and reads the store's free space itself (one
 statvfs), so a call forks nothing and writes nothing, and costs about what
 `/healthz` costs, however often it comes.
@@ -22,6 +24,7 @@ from typing import Final
 
 import anyio.to_thread
 
+from service.errors import StorageUnavailable
 from service.sandbox.supervisor import Sandbox
 from service.store.model_store import Store
 
@@ -36,6 +39,7 @@ class ReadinessCheck:
     fork_server: bool
     isolation: str
     store_writable: bool
+    storage_problem: str  # empty when object storage and the index's database answer (or there are none)
     checked_at: float  # time.monotonic()
 
     @property
@@ -59,7 +63,12 @@ class ReadinessProbe:
             except Exception as error:
                 log.warning("readiness probe failed: %s", error)
                 fork_server = False
-        return ReadinessCheck(fork_server, isolation, self._store.writable(), time.monotonic())
+        try:
+            self._store.check()
+            storage_problem = ""
+        except StorageUnavailable as error:
+            storage_problem = error.detail
+        return ReadinessCheck(fork_server, isolation, self._store.writable(), storage_problem, time.monotonic())
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

@@ -1,16 +1,19 @@
-"""The storage backends by name (`--store-backend`), and the store they make.
+"""The storage backends the settings name, and the store they make.
 
-Owns `open_store(settings)`: the `Store` over the backend the settings name.
-A new backend is a module set implementing `service.store.interface` (as
-`service.store.local` and `service.store.memory` do), its name in
-`service.settings.STORE_BACKENDS` with any settings it needs, and one entry
-here.
+Owns `open_store(settings)`: the `Store` over the content and the index the
+settings describe. Content: a folder (`--store PATH`, `service.store.local`)
+or object storage (`--store s3://BUCKET/PREFIX`, `service.store.s3`); the
+index: beside a local folder, or in PostgreSQL (`--database`,
+`service.store.postgres`); `--store-backend memory` keeps both in the
+process (`service.store.memory`). The object-storage and PostgreSQL
+clients are the optional `fleet` extra, imported only when named.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from pathlib import Path
 
+from service.setting_kinds import SettingsError
 from service.settings import Settings
 from service.store.interface import Content, Index
 from service.store.local.content import LocalContent
@@ -19,24 +22,41 @@ from service.store.memory import MemoryContent, MemoryIndex
 from service.store.model_store import Store
 from service.store.work_area import WorkArea
 
-Backend = Callable[[Settings, WorkArea], tuple[Content, Index]]
+FLEET_EXTRA = "pip install 'onnx-import-service[fleet]' (obstore, psycopg, psycopg-pool)"
 
 
-def _local(settings: Settings, work_area: WorkArea) -> tuple[Content, Index]:
-    return LocalContent(settings.store, work_area), LocalIndex(settings.store)
+def _content(settings: Settings, work_area: WorkArea) -> Content:
+    bucket = settings.store_bucket
+    if bucket is None:
+        return LocalContent(Path(settings.store), work_area)
+    try:
+        from service.store.s3.content import S3Content
+        from service.store.s3.local_cache import LocalCache
+    except ImportError as error:
+        raise SettingsError(f"--store s3://... needs the fleet extra ({error.name} is missing): {FLEET_EXTRA}") from None
+    cache = LocalCache(settings.cache_dir / "objects", settings.cache_max_bytes)
+    return S3Content(bucket[0], bucket[1], cache, work_area)
 
 
-def _memory(settings: Settings, work_area: WorkArea) -> tuple[Content, Index]:
-    return MemoryContent(work_area), MemoryIndex()
-
-
-BACKENDS: dict[str, Backend] = {"local": _local, "memory": _memory}
+def _index(settings: Settings) -> Index:
+    if not settings.database:
+        return LocalIndex(Path(settings.store))
+    try:
+        from service.store.postgres.index import PostgresIndex
+    except ImportError as error:
+        raise SettingsError(f"--database needs the fleet extra ({error.name} is missing): {FLEET_EXTRA}") from None
+    return PostgresIndex(settings.database, pool_size=settings.workers + 8)
 
 
 def open_store(settings: Settings) -> Store:
     """The store the settings describe (not opened yet: `Store.open`)."""
-    work_area = WorkArea(settings.store / "tmp")  # the local work area, under --store for every backend
-    content, index = BACKENDS[settings.store_backend](settings, work_area)
+    work_area = WorkArea(settings.local_root / "tmp")  # the local work area, on this machine for every backend
+    content: Content
+    index: Index
+    if settings.store_backend == "memory":
+        content, index = MemoryContent(work_area), MemoryIndex()
+    else:
+        content, index = _content(settings, work_area), _index(settings)
     return Store(
         content,
         index,

@@ -23,49 +23,80 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
+from service.store.byte_source import ByteSource
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
 
 
 class Content(Protocol):
+    """A model's blobs, at a place: the model id for a local backend, a
+    generation of it ("id/hex") for a remote one, so a re-import after a
+    removal never meets the old one's objects."""
+
     def open(self) -> None:
         """Ready the content store."""
 
-    def prepare(self, work: ModelFolder) -> None:
-        """Ready a finished work folder to be installed (made durable), outside the index's lock."""
+    def close(self) -> None: ...
 
-    def install(self, model_id: str, work: ModelFolder) -> None:
-        """Take the work folder's files as `model_id`'s content (lock held; none stored yet)."""
+    def check(self) -> None:
+        """Raise `StorageUnavailable` if the content cannot be reached now (readiness)."""
 
-    def exists(self, model_id: str) -> bool: ...
+    def new_place(self, model_id: str) -> str:
+        """Where a commit of `model_id` puts its content."""
 
-    def model_ids(self) -> list[str]:
-        """Every model with content, recorded or not (an interrupted commit leaves one unrecorded)."""
+    def prepare(self, place: str, work: ModelFolder) -> None:
+        """Make a finished work folder durable at `place`, outside the index's
+        lock (an object store uploads it here; it is garbage until recorded)."""
 
-    def remove(self, model_id: str) -> Callable[[], None] | None:
+    def install(self, place: str, work: ModelFolder) -> None:
+        """Take the prepared content as stored (lock held; no record names `place`)."""
+
+    def discard(self, place: str) -> None:
+        """A prepared content that was not installed (the model was stored
+        meanwhile, or the commit failed): free what `prepare` put there."""
+
+    def places(self) -> list[str]:
+        """Every place with content, recorded or not (an interrupted commit leaves one unrecorded)."""
+
+    def remove(self, place: str) -> Callable[[], None] | None:
         """Make the content unreachable now (lock held); the returned call frees
         its bytes (outside the lock). None if there was none."""
 
-    def has_graph(self, model_id: str) -> bool: ...
+    def has_graph(self, place: str) -> bool: ...
 
-    def add_graph(self, model_id: str, rendered: Path) -> None:
+    def add_graph(self, place: str, rendered: Path) -> None:
         """Take a rendered graph document as the model's (lock held; it has none)."""
 
-    def summary(self, model_id: str) -> bytes:
+    def summary(self, place: str) -> bytes:
         """The stored summary's bytes; FileNotFoundError if the model is gone."""
 
-    def folder(self, model_id: str) -> ModelFolder:
-        """The model's files as local, readable paths (the catalogue, the graph,
-        the files a worker reads again); for a remote backend, a local copy."""
+    def catalog(self, place: str) -> Path:
+        """The catalogue as a local file (a remote backend's cached copy); FileNotFoundError if gone."""
 
-    def open_file(self, model_id: str, item: SourceFile) -> int:
-        """An open descriptor of a stored file the record names, checked to be
-        the one recorded (TensorSourceGone, TensorSourceChanged otherwise)."""
+    def open_graph(self, place: str) -> int:
+        """An open descriptor of the graph document; FileNotFoundError if it has none (or is gone)."""
+
+    def model_files(self, place: str) -> AbstractContextManager[ModelFolder]:
+        """The model's uploaded files as a local folder, for a worker to read
+        again (a remote backend's copy, removed at the end of the block)."""
+
+    def forget(self, place: str) -> None:
+        """Drop local copies of a removed place's files (a cached catalogue)."""
+
+    def open_file(self, place: str, item: SourceFile) -> ByteSource:
+        """A stored file the record names, checked to be the one recorded
+        (TensorSourceGone, TensorSourceChanged otherwise), to read by range."""
 
 
 class Index(Protocol):
     def open(self) -> None:
-        """Ready the index (recount what is a cache)."""
+        """Ready the index (recount what is a cache; create or migrate a database's schema)."""
+
+    def close(self) -> None:
+        """Let go of connections."""
+
+    def check(self) -> None:
+        """Raise `StorageUnavailable` if the index cannot be reached now (readiness)."""
 
     def locked(self) -> AbstractContextManager[None]:
         """Exclusive: every change happens under it (across processes for a shared store)."""
@@ -103,6 +134,21 @@ class Index(Protocol):
 
     def by_last_use(self) -> list[str]:
         """Stored models, least recently used first."""
+
+    def places(self) -> set[str]:
+        """The content place every record names (`StoredRecord.place`, else its id)."""
+
+    # --- commits in flight (content uploaded before its record exists)
+
+    def begin_upload(self, place: str) -> None:
+        """A commit is putting content at `place`, not recorded yet: garbage
+        collection leaves it alone while it is younger than its grace period."""
+
+    def end_upload(self, place: str) -> None:
+        """The commit at `place` ended (recorded, or abandoned and removed)."""
+
+    def live_uploads(self, grace_seconds: float) -> set[str]:
+        """Places of commits that began less than `grace_seconds` ago and have not ended."""
 
     # --- tenants
 

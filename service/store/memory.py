@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from service.errors import TensorSourceChanged, TensorSourceGone
+from service.store.byte_source import ByteSource, FileSource
 from service.store.files import MODEL_ID
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
@@ -32,75 +33,98 @@ GRAPH_FILE = "graph.json"
 class MemoryContent:
     def __init__(self, work_area: WorkArea) -> None:
         self.work_area = work_area  # local copies are made in its folder
-        self.blobs: dict[str, dict[str, bytes]] = {}  # model id -> relative path -> bytes
+        self.blobs: dict[str, dict[str, bytes]] = {}  # place (the model id) -> relative path -> bytes
         self.lock = threading.Lock()
 
     def open(self) -> None:
         pass
 
-    def prepare(self, work: ModelFolder) -> None:
+    def close(self) -> None:
         pass
 
-    def install(self, model_id: str, work: ModelFolder) -> None:
+    def check(self) -> None:
+        pass
+
+    def new_place(self, model_id: str) -> str:
+        return model_id
+
+    def prepare(self, place: str, work: ModelFolder) -> None:
+        pass
+
+    def install(self, place: str, work: ModelFolder) -> None:
         files = {}
         for folder, _, names in os.walk(work.root):
             for name in names:
                 path = Path(folder) / name
                 files[work.relative(path)] = path.read_bytes()
         with self.lock:
-            self.blobs[model_id] = files
+            self.blobs[place] = files
 
-    def exists(self, model_id: str) -> bool:
-        return model_id in self.blobs
+    def discard(self, place: str) -> None:
+        pass
 
-    def model_ids(self) -> list[str]:
+    def places(self) -> list[str]:
         return list(self.blobs)
 
-    def remove(self, model_id: str) -> Callable[[], None] | None:
+    def remove(self, place: str) -> Callable[[], None] | None:
         with self.lock:
-            if self.blobs.pop(model_id, None) is None:
+            if self.blobs.pop(place, None) is None:
                 return None
-        copy = self._copy_root(model_id)
-        return lambda: shutil.rmtree(copy, ignore_errors=True)
+        return lambda: self.forget(place)
 
-    def has_graph(self, model_id: str) -> bool:
-        return GRAPH_FILE in self.blobs.get(model_id, {})
+    def has_graph(self, place: str) -> bool:
+        return GRAPH_FILE in self.blobs.get(place, {})
 
-    def add_graph(self, model_id: str, rendered: Path) -> None:
-        self.blobs[model_id][GRAPH_FILE] = rendered.read_bytes()
+    def add_graph(self, place: str, rendered: Path) -> None:
+        self.blobs[place][GRAPH_FILE] = rendered.read_bytes()
         rendered.unlink()
 
-    def summary(self, model_id: str) -> bytes:
+    def summary(self, place: str) -> bytes:
         try:
-            return self.blobs[model_id]["summary.json"]
+            return self.blobs[place]["summary.json"]
         except KeyError:
-            raise FileNotFoundError(model_id) from None
+            raise FileNotFoundError(place) from None
 
-    def _copy_root(self, model_id: str) -> Path:
-        return self.work_area.folder / f"copy-{model_id}"
+    def catalog(self, place: str) -> Path:
+        if place not in self.blobs:
+            raise FileNotFoundError(place)
+        return self._copy(place).catalog
 
-    def folder(self, model_id: str) -> ModelFolder:
+    def open_graph(self, place: str) -> int:
+        return os.open(self._copy(place).graph, os.O_RDONLY | os.O_CLOEXEC)
+
+    @contextlib.contextmanager
+    def model_files(self, place: str) -> Iterator[ModelFolder]:
+        yield self._copy(place)
+
+    def forget(self, place: str) -> None:
+        shutil.rmtree(self._copy_root(place), ignore_errors=True)
+
+    def _copy_root(self, place: str) -> Path:
+        if not MODEL_ID.fullmatch(place):
+            raise KeyError(place)
+        return self.work_area.folder / f"copy-{place}"
+
+    def _copy(self, place: str) -> ModelFolder:
         """A local copy of the model's files, written on first use (and the graph once it has one)."""
-        if not MODEL_ID.fullmatch(model_id):
-            raise KeyError(model_id)
-        folder = ModelFolder(self._copy_root(model_id))
-        for relative, data in self.blobs.get(model_id, {}).items():
+        folder = ModelFolder(self._copy_root(place))
+        for relative, data in self.blobs.get(place, {}).items():
             path = folder.root / relative
             if not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
         return folder
 
-    def open_file(self, model_id: str, item: SourceFile) -> int:
+    def open_file(self, place: str, item: SourceFile) -> ByteSource:
         """The local copy of a stored file; the content is immutable, so its size is the check."""
-        if item.path not in self.blobs.get(model_id, {}):
+        if item.path not in self.blobs.get(place, {}):
             raise TensorSourceGone("the file holding the tensor no longer exists; import the model again")
-        fd = os.open(self.folder(model_id).root / item.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(self._copy(place).root / item.path, os.O_RDONLY | os.O_CLOEXEC)
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size != item.size:
             os.close(fd)
             raise TensorSourceChanged("the file holding the tensor changed since the import; import the model again")
-        return fd
+        return FileSource(fd)
 
 
 class MemoryIndex:
@@ -110,9 +134,16 @@ class MemoryIndex:
         self.last_use: dict[str, int] = {}
         self.held: dict[str, dict[str, TenantRecord]] = {}  # tenant -> model id -> its record
         self.rendered: set[tuple[str, str]] = set()  # (tenant, model id)
+        self.uploads: dict[str, float] = {}  # place -> when its upload began (monotonic)
         self.lock = threading.RLock()
 
     def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def check(self) -> None:
         pass
 
     @contextlib.contextmanager
@@ -160,6 +191,19 @@ class MemoryIndex:
 
     def by_last_use(self) -> list[str]:
         return sorted(self.records, key=lambda model_id: self.last_use.get(model_id, 0))
+
+    def places(self) -> set[str]:
+        return {record.place or model_id for model_id, record in self.records.items()}
+
+    def begin_upload(self, place: str) -> None:
+        self.uploads[place] = time.monotonic()
+
+    def end_upload(self, place: str) -> None:
+        self.uploads.pop(place, None)
+
+    def live_uploads(self, grace_seconds: float) -> set[str]:
+        now = time.monotonic()
+        return {place for place, began in self.uploads.items() if now - began < grace_seconds}
 
     def tenant_key(self, tenant: str) -> str:
         return tenant

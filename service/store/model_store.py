@@ -22,13 +22,14 @@ the local `WorkArea`, and keeps, whatever the backend:
 from __future__ import annotations
 
 import logging
-import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from service.errors import ImportTooLarge, StoreFull, TenantQuotaExceeded
-from service.store.catalog import Catalog, OpenCatalogs
+from service.store.byte_source import ByteSource
+from service.store.catalog import Catalog, CatalogUnavailable, OpenCatalogs
 from service.store.files import fsync_path, tree_bytes
 from service.store.interface import Content, Index
 from service.store.layout import ModelFolder
@@ -36,6 +37,9 @@ from service.store.records import SourceFile, StoredRecord, TenantRecord
 from service.store.work_area import WorkArea
 
 log = logging.getLogger("service.store")
+# At start, content no record names is removed unless a commit began putting
+# it there less than this long ago (another replica's import in flight).
+START_GRACE_SECONDS = 3600.0
 
 
 def _beyond(cap: int, amount: int) -> bool:
@@ -69,19 +73,41 @@ class Store:
     # --- life cycle and the work area
 
     def open(self) -> None:
+        self.open_storage()
+        self.collect_garbage(START_GRACE_SECONDS)
+
+    def open_storage(self) -> None:
+        """Ready the work area, the content and the index (no garbage collection)."""
         self.work_area.open()
         self.content.open()
         self.index.open()
-        with self.index.locked():
-            for model_id in self.content.model_ids():
-                if not self.index.has(model_id):
-                    finish = self.content.remove(model_id)
-                    if finish is not None:
-                        finish()
-                    log.info("removed the content of an interrupted commit (%s)", model_id)
 
     def close(self) -> None:
         self.work_area.close()
+        self.content.close()
+        self.index.close()
+
+    def collect_garbage(self, grace_seconds: float) -> list[str]:
+        """Remove content no record names: what a commit cut short left (its
+        replica killed, say). A commit uploading now is left alone while it is
+        younger than `grace_seconds`. The places removed."""
+        with self.index.locked():
+            kept = self.index.places() | self.index.live_uploads(grace_seconds)
+            orphans = [place for place in self.content.places() if place not in kept]
+            finishes = [self.content.remove(place) for place in orphans]
+            for place in orphans:
+                self.index.end_upload(place)  # a dead commit's mark, if it left one
+        for place, finish in zip(orphans, finishes, strict=True):
+            if finish is not None:
+                finish()
+            self.content.forget(place)
+            log.info("removed the content of an interrupted commit (%s)", place)
+        return orphans
+
+    def check(self) -> None:
+        """StorageUnavailable if the content or the index cannot be reached now."""
+        self.content.check()
+        self.index.check()
 
     @contextmanager
     def work_folder(self) -> Iterator[ModelFolder]:
@@ -127,23 +153,36 @@ class Store:
         tenant's models, newest first, older than `before`."""
         return [(recorded, model_id) for recorded, model_id in self.index.newest(tenant, before, limit) if self.index.has(model_id)]
 
+    def _place(self, model_id: str) -> str:
+        """Where the model's content is; FileNotFoundError if it is not stored."""
+        record = self.index.record(model_id)
+        if record is None:
+            raise FileNotFoundError(model_id)
+        return record.place or record.id
+
     def summary(self, model_id: str) -> bytes:
-        return self.content.summary(model_id)
+        return self.content.summary(self._place(model_id))
 
-    def folder(self, model_id: str) -> ModelFolder:
-        """The model's files as local paths (the catalogue, the graph, what a worker reads again)."""
-        return self.content.folder(model_id)
+    @contextmanager
+    def model_files(self, model_id: str) -> Iterator[ModelFolder]:
+        """The model's uploaded files in a local folder, for a worker to read again."""
+        with self.content.model_files(self._place(model_id)) as folder:
+            yield folder
 
-    def open_file(self, model_id: str, item: SourceFile) -> int:
-        return self.content.open_file(model_id, item)
+    def open_file(self, record: StoredRecord, item: SourceFile) -> ByteSource:
+        return self.content.open_file(record.place or record.id, item)
 
     def open_graph(self, model_id: str) -> int:
         """An open descriptor of the model's graph document; FileNotFoundError if it has none (or is gone)."""
-        return os.open(self.content.folder(model_id).graph, os.O_RDONLY | os.O_CLOEXEC)
+        return self.content.open_graph(self._place(model_id))
 
     def catalog(self, model_id: str, tenant: str) -> Catalog:
-        """The model's tensor catalogue, opened for this tenant (`OpenCatalogs`)."""
-        return self.catalogs.get(self.content.folder(model_id).catalog, tenant)
+        """The model's tensor catalogue, opened for this tenant (`OpenCatalogs`);
+        CatalogUnavailable if the model is gone."""
+        try:
+            return self.catalogs.get(self.content.catalog(self._place(model_id)), tenant)
+        except FileNotFoundError:
+            raise CatalogUnavailable(model_id) from None
 
     def touch(self, model_id: str) -> None:
         self.index.touch(model_id)
@@ -163,7 +202,9 @@ class Store:
 
     # --- writing
 
-    def commit(self, work: ModelFolder, model_id: str, record: StoredRecord, summary: bytes, owner: TenantRecord) -> bool:
+    def commit(
+        self, work: ModelFolder, model_id: str, record: StoredRecord, summary: bytes, owner: TenantRecord, *, hold_uploaded: float = 0.0
+    ) -> bool:
         """Store the finished work folder as `model_id` (unless that content is
         stored already) and give `owner`'s tenant its record. True if the model
         is new for the tenant. A model over the store's cap is `StoreFull`; a
@@ -175,35 +216,45 @@ class Store:
             raise ImportTooLarge(f"the import would add {size} bytes to the store, more than the limit of {self.max_import_bytes}")
         if size > self.max_bytes:
             raise StoreFull(f"the model takes {size} bytes, more than the store's cap of {self.max_bytes}")
-        self.content.prepare(work)
-        with self.index.locked():
-            if not self.index.holds(owner.tenant, model_id):
-                self._check_quota(owner.tenant, size, new_model=True)
-            if not self.index.has(model_id):
-                leftover = self.content.remove(model_id)  # an interrupted commit's
-                if leftover is not None:
-                    leftover()
-                self.content.install(model_id, work)
-                self.index.add_record(record, size)
-            created = self.index.hold(owner, model_id)
-            self._evict(keep=model_id, tenant=owner.tenant, free_wanted=self.min_free)
+        place = self.content.new_place(model_id)
+        self.index.begin_upload(place)
+        installed = False
+        try:
+            self.content.prepare(place, work)
+            time.sleep(hold_uploaded)  # a test hook (X-Test-Pause-After-Upload): 0 but in tests
+            with self.index.locked():
+                if not self.index.holds(owner.tenant, model_id):
+                    self._check_quota(owner.tenant, size, new_model=True)
+                if not self.index.has(model_id):
+                    self.content.install(place, work)
+                    self.index.add_record(record.model_copy(update={"place": "" if place == model_id else place}), size)
+                    installed = True
+                created = self.index.hold(owner, model_id)
+                self._evict(keep=model_id, tenant=owner.tenant, free_wanted=self.min_free)
+        finally:
+            if not installed:
+                self.content.discard(place)
+            self.index.end_upload(place)
         return created
 
     def release(self, tenant: str, model_id: str) -> bool:
         """The tenant's DELETE: its record goes, and the content when no other
         tenant holds it. False if the tenant did not hold the model."""
-        finish = None
+        finish, place = None, ""
         with self.index.locked():
             if not self.index.let_go(tenant, model_id):
                 return False
-            if not self.index.held_by_anyone(model_id):
+            record = self.index.record(model_id)
+            if record is not None and not self.index.held_by_anyone(model_id):
+                place = record.place or record.id
                 size = self.index.size(model_id)
-                finish = self.content.remove(model_id)
-                if finish is not None:
-                    self.index.drop(model_id, size)
+                finish = self.content.remove(place)
+                self.index.drop(model_id, size)
         if finish is not None:
             finish()
-            self.catalogs.forget(self.content.folder(model_id).catalog)
+        if place:
+            self.content.forget(place)
+            self.catalogs.sweep()  # closes the removed catalogue: its space is freed
         return True
 
     def refresh_sources(self, model_id: str, files: dict[str, SourceFile]) -> None:
@@ -237,9 +288,10 @@ class Store:
         with self.index.locked():
             if not self.index.has(model_id) or not self.index.holds(tenant, model_id):
                 return False
-            if not self.content.has_graph(model_id):
+            place = self._place(model_id)
+            if not self.content.has_graph(place):
                 self._check_quota(tenant, size, new_model=False)
-                self.content.add_graph(model_id, graph)
+                self.content.add_graph(place, graph)
                 self.index.grow(model_id, size)
                 self._evict(keep=model_id, tenant=tenant, free_wanted=self.min_free)
             self.index.mark_graph_rendered(tenant, model_id)
@@ -293,10 +345,13 @@ class Store:
                 break
             if model_id == keep or not evictable(model_id):
                 continue
-            size = self.index.size(model_id)
-            finish = self.content.remove(model_id)
-            if finish is None:
+            record = self.index.record(model_id)
+            if record is None:
                 continue
-            finish()
+            size = self.index.size(model_id)
+            finish = self.content.remove(record.place or record.id)
             self.index.drop(model_id, size)
+            if finish is not None:
+                finish()
+            self.content.forget(record.place or record.id)
             log.info("evicted model %s (%d bytes) from the store", model_id, size)

@@ -39,6 +39,9 @@ class StoredRecord(BaseModel):
     model_sha256: str
     tensor_count: int
     files: dict[str, SourceFile]
+    # Where the content backend put the model's blobs (a remote backend's
+    # generation, "model-id/hex"); empty for the local ones: the id itself.
+    place: str = ""
 
 
 class TenantRecord(BaseModel):

@@ -60,7 +60,8 @@ from support.deploy_files import (
 )
 from support.paths import REPO
 
-from service.settings import ENV_PREFIX, Settings, SettingsError, load_settings, parse_size
+from service.setting_kinds import SettingsError, parse_size
+from service.settings import ENV_PREFIX, Settings, load_settings
 
 KUBERNETES_VERSIONS = ["1.30", "1.37"]  # the oldest we support, the newest kubernetes-validate ships
 MIN_FRONT_END = 256 << 20  # a budget below this is not a budget (the packaged test measures the real one)
@@ -208,7 +209,7 @@ def test_dockerfile_serves_on_port_8000_with_a_health_check(dockerfile: Dockerfi
 def test_dockerfile_settings_are_accepted_by_the_service(dockerfile: Dockerfile, tmp_path: Path) -> None:
     environment = dockerfile.runtime.env()
     settings = settings_from(environment, tmp_path)
-    assert settings.port == 8000 and settings.store == Path("/store")
+    assert settings.port == 8000 and settings.store == "/store"
     assert "ONNX_SERVICE_WORKERS" in environment, "the default (the CPU count) is the host's inside a container"
 
 

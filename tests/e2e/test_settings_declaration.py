@@ -31,6 +31,7 @@ SETTINGS_PARAGRAPH = "Every setting is a flag and an `ONNX_SERVICE_<NAME>` varia
 
 # Settings deliberately not in deploy/configmap.yaml, each with its reason.
 ABSENT_FROM_CONFIGMAP = {
+    "ONNX_SERVICE_DATABASE": "its URL carries a password: the fleet variants set it from a Secret (deploy/fleet, compose.fleet.yaml)",
     "ONNX_SERVICE_DEBUG_WORKER_SLEEP": "a test hook: never in a deployment",
     "ONNX_SERVICE_TEST_HOOKS": "turns the test hooks on: never in a deployment",
     "ONNX_SERVICE_API_KEYS": "set by the Deployment (the key file is a mounted Secret) and by compose from the host's variable",

@@ -22,6 +22,26 @@ if TYPE_CHECKING:
     from support.service_harness import ServiceProcess
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fleet_mode(request: pytest.FixtureRequest) -> None:
+    """With ONNX_TEST_STORE=fleet, every service process the tests start stores
+    on the session's S3 and PostgreSQL (support.service_harness)."""
+    from support import service_harness
+
+    if service_harness.FLEET_MODE:
+        service_harness.FLEET = request.getfixturevalue("fleet_servers")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In fleet mode, the tests that read the local store's files skip, saying so."""
+    from support.service_harness import FLEET_MODE
+
+    if FLEET_MODE:
+        for item in items:
+            if item.get_closest_marker("local_store"):
+                item.add_marker(pytest.mark.skip(reason="reads the local store's files; ONNX_TEST_STORE=fleet stores on S3"))
+
+
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The samples, copied: a data root the module's tests may add files to."""

@@ -30,6 +30,14 @@ from service.settings import Settings
 from support.paths import REPO
 
 SAMPLES = REPO / "testdata" / "samples"
+# `ONNX_TEST_STORE=fleet` (bash tools/dev.sh test runs the service's process
+# tests so a second time): every ServiceProcess stores on S3 and indexes in
+# PostgreSQL (the session's `fleet_servers`), its `store` folder being its
+# --cache-dir; a test reading the local store's files is marked
+# `local_store` and skips.
+FLEET_MODE = os.environ.get("ONNX_TEST_STORE") == "fleet"
+FLEET: Any = None  # the session's FleetServers in fleet mode (support.servers sets it)
+FLEET_STORES: dict[Path, tuple[str, str]] = {}  # a store folder -> its (s3 URL, database URL): processes given one folder share it
 PROBLEM_FIELDS = ("type", "title", "status", "detail", "instance")
 
 
@@ -50,6 +58,7 @@ class ServiceProcess:
         self.log = log or store.parent / f"service-{id(self)}.log"
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        self.fleet_store: tuple[str, str] | None = None  # (s3 URL, database URL) in fleet mode
 
     @property
     def url(self) -> str:
@@ -68,6 +77,12 @@ class ServiceProcess:
             "--data-root",
             str(self.data_root),
         ]
+        if FLEET is not None and not any(arg.startswith("--store") for arg in self.args):
+            if self.store not in FLEET_STORES:  # chosen once: a restart, or a second process, finds the same models
+                FLEET_STORES[self.store] = (FLEET.new_store_url(), FLEET.new_database())
+            self.fleet_store = FLEET_STORES[self.store]
+            command += ["--store", self.fleet_store[0], "--database", self.fleet_store[1], "--cache-dir", str(self.store)]
+            self.env.update(FLEET.environ)
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen([*command, *self.args], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
@@ -103,6 +118,26 @@ class ServiceProcess:
         for child in children_of(self.process.pid):
             workers.extend(children_of(child))
         return workers
+
+    def stored_contents(self) -> set[str]:
+        """The ids of the models whose content is in the store: folders in a
+        local one; in fleet mode, those with objects in the bucket (recorded or not)."""
+        if self.fleet_store is None:
+            return {folder.name for folder in (self.store / "models").iterdir()}
+        from service.store.backends import open_store
+
+        for name, value in FLEET.environ.items():
+            os.environ.setdefault(name, value)
+        settings = Settings(store=self.fleet_store[0], database=self.fleet_store[1], cache_dir=self.store.parent / "inspect-cache")
+        store = open_store(settings)
+        store.open_storage()
+        try:
+            return {place.split("/")[0] for place in store.content.places()}
+        finally:
+            store.close()
+
+    def content_stored(self, model_id: str) -> bool:
+        return model_id in self.stored_contents()
 
     def temporary_files(self) -> list[Path]:
         """What the service left in its per-process tmp folders."""

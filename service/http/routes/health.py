@@ -3,7 +3,7 @@
 `/healthz`: the process answers, and which build of the importer it runs
 (`importer_build`: compiled or pure). `/readyz`: the last background check of
 `service.observability.readiness` (the fork server forks a limited worker,
-and the store is writable); it also reports what confines that worker:
+the store is writable, and its object storage and database answer); it also reports what confines that worker:
 `network_isolation`, `worker_sandbox` and `landlock_abi`, read from the
 worker's own report by `service.sandbox.supervisor.describe_isolation`.
 `/metrics`: Prometheus text (with API keys, only for a key with the `metrics`
@@ -56,6 +56,8 @@ async def readyz(service: ServiceDep) -> Response:
             "not-ready",
             f"fork server {'up' if check.fork_server else 'down'}, store {'writable' if check.store_writable else 'not writable'}",
         )
+    if check.storage_problem:
+        raise ProblemError("not-ready", check.storage_problem)
     limiter = service.limiter
     readiness = {  # the fields of `Readiness`, as a plain dict: this answer costs about what /healthz's does
         "status": "ready",

@@ -38,6 +38,7 @@ from service.imports.flow import Imported, import_path, import_upload, stored_su
 from service.imports.graph import graph_document
 from service.imports.inputs import Upload
 from service.state import Service, ServiceDep
+from service.store.byte_source import FileSource
 
 router = APIRouter(tags=["models"])
 audit = logging.getLogger("service.audit")
@@ -188,8 +189,8 @@ def list_models(
     responses=problem_responses(401, 403, 404),
 )
 async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> Response:
-    require_model(service, caller.tenant, model_id)
-    held = service.store.holding(caller.tenant, model_id)
+    await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)  # the index may be a database
+    held = await anyio.to_thread.run_sync(service.store.holding, caller.tenant, model_id)
     summary = await stored_summary(service, model_id, held.input if held is not None else "")
     return summary_response(Imported(model_id, False, summary), 200)
 
@@ -202,15 +203,15 @@ async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> R
     responses=problem_responses(401, 403, 404, 409, 422, 503),
 )
 async def get_graph(model_id: str, request: Request, service: ServiceDep, caller: ReadCaller) -> Response:
-    require_model(service, caller.tenant, model_id)
-    service.store.touch(model_id)
+    await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)
+    await anyio.to_thread.run_sync(service.store.touch, model_id)
     fd = await graph_document(service, model_id, caller.tenant)
     size = os.fstat(fd).st_size
     headers = {"Content-Length": str(size)}
     if request.method == "HEAD" or size == 0:
         os.close(fd)
         return Response(status_code=200, headers=headers, media_type="application/json")
-    return StreamingResponse(stream_range(b"", fd, 0, 0, size - 1), headers=headers, media_type="application/json")
+    return StreamingResponse(stream_range(b"", FileSource(fd), 0, 0, size - 1), headers=headers, media_type="application/json")
 
 
 @router.delete(
@@ -221,7 +222,7 @@ async def get_graph(model_id: str, request: Request, service: ServiceDep, caller
     responses=problem_responses(401, 403, 404),
 )
 async def delete_model(model_id: str, service: ServiceDep, caller: DeleteCaller) -> Response:
-    require_model(service, caller.tenant, model_id)
+    await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)
     released = await anyio.to_thread.run_sync(service.store.release, caller.tenant, model_id)
     audit.info(
         "delete by %s: %s (model %s)", caller.tenant, "ok" if released else "not-found", model_id,

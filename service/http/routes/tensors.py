@@ -39,6 +39,7 @@ from service.http.tensor_responses import tensor_response
 from service.paths import open_checked
 from service.sandbox.catalog_format import TensorRow, npy_href, tensor_href
 from service.state import Service, ServiceDep
+from service.store.byte_source import ByteSource, FileSource
 from service.store.catalog import Catalog, CatalogUnavailable
 
 router = APIRouter(tags=["tensors"])
@@ -167,10 +168,10 @@ def get_tensor(
         data_root = os.path.realpath(service.settings.data_root)
         stored = item  # bound for the call below
 
-        def open_source() -> int:
+        def open_source() -> ByteSource:
             if stored.in_store:
-                return service.store.open_file(model_id, stored)
-            return open_checked(data_root, stored)
+                return service.store.open_file(record, stored)
+            return FileSource(open_checked(data_root, stored))
 
         source = (open_source, item)
     return tensor_response(request, model_id, row, source, format)

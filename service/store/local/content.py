@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from service.paths import open_checked
+from service.store.byte_source import ByteSource, FileSource
 from service.store.files import MODEL_ID, fsync_dir, fsync_tree
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile
@@ -27,43 +29,68 @@ class LocalContent:
     def open(self) -> None:
         self.models.mkdir(parents=True, exist_ok=True)
 
-    def prepare(self, work: ModelFolder) -> None:
+    def close(self) -> None:
+        pass
+
+    def check(self) -> None:
+        pass  # a local folder: the readiness probe writes to it
+
+    def new_place(self, model_id: str) -> str:
+        return model_id
+
+    def prepare(self, place: str, work: ModelFolder) -> None:
         fsync_tree(work.root)
 
-    def install(self, model_id: str, work: ModelFolder) -> None:
-        os.rename(work.root, self.models / model_id)
+    def install(self, place: str, work: ModelFolder) -> None:
+        leftover = self.remove(place)  # an interrupted commit's, if any
+        if leftover is not None:
+            leftover()
+        os.rename(work.root, self.models / place)
         fsync_dir(self.models)
 
-    def exists(self, model_id: str) -> bool:
-        return MODEL_ID.fullmatch(model_id) is not None and (self.models / model_id).is_dir()
+    def discard(self, place: str) -> None:
+        pass  # nothing left the work folder
 
-    def model_ids(self) -> list[str]:
+    def places(self) -> list[str]:
         return [entry.name for entry in self.models.iterdir() if entry.is_dir() and MODEL_ID.fullmatch(entry.name)]
 
-    def remove(self, model_id: str) -> Callable[[], None] | None:
-        trash = self.work_area.trash(f"removed-{model_id}")
+    def remove(self, place: str) -> Callable[[], None] | None:
+        trash = self.work_area.trash(f"removed-{place}")
         try:
-            os.rename(self.folder(model_id).root, trash)
+            os.rename(self._folder(place).root, trash)
         except FileNotFoundError:
             return None
         fsync_dir(self.models)
         return lambda: shutil.rmtree(trash, ignore_errors=True)
 
-    def has_graph(self, model_id: str) -> bool:
-        return self.folder(model_id).graph.exists()
+    def has_graph(self, place: str) -> bool:
+        return self._folder(place).graph.exists()
 
-    def add_graph(self, model_id: str, rendered: Path) -> None:
-        folder = self.folder(model_id)
+    def add_graph(self, place: str, rendered: Path) -> None:
+        folder = self._folder(place)
         os.rename(rendered, folder.graph)
         fsync_dir(folder.root)
 
-    def summary(self, model_id: str) -> bytes:
-        return self.folder(model_id).summary.read_bytes()
+    def summary(self, place: str) -> bytes:
+        return self._folder(place).summary.read_bytes()
 
-    def folder(self, model_id: str) -> ModelFolder:
-        if not MODEL_ID.fullmatch(model_id):
-            raise KeyError(model_id)
-        return ModelFolder(self.models / model_id)
+    def catalog(self, place: str) -> Path:
+        return self._folder(place).catalog
 
-    def open_file(self, model_id: str, item: SourceFile) -> int:
-        return open_checked(str(self.folder(model_id).root), item)
+    def open_graph(self, place: str) -> int:
+        return os.open(self._folder(place).graph, os.O_RDONLY | os.O_CLOEXEC)
+
+    @contextmanager
+    def model_files(self, place: str) -> Iterator[ModelFolder]:
+        yield self._folder(place)
+
+    def forget(self, place: str) -> None:
+        pass
+
+    def _folder(self, place: str) -> ModelFolder:
+        if not MODEL_ID.fullmatch(place):
+            raise KeyError(place)
+        return ModelFolder(self.models / place)
+
+    def open_file(self, place: str, item: SourceFile) -> ByteSource:
+        return FileSource(open_checked(str(self._folder(place).root), item))

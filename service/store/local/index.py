@@ -37,6 +37,12 @@ class LocalIndex:
         with self.locked():
             self._write_usage(self._scan_usage())
 
+    def close(self) -> None:
+        pass
+
+    def check(self) -> None:
+        pass  # a local folder: the readiness probe writes to it
+
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -111,6 +117,19 @@ class LocalIndex:
                 last = 0
             used.append((last, folder.name))
         return [model_id for _, model_id in sorted(used)]
+
+    def places(self) -> set[str]:
+        return {folder.name for folder in self.models.iterdir() if (folder / "record.json").is_file()}
+
+    # A local content is installed by a rename under the lock: no upload is ever in flight.
+    def begin_upload(self, place: str) -> None:
+        pass
+
+    def end_upload(self, place: str) -> None:
+        pass
+
+    def live_uploads(self, grace_seconds: float) -> set[str]:
+        return set()
 
     def _scan_usage(self) -> int:
         return sum(self.size(folder.name) for folder in self.models.iterdir() if folder.is_dir())

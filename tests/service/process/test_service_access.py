@@ -107,10 +107,10 @@ def test_two_tenants_with_the_same_bytes(server: ServiceProcess, keys: dict[str,
         assert alice.delete(f"/models/{model_id}").status_code == 204
         assert_problem(alice.get(f"/models/{model_id}"), 404)
         assert bob.get(f"/models/{model_id}/tensors/W").status_code == 200
-        assert (server.store / "models" / model_id).is_dir()
+        assert server.content_stored(model_id)
         assert bob.delete(f"/models/{model_id}").status_code == 204
-        assert not (server.store / "models" / model_id).exists()
-        assert (server.store / "models" / other).is_dir()
+        assert not server.content_stored(model_id)
+        assert server.content_stored(other)
 
 
 def test_anonymous_service_refuses_to_start_off_the_loopback(tmp_path: Path) -> None:

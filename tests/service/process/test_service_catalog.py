@@ -239,7 +239,7 @@ def test_delete_removes_the_record_and_never_the_data_root(server: ServiceProces
         assert_problem(client.get(f"/models/{model_id}/tensors/W"), 404, "not-found")
         assert_problem(client.get(f"/models/{model_id}/graph"), 404, "not-found")
         assert_problem(client.delete(f"/models/{model_id}"), 404, "not-found")
-        assert not (server.store / "models" / model_id).exists()
+        assert not server.content_stored(model_id)
         assert model_id not in {item["id"] for item in client.get("/models", params={"limit": 1000}).json()["items"]}
     assert tree_digest(data_root) == before
     again = client.post("/models", json={"path": "external/model.onnx"})

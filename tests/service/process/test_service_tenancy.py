@@ -73,6 +73,7 @@ def upload(client: httpx.Client, headers: dict[str, str], name: str, data: bytes
     return client.post("/models", files={"model": (name, data)}, headers=headers)
 
 
+@pytest.mark.local_store  # damages the stored upload in place
 def test_a_failed_render_shows_a_tenant_only_its_own_name(tenants: Tenants) -> None:
     data = chain_model(10, seed=1)
     with tenants.server.client() as client:

@@ -15,7 +15,8 @@ from service.http.tensor_responses import entity_tags, none_match, npy_header, p
 from service.paths import check_relative_path, lexical_refusal
 from service.sandbox.catalog_format import tensor_href
 from service.sandbox.worker.catalog import build_catalog, slug
-from service.settings import GIB, MIB, SettingsError, load_settings, parse_size
+from service.setting_kinds import GIB, MIB, SettingsError, parse_size
+from service.settings import load_settings
 from service.store.catalog import Catalog
 
 
@@ -32,7 +33,7 @@ def test_sizes() -> None:
 def test_settings_flags_win_over_environment_over_defaults(tmp_path: Path) -> None:
     defaults = load_settings([], {})
     assert (defaults.host, defaults.port, defaults.max_upload, defaults.max_upload_total) == ("127.0.0.1", 8000, 2 * GIB, 16 * GIB)
-    assert defaults.data_root.name == "samples" and defaults.store == Path.cwd() / "state" / "store"
+    assert defaults.data_root.name == "samples" and defaults.store == str(Path.cwd() / "state" / "store")
     environ = {"ONNX_SERVICE_PORT": "9000", "ONNX_SERVICE_WORKER_MEMORY": "256MiB", "ONNX_SERVICE_DATA_ROOT": str(tmp_path)}
     from_env = load_settings([], environ)
     assert (from_env.port, from_env.worker_memory, from_env.data_root) == (9000, 256 * MIB, tmp_path)

@@ -1,0 +1,90 @@
+"""Local copies of stored objects that must be files: catalogues and graphs.
+
+Owns `LocalCache`: a folder of immutable files named after their place and
+kind, filled on first use (downloaded to a temporary name, then renamed: a
+reader never sees half a file), marked used on each use (mtime), and kept
+within `--cache-max-bytes`, least recently used out first. Several
+processes may share the folder: a file is only ever renamed in whole, and
+one removed while open stays readable to whoever has it open (SQLite
+connections too) until closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger("service.store")
+
+
+class LocalCache:
+    def __init__(self, folder: Path, max_bytes: int) -> None:
+        self.folder = folder
+        self.max_bytes = max_bytes
+        self.lock = threading.Lock()
+        self.total = 0  # bytes of the files this process knows of (recounted when it trims)
+
+    def open(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for leftover in self.folder.glob("*.part-*"):  # a fill cut short
+            leftover.unlink(missing_ok=True)
+        self.trim()
+
+    @staticmethod
+    def name(place: str, kind: str) -> str:
+        """`id/generation` + `catalog.sqlite` -> `id-generation-catalog.sqlite` (one folder, no nesting)."""
+        return f"{place.replace('/', '-')}-{kind}"
+
+    def get(self, name: str, fill: Callable[[Path], None]) -> Path:
+        """The cached file `name`, made by `fill(temporary_path)` on first use
+        (which raises FileNotFoundError when the object is gone)."""
+        path = self.folder / name
+        try:
+            os.utime(path)
+            return path
+        except FileNotFoundError:
+            pass
+        part = self.folder / f"{name}.part-{os.getpid()}-{threading.get_ident()}"
+        try:
+            fill(part)
+            size = part.stat().st_size
+            os.rename(part, path)
+        finally:
+            part.unlink(missing_ok=True)
+        with self.lock:
+            self.total += size
+            over = self.total > self.max_bytes
+        if over:
+            self.trim(keep=path)
+        return path
+
+    def drop(self, prefix: str) -> None:
+        """Remove every cached file whose name starts with `prefix` (a removed place's)."""
+        for path in self.folder.glob(f"{prefix}*"):
+            path.unlink(missing_ok=True)
+
+    def trim(self, keep: Path | None = None) -> None:
+        """Remove least recently used files until the folder is within its bound."""
+        entries = []
+        for entry in os.scandir(self.folder):
+            if ".part-" in entry.name:  # being filled
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                info = entry.stat()
+                entries.append((info.st_mtime_ns, entry.path, info.st_size))
+        total = sum(size for _, _, size in entries)
+        for _, path, size in sorted(entries):
+            if total <= self.max_bytes:
+                break
+            if keep is not None and path == str(keep):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                total -= size
+                log.debug("dropped %s from the local cache", os.path.basename(path))
+        with self.lock:
+            self.total = total

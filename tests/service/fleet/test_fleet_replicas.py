@@ -1,0 +1,207 @@
+"""Three replicas over one bucket and one database are one service.
+
+Real processes: three `python -m service` given the same `--store s3://...`
+(a real SeaweedFS) and `--database` (a real PostgreSQL), each with its own
+cache folder, started by the session's `fleet_servers` (skipped with the
+reason where those servers cannot be had). What a registry running a fleet
+relies on: an import on one replica is listed, served and deletable on every
+other at once; the same bytes posted to all three at once give one content
+and one 201; the byte total is exact after concurrent imports and eviction;
+a replica killed with SIGKILL mid-commit loses no acknowledged import, and
+what it left is collected by `python -m service gc`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from support.paths import REPO
+from support.service_harness import SAMPLES, ServiceProcess
+
+from service.settings import Settings
+from service.store.backends import open_store
+from service.store.model_store import Store
+
+HOOKS = {"ONNX_SERVICE_TEST_HOOKS": "1"}
+
+
+def weight_model(seed: int, values: int = 1024) -> bytes:
+    """A small valid model whose weight makes its bytes (and id) unique to `seed`."""
+    weight = numpy_helper.from_array(np.full((values,), seed, dtype=np.float32), "W")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["X", "W"], ["Y"])],
+        f"weights{seed}",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [values])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [values])],
+        [weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    data: bytes = model.SerializeToString()
+    return data
+
+
+class Fleet:
+    """Replicas sharing one store URL and one database URL."""
+
+    def __init__(self, servers: Any, folder: Path, count: int, *args: str) -> None:
+        self.servers = servers
+        self.folder = folder
+        self.store_url, self.database = servers.new_store_url(), servers.new_database()
+        self.args = args
+        self.replicas = [self.replica(index) for index in range(count)]
+
+    def replica(self, index: int) -> ServiceProcess:
+        cache = self.folder / f"replica-{index}"
+        cache.mkdir(parents=True, exist_ok=True)
+        arguments = ("--store", self.store_url, "--database", self.database, "--cache-dir", str(cache), "--workers", "2", *self.args)
+        return ServiceProcess(cache, SAMPLES, *arguments, env={**self.servers.environ, **HOOKS}).start()
+
+    def inspect(self) -> Store:
+        """The store as the replicas see it, opened in this process (no garbage collection)."""
+        for name, value in self.servers.environ.items():
+            os.environ.setdefault(name, value)
+        store = open_store(Settings(store=self.store_url, database=self.database, cache_dir=self.folder / "inspect"))
+        store.open_storage()
+        return store
+
+    def gc(self, grace_seconds: float = 0.0) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "service", "gc", "--grace-seconds", str(grace_seconds)]
+        command += ["--store", self.store_url, "--database", self.database, "--cache-dir", str(self.folder / "gc")]
+        environment = {**os.environ, **self.servers.environ}
+        return subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=120, check=False)
+
+    def stop(self) -> None:
+        for replica in self.replicas:
+            replica.stop()
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet_servers: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    started = Fleet(fleet_servers, tmp_path_factory.mktemp("fleet"), 3)
+    yield started
+    started.stop()
+
+
+def upload(replica: ServiceProcess, data: bytes, name: str = "m.onnx", headers: dict[str, str] | None = None) -> httpx.Response:
+    with replica.client() as client:
+        return client.post("/models", files={"model": (name, data)}, headers=headers or {})
+
+
+def test_a_model_posted_to_one_replica_is_fetched_from_another_and_deleted_through_a_third(fleet: Fleet) -> None:
+    first, second, third = fleet.replicas
+    posted = upload(first, (SAMPLES / "add.onnx").read_bytes(), "add.onnx")
+    assert posted.status_code == 201, posted.text
+    model_id = posted.json()["id"]
+    with second.client() as client:
+        assert client.get(f"/models/{model_id}").json()["input"] == "add.onnx"
+        assert model_id in {item["id"] for item in client.get("/models").json()["items"]}
+        served = client.get(f"/models/{model_id}/tensors/W")
+        assert served.status_code == 200
+        ranged = client.get(f"/models/{model_id}/tensors/W", headers={"Range": "bytes=4-11"})
+        assert ranged.status_code == 206 and ranged.content == served.content[4:12]
+        assert client.get(f"/models/{model_id}/graph").status_code == 200  # rendered from the upload's objects
+    with first.client() as client:
+        assert client.get(f"/models/{model_id}/tensors/W").content == served.content
+    with third.client() as client:
+        assert client.delete(f"/models/{model_id}").status_code == 204
+    for replica in (first, second, third):
+        with replica.client() as client:
+            assert client.get(f"/models/{model_id}").status_code == 404
+            assert client.get(f"/models/{model_id}/tensors/W").status_code == 404
+    store = fleet.inspect()
+    try:
+        assert not store.has(model_id) and all(not place.startswith(model_id) for place in store.content.places())
+    finally:
+        store.close()
+
+
+def test_the_same_bytes_posted_to_three_replicas_at_once_are_one_content(fleet: Fleet) -> None:
+    data = weight_model(seed=7)
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda replica: upload(replica, data, "same.onnx"), fleet.replicas))
+    assert sorted(answer.status_code for answer in answers) == [200, 200, 201], [a.text for a in answers]
+    assert len({answer.json()["id"] for answer in answers}) == 1
+    model_id = answers[0].json()["id"]
+    store = fleet.inspect()
+    try:
+        assert [place for place in store.content.places() if place.startswith(model_id)] == [store.read_record(model_id).place]  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
+def test_the_byte_total_is_exact_after_concurrent_imports_and_eviction(fleet_servers: Any, tmp_path: Path) -> None:
+    capped = Fleet(fleet_servers, tmp_path, 3, "--store-max-bytes", "1MiB")
+    try:
+        models = [weight_model(seed, values=40_000) for seed in range(100, 112)]  # about 160 KB each: 12 pass the cap
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda pair: upload(capped.replicas[pair[0] % 3], pair[1]), enumerate(models)))
+        assert all(answer.status_code == 201 for answer in answers), [answer.text for answer in answers]
+        store = capped.inspect()
+        try:
+            kept = store.index.places()
+            assert 0 < store.model_count() < len(models)  # eviction ran
+            assert store.usage() == sum(store.index.size(model_id) for model_id in store.index.by_last_use()) <= 1 << 20
+            assert set(store.content.places()) == kept  # every evicted model's objects are gone, every kept one's there
+        finally:
+            store.close()
+    finally:
+        capped.stop()
+
+
+def test_a_replica_killed_mid_commit_loses_no_acknowledged_import_and_gc_leaves_no_orphan(fleet_servers: Any, tmp_path: Path) -> None:
+    killed = Fleet(fleet_servers, tmp_path, 3)
+    try:
+        victim = killed.replicas[0]
+        models = [weight_model(seed, values=20_000) for seed in range(200, 220)]
+
+        def post(index: int) -> httpx.Response | None:
+            replica = killed.replicas[index % 3]
+            # The victim's uploads wait between their objects and their record: the kill lands mid-commit.
+            headers = {"X-Test-Pause-After-Upload": "5"} if replica is victim else {}
+            try:
+                return upload(replica, models[index], f"m{index}.onnx", headers)
+            except httpx.HTTPError:
+                return None  # the victim's connection dropped: not acknowledged
+
+        with concurrent.futures.ThreadPoolExecutor(20) as pool:
+            futures = [pool.submit(post, index) for index in range(len(models))]
+            time.sleep(3)  # every upload has reached its replica; the victim's are holding their objects
+            assert victim.process is not None
+            os.kill(victim.process.pid, signal.SIGKILL)
+            answers = [future.result() for future in futures]
+        acknowledged = [answer.json()["id"] for answer in answers if answer is not None and answer.status_code == 201]
+        assert len(acknowledged) >= 12, [answer.status_code if answer else None for answer in answers]
+        survivor = killed.replicas[1]
+        with survivor.client() as client:
+            for model_id in acknowledged:
+                assert client.get(f"/models/{model_id}/tensors/W").status_code == 200, model_id
+        store = killed.inspect()
+        try:
+            orphans = set(store.content.places()) - store.index.places()
+            assert orphans, "the kill left no uploaded, unrecorded content: the test proves nothing"
+        finally:
+            store.close()
+        collected = killed.gc(grace_seconds=0)
+        assert collected.returncode == 0, collected.stderr
+        assert f"removed {len(orphans)} unrecorded contents" in collected.stdout
+        store = killed.inspect()
+        try:
+            assert set(store.content.places()) == store.index.places()
+            assert set(acknowledged) <= set(store.index.by_last_use())
+        finally:
+            store.close()
+    finally:
+        killed.stop()
