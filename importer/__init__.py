@@ -21,7 +21,7 @@ from importer.element_types import DataType
 from importer.errors import ErrorKind, ModelImportError
 from importer.graph import OnnxModel, ResolvedGraph, ResolvedNode, Value
 from importer.limits import Limits
-from importer.load import load_model, load_model_bytes, load_model_stream, load_tensor, load_tensor_bytes
+from importer.load import external_locations, load_model, load_model_bytes, load_model_stream, load_tensor, load_tensor_bytes
 from importer.tensor import SparseTensor, Tensor
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ __all__ = [
     "Tensor",
     "Value",
     "check_model",
+    "external_locations",
     "load_model",
     "load_model_bytes",
     "load_model_stream",

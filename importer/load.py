@@ -9,11 +9,12 @@ every mapping opened so far is released.
 from __future__ import annotations
 
 import os
+import posixpath
 from typing import BinaryIO, Final
 
 from importer.data_owner import DataOwner
 from importer.errors import ErrorKind, ModelImportError, ReadFailure
-from importer.external_data import ExternalDataBinder, path_of_tensor
+from importer.external_data import ExternalDataBinder, check_location, path_of_tensor
 from importer.gc_pause import pause_gc, resume_gc
 from importer.graph import OnnxModel
 from importer.limits import MAX_PROTOBUF_BYTES, Limits
@@ -69,6 +70,39 @@ def load_model_stream(
     bytes). External data is only read when `external_data_dir` is given."""
     data = stream.read(MAX_PROTOBUF_BYTES + 1)
     return load_model_bytes(data, name=name, external_data_dir=external_data_dir, limits=limits)
+
+
+def external_locations(path: str | os.PathLike[str], *, limits: Limits | None = None) -> list[str]:
+    """The external data files the model at `path` names, each once (its
+    location as checked, normalized), in the order its tensors first name
+    them. Reads the model file only: a caller that must fetch those files
+    first (from object storage, say) learns which, and nothing is bound or
+    resolved. Refuses what `load_model` would refuse in reading the model
+    and in checking each location (absolute, `..`, more than
+    `max_external_files`)."""
+    name = os.fspath(path)
+    limits = limits or _DEFAULT_LIMITS
+    owner = open_file(path, name, allow_hard_links=limits.allow_hard_links)
+    was_collecting = pause_gc()
+    try:
+        ctx = ReadContext(owner.parse_buffer(), owner, limits)
+        model = read_model(ctx)
+        found: dict[str, None] = {}
+        for tensor in ctx.external_tensors:
+            try:
+                location = check_location((tensor.external_data or {}).get("location", ""), tensor)
+                found.setdefault(posixpath.normpath(location))
+                if len(found) > limits.max_external_files:
+                    message = f"more than max_external_files={limits.max_external_files} external files"
+                    raise ReadFailure(ErrorKind.EXTERNAL_DATA, message, tensor.offset)
+            except ReadFailure as failure:
+                raise failure.within(path_of_tensor(model, tensor), tensor.offset) from None
+        return list(found)
+    except ReadFailure as failure:
+        raise failure.to_public("ModelProto", name) from None
+    finally:
+        owner.close()
+        resume_gc(was_collecting)
 
 
 def load_tensor(path: str | os.PathLike[str], *, limits: Limits | None = None) -> Tensor:

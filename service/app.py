@@ -34,7 +34,7 @@ from service.observability.request_log import RequestLogMiddleware
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.state import Service
-from service.store.backends import open_store
+from service.store.backends import open_bucket_root, open_store
 
 log = logging.getLogger("service")
 
@@ -42,6 +42,7 @@ log = logging.getLogger("service")
 def create_app(settings: Settings, sandbox: Sandbox | None = None) -> FastAPI:
     """The service for `settings`; `sandbox` replaces the forking one (in-process tests)."""
     store = open_store(settings)
+    bucket_root = open_bucket_root(settings)
     sandbox = sandbox or Sandbox(settings)
     limiter = ImportLimiter(settings.workers, settings.queue, settings.max_receiving)
     keys = KeyRing(settings.api_keys)  # a broken key file refuses the start (KeyFileError)
@@ -60,7 +61,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None) -> FastAPI:
         store.open()
         await anyio.to_thread.run_sync(sandbox.start)
         readiness = ReadinessProbe(sandbox, store)
-        app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness)
+        app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness, bucket_root)
         if not keys.anonymous and threading.current_thread() is threading.main_thread():  # an in-process test's loop is not
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys)
         log.info(

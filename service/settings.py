@@ -124,11 +124,15 @@ class Settings:
         "127.0.0.1", TEXT, "address to listen on", rule=Rule(lambda h: bool(h) and "\0" not in h, "must be a host name or address")
     )
     port: int = setting(8000, INT, "port to listen on (0: any free port)", rule=within(0, 65535))
-    data_root: Path = setting(  # noqa: RUF009
-        DEFAULT_DATA_ROOT,
-        PATH,
-        "folder of server-side models (POST /models with a JSON path)",
-        rule=Rule(Path.is_dir, "must be a directory"),
+    data_root: str = setting(
+        str(DEFAULT_DATA_ROOT),
+        TEXT,
+        "where server-side models are (POST /models with a JSON path): a folder, or s3://BUCKET/PREFIX (objects read with the "
+        "AWS_* environment, as --store's)",
+        rule=Rule(
+            lambda text: s3_location(text) is not None if text.startswith(S3_SCHEME) else os.path.isdir(text),
+            "must be a directory, or s3://BUCKET/PREFIX (a valid bucket name; no empty, . or .. segment)",
+        ),
         shown="the bundled samples (`testdata/samples`)",
     )
     store: str = setting(
@@ -268,8 +272,11 @@ class Settings:
             value = getattr(self, declared.name)
             if isinstance(value, Path) and not value.is_absolute():
                 object.__setattr__(self, declared.name, _started_in() / value)
-        if not self.store.startswith(S3_SCHEME) and not os.path.isabs(self.store):  # a folder
-            object.__setattr__(self, "store", str(_started_in() / self.store))
+        for name in ("store", "data_root"):  # a folder (made absolute, given as a Path or not) or s3://...
+            location = str(getattr(self, name))
+            if not location.startswith(S3_SCHEME) and not os.path.isabs(location):
+                location = str(_started_in() / location)
+            object.__setattr__(self, name, location)
         for declared in SETTINGS:
             value = getattr(self, declared.name)
             if declared.rule is not None and not declared.rule.holds(value):
@@ -289,6 +296,11 @@ class Settings:
     def store_bucket(self) -> tuple[str, str] | None:
         """(bucket, prefix) of a store on object storage; None for a folder."""
         return s3_location(self.store)
+
+    @property
+    def data_root_bucket(self) -> tuple[str, str] | None:
+        """(bucket, prefix) of a data root on object storage; None for a folder."""
+        return s3_location(self.data_root)
 
     @property
     def local_root(self) -> Path:

@@ -1,7 +1,8 @@
 """The service's parts, as the routes reach them: `ServiceDep`.
 
 Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics,
-readiness, and the graph renders under way in this process) and the FastAPI
+readiness, the data root when it is a bucket, and the graph renders under
+way in this process) and the FastAPI
 dependency that hands it to a route (`ServiceDep`), set up by the app's lifespan.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
@@ -21,6 +22,9 @@ from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.model_store import Store
 
+if TYPE_CHECKING:
+    from service.store.s3.bucket_root import BucketRoot
+
 
 @dataclass
 class Service:
@@ -31,6 +35,7 @@ class Service:
     keys: KeyRing
     metrics: Metrics
     readiness: ReadinessProbe
+    bucket_root: BucketRoot | None = None  # the data root, when it is a bucket (--data-root s3://...)
     graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
 
 

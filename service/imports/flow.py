@@ -107,7 +107,7 @@ def _worker_broke(detail: str, display_name: str) -> ImportFailed:
     return ImportFailed(ImportFailure(kind="WorkerCrashed", message=detail, input=display_name))
 
 
-def _reports(header: WorkerHeader, display_name: str) -> dict[str, SourceReport]:
+def worker_reports(header: WorkerHeader, display_name: str) -> dict[str, SourceReport]:
     """The worker's report of each file it read: the model and the external files its tensors use."""
     reports = {report.key: report for report in header.sources}
     if set(reports) != {MODEL_FILE_KEY, *header.external_files}:
@@ -157,7 +157,7 @@ async def import_upload(service: Service, tenant: str, receive: ReceiveUpload, h
             if unused:
                 names = ", ".join(repr(location) for location in unused[:10])
                 raise BadInput(f"{len(unused)} external_data parts are not used by any tensor: {bounded(names, 300)}")
-            reports = _reports(header, upload.display_name)
+            reports = worker_reports(header, upload.display_name)
             files = {MODEL_FILE_KEY: _source(reports[MODEL_FILE_KEY], work.relative(work.upload_model), True)}
             for location in header.external_files:
                 files[location] = _source(reports[location], work.relative(work.upload_external / location), True)
@@ -187,7 +187,7 @@ async def import_path(service: Service, tenant: str, path: str, hooks: ImportHoo
                 spin=hooks.spin,
             )
             header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes)
-            reports = _reports(header, path)
+            reports = worker_reports(header, path)
             files: dict[str, SourceFile] = {}
             for key, report in reports.items():
                 relative = relative_below(data_root, report.path)

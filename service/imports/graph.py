@@ -62,7 +62,8 @@ def _check_sources(record: StoredRecord, header: WorkerHeader) -> None:
         if key == CONVERTED_FILE_KEY:
             continue
         report = reports.get(key)
-        seen = (item.size,) if item.in_store else (item.size, item.mtime_ns, item.inode)
+        copied = item.in_store or bool(item.etag)  # a local copy of stored content, or of an object checked as fetched
+        seen = (item.size,) if copied else (item.size, item.mtime_ns, item.inode)
         if report is None or (report.size, report.mtime_ns, report.inode)[: len(seen)] != seen:
             raise ModelSourceChanged(f"the model's file {bounded(repr(key), 200)} changed since the import; import it again")
 
@@ -79,6 +80,13 @@ async def _render(service: Service, model_id: str, tenant: str) -> None:
             folder = await anyio.to_thread.run_sync(files.__enter__)
             stack.push_async_callback(anyio.to_thread.run_sync, files.__exit__, None, None, None)
             model_path, external_dir = str(folder.root / model_item.path), str(folder.upload_external)
+        elif service.bucket_root is not None:  # a data root in a bucket: the recorded objects, copied here
+            from service.imports.object_import import fetch_recorded  # the fleet extra's obstore
+
+            copies = stack.enter_context(service.store.work_folder())
+            limit = service.settings.max_upload_total
+            await anyio.to_thread.run_sync(fetch_recorded, service.bucket_root, record, copies, limit)
+            model_path, external_dir = str(copies.upload_model), str(copies.upload_external)
         else:
             model_path, external_dir = os.path.join(os.path.realpath(service.settings.data_root), model_item.path), None
         work = stack.enter_context(service.store.work_folder())

@@ -26,7 +26,7 @@ IMPORT_STREAMS = ("catalog", "converted")
 GRAPH_STREAMS = ("graph",)
 CHANGED = "changed"  # ImportFailure.reason: the model file is not the one the front end checked
 
-Task = Literal["import", "graph", "probe"]
+Task = Literal["import", "graph", "probe", "externals"]
 
 
 @dataclass(frozen=True, slots=True)

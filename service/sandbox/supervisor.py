@@ -41,7 +41,7 @@ from pydantic import ValidationError
 
 from service.errors import ImportFailed, ImportTooLarge, StoreFull, is_full
 from service.sandbox.memory_watch import WorkerMemoryWatch
-from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, WorkerHeader, WorkerJob
+from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, Task, WorkerHeader, WorkerJob
 from service.sandbox.worker import main as worker
 from service.sandbox.worker import seccomp
 from service.sandbox.worker.confinement import LANDLOCK_PREFIX
@@ -131,7 +131,7 @@ class Sandbox:
         """The Landlock ABI a worker is confined with, as the last probe found (0: none)."""
         return describe_isolation(self.isolation)[2]
 
-    def job(self, task: Literal["import", "graph", "probe"], **details: object) -> WorkerJob:
+    def job(self, task: Task, **details: object) -> WorkerJob:
         """A job with this service's limits."""
         settings = self.settings
         limits = WorkerJob(

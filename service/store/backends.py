@@ -12,6 +12,7 @@ clients are the optional `fleet` extra, imported only when named.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from service.setting_kinds import SettingsError
 from service.settings import Settings
@@ -21,6 +22,9 @@ from service.store.local.index import LocalIndex
 from service.store.memory import MemoryContent, MemoryIndex
 from service.store.model_store import Store
 from service.store.work_area import WorkArea
+
+if TYPE_CHECKING:
+    from service.store.s3.bucket_root import BucketRoot
 
 FLEET_EXTRA = "pip install 'onnx-import-service[fleet]' (obstore, psycopg, psycopg-pool)"
 
@@ -46,6 +50,18 @@ def _index(settings: Settings) -> Index:
     except ImportError as error:
         raise SettingsError(f"--database needs the fleet extra ({error.name} is missing): {FLEET_EXTRA}") from None
     return PostgresIndex(settings.database, pool_size=settings.workers + 8)
+
+
+def open_bucket_root(settings: Settings) -> BucketRoot | None:
+    """The data root in a bucket the settings name (`--data-root s3://...`), or None for a folder."""
+    bucket = settings.data_root_bucket
+    if bucket is None:
+        return None
+    try:
+        from service.store.s3.bucket_root import BucketRoot
+    except ImportError as error:
+        raise SettingsError(f"--data-root s3://... needs the fleet extra ({error.name} is missing): {FLEET_EXTRA}") from None
+    return BucketRoot(*bucket)
 
 
 def open_store(settings: Settings) -> Store:

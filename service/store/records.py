@@ -19,7 +19,9 @@ RECORD_FORMAT = "onnx-service-record/2"
 
 class SourceFile(BaseModel):
     """A file holding tensor bytes: in the model's store folder (`in_store`,
-    `path` relative to it) or under the data root (`path` absolute)."""
+    `path` relative to it) or under the data root (`path` relative to it). An
+    object of a data root in a bucket has no mtime or inode (0): its ETag
+    (and version, where the bucket keeps them) and SHA-256 say which it is."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     path: str
@@ -27,6 +29,9 @@ class SourceFile(BaseModel):
     size: int
     mtime_ns: int
     inode: int
+    etag: str = ""
+    version: str = ""
+    sha256: str = ""
 
 
 class StoredRecord(BaseModel):

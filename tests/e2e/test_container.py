@@ -435,7 +435,7 @@ import json, tempfile
 from pathlib import Path
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
-sandbox = Sandbox(Settings(test_hooks=True, worker_timeout=30.0, data_root=Path('/data'), store=Path('/tmp/unused-store')))
+sandbox = Sandbox(Settings(test_hooks=True, worker_timeout=30.0, data_root='/data', store='/tmp/unused-store'))
 sandbox.start()
 outcomes = {'worker_sandbox': sandbox.worker_sandbox}
 for action in ('', 'socket'):

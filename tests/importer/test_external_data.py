@@ -22,7 +22,7 @@ import pytest
 from onnx import TensorProto, helper
 from support.paths import REPO
 
-from importer import ErrorKind, Limits, ModelImportError, Tensor, load_model, load_model_bytes, load_model_stream
+from importer import ErrorKind, Limits, ModelImportError, Tensor, external_locations, load_model, load_model_bytes, load_model_stream
 from importer.errors import HARD_LINKED
 
 
@@ -235,3 +235,25 @@ def test_an_external_tensor_in_a_function_body_is_placed_exactly(tmp_path: Path)
     error = _refusal(path)
     assert error.kind == ErrorKind.EXTERNAL_DATA
     assert error.field_path == "ModelProto.functions[0].node[0].attribute[0].t"
+
+
+def test_external_locations_lists_the_files_a_model_names_without_reading_them(tmp_path: Path) -> None:
+    """What a caller that must fetch the files first (a data root in a bucket) learns: each file
+    once, normalized, in the order the tensors first name them; nothing opened but the model."""
+    tensors = [_external("a", "w/one.bin", [2]), _external("b", "./two.bin", [2]), _external("c", "w//one.bin", [2], offset=8)]
+    path = _write_model(tmp_path, tensors)  # none of the files exists
+    assert external_locations(path) == ["w/one.bin", "two.bin"]
+    assert external_locations(_write_model(tmp_path, [], "plain.onnx")) == []
+
+
+def test_external_locations_refuses_what_an_import_refuses(tmp_path: Path) -> None:
+    for location in ("../outside.bin", "/etc/passwd", ""):
+        with pytest.raises(ModelImportError) as refused:
+            external_locations(_write_model(tmp_path, [_external("t", location, [2])]))
+        assert refused.value.kind is ErrorKind.EXTERNAL_DATA and refused.value.field_path is not None
+    many = _write_model(tmp_path, [_external(f"t{i}", f"f{i}.bin", [1]) for i in range(3)])
+    with pytest.raises(ModelImportError, match="max_external_files=2"):
+        external_locations(many, limits=Limits(max_external_files=2))
+    (tmp_path / "broken.onnx").write_bytes(b"\x0a\xff\xff\xff")
+    with pytest.raises(ModelImportError):
+        external_locations(tmp_path / "broken.onnx")

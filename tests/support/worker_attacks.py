@@ -111,7 +111,7 @@ def run_unconfined(code: str) -> str:
 def main(folder: Path) -> dict[str, dict[str, str]]:
     make_undumpable()
     inputs = lay_out(folder)
-    sandbox = Sandbox(Settings(test_hooks=True, worker_timeout=20.0, data_root=SAMPLE.parent, store=str(folder / "unused-store")))
+    sandbox = Sandbox(Settings(test_hooks=True, worker_timeout=20.0, data_root=str(SAMPLE.parent), store=str(folder / "unused-store")))
     sandbox.start()
     outcomes: dict[str, dict[str, str]] = {"sandbox": {"isolation": sandbox.isolation}}
     for name, code in attacks(folder, os.getpid()).items():

@@ -106,7 +106,12 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
                 imported = await import_upload(service, caller.tenant, receive, hooks)
             else:
                 wanted = await read_json(request, PathRequest, service.settings.body_timeout)
-                imported = await import_path(service, caller.tenant, wanted.path, hooks)
+                if service.bucket_root is not None:
+                    from service.imports.object_import import import_object  # the fleet extra's obstore
+
+                    imported = await import_object(service, service.bucket_root, caller.tenant, wanted.path, hooks)
+                else:
+                    imported = await import_path(service, caller.tenant, wanted.path, hooks)
         except (ServiceError, OSError) as error:
             problem = known_problem(error)
             if problem is None:

@@ -171,6 +171,8 @@ def get_tensor(
         def open_source() -> ByteSource:
             if stored.in_store:
                 return service.store.open_file(record, stored)
+            if service.bucket_root is not None:
+                return service.bucket_root.open(stored)
             return FileSource(open_checked(data_root, stored))
 
         source = (open_source, item)

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 
-from importer import ErrorKind, Limits, ModelImportError, OnnxModel, check_model, load_model
+from importer import ErrorKind, Limits, ModelImportError, OnnxModel, check_model, external_locations, load_model
 from importer.diagnostics import Code, Diagnostic, Severity
 from importer.op_schemas import schema_table
 from service.sandbox.catalog_format import MODEL_FILE_KEY
@@ -142,6 +142,11 @@ def run_task(
     model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
     limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
     try:
+        if job.task == "externals":  # which external files the model names: read the model only
+            send_header(
+                connection, WorkerHeader(status="ok", isolation=isolation, external_files=external_locations(model_path, limits=limits))
+            )
+            return
         model = load_model(model_path, external_data_dir=job.external_dir, limits=limits)
     except ModelImportError as error:
         failure = ImportFailure(

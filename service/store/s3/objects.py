@@ -18,20 +18,23 @@ seconds, not minutes.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import obstore
-from obstore.exceptions import BaseError
+from obstore.exceptions import BaseError, PreconditionError
 from obstore.store import S3Store
 
-from service.errors import StorageUnavailable, TensorSourceGone, bounded
+from service.errors import ServiceError, StorageUnavailable, TensorSourceChanged, TensorSourceGone, bounded
 
 if TYPE_CHECKING:
+    from obstore import GetOptions, GetResult
     from obstore.store import S3Config
 
+log = logging.getLogger("service.store")
 CHUNK_BYTES = 1 << 20
 TIMEOUT = timedelta(seconds=30)  # one request's whole time (a large ranged read streams within it per chunk)
 CONNECT_TIMEOUT = timedelta(seconds=3)
@@ -69,40 +72,74 @@ def connect(bucket: str, prefix: str, environ: Mapping[str, str] | None = None) 
 @contextlib.contextmanager
 def reachable() -> Iterator[None]:
     """Errors of the object storage (it does not answer, refuses our
-    credentials, answers 5xx) as `StorageUnavailable`; `FileNotFoundError`
-    (no such object) passes."""
+    credentials, answers 5xx) as `StorageUnavailable`, whose detail names
+    neither the endpoint nor the bucket (the log has the whole error); a
+    missing object (`FileNotFoundError`) and a failed condition
+    (`PreconditionError`) pass, as do the service's own errors."""
     try:
         yield
-    except FileNotFoundError:
+    except (FileNotFoundError, PreconditionError, ServiceError):
         raise
     except (BaseError, OSError) as error:
-        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise StorageUnavailable(f"object storage does not answer: {bounded(first_line, 300)}") from None
+        log.warning("object storage: %s", bounded(str(error), 2000))
+        raise StorageUnavailable(f"object storage does not answer ({type(error).__name__})") from None
 
 
 class ObjectSource:
-    """One stored object's bytes (immutable: its size was recorded at import)."""
+    """One object's bytes: a stored one (immutable: its size was recorded at
+    import), or a data root's, read only while its ETag is the recorded one
+    (`etag`: sent as If-Match, and checked in the answer, for servers that
+    ignore the condition; another is TensorSourceChanged)."""
 
-    def __init__(self, store: S3Store, key: str) -> None:
+    def __init__(self, store: S3Store, key: str, etag: str = "") -> None:
         self.store = store
         self.key = key
+        self.etag = etag
+
+    def _get(self, offset: int, length: int) -> GetResult:
+        options: GetOptions = {"range": (offset, offset + length)}
+        if self.etag:
+            options["if_match"] = self.etag
+        try:
+            result = obstore.get(self.store, self.key, options=options)
+        except PreconditionError:
+            raise _changed() from None
+        if self.etag and result.meta["e_tag"] != self.etag:
+            raise _changed()
+        return result
+
+    async def _get_async(self, offset: int, length: int) -> GetResult:
+        options: GetOptions = {"range": (offset, offset + length)}
+        if self.etag:
+            options["if_match"] = self.etag
+        try:
+            result = await obstore.get_async(self.store, self.key, options=options)
+        except PreconditionError:
+            raise _changed() from None
+        if self.etag and result.meta["e_tag"] != self.etag:
+            raise _changed()
+        return result
 
     def read(self, offset: int, length: int) -> bytes:
         if length <= 0:
             return b""
         with _gone_as_410(), reachable():
-            return bytes(obstore.get_range(self.store, self.key, start=offset, length=length))
+            return bytes(self._get(offset, length).bytes())
 
     async def chunks(self, offset: int, length: int) -> AsyncIterator[bytes | memoryview]:
         if length <= 0:
             return
         with _gone_as_410(), reachable():
-            result = await obstore.get_async(self.store, self.key, options={"range": (offset, offset + length)})
+            result = await self._get_async(offset, length)
             async for chunk in result.stream(min_chunk_size=CHUNK_BYTES):
                 yield bytes(chunk)
 
     def close(self) -> None:
         pass  # nothing held between requests
+
+
+def _changed() -> TensorSourceChanged:
+    return TensorSourceChanged("the object holding the tensor changed since the import; import the model again")
 
 
 @contextlib.contextmanager

@@ -116,9 +116,9 @@ def test_two_tenants_with_the_same_bytes(server: ServiceProcess, keys: dict[str,
 def test_anonymous_service_refuses_to_start_off_the_loopback(tmp_path: Path) -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and not is_loopback("0.0.0.0")
     root = copy_samples(tmp_path / "root")
-    assert anonymous_refusal(Settings(host="0.0.0.0", data_root=root)) is not None
-    assert anonymous_refusal(Settings(host="0.0.0.0", data_root=root, allow_anonymous=True)) is None
-    assert anonymous_refusal(Settings(host="127.0.0.1", data_root=root)) is None
+    assert anonymous_refusal(Settings(host="0.0.0.0", data_root=str(root))) is not None
+    assert anonymous_refusal(Settings(host="0.0.0.0", data_root=str(root), allow_anonymous=True)) is None
+    assert anonymous_refusal(Settings(host="127.0.0.1", data_root=str(root))) is None
     command = [sys.executable, "-m", "service", "--host", "0.0.0.0", "--data-root", str(root), "--store", str(tmp_path / "s")]
     started = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert started.returncode == 2

@@ -36,7 +36,9 @@ def problem(response: Any, status: int, slug: str) -> dict[str, Any]:
 
 
 def serve(tmp_path: Path, **settings: Any) -> Iterator[TestClient]:
-    chosen = Settings(data_root=SAMPLES, store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0, **settings)
+    chosen = Settings(
+        data_root=str(SAMPLES), store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0, **settings
+    )
     with TestClient(create_app(chosen, InProcessSandbox(chosen))) as client:
         yield client
 

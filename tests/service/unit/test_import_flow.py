@@ -41,7 +41,7 @@ def run(service: Service, work: Callable[[Service], Awaitable[T]]) -> T:
 def service(tmp_path: Path) -> Service:
     data_root = tmp_path / "data"
     shutil.copytree(SAMPLES, data_root)
-    settings = Settings(data_root=data_root, store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0)
+    settings = Settings(data_root=str(data_root), store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0)
     store = open_store(settings)
     store.open()
     sandbox = InProcessSandbox(settings)

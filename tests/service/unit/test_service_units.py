@@ -33,10 +33,10 @@ def test_sizes() -> None:
 def test_settings_flags_win_over_environment_over_defaults(tmp_path: Path) -> None:
     defaults = load_settings([], {})
     assert (defaults.host, defaults.port, defaults.max_upload, defaults.max_upload_total) == ("127.0.0.1", 8000, 2 * GIB, 16 * GIB)
-    assert defaults.data_root.name == "samples" and defaults.store == str(Path.cwd() / "state" / "store")
+    assert Path(defaults.data_root).name == "samples" and defaults.store == str(Path.cwd() / "state" / "store")
     environ = {"ONNX_SERVICE_PORT": "9000", "ONNX_SERVICE_WORKER_MEMORY": "256MiB", "ONNX_SERVICE_DATA_ROOT": str(tmp_path)}
     from_env = load_settings([], environ)
-    assert (from_env.port, from_env.worker_memory, from_env.data_root) == (9000, 256 * MIB, tmp_path)
+    assert (from_env.port, from_env.worker_memory, from_env.data_root) == (9000, 256 * MIB, str(tmp_path))
     assert load_settings(["--port", "9001"], environ).port == 9001
 
 

@@ -1,0 +1,108 @@
+"""The import of a server-side model kept in a bucket (`--data-root s3://BUCKET/PREFIX`).
+
+Owns `import_object` (the use case of `service.imports.flow.import_path` for
+a data root in a bucket) and `fetch_recorded` (the same objects again, for
+the worker that renders the graph). The steps, in one work folder:
+
+1. the path names a key below the prefix, confined as a folder's path is
+   (`BucketRoot.key_of`); the model object is fetched into the work folder,
+   at most `--max-upload` bytes;
+2. a sandboxed worker reads the model only and reports the external data
+   files its tensors name (task "externals": the front end never parses
+   model bytes); each is fetched from beside the model's key, within
+   `--max-upload-total` in all;
+3. the import proper runs on those copies, as for an upload;
+4. the record names each object by key, ETag, version and SHA-256 (never
+   the copies, which are removed before the commit: nothing of the data
+   root is stored), and the id is that of a path import of the same bytes.
+   Tensor bytes are served from the recorded objects, only while they are
+   the ones recorded.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import anyio.to_thread
+
+from service.errors import ImportTooLarge, ModelSourceChanged
+from service.imports.flow import (
+    SUMMARY_TENSORS,
+    Imported,
+    ImportHooks,
+    commit,
+    make_room,
+    model_id_of,
+    run_worker,
+    stored_summary,
+    worker_reports,
+)
+from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
+from service.state import Service
+from service.store.layout import ModelFolder
+from service.store.records import SourceFile, StoredRecord, TenantRecord
+from service.store.s3.bucket_root import BucketRoot, FetchedObject
+
+
+async def import_object(service: Service, root: BucketRoot, tenant: str, path: str, hooks: ImportHooks) -> Imported:
+    """Import the model object a client's `path` names."""
+    key = root.key_of(path)
+    settings = service.settings
+    with service.store.work_folder() as work:
+        async with service.limiter.admission():
+            await make_room(service, tenant)
+            model = await anyio.to_thread.run_sync(root.fetch, key, work.upload_model, settings.max_upload)
+            listing = service.sandbox.job(
+                "externals", directory=str(work.files), model=work.upload_model.name, display_name=path, allow_hard_links=True
+            )
+            named = (await run_worker(service, listing, [], 0)).external_files
+            fetched: dict[str, FetchedObject] = {MODEL_FILE_KEY: model}
+            left = settings.max_upload_total - model.size
+            for location in named:
+                target = work.upload_external / location
+                fetched[location] = await anyio.to_thread.run_sync(root.fetch, root.beside(key, location), target, left)
+                left -= fetched[location].size
+            job = service.sandbox.job(
+                "import",
+                directory=str(work.files),
+                model=work.upload_model.name,
+                display_name=path,
+                external_dir=str(work.upload_external),
+                summary_items=SUMMARY_TENSORS,
+                allow_hard_links=True,  # the worker's own copies
+                sleep=hooks.sleep,
+                spin=hooks.spin,
+            )
+            header = await run_worker(service, job, [work.catalog, work.converted], settings.max_import_bytes)
+            reports = worker_reports(header, path)
+            files = {name: fetched[name].source() for name in reports}
+            model_id = model_id_of("path", model.sha256, [(name, fetched[name].sha256) for name in reports if name != MODEL_FILE_KEY])
+            shutil.rmtree(work.files)  # copies: the objects are what the record names
+            if await anyio.to_thread.run_sync(service.store.has, model_id):
+                await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
+            if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):
+                return Imported(model_id, False, await stored_summary(service, model_id, path))
+            owner = TenantRecord(tenant=tenant, input=path, created_ns=time.time_ns())
+            return await commit(service, work, model_id, header, files, owner, model.size, model.sha256, hooks)
+
+
+def fetch_recorded(root: BucketRoot, record: StoredRecord, folder: ModelFolder, max_bytes: int) -> None:
+    """Copy the model's recorded objects into `folder` (the model as files/model.onnx, its
+    external data below files/external), each only if it is still the one recorded."""
+    left = max_bytes
+    for name, item in record.files.items():
+        if name == CONVERTED_FILE_KEY:
+            continue
+        target = folder.upload_model if name == MODEL_FILE_KEY else folder.upload_external / name
+        fetched = root.fetch(item.path, target, left, expected=item)
+        if fetched.sha256 != item.sha256:
+            raise ModelSourceChanged(f"the object {item.path!r} changed since the import; import it again")
+        left -= fetched.size
+        if left < 0:
+            raise ImportTooLarge("the model's objects take more than the bytes one import may read")
+
+
+def is_object(item: SourceFile) -> bool:
+    """The record's entry names an object of a data root in a bucket."""
+    return not item.in_store and bool(item.etag)

@@ -1,0 +1,96 @@
+"""A data root in a bucket: server-side models as objects (`--data-root s3://BUCKET/PREFIX`).
+
+Owns `BucketRoot`. A client's path names a key below the prefix, under the
+rules a folder's path keeps (`service.paths.check_relative_path`: relative,
+no `..`, no empty segment, every percent-decoded form too), and an external
+data location names a key beside its model's, as in a folder. `fetch`
+copies one object into a local file (the worker's scratch folder), refusing
+one larger than the bytes left to the import, hashing it on the way, and
+gives its identity: the key, ETag, version (where the bucket keeps them),
+size and SHA-256. `open` reads a recorded object by range for as long as
+it is the one recorded (an ETag condition: another is 409
+`tensor-source-changed`, a missing one 410 `tensor-source-gone`), as a
+folder's changed or missing file answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import obstore
+from obstore.exceptions import PreconditionError
+
+from service.errors import ImportTooLarge, ModelSourceChanged, NotFound, bounded
+from service.paths import check_relative_path
+from service.store.byte_source import ByteSource
+from service.store.records import SourceFile
+from service.store.s3.objects import ObjectSource, connect, reachable
+
+if TYPE_CHECKING:
+    from obstore import GetOptions
+
+CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedObject:
+    key: str  # below the data root's prefix
+    etag: str
+    version: str
+    size: int
+    sha256: str
+
+    def source(self) -> SourceFile:
+        """The record's entry of this object."""
+        return SourceFile(
+            path=self.key, in_store=False, size=self.size, mtime_ns=0, inode=0, etag=self.etag, version=self.version, sha256=self.sha256
+        )
+
+
+class BucketRoot:
+    def __init__(self, bucket: str, prefix: str) -> None:
+        self.url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+        self.store = connect(bucket, prefix)
+
+    @staticmethod
+    def key_of(path: str) -> str:
+        """The key a client's path names (PathRefused where a folder's path would be refused)."""
+        return posixpath.normpath(check_relative_path(path))
+
+    @staticmethod
+    def beside(model_key: str, location: str) -> str:
+        """The key of an external data file (its location checked by the importer: relative, no `..`)."""
+        return posixpath.normpath(posixpath.join(posixpath.dirname(model_key), location))
+
+    def fetch(self, key: str, target: Path, max_bytes: int, expected: SourceFile | None = None) -> FetchedObject:
+        """Copy the object `key` to `target` (at most `max_bytes`, else ImportTooLarge).
+        With `expected`, only that very object (its ETag): another is ModelSourceChanged."""
+        options: GetOptions = {}
+        if expected is not None and expected.etag:
+            options["if_match"] = expected.etag
+        try:
+            with reachable():
+                result = obstore.get(self.store, key, options=options)
+                meta = result.meta
+                if meta["size"] > max_bytes:
+                    raise ImportTooLarge(f"the object {bounded(repr(key), 200)} has {meta['size']} bytes, more than the {max_bytes} left")
+                if expected is not None and meta["e_tag"] != expected.etag:
+                    raise PreconditionError("another ETag")
+                digest, size = hashlib.sha256(), 0
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "wb") as out:
+                    for chunk in result.stream(min_chunk_size=CHUNK_BYTES):
+                        digest.update(chunk)
+                        size += out.write(chunk)
+        except FileNotFoundError:
+            raise NotFound(f"no such object under the data root: {bounded(repr(key), 200)}") from None
+        except PreconditionError:
+            raise ModelSourceChanged(f"the object {bounded(repr(key), 200)} changed since the import; import it again") from None
+        return FetchedObject(key, meta["e_tag"] or "", str(meta["version"] or ""), size, digest.hexdigest())
+
+    def open(self, item: SourceFile) -> ByteSource:
+        return ObjectSource(self.store, item.path, item.etag)
