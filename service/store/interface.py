@@ -162,6 +162,9 @@ class Index(Protocol):
 
     def holds(self, tenant: str, model_id: str) -> bool: ...
 
+    def visible(self, tenant: str, model_id: str) -> bool:
+        """The tenant holds the model and it is stored (one lookup where the index can)."""
+
     def let_go(self, tenant: str, model_id: str) -> bool:
         """The tenant no longer holds the model; False if it did not."""
 

@@ -218,6 +218,9 @@ class MemoryIndex:
     def holding(self, tenant: str, model_id: str) -> TenantRecord | None:
         return self.held.get(tenant, {}).get(model_id)
 
+    def visible(self, tenant: str, model_id: str) -> bool:
+        return self.holds(tenant, model_id) and self.has(model_id)
+
     def holds(self, tenant: str, model_id: str) -> bool:
         return model_id in self.held.get(tenant, {})
 

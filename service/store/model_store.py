@@ -40,6 +40,8 @@ log = logging.getLogger("service.store")
 # At start, content no record names is removed unless a commit began putting
 # it there less than this long ago (another replica's import in flight).
 START_GRACE_SECONDS = 3600.0
+TOUCH_SECONDS = 1.0
+TOUCHES_KEPT = 100_000
 
 
 def _beyond(cap: int, amount: int) -> bool:
@@ -69,6 +71,7 @@ class Store:
         self.tenant_max_bytes = tenant_max_bytes  # 0: no per-tenant cap
         self.tenant_max_models = tenant_max_models
         self.catalogs = OpenCatalogs()  # kept open: a connection costs more than a lookup
+        self.touched: dict[str, float] = {}  # model id -> when this process last wrote its use (monotonic)
 
     # --- life cycle and the work area
 
@@ -136,7 +139,7 @@ class Store:
 
     def visible(self, tenant: str, model_id: str) -> bool:
         """The tenant holds the model (its own record) and its content is stored."""
-        return self.index.holds(tenant, model_id) and self.index.has(model_id)
+        return self.index.visible(tenant, model_id)
 
     def read_record(self, model_id: str) -> StoredRecord | None:
         return self.index.record(model_id)
@@ -176,16 +179,26 @@ class Store:
         """An open descriptor of the model's graph document; FileNotFoundError if it has none (or is gone)."""
         return self.content.open_graph(self._place(model_id))
 
-    def catalog(self, model_id: str, tenant: str) -> Catalog:
+    def catalog(self, model_id: str, tenant: str, record: StoredRecord | None = None) -> Catalog:
         """The model's tensor catalogue, opened for this tenant (`OpenCatalogs`);
-        CatalogUnavailable if the model is gone."""
+        CatalogUnavailable if the model is gone. `record`: the model's, read already."""
         try:
-            return self.catalogs.get(self.content.catalog(self._place(model_id)), tenant)
+            place = record.place or record.id if record is not None else self._place(model_id)
+            return self.catalogs.get(self.content.catalog(place), tenant)
         except FileNotFoundError:
             raise CatalogUnavailable(model_id) from None
 
     def touch(self, model_id: str) -> None:
+        """The model was used now (written at most every TOUCH_SECONDS per model
+        and process: the order of last use needs no finer grain, and a read
+        costs no write)."""
+        now = time.monotonic()
+        if now - self.touched.get(model_id, -TOUCH_SECONDS) < TOUCH_SECONDS:
+            return
         self.index.touch(model_id)
+        self.touched[model_id] = now
+        if len(self.touched) > TOUCHES_KEPT:
+            self.touched.clear()
 
     def usage(self) -> int:
         """Bytes the stored models take."""

@@ -41,6 +41,7 @@ from service.sandbox.catalog_format import TensorRow, npy_href, tensor_href
 from service.state import Service, ServiceDep
 from service.store.byte_source import ByteSource, FileSource
 from service.store.catalog import Catalog, CatalogUnavailable
+from service.store.records import StoredRecord
 
 router = APIRouter(tags=["tensors"])
 MAX_CANDIDATES = 100
@@ -102,9 +103,11 @@ def list_tensors(
     return TensorPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
 
 
-def find_tensor(service: Service, model_id: str, tenant: str, name: str, field_path: str | None) -> TensorRow:
+def find_tensor(
+    service: Service, model_id: str, tenant: str, name: str, field_path: str | None, record: StoredRecord | None = None
+) -> TensorRow:
     """The one tensor `name` (and `field_path`, if given) means; else 404 or 409."""
-    catalog = catalog_of(service, model_id, tenant)
+    catalog = service.store.catalog(model_id, tenant, record)
     if field_path is not None:
         row = catalog.by_field_path(field_path)
         if row is None or name not in (row.name, row.alias):
@@ -154,11 +157,11 @@ def get_tensor(
     require_utf8(request.scope.get("raw_path"), "path")
     require_utf8(request.scope.get("query_string"), "query")
     require_model(service, caller.tenant, model_id)
-    with catalog_errors():
-        row = find_tensor(service, model_id, caller.tenant, name, field_path)
     record = service.store.read_record(model_id)
     if record is None:
         raise ProblemError("not-found", "the model was removed from the store meanwhile")
+    with catalog_errors():
+        row = find_tensor(service, model_id, caller.tenant, name, field_path, record)
     service.store.touch(model_id)
     source = None
     if row.file is not None and row.length:

@@ -153,6 +153,9 @@ class LocalIndex:
     def holding(self, tenant: str, model_id: str) -> TenantRecord | None:
         return self.tenants.get(tenant, model_id)
 
+    def visible(self, tenant: str, model_id: str) -> bool:
+        return self.holds(tenant, model_id) and self.has(model_id)
+
     def holds(self, tenant: str, model_id: str) -> bool:
         return self.tenants.holds(tenant, model_id)
 

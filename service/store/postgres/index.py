@@ -165,6 +165,12 @@ class PostgresIndex:
         row = self.database.one(query, (tenant_key(tenant), model_id))
         return None if row is None else TenantRecord.model_validate_json(row[0])
 
+    def visible(self, tenant: str, model_id: str) -> bool:
+        query = (
+            "SELECT 1 FROM onnx_holdings h JOIN onnx_models m ON m.id = h.model_id WHERE h.tenant_key = %s AND h.model_id = %s"
+        )
+        return _is_id(model_id) and self.database.one(query, (tenant_key(tenant), model_id)) is not None
+
     def holds(self, tenant: str, model_id: str) -> bool:
         query = "SELECT 1 FROM onnx_holdings WHERE tenant_key = %s AND model_id = %s"
         return _is_id(model_id) and self.database.one(query, (tenant_key(tenant), model_id)) is not None
