@@ -18,6 +18,13 @@ runs them for real where a container engine can be started).
   against the Kubernetes schemas of 1.30 and 1.37 (strict: unknown fields are
   errors), then security contexts, probes, selectors, volumes, sizing, and
   the API keys read from a Secret.
+- deploy/fleet/ (object storage and PostgreSQL, no shared volume): rendered and
+  validated the same way; its copies of the base's files equal to them, its
+  ConfigMap and Deployment the base's but for the store; no ReadWriteMany
+  claim, the cache an emptyDir at the cache dir, settings the service
+  accepts, the database URL and the object storage's keys from secretKeyRefs
+  only, egress to DNS, PostgreSQL and the endpoint's port only, the HPA
+  scaling the Deployment, the gc CronJob with the service's settings.
 - Across all three: the same port, the same uid, settings the service knows and
   accepts, memory >= workers x worker memory + front end, a stop grace period
   longer than an import, the project's version as the image tag.
@@ -34,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -339,8 +347,18 @@ def render_kustomization(folder: Path) -> list[Json]:
     return documents
 
 
+def pod_spec(document: Json) -> Json:
+    """The pod template's spec of a Deployment, a Job or a CronJob; {} for other kinds."""
+    spec = document.get("spec", {})
+    if document["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    spec = spec.get("template", {}).get("spec", {})
+    assert isinstance(spec, dict)
+    return spec
+
+
 def pod_containers(document: Json) -> Iterator[Json]:
-    spec = document.get("spec", {}).get("template", {}).get("spec", {})
+    spec = pod_spec(document)
     yield from spec.get("initContainers", [])
     yield from spec.get("containers", [])
 
@@ -395,11 +413,11 @@ def test_kubernetes_schema_check_is_not_vacuous(by_kind: dict[str, list[Json]]) 
         kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[0], strict=True)
 
 
-def test_rendering_agrees_with_kubectl_kustomize(manifests: list[Json]) -> None:
+def assert_kubectl_kustomize_agrees(folder: Path, manifests: list[Json]) -> None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed: the kustomization is checked with this test's own renderer only")
-    result = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([kubectl, "kustomize", str(folder)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
 
     def key(document: Json) -> tuple[str, str]:
@@ -407,6 +425,10 @@ def test_rendering_agrees_with_kubectl_kustomize(manifests: list[Json]) -> None:
 
     rendered = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
     assert sorted(rendered, key=key) == sorted(manifests, key=key)
+
+
+def test_rendering_agrees_with_kubectl_kustomize(manifests: list[Json]) -> None:
+    assert_kubectl_kustomize_agrees(DEPLOY, manifests)
 
 
 def test_pods_run_unprivileged_on_a_read_only_root(by_kind: dict[str, list[Json]], dockerfile: Dockerfile) -> None:
@@ -564,3 +586,288 @@ def test_pods_read_api_keys_from_a_secret(by_kind: dict[str, list[Json]]) -> Non
     assert secret["secretName"] and [item["path"] for item in secret["items"]] == [key_file.name]
     assert secret.get("optional", False) is False, "no Secret, no start (rather than anonymous)"
     assert secret["defaultMode"] & 0o007 == 0 and secret["defaultMode"] & 0o040, "readable by the group (fsGroup 10001), not by others"
+
+
+# --- deploy/fleet (the service on object storage and PostgreSQL: no shared volume)
+
+FLEET = DEPLOY / "fleet"
+# The base's files that deploy/fleet holds copies of (kustomize refuses an overlay
+# that includes the folder it lies in): equal documents, comments aside.
+FLEET_COPIES = ["service.yaml", "hpa.yaml", "pdb.yaml", "pvc-models.yaml", "networkpolicy.yaml"]
+# The settings in which the fleet's ConfigMap differs from the base's.
+FLEET_SETTINGS = {"ONNX_SERVICE_STORE", "ONNX_SERVICE_CACHE_DIR"}
+# What a pod may take from a Secret only: never a literal, never a ConfigMap.
+SECRET_VARIABLES = {
+    "ONNX_SERVICE_DATABASE", "PGPASSWORD", "PGPASSFILE",
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+}  # fmt: skip
+FLEET_SECRETS = {"ONNX_SERVICE_DATABASE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}  # what every fleet pod needs
+# The variables besides ONNX_SERVICE_* a fleet pod may get: the S3 client's and libpq's.
+FLEET_OTHER_VARIABLES = {"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION"} | SECRET_VARIABLES
+# A Secret's value where the settings need a valid one.
+SECRET_STAND_INS = {"ONNX_SERVICE_DATABASE": "postgresql://onnx@postgres.example:5432/onnx"}
+DNS_PORT = 53
+POSTGRES_PORT = 5432
+
+
+@pytest.fixture(scope="module")
+def fleet_manifests() -> list[Json]:
+    return render_kustomization(FLEET)
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet_manifests: list[Json]) -> dict[str, list[Json]]:
+    kinds: dict[str, list[Json]] = {}
+    for document in fleet_manifests:
+        kinds.setdefault(document["kind"], []).append(document)
+    return kinds
+
+
+def named(by_kind: dict[str, list[Json]], kind: str, name: str) -> Json:
+    (document,) = [d for d in by_kind.get(kind, []) if d["metadata"]["name"] == name]
+    return document
+
+
+def fleet_pods(fleet: dict[str, list[Json]]) -> dict[str, Json]:
+    """The fleet's workloads (the Deployment, the gc CronJob) by kind."""
+    return {"Deployment": one(fleet, "Deployment"), "CronJob": one(fleet, "CronJob")}
+
+
+def pod_labels(document: Json) -> dict[str, str]:
+    spec = document["spec"]["jobTemplate"]["spec"] if document["kind"] == "CronJob" else document["spec"]
+    labels = spec["template"]["metadata"]["labels"]
+    assert isinstance(labels, dict)
+    return labels
+
+
+def selects(selector: Json, labels: dict[str, str]) -> bool:
+    """A label selector (matchLabels, matchExpressions) against a pod's labels; empty selects every pod."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        holds = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": labels.get(key) not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[operator]
+        if not holds:
+            return False
+    return True
+
+
+def container_environment(container: Json, by_kind: dict[str, list[Json]]) -> dict[str, str]:
+    """The variables the container gets (ConfigMaps, then `env`), a Secret's value
+    as its stand-in (SECRET_STAND_INS) or as `<secret/key>`."""
+    config_maps = {c["metadata"]["name"]: c["data"] for c in by_kind["ConfigMap"]}
+    environment: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        assert set(source) == {"configMapRef"}, f"settings from ConfigMaps only; a Secret's values one secretKeyRef each: {source}"
+        environment.update(config_maps[source["configMapRef"]["name"]])
+    for variable in container.get("env", []):
+        name = variable["name"]
+        if "value" in variable:
+            environment[name] = variable["value"]
+        else:
+            reference = variable["valueFrom"]["secretKeyRef"]
+            environment[name] = SECRET_STAND_INS.get(name, f"<{reference['name']}/{reference['key']}>")
+    return environment
+
+
+def fleet_settings(container: Json, by_kind: dict[str, list[Json]], tmp_path: Path) -> Settings:
+    environment = container_environment(container, by_kind)
+    others = sorted(k for k in environment if not k.startswith(ENV_PREFIX) and k not in FLEET_OTHER_VARIABLES)
+    assert not others, f"variables the service and its clients do not read: {others}"
+    if "ONNX_SERVICE_API_KEYS" in environment:  # a file of the Secret mount (test_pods_read_api_keys_from_a_secret)
+        key_file = tmp_path / "api-keys.toml"
+        key_file.touch()
+        environment["ONNX_SERVICE_API_KEYS"] = str(key_file)
+    return settings_from(environment, tmp_path)
+
+
+def test_fleet_kustomization_has_every_resource(fleet: dict[str, list[Json]]) -> None:
+    counts = {kind: len(documents) for kind, documents in fleet.items()}
+    assert counts == {
+        "ConfigMap": 2,  # the settings, the object storage's endpoint
+        "Deployment": 1,
+        "CronJob": 1,  # gc
+        "Service": 1,
+        "HorizontalPodAutoscaler": 1,
+        "PodDisruptionBudget": 1,
+        "NetworkPolicy": 2,  # the base's, the fleet's egress
+        "PersistentVolumeClaim": 1,  # the models, read-only
+    }, "no Secret among them: the operator creates those (deploy/README.md)"
+    listed = set(yaml_document(FLEET / "kustomization.yaml")["resources"])
+    assert listed == {p.name for p in FLEET.glob("*.yaml")} - {"kustomization.yaml"}, "every manifest file is listed"
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_fleet_manifests_match_the_kubernetes_schemas(fleet_manifests: list[Json], version: str) -> None:
+    test_manifests_match_the_kubernetes_schemas(fleet_manifests, version)
+
+
+def test_fleet_rendering_agrees_with_kubectl_kustomize(fleet_manifests: list[Json]) -> None:
+    assert_kubectl_kustomize_agrees(FLEET, fleet_manifests)
+
+
+def test_fleet_copies_equal_the_base(fleet: dict[str, list[Json]], by_kind: dict[str, list[Json]]) -> None:
+    """What the fleet does not change is the base's: the copied files, the settings but
+    the store and cache dir (the same keys: the database URL is not among them), the image."""
+    for name in FLEET_COPIES:
+        assert yaml_documents(FLEET / name) == yaml_documents(DEPLOY / name), f"deploy/fleet/{name} differs from deploy/{name}"
+    base, ours = one(by_kind, "ConfigMap"), named(fleet, "ConfigMap", one(by_kind, "ConfigMap")["metadata"]["name"])
+    assert set(ours["data"]) == set(base["data"]), "the fleet's ConfigMap sets the base's settings, no more, no fewer"
+    differing = {k for k in base["data"] if ours["data"][k] != base["data"][k]}
+    assert differing == FLEET_SETTINGS
+    assert ours["metadata"] == base["metadata"]
+    images = {c["image"] for document in fleet.values() for d in document for c in pod_containers(d)}
+    assert images == {c["image"] for c in pod_containers(one(by_kind, "Deployment"))}, "one image, the base's"
+
+
+def test_fleet_deployment_is_the_bases_but_for_its_storage(fleet: dict[str, list[Json]], by_kind: dict[str, list[Json]]) -> None:
+    """Hardening, probes (readiness on /readyz: it covers object storage and
+    PostgreSQL), sizing, API keys, rollout: all the base's. It differs in the
+    store volume (a cache emptyDir instead of the claim), the object storage's
+    ConfigMap, the Secrets, and the ephemeral storage that the cache needs."""
+
+    def without_storage(deployment: Json) -> Json:
+        deployment = copy.deepcopy(deployment)
+        pod = deployment["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        pod["volumes"] = [v for v in pod["volumes"] if v["name"] not in ("store", "cache")]
+        container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] not in ("store", "cache")]
+        container["envFrom"] = [s for s in container["envFrom"] if s != {"configMapRef": {"name": "onnx-import-service-object-storage"}}]
+        container["env"] = [e for e in container["env"] if e["name"] not in SECRET_VARIABLES]
+        for part in ("requests", "limits"):
+            del container["resources"][part]["ephemeral-storage"]
+        return deployment
+
+    assert without_storage(one(fleet, "Deployment")) == without_storage(one(by_kind, "Deployment"))
+    (container,) = one(fleet, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz", "an outage of the storage makes pods unready, not restarted"
+
+
+def test_fleet_shares_no_volume_and_scales(fleet: dict[str, list[Json]]) -> None:
+    for claim in fleet["PersistentVolumeClaim"]:
+        assert "ReadWriteMany" not in claim["spec"]["accessModes"], claim["metadata"]["name"]
+    for kind, workload in fleet_pods(fleet).items():
+        for volume in pod_spec(workload)["volumes"]:
+            if "persistentVolumeClaim" in volume:
+                assert volume["persistentVolumeClaim"]["readOnly"] is True, f"{kind}: only the read-only models claim"
+    deployment = one(fleet, "Deployment")
+    hpa = one(fleet, "HorizontalPodAutoscaler")["spec"]
+    target = hpa["scaleTargetRef"]
+    assert (target["apiVersion"], target["kind"], target["name"]) == ("apps/v1", "Deployment", deployment["metadata"]["name"])
+    assert hpa["maxReplicas"] > 1 and 2 <= hpa["minReplicas"] <= hpa["maxReplicas"]
+    assert "replicas" not in deployment["spec"]
+    assert one(fleet, "PodDisruptionBudget")["spec"]["minAvailable"] < hpa["minReplicas"]
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "CronJob"])
+def test_fleet_settings_are_accepted_and_the_cache_is_an_emptydir(fleet: dict[str, list[Json]], kind: str, tmp_path: Path) -> None:
+    """Every ONNX_SERVICE_* variable a pod gets is a declared setting, and together
+    they parse: a bucket, a database. The cache dir is an emptyDir mounted there,
+    with a size limit, and with /tmp the only writable place; the Deployment's
+    holds the catalogues beside an import at its cap, and the container's
+    ephemeral-storage limit covers its emptyDirs (or the kubelet evicts the pod first)."""
+    workload = fleet_pods(fleet)[kind]
+    pod = pod_spec(workload)
+    (container,) = pod["containers"]
+    settings = fleet_settings(container, fleet, tmp_path)
+    assert settings.store_bucket is not None and settings.database, "content in a bucket, the index in PostgreSQL"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert {path for path, m in mounts.items() if not m.get("readOnly")} == {str(settings.cache_dir), "/tmp"}
+    cache = volumes[mounts[str(settings.cache_dir)]["name"]]
+    assert set(cache) == {"name", "emptyDir"} and "medium" not in cache["emptyDir"], "on the node's disk, not in memory"
+    empty_dirs = [k8s_quantity(v["emptyDir"]["sizeLimit"]) for v in volumes.values() if "emptyDir" in v]
+    assert len(empty_dirs) == sum("emptyDir" in v for v in volumes.values()), "every emptyDir has a sizeLimit"
+    resources = container["resources"]
+    assert k8s_quantity(resources["limits"]["ephemeral-storage"]) >= sum(empty_dirs), "the emptyDirs fit the pod's limit"
+    if kind == "Deployment":
+        cache_size = k8s_quantity(cache["emptyDir"]["sizeLimit"])
+        assert cache_size >= settings.cache_max_bytes + settings.max_import_bytes, "catalogues + the largest import"
+        assert k8s_quantity(resources["requests"]["ephemeral-storage"]) >= cache_size, "placed where the cache fits"
+
+
+def test_fleet_secrets_come_from_secret_key_refs(fleet: dict[str, list[Json]]) -> None:
+    """The database URL (its password) and the object storage's keys: one secretKeyRef
+    each, not optional (no Secret, no start), the same in every pod; never a literal,
+    never in a ConfigMap."""
+    for config_map in fleet["ConfigMap"]:
+        data = config_map["data"]
+        assert not SECRET_VARIABLES & set(data), f"{config_map['metadata']['name']}: secrets in a ConfigMap"
+        assert not any("postgres://" in str(v) or "postgresql://" in str(v) for v in data.values()), "a database URL in a ConfigMap"
+    references: dict[str, Json] = {}
+    for kind, workload in fleet_pods(fleet).items():
+        (container,) = pod_spec(workload)["containers"]
+        secrets = {}
+        for variable in container.get("env", []):
+            if variable["name"] in SECRET_VARIABLES:
+                assert "value" not in variable, f"{kind}: {variable['name']} is a literal"
+                reference = variable["valueFrom"]["secretKeyRef"]
+                assert reference["name"] and reference["key"] and reference.get("optional", False) is False, (kind, reference)
+                secrets[variable["name"]] = reference
+            else:
+                assert not str(variable.get("value", "")).startswith(("postgres://", "postgresql://")), f"{kind}: a database URL literal"
+        assert set(secrets) >= FLEET_SECRETS, f"{kind}: {sorted(FLEET_SECRETS - set(secrets))} missing"
+        references[kind] = secrets
+    assert references["CronJob"] == references["Deployment"], "gc reaches the same bucket and database"
+
+
+def test_fleet_network_policies_open_only_dns_postgres_and_the_endpoint(fleet: dict[str, list[Json]]) -> None:
+    """Callers reach the service port only, and nothing reaches the gc pods; both
+    may reach the cluster's DNS, PostgreSQL and the object storage's port (from
+    AWS_ENDPOINT_URL): no other port, and no rule that opens every port."""
+    endpoint = urllib.parse.urlsplit(named(fleet, "ConfigMap", "onnx-import-service-object-storage")["data"]["AWS_ENDPOINT_URL"])
+    endpoint_port = endpoint.port or {"https": 443, "http": 80}[endpoint.scheme]
+    (container,) = one(fleet, "Deployment")["spec"]["template"]["spec"]["containers"]
+    service_port = {p["name"]: p["containerPort"] for p in container["ports"]}
+    policies = [p["spec"] for p in fleet["NetworkPolicy"]]
+    for kind, workload in fleet_pods(fleet).items():
+        labels = pod_labels(workload)
+        ingress = [p for p in policies if selects(p["podSelector"], labels) and "Ingress" in p["policyTypes"]]
+        egress = [p for p in policies if selects(p["podSelector"], labels) and "Egress" in p["policyTypes"]]
+        assert ingress and egress, f"{kind}: no policy restricts its traffic"
+        ingress_rules = [rule for p in ingress for rule in p.get("ingress", [])]
+        if kind == "Deployment":
+            assert [service_port.get(port["port"], port["port"]) for rule in ingress_rules for port in rule["ports"]] == [8000]
+        else:
+            assert ingress_rules == [], f"{kind}: nothing may connect to it"
+        allowed: set[tuple[str, int]] = set()
+        for rule in (rule for p in egress for rule in p.get("egress", [])):
+            assert rule.get("ports"), f"{kind}: an egress rule without ports opens every port: {rule}"
+            ports = {(port.get("protocol", "TCP"), port["port"]) for port in rule["ports"]}
+            assert all("endPort" not in port for port in rule["ports"])
+            if any(number == DNS_PORT for _, number in ports):
+                assert rule.get("to") and all(peer.get("podSelector") and peer.get("namespaceSelector") for peer in rule["to"]), (
+                    "DNS to the cluster's DNS pods only"
+                )
+            allowed |= ports
+        assert allowed == {("UDP", DNS_PORT), ("TCP", DNS_PORT), ("TCP", POSTGRES_PORT), ("TCP", endpoint_port)}, kind
+
+
+def test_fleet_collects_garbage_with_the_services_settings(fleet: dict[str, list[Json]], tmp_path: Path) -> None:
+    """`python -m service gc` with its default grace (an hour: it leaves imports in
+    flight), one run at a time, with the service's image, settings, Secrets and
+    hardening; its pods are neither the Service's, nor the PDB's, nor the autoscaler's."""
+    deployment, cron_job = one(fleet, "Deployment"), one(fleet, "CronJob")
+    service_pod, gc_pod = pod_spec(deployment), pod_spec(cron_job)
+    (service_container,), (gc_container,) = service_pod["containers"], gc_pod["containers"]
+    assert "command" not in gc_container and gc_container["args"] == ["gc"], "the image's entrypoint (python -m service), default grace"
+    assert gc_container["image"] == service_container["image"]
+    assert cron_job["spec"]["concurrencyPolicy"] == "Forbid" and gc_pod["restartPolicy"] in ("Never", "OnFailure")
+    assert gc_container["envFrom"] == service_container["envFrom"]
+    service_settings = fleet_settings(service_container, fleet, tmp_path)
+    gc_settings = fleet_settings(gc_container, fleet, tmp_path)
+    assert (gc_settings.store, gc_settings.database) == (service_settings.store, service_settings.database)
+    for field in ("securityContext", "automountServiceAccountToken", "enableServiceLinks"):
+        assert gc_pod[field] == service_pod[field], field
+    assert gc_container["securityContext"] == service_container["securityContext"]
+    assert gc_container["resources"]["limits"]["memory"] == gc_container["resources"]["requests"]["memory"]
+    labels = pod_labels(cron_job)
+    assert not selects(deployment["spec"]["selector"], labels), "the Deployment (and so the autoscaler) would count it"
+    assert not selects({"matchLabels": one(fleet, "Service")["spec"]["selector"]}, labels), "the Service would send it requests"
+    assert not selects(one(fleet, "PodDisruptionBudget")["spec"]["selector"], labels)
