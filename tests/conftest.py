@@ -7,8 +7,8 @@ deployment files, the README), and the repository-wide rules here. What they
 share is in support/ (a package: `from support.service_harness import ...`;
 the folders of tests are not packages, each is put on sys.path by pytest, and
 their module names are unique). Shared server fixtures are in
-support/servers.py, a plugin of this file (`pytest_plugins`): mypy sees every
-conftest.py as the one module `conftest`, so there is no other.
+support/servers.py and support/fleet.py, plugins of this file (`pytest_plugins`):
+mypy sees every conftest.py as the one module `conftest`, so there is no other.
 
 The ONNX backend test data is generated once per machine into the ignored
 cache `.cache/onnx-backend` by `tools/gen_backend_data.py` (idempotent).
@@ -66,7 +66,10 @@ if str(TOOLS) not in sys.path:
 if TYPE_CHECKING:
     from support.wheel_builds import Wheels
 
-pytest_plugins = ["support.servers"]  # `server`, `client`, `data_root`: one service per module
+pytest_plugins = [
+    "support.servers",  # `server`, `client`, `data_root`: one service per module
+    "support.fleet",  # `fleet_servers`: PostgreSQL and S3 for the fleet store, one per session
+]
 
 SWEEP_REPORT: list[str] = []
 

