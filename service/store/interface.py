@@ -165,6 +165,9 @@ class Index(Protocol):
     def visible(self, tenant: str, model_id: str) -> bool:
         """The tenant holds the model and it is stored (one lookup where the index can)."""
 
+    def visible_record(self, tenant: str, model_id: str) -> StoredRecord | None:
+        """The model's record if the tenant holds it and it is stored (one lookup where the index can)."""
+
     def let_go(self, tenant: str, model_id: str) -> bool:
         """The tenant no longer holds the model; False if it did not."""
 

@@ -221,6 +221,9 @@ class MemoryIndex:
     def visible(self, tenant: str, model_id: str) -> bool:
         return self.holds(tenant, model_id) and self.has(model_id)
 
+    def visible_record(self, tenant: str, model_id: str) -> StoredRecord | None:
+        return self.record(model_id) if self.holds(tenant, model_id) else None
+
     def holds(self, tenant: str, model_id: str) -> bool:
         return model_id in self.held.get(tenant, {})
 

@@ -40,7 +40,7 @@ log = logging.getLogger("service.store")
 # At start, content no record names is removed unless a commit began putting
 # it there less than this long ago (another replica's import in flight).
 START_GRACE_SECONDS = 3600.0
-TOUCH_SECONDS = 1.0
+TOUCH_SECONDS = 0.05
 TOUCHES_KEPT = 100_000
 
 
@@ -141,6 +141,10 @@ class Store:
         """The tenant holds the model (its own record) and its content is stored."""
         return self.index.visible(tenant, model_id)
 
+    def visible_record(self, tenant: str, model_id: str) -> StoredRecord | None:
+        """The model's record, if the tenant holds it and it is stored."""
+        return self.index.visible_record(tenant, model_id)
+
     def read_record(self, model_id: str) -> StoredRecord | None:
         return self.index.record(model_id)
 
@@ -190,8 +194,8 @@ class Store:
 
     def touch(self, model_id: str) -> None:
         """The model was used now (written at most every TOUCH_SECONDS per model
-        and process: the order of last use needs no finer grain, and a read
-        costs no write)."""
+        and process: the order of last use needs no finer grain, and a burst
+        of reads of one model costs a write or two, not one each)."""
         now = time.monotonic()
         if now - self.touched.get(model_id, -TOUCH_SECONDS) < TOUCH_SECONDS:
             return

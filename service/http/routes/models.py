@@ -39,6 +39,7 @@ from service.imports.graph import graph_document
 from service.imports.inputs import Upload
 from service.state import Service, ServiceDep
 from service.store.byte_source import FileSource
+from service.store.records import StoredRecord
 
 router = APIRouter(tags=["models"])
 audit = logging.getLogger("service.audit")
@@ -75,6 +76,16 @@ def require_model(service: Service, tenant: str, model_id: str) -> None:
         raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
     if (info := current_request()) is not None:
         info.model_id = model_id
+
+
+def require_record(service: Service, tenant: str, model_id: str) -> StoredRecord:
+    """`require_model`, giving the model's record (one lookup of the index)."""
+    record = service.store.visible_record(tenant, model_id)
+    if record is None:
+        raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
+    if (info := current_request()) is not None:
+        info.model_id = model_id
+    return record
 
 
 @router.post(

@@ -33,7 +33,7 @@ from service.errors import bounded
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
 from service.http.problems import ProblemError
-from service.http.routes.models import MAX_PAGE, require_model
+from service.http.routes.models import MAX_PAGE, require_model, require_record
 from service.http.schemas import PageLinks, TensorEntry, TensorPage
 from service.http.tensor_responses import tensor_response
 from service.paths import open_checked
@@ -156,10 +156,7 @@ def get_tensor(
     # a plain def: FastAPI runs it in one worker thread (lookup, record, open; a small tensor is read here too)
     require_utf8(request.scope.get("raw_path"), "path")
     require_utf8(request.scope.get("query_string"), "query")
-    require_model(service, caller.tenant, model_id)
-    record = service.store.read_record(model_id)
-    if record is None:
-        raise ProblemError("not-found", "the model was removed from the store meanwhile")
+    record = require_record(service, caller.tenant, model_id)
     with catalog_errors():
         row = find_tensor(service, model_id, caller.tenant, name, field_path, record)
     service.store.touch(model_id)

@@ -171,6 +171,11 @@ class PostgresIndex:
         )
         return _is_id(model_id) and self.database.one(query, (tenant_key(tenant), model_id)) is not None
 
+    def visible_record(self, tenant: str, model_id: str) -> StoredRecord | None:
+        query = "SELECT m.record FROM onnx_holdings h JOIN onnx_models m ON m.id = h.model_id WHERE h.tenant_key = %s AND h.model_id = %s"
+        row = self.database.one(query, (tenant_key(tenant), model_id)) if _is_id(model_id) else None
+        return None if row is None else StoredRecord.model_validate_json(row[0])
+
     def holds(self, tenant: str, model_id: str) -> bool:
         query = "SELECT 1 FROM onnx_holdings WHERE tenant_key = %s AND model_id = %s"
         return _is_id(model_id) and self.database.one(query, (tenant_key(tenant), model_id)) is not None

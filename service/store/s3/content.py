@@ -30,7 +30,7 @@ from service.store.files import MODEL_ID
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile
 from service.store.s3.local_cache import LocalCache
-from service.store.s3.objects import ObjectSource, connect, reachable
+from service.store.s3.objects import ObjectSource, RecentReads, connect, reachable
 from service.store.work_area import WorkArea
 
 MODELS = "models/"
@@ -43,6 +43,7 @@ class S3Content:
         self.cache = cache
         self.work_area = work_area
         self.summaries: OrderedDict[str, bytes] = OrderedDict()
+        self.recent = RecentReads()
         self.lock = threading.Lock()
 
     def open(self) -> None:
@@ -167,4 +168,4 @@ class S3Content:
     def open_file(self, place: str, item: SourceFile) -> ByteSource:
         if item.path.startswith("/") or ".." in item.path.split("/"):
             raise TensorSourceChanged("the record names a file outside the model")
-        return ObjectSource(self.store, self._key(place, item.path))
+        return ObjectSource(self.store, self._key(place, item.path), recent=self.recent)

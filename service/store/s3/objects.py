@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -85,16 +87,51 @@ def reachable() -> Iterator[None]:
         raise StorageUnavailable(f"object storage does not answer ({type(error).__name__})") from None
 
 
+class RecentReads:
+    """Small reads of immutable objects, the most recent kept in memory (at
+    most `max_bytes` in all): a tensor read again (an explorer's page, a
+    client's retry) costs no second GET. Only for a store's objects, whose
+    place never holds other bytes; never for a data root's, which may change."""
+
+    def __init__(self, max_bytes: int = 32 << 20, largest: int = 256 << 10) -> None:
+        self.max_bytes = max_bytes
+        self.largest = largest
+        self.kept: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
+        self.total = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, int, int]) -> bytes | None:
+        with self.lock:
+            data = self.kept.get(key)
+            if data is not None:
+                self.kept.move_to_end(key)
+            return data
+
+    def put(self, key: tuple[str, int, int], data: bytes) -> None:
+        if len(data) > self.largest:
+            return
+        with self.lock:
+            if key in self.kept:
+                return
+            self.kept[key] = data
+            self.total += len(data)
+            while self.total > self.max_bytes:
+                _, dropped = self.kept.popitem(last=False)
+                self.total -= len(dropped)
+
+
 class ObjectSource:
     """One object's bytes: a stored one (immutable: its size was recorded at
-    import), or a data root's, read only while its ETag is the recorded one
-    (`etag`: sent as If-Match, and checked in the answer, for servers that
-    ignore the condition; another is TensorSourceChanged)."""
+    import; small reads kept in `recent`), or a data root's, read only while
+    its ETag is the recorded one (`etag`: sent as If-Match, and checked in
+    the answer, for servers that ignore the condition; another is
+    TensorSourceChanged)."""
 
-    def __init__(self, store: S3Store, key: str, etag: str = "") -> None:
+    def __init__(self, store: S3Store, key: str, etag: str = "", recent: RecentReads | None = None) -> None:
         self.store = store
         self.key = key
         self.etag = etag
+        self.recent = recent
 
     def _get(self, offset: int, length: int) -> GetResult:
         options: GetOptions = {"range": (offset, offset + length)}
@@ -123,8 +160,14 @@ class ObjectSource:
     def read(self, offset: int, length: int) -> bytes:
         if length <= 0:
             return b""
+        kept = self.recent.get((self.key, offset, length)) if self.recent is not None else None
+        if kept is not None:
+            return kept
         with _gone_as_410(), reachable():
-            return bytes(self._get(offset, length).bytes())
+            data = bytes(self._get(offset, length).bytes())
+        if self.recent is not None and len(data) == length:
+            self.recent.put((self.key, offset, length), data)
+        return data
 
     async def chunks(self, offset: int, length: int) -> AsyncIterator[bytes | memoryview]:
         if length <= 0:
