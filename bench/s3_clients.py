@@ -116,10 +116,10 @@ def obstore_client(endpoint: str) -> Client:
         region=REGION,
         client_options={"allow_http": True},
     )
-    return Client(
-        lambda key, data: obstore.put(store, key, data),
-        lambda key, start, end: bytes(obstore.get_range(store, key, start=start, end=end + 1)),
-    )
+    def put(key: str, data: bytes) -> None:
+        obstore.put(store, key, data)
+
+    return Client(put, lambda key, start, end: bytes(obstore.get_range(store, key, start=start, end=end + 1)))
 
 
 def minio_client(endpoint: str) -> Client:
