@@ -2,18 +2,20 @@
 needs of a backend, in two parts that may be swapped apart.
 
 `Content` holds each model's immutable blobs (the uploaded files, the
-summary, the catalogue, the converted bytes, the graph), addressed by model
-id; `Index` holds what changes: the records, which tenant holds which model,
+summary, the catalogue, the converted bytes, the graph), addressed by
+place; `Index` holds what changes: the records, which tenant holds which model,
 the bytes each takes and in all, the order of last use, and the lock that
 serializes changes. The local backend (`service.store.local`) keeps both in
 one folder; the in-memory one (`service.store.memory`) in dictionaries; a
-fleet puts content on object storage and the index in a database.
+fleet's (`service.store.s3`, `service.store.postgres`) puts content on
+object storage and the index in PostgreSQL.
 
-Rules every backend keeps: content is installed whole or not at all and
+Rules every backend keeps: content is put whole at a place of its own and
 never changes after (but for the graph, added once); a model is stored when
-the index has its record, which is written after its content is installed
-and dropped after it is removed; every change of the index happens under
-`Index.locked()`.
+the index has its record, which names the place and is written after the
+content is in place, and dropped before it is removed; every change of the
+index happens under `Index.locked()`; an index call that cannot reach its
+database, or a content call its object storage, raises `StorageUnavailable`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,12 @@ the local `WorkArea`, and keeps, whatever the backend:
   holder is over its quota; never a model of another tenant within its quota;
 - a DELETE (`release`) drops the tenant's record, and the content once no
   tenant holds it;
-- content found without a record at start (a commit cut short) is removed.
+- content is put at a place of its own (`Content.new_place`), before the
+  index's lock is taken, and is stored once its record names that place; a
+  commit that loses the race for the same content discards its own;
+- content no record names (a commit cut short, its replica killed) is
+  removed at start and by `collect_garbage` (`python -m service gc`),
+  leaving alone a commit still uploading within its grace period.
 """
 
 from __future__ import annotations
