@@ -52,13 +52,16 @@ COPY pyproject.toml README.md setup.py MANIFEST.in ./
 COPY tools/build_backend.py tools/
 COPY importer/ importer/
 COPY service/ service/
-# The project's wheel and one wheel per dependency; --only-binary refuses any
+# The project's wheel and one wheel per dependency, with the `fleet` extra's
+# (obstore, psycopg[binary] with its own libpq, psycopg-pool: the image also
+# serves a fleet, --store s3://... with --database postgresql://...,
+# compose.fleet.yaml); --only-binary refuses any
 # dependency that would need a compiler (the build's own requirements,
 # setuptools and mypy with its mypyc, are wheels too; mypyc then compiles the
 # importer: about a minute). pip's cache is a cache mount: it speeds up
 # rebuilds and never becomes a layer.
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python -m pip wheel --only-binary=:all: --wheel-dir /wheels . \
+    python -m pip wheel --only-binary=:all: --wheel-dir /wheels ".[fleet]" \
     && ls -l /wheels
 
 FROM ${PYTHON_IMAGE} AS runtime
@@ -78,7 +81,7 @@ LABEL org.opencontainers.image.title="onnx-import-service" \
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python -m venv --without-pip /opt/venv \
     && python -m pip --python /opt/venv/bin/python install --no-cache-dir --no-index --find-links=/wheels \
-        /wheels/onnx_import_service-*.whl \
+        "onnx-import-service[fleet]" \
     && find /opt/venv -depth -type d -path '*/site-packages/numpy/*' -name tests -exec rm -rf {} + \
     && groupadd --system --gid 10001 onnx \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
