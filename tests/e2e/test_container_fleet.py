@@ -69,6 +69,7 @@ UPLOADS = 20
 WEIGHTS = 20_000  # float32 values per model: 80 kB
 HOLD_SECONDS = 30  # the victim's held uploads wait this long between their objects and their record: far longer than the kill takes
 VICTIM = REPLICAS[0]
+IMAGE_TITLES = ("onnx-import-service", "onnx-import-fleet-seaweedfs", "onnx-import-fleet-postgres", "onnx-import-fleet-haproxy")
 
 ORPHANS = """
 import json
@@ -248,6 +249,11 @@ def fleet() -> Iterator[Fleet]:
     finally:
         with contextlib.suppress(Exception):
             started.compose("down", "-v", "--timeout", "10", "--remove-orphans", timeout=COMMAND_SECONDS, check=False)
+        # Compose labels each service's build with the project and the service: the
+        # images an earlier build tagged (one per service and run) are left untagged.
+        for title in IMAGE_TITLES:
+            with contextlib.suppress(Exception):
+                run([docker, "image", "prune", "--force", "--filter", f"label=org.opencontainers.image.title={title}"])
         shutil.rmtree(folder, ignore_errors=True)
 
 
