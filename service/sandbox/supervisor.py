@@ -40,6 +40,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from service.errors import ImportFailed, ImportTooLarge, StoreFull, is_full
+from service.sandbox.environment import secrets_withheld
 from service.sandbox.memory_watch import WorkerMemoryWatch
 from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, Task, WorkerHeader, WorkerJob
 from service.sandbox.worker import main as worker
@@ -103,7 +104,8 @@ class Sandbox:
     def start(self) -> None:
         """Start the fork server (preloaded) and check a worker can run."""
         self.context.set_forkserver_preload(["importer", "service.sandbox.worker.main"])
-        self.isolation = self.probe(timeout=30.0)
+        with secrets_withheld():  # the fork server starts here, and its workers never hold them
+            self.isolation = self.probe(timeout=30.0)
         network, layers, abi = describe_isolation(self.isolation)
         if not abi:
             if self.settings.require_landlock:

@@ -35,6 +35,10 @@ class Content(Protocol):
     generation of it ("id/hex") for a remote one, so a re-import after a
     removal never meets the old one's objects."""
 
+    @property
+    def on_local_disk(self) -> bool:
+        """The content takes room on the work area's file system (evicting it frees some)."""
+
     def open(self) -> None:
         """Ready the content store."""
 

@@ -31,6 +31,8 @@ GRAPH_FILE = "graph.json"
 
 
 class MemoryContent:
+    on_local_disk = False  # in the process's memory
+
     def __init__(self, work_area: WorkArea) -> None:
         self.work_area = work_area  # local copies are made in its folder
         self.blobs: dict[str, dict[str, bytes]] = {}  # place (the model id) -> relative path -> bytes

@@ -130,9 +130,12 @@ class Store:
 
     def make_room(self, tenant: str, keep: str | None = None) -> bool:
         """Evict least recently used models (that `tenant` may evict) until the
-        file system has `min_free` bytes free; False if it cannot."""
+        file system has `min_free` bytes free; False if it cannot (at once for
+        content elsewhere, on object storage: evicting it frees nothing here)."""
         if self.free_bytes() >= self.min_free:
             return True
+        if not self.content.on_local_disk:
+            return False
         with self.index.locked():
             self._evict(keep=keep or "", tenant=tenant, free_wanted=self.min_free)
         return self.free_bytes() >= self.min_free
@@ -355,6 +358,9 @@ class Store:
     def _evict(self, keep: str, tenant: str, free_wanted: int = 0) -> None:
         """Least recently used first, until the total is within the cap and the
         file system has `free_wanted` bytes free; only models `tenant` may evict."""
+
+        if not self.content.on_local_disk:
+            free_wanted = 0  # the content is elsewhere: evicting it frees nothing on this file system
 
         def enough() -> bool:
             return self.index.usage() <= self.max_bytes and (free_wanted == 0 or self.free_bytes() >= free_wanted)

@@ -22,6 +22,8 @@ from service.store.work_area import WorkArea
 
 
 class LocalContent:
+    on_local_disk = True  # the models folder is beside the work area
+
     def __init__(self, root: Path, work_area: WorkArea) -> None:
         self.models = root / "models"
         self.work_area = work_area

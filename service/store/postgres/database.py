@@ -23,11 +23,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, LiteralString
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -41,6 +43,9 @@ Connection = psycopg.Connection[TupleRow]
 class Database:
     def __init__(self, url: str, *, pool_size: int, timeout: float) -> None:
         self.url = url
+        # libpq would read PGPASSWORD at each connection; it is read once here,
+        # as the import workers' fork server starts without it (service.sandbox.environment).
+        self.password = os.environ.get("PGPASSWORD") if not conninfo_to_dict(url).get("password") else None
         self.pool_size = pool_size
         self.timeout = timeout  # seconds to wait for a connection, and to open
         self._pool: ConnectionPool[Connection] | None = None
@@ -60,6 +65,7 @@ class Database:
             check=ConnectionPool.check_connection,  # a connection broken while idle is dropped, not handed out
             name="onnx-index",
             kwargs={
+                **({"password": self.password} if self.password else {}),
                 "autocommit": True,
                 "application_name": "onnx-import-service",
                 "connect_timeout": max(2, math.ceil(self.timeout)),  # libpq's least is 2 s

@@ -38,6 +38,8 @@ SUMMARIES_KEPT = 1024
 
 
 class S3Content:
+    on_local_disk = False  # in the bucket
+
     def __init__(self, bucket: str, prefix: str, cache: LocalCache, work_area: WorkArea) -> None:
         self.store = connect(bucket, prefix)
         self.cache = cache

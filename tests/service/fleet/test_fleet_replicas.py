@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.paths import REPO
-from support.service_harness import SAMPLES, ServiceProcess
+from support.service_harness import SAMPLES, ServiceProcess, children_of
 
 from service.settings import Settings
 from service.store.backends import open_store
@@ -205,3 +205,35 @@ def test_a_replica_killed_mid_commit_loses_no_acknowledged_import_and_gc_leaves_
             store.close()
     finally:
         killed.stop()
+
+
+def test_import_workers_hold_none_of_the_storage_secrets(fleet_servers: Any, tmp_path: Path) -> None:
+    """The object-storage keys and the database's password (here from PGPASSWORD, not the
+    URL) stay in the front end: the fork server and its workers start without them."""
+    store_url, database = fleet_servers.new_store_url(), fleet_servers.new_database()
+    password = database.split("//", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    without_password = database.replace(f":{password}@", "@", 1)
+    environment = {**fleet_servers.environ, **HOOKS, "PGPASSWORD": password, "ONNX_SERVICE_DATABASE": without_password}
+    arguments = ("--store", store_url, "--cache-dir", str(tmp_path / "cache"), "--workers", "1")
+    replica = ServiceProcess(tmp_path / "cache", SAMPLES, *arguments, env=environment).start()
+    secrets = [password.encode(), fleet_servers.environ["AWS_SECRET_ACCESS_KEY"].encode(), b"ONNX_SERVICE_DATABASE="]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            sleeping = pool.submit(upload, replica, weight_model(seed=300), "slow.onnx", {"X-Test-Worker-Sleep": "3"})
+            deadline = time.monotonic() + 10
+            while not replica.worker_pids() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert replica.process is not None
+            fork_servers = [pid for pid in children_of(replica.process.pid) if children_of(pid)]
+            environments = {}
+            for pid in [*fork_servers, *replica.worker_pids()]:
+                try:
+                    environments[pid] = Path(f"/proc/{pid}/environ").read_bytes()
+                except PermissionError as error:  # a worker that made itself undumpable, seen without CAP_SYS_PTRACE
+                    pytest.skip(f"/proc/{pid}/environ cannot be read here: {error}")
+            assert fork_servers and len(environments) >= 2, environments.keys()
+            for pid, environ in environments.items():
+                assert not [secret for secret in secrets if secret in environ], pid
+            assert sleeping.result().status_code == 201  # the database's password from PGPASSWORD works
+    finally:
+        replica.stop()

@@ -237,3 +237,13 @@ def test_the_work_area_is_empty_after_each_request(store: Store) -> None:
         (work.root / "partial").write_bytes(b"x")
     leftovers = [path for path in store.work_area.temporary_files() if not path.name.startswith("copy-")]
     assert leftovers == []
+
+
+def test_a_low_local_disk_evicts_only_content_that_frees_it(store: Store) -> None:
+    """Below the free-space floor, eviction of local content makes room; content on
+    object storage is shared by the fleet and frees nothing here: it stays, and the
+    import is refused (507) rather than emptying the bucket for one replica's disk."""
+    model_id, _ = commit(store, "alice", b"kept or evicted")
+    store.min_free = store.free_bytes() * 2 + (1 << 30)  # a floor no eviction can reach
+    assert not store.make_room("alice")
+    assert store.has(model_id) is not store.content.on_local_disk
