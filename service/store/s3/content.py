@@ -15,6 +15,7 @@ that renders the graph.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import threading
 from collections import OrderedDict
@@ -34,6 +35,7 @@ from service.store.s3.objects import ObjectSource, RecentReads, connect, reachab
 from service.store.work_area import WorkArea
 
 MODELS = "models/"
+GENERATION = re.compile(r"[0-9a-f]{16}")
 SUMMARIES_KEPT = 1024
 
 
@@ -66,8 +68,7 @@ class S3Content:
 
     @staticmethod
     def _key(place: str, relative: str) -> str:
-        model_id, _, generation = place.partition("/")
-        if not MODEL_ID.fullmatch(model_id) or len(generation) != 16 or not all(c in "0123456789abcdef" for c in generation):
+        if not _is_place(place):
             raise KeyError(place)
         return f"{MODELS}{place}/{relative}"
 
@@ -95,7 +96,7 @@ class S3Content:
                 for meta in batch:
                     model_id, _, rest = meta["path"][len(MODELS) :].partition("/")
                     found[f"{model_id}/{rest.partition('/')[0]}"] = None
-        return list(found)
+        return [place for place in found if _is_place(place)]  # what else is under models/ is not ours to remove
 
     def remove(self, place: str) -> Callable[[], None] | None:
         self._key(place, "")  # a valid place, or KeyError
@@ -157,7 +158,10 @@ class S3Content:
             with reachable():
                 for batch in obstore.list(self.store, prefix, chunk_size=1000):
                     for meta in batch:
-                        target = folder.files / meta["path"][len(prefix) :]
+                        relative = meta["path"][len(prefix) :]
+                        if relative.startswith("/") or ".." in relative.split("/"):
+                            continue  # not a file a commit put there
+                        target = folder.files / relative
                         target.parent.mkdir(parents=True, exist_ok=True)
                         self._download(meta["path"])(target)
             yield folder
@@ -171,3 +175,9 @@ class S3Content:
         if item.path.startswith("/") or ".." in item.path.split("/"):
             raise TensorSourceChanged("the record names a file outside the model")
         return ObjectSource(self.store, self._key(place, item.path), recent=self.recent)
+
+
+def _is_place(place: str) -> bool:
+    """`<model id>/<16 hex digits>`: a place `new_place` makes."""
+    model_id, _, generation = place.partition("/")
+    return MODEL_ID.fullmatch(model_id) is not None and GENERATION.fullmatch(generation) is not None
