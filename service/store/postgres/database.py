@@ -25,6 +25,8 @@ import logging
 import math
 import os
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, LiteralString
 
@@ -39,6 +41,7 @@ log = logging.getLogger("service.store")
 
 Connection = psycopg.Connection[TupleRow]
 
+CHECK_AFTER_SECONDS = 1.0
 
 class Database:
     def __init__(self, url: str, *, pool_size: int, timeout: float) -> None:
@@ -51,6 +54,7 @@ class Database:
         self._pool: ConnectionPool[Connection] | None = None
         self._mutex = threading.RLock()  # one thread of this process at a time waits for the database's lock
         self._held = threading.local()  # .connection: the transaction of this thread's locked() block
+        self._last_returned: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
 
     def open(self) -> None:
         """Connect; StorageUnavailable after `timeout` seconds."""
@@ -62,7 +66,8 @@ class Database:
             max_size=self.pool_size,
             open=False,
             timeout=self.timeout,
-            check=ConnectionPool.check_connection,  # a connection broken while idle is dropped, not handed out
+            check=self._check_if_idle,  # a connection broken while idle is dropped, not handed out
+            reset=self._returned,
             name="onnx-index",
             kwargs={
                 **({"password": self.password} if self.password else {}),
@@ -82,6 +87,16 @@ class Database:
             pool.close()
             raise
         self._pool = pool
+
+    def _returned(self, connection: Connection) -> None:
+        self._last_returned[connection] = time.monotonic()
+
+    def _check_if_idle(self, connection: Connection) -> None:
+        """The pool's check of a connection it hands out: a round trip only for
+        one idle over CHECK_AFTER_SECONDS (one just used is known good: a check
+        each time would cost a third of a lookup)."""
+        if time.monotonic() - self._last_returned.get(connection, 0.0) > CHECK_AFTER_SECONDS:
+            ConnectionPool.check_connection(connection)
 
     def close(self) -> None:
         pool, self._pool = self._pool, None

@@ -20,6 +20,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from service.store.work_area import WorkArea
 MODELS = "models/"
 GENERATION = re.compile(r"[0-9a-f]{16}")
 SUMMARIES_KEPT = 1024
+UPLOADS_AT_ONCE = 4
 
 
 class S3Content:
@@ -75,11 +77,15 @@ class S3Content:
     # --- writing
 
     def prepare(self, place: str, work: ModelFolder) -> None:
-        for folder, _, names in os.walk(work.root):
-            for name in names:
-                path = Path(folder) / name
-                with reachable():
-                    obstore.put(self.store, self._key(place, work.relative(path)), path)
+        """Every file of the work folder, uploaded at once (each large one in parts by obstore)."""
+        paths = [Path(folder) / name for folder, _, names in os.walk(work.root) for name in names]
+
+        def put(path: Path) -> None:
+            with reachable():
+                obstore.put(self.store, self._key(place, work.relative(path)), path)
+
+        with ThreadPoolExecutor(min(UPLOADS_AT_ONCE, max(1, len(paths)))) as uploads:
+            list(uploads.map(put, paths))
 
     def install(self, place: str, work: ModelFolder) -> None:
         pass  # uploaded by prepare; the index's record makes it stored
