@@ -76,7 +76,8 @@ class Store:
         self.tenant_max_bytes = tenant_max_bytes  # 0: no per-tenant cap
         self.tenant_max_models = tenant_max_models
         self.catalogs = OpenCatalogs()  # kept open: a connection costs more than a lookup
-        self.touched: dict[str, float] = {}  # model id -> when this process last wrote its use (monotonic)
+        self.touched: dict[str, tuple[float, int]] = {}  # model id -> when this process last wrote its use, and which write
+        self.uses_written = 0  # uses (touches, new records) this process has written, in order
 
     # --- life cycle and the work area
 
@@ -201,14 +202,17 @@ class Store:
             raise CatalogUnavailable(model_id) from None
 
     def touch(self, model_id: str) -> None:
-        """The model was used now (written at most every TOUCH_SECONDS per model
-        and process: the order of last use needs no finer grain, and a burst
-        of reads of one model costs a write or two, not one each)."""
+        """The model was used now. A burst of reads of one model costs a write
+        every TOUCH_SECONDS, not one each: a touch is skipped when this process
+        wrote the model's use that recently and wrote no other model's since
+        (so the order of last use this process sees is never changed by it)."""
         now = time.monotonic()
-        if now - self.touched.get(model_id, -TOUCH_SECONDS) < TOUCH_SECONDS:
+        last = self.touched.get(model_id)
+        if last is not None and last[1] == self.uses_written and now - last[0] < TOUCH_SECONDS:
             return
         self.index.touch(model_id)
-        self.touched[model_id] = now
+        self.uses_written += 1
+        self.touched[model_id] = (now, self.uses_written)
         if len(self.touched) > TOUCHES_KEPT:
             self.touched.clear()
 
@@ -253,6 +257,7 @@ class Store:
                 if not self.index.has(model_id):
                     self.content.install(place, work)
                     self.index.add_record(record.model_copy(update={"place": "" if place == model_id else place}), size)
+                    self.uses_written += 1
                     installed = True
                 created = self.index.hold(owner, model_id)
                 self._evict(keep=model_id, tenant=owner.tenant, free_wanted=self.min_free)
