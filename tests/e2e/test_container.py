@@ -50,7 +50,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,20 +124,35 @@ def base_image_or_skip(docker: str, notes: list[str]) -> str:
     return tag
 
 
-def remove_stale_projects(docker: str) -> None:
-    """Projects of earlier runs whose test process is gone (a run that was killed)."""
+def remove_stale_projects(docker: str, prefix: str = PROJECT_PREFIX) -> None:
+    """Projects named `prefix`<pid>-... of earlier runs whose test process is gone (a run that was killed)."""
     names: set[str] = set()
     for listing in (["ps", "-a"], ["volume", "ls"]):
         result = run(
             [docker, *listing, "--filter", "label=com.docker.compose.project", "--format", '{{.Label "com.docker.compose.project"}}']
         )
         if result.returncode == 0:
-            names |= {name for name in result.stdout.split() if name.startswith(PROJECT_PREFIX)}
+            names |= {name for name in result.stdout.split() if name.startswith(prefix)}
     for name in sorted(names):
-        pid = name.removeprefix(PROJECT_PREFIX).split("-")[0]
+        pid = name.removeprefix(prefix).split("-")[0]
         if pid.isdigit() and Path(f"/proc/{pid}").exists():
             continue  # that run is still going
         run([docker, "compose", "-p", name, "down", "-v", "--timeout", "5"])
+
+
+def wait_for_readyz(url_of: Callable[[], str], seconds: float, what: str, logs: Callable[[], str]) -> float:
+    """Seconds until GET /readyz answers 200 at `url_of()` (asked again each time: a
+    published port is known once the container runs); else the test fails with `logs()`."""
+    started = time.monotonic()
+    last = "no answer"
+    while time.monotonic() - started < seconds:
+        with contextlib.suppress(httpx.HTTPError, AssertionError):
+            response = httpx.get(url_of() + "/readyz", timeout=10)
+            if response.status_code == 200:
+                return time.monotonic() - started
+            last = f"{response.status_code} {response.text[:300]}"
+        time.sleep(0.5)
+    pytest.fail(f"{what} not ready within {seconds} s ({last}):\n{logs()}")
 
 
 @dataclass
@@ -190,16 +205,7 @@ class Stack:
 
     def wait_ready(self, index: int = 1, seconds: float = START_SECONDS) -> float:
         """Seconds until /readyz answers 200 on the replica's published port."""
-        started = time.monotonic()
-        last = "no answer"
-        while time.monotonic() - started < seconds:
-            with contextlib.suppress(httpx.HTTPError, AssertionError):
-                response = httpx.get(self.url(index) + "/readyz", timeout=10)
-                if response.status_code == 200:
-                    return time.monotonic() - started
-                last = f"{response.status_code} {response.text[:300]}"
-            time.sleep(0.5)
-        pytest.fail(f"replica {index} not ready within {seconds} s ({last}):\n{self.logs()}")
+        return wait_for_readyz(lambda: self.url(index), seconds, f"replica {index}", self.logs)
 
     def client(self, index: int = 1) -> httpx.Client:
         return httpx.Client(base_url=self.url(index), timeout=60)

@@ -50,10 +50,10 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from support.deploy_files import COMPOSE
 from support.paths import REPO
-from test_container import base_image_or_skip, engine_or_skip, run
+from support.small_models import weight_model
+from test_container import base_image_or_skip, engine_or_skip, remove_stale_projects, run, wait_for_readyz
 
 pytestmark = pytest.mark.slow
 
@@ -93,40 +93,8 @@ print(json.dumps({row['svname']: {'requests': int(row['stot'] or 0), 'status': r
 """
 
 
-def weight_model(seed: int, values: int = WEIGHTS) -> bytes:
-    """A small valid model whose weight makes its bytes (and id) unique to `seed` (as tests/service/fleet/test_fleet_replicas.py's)."""
-    weight = numpy_helper.from_array(np.full((values,), seed, dtype=np.float32), "W")
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["X", "W"], ["Y"])],
-        f"weights{seed}",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [values])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [values])],
-        [weight],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    data: bytes = model.SerializeToString()
-    return data
-
-
 def weight_bytes(seed: int, values: int = WEIGHTS) -> bytes:
     return np.full((values,), seed, dtype="<f4").tobytes()
-
-
-def remove_stale_projects(docker: str) -> None:
-    """Fleet projects of earlier runs whose test process is gone (a run that was killed)."""
-    names: set[str] = set()
-    for listing in (["ps", "-a"], ["volume", "ls"]):
-        result = run(
-            [docker, *listing, "--filter", "label=com.docker.compose.project", "--format", '{{.Label "com.docker.compose.project"}}']
-        )
-        if result.returncode == 0:
-            names |= {name for name in result.stdout.split() if name.startswith(PROJECT_PREFIX)}
-    for name in sorted(names):
-        pid = name.removeprefix(PROJECT_PREFIX).split("-")[0]
-        if pid.isdigit() and Path(f"/proc/{pid}").exists():
-            continue  # that run is still going
-        run([docker, "compose", "-p", name, "down", "-v", "--timeout", "5"])
 
 
 @dataclass
@@ -183,16 +151,7 @@ class Fleet:
 
     def wait_ready(self, service: str, seconds: float = START_SECONDS) -> float:
         """Seconds until GET /readyz answers 200 on the service's published loopback port."""
-        started = time.monotonic()
-        last = "no answer"
-        while time.monotonic() - started < seconds:
-            with contextlib.suppress(httpx.HTTPError, AssertionError):
-                response = httpx.get(self.url(service) + "/readyz", timeout=10)
-                if response.status_code == 200:
-                    return time.monotonic() - started
-                last = f"{response.status_code} {response.text[:300]}"
-            time.sleep(0.5)
-        pytest.fail(f"{service} not ready within {seconds} s ({last}):\n{self.logs()}")
+        return wait_for_readyz(lambda: self.url(service), seconds, service, self.logs)
 
     def wait_balanced(self, seconds: float = 60) -> dict[str, Any]:
         """HAProxy's figures of its servers once its checks have them all UP (a replica
@@ -212,7 +171,7 @@ def fleet() -> Iterator[Fleet]:
     docker = engine_or_skip()
     notes: list[str] = []
     base = base_image_or_skip(docker, notes)
-    remove_stale_projects(docker)
+    remove_stale_projects(docker, PROJECT_PREFIX)
     folder = Path(tempfile.mkdtemp(prefix=PROJECT_PREFIX))
     hooks = "".join(f'  {replica}:\n    environment:\n      ONNX_SERVICE_TEST_HOOKS: "1"\n' for replica in REPLICAS)
     (folder / "override.yaml").write_text(
@@ -300,7 +259,7 @@ def test_a_model_posted_to_one_replica_is_fetched_from_another_and_deleted_throu
 
 def test_the_load_balancer_spreads_requests_over_the_replicas(fleet: Fleet) -> None:
     url = fleet.url(BALANCER)
-    posted = upload(url, weight_model(seed=1), "spread.onnx")
+    posted = upload(url, weight_model(seed=1, values=WEIGHTS), "spread.onnx")
     assert posted.status_code == 201, posted.text
     model_id = posted.json()["id"]
     before = fleet.wait_balanced()
@@ -323,7 +282,7 @@ def test_uploads_while_a_replica_is_killed_lose_no_acknowledged_model_and_gc_lea
     def post(seed: int) -> httpx.Response | None:
         headers = {"X-Test-Pause-After-Upload": str(HOLD_SECONDS)} if seed in held else {}
         try:
-            return upload(urls[target[seed]], weight_model(seed), f"m{seed}.onnx", headers)
+            return upload(urls[target[seed]], weight_model(seed, WEIGHTS), f"m{seed}.onnx", headers)
         except httpx.HTTPError:
             return None  # the victim's connection dropped: not acknowledged
 

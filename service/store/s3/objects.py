@@ -133,29 +133,28 @@ class ObjectSource:
         self.etag = etag
         self.recent = recent
 
-    def _get(self, offset: int, length: int) -> GetResult:
+    def _options(self, offset: int, length: int) -> GetOptions:
         options: GetOptions = {"range": (offset, offset + length)}
         if self.etag:
             options["if_match"] = self.etag
-        try:
-            result = obstore.get(self.store, self.key, options=options)
-        except PreconditionError:
-            raise _changed() from None
-        if self.etag and result.meta["e_tag"] != self.etag:
+        return options
+
+    def _checked(self, result: GetResult) -> GetResult:
+        if self.etag and result.meta["e_tag"] != self.etag:  # a server that ignored If-Match
             raise _changed()
         return result
 
-    async def _get_async(self, offset: int, length: int) -> GetResult:
-        options: GetOptions = {"range": (offset, offset + length)}
-        if self.etag:
-            options["if_match"] = self.etag
+    def _get(self, offset: int, length: int) -> GetResult:
         try:
-            result = await obstore.get_async(self.store, self.key, options=options)
+            return self._checked(obstore.get(self.store, self.key, options=self._options(offset, length)))
         except PreconditionError:
             raise _changed() from None
-        if self.etag and result.meta["e_tag"] != self.etag:
-            raise _changed()
-        return result
+
+    async def _get_async(self, offset: int, length: int) -> GetResult:
+        try:
+            return self._checked(await obstore.get_async(self.store, self.key, options=self._options(offset, length)))
+        except PreconditionError:
+            raise _changed() from None
 
     def read(self, offset: int, length: int) -> bytes:
         if length <= 0:

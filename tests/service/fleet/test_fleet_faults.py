@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem
-from test_fleet_replicas import Fleet, upload, weight_model
+from support.small_models import weight_model
+from test_fleet_replicas import Fleet, upload
 
 READY_WITHIN_SECONDS = 20.0  # the readiness check runs every 5 s
 

@@ -24,33 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from support.paths import REPO
 from support.service_harness import SAMPLES, ServiceProcess, children_of
+from support.small_models import weight_model
 
 from service.settings import Settings
 from service.store.backends import open_store
 from service.store.model_store import Store
 
 HOOKS = {"ONNX_SERVICE_TEST_HOOKS": "1"}
-
-
-def weight_model(seed: int, values: int = 1024) -> bytes:
-    """A small valid model whose weight makes its bytes (and id) unique to `seed`."""
-    weight = numpy_helper.from_array(np.full((values,), seed, dtype=np.float32), "W")
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["X", "W"], ["Y"])],
-        f"weights{seed}",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [values])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [values])],
-        [weight],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    data: bytes = model.SerializeToString()
-    return data
 
 
 class Fleet:
