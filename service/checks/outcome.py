@@ -1,0 +1,182 @@
+"""What a check stage reports: its findings, each with its place, and its status.
+
+Owns the stage names (`STAGES`, in the order they run), `Finding` (one
+diagnostic of any stage: stable code, severity, message, node, field path and
+byte offset), `StageResult` (a stage's status and findings) and `verdict`,
+which fails closed: a stage that did not finish makes the verdict
+`incomplete`, never `pass`. `parse_checks` reads `schema,shape,...` as a
+request or a setting gives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from importer.diagnostics import Diagnostic, bounded
+
+Stage = Literal["schema", "shape", "runtime", "smoke", "security"]
+Status = Literal["pass", "fail", "incomplete", "skipped"]
+Severity = Literal["error", "warning"]
+Verdict = Literal["pass", "fail", "incomplete"]
+
+STAGES: Final[tuple[Stage, ...]] = ("schema", "security", "shape", "runtime", "smoke")  # the order they run in
+DEFAULT_CHECKS: Final = "schema,shape,security"
+IN_IMPORT_WORKER: Final[frozenset[str]] = frozenset({"schema", "security"})  # our own code, in the import's worker
+IN_CHECK_WORKER: Final[frozenset[str]] = frozenset({"shape", "runtime", "smoke"})  # onnx and onnxruntime, in a worker of their own
+MAX_FINDINGS_PER_STAGE: Final = 1000  # past this a stage counts its findings but lists no more
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One diagnostic of a stage, placed like the operator check's: `field_path`
+    is the field at fault (`ModelProto.graph.node[17]`), `offset` the byte
+    offset of its key in the model file (0 for the model as a whole);
+    `node_name`, `op_type` and `domain` describe the node, None for a finding
+    about the model."""
+
+    stage: Stage
+    severity: Severity
+    code: str  # stable, kebab-case: callers act on it
+    message: str
+    node_name: str | None = None
+    op_type: str | None = None
+    domain: str | None = None
+    field_path: str = "ModelProto"
+    offset: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "stage": self.stage,
+            "severity": self.severity,
+            "code": self.code,
+            "message": bounded(self.message),
+            "node_name": self.node_name,
+            "op_type": self.op_type,
+            "domain": self.domain,
+            "field_path": self.field_path,
+            "offset": self.offset,
+        }
+
+    @classmethod
+    def from_dict(cls, item: Mapping[str, object]) -> Finding:
+        def text(key: str) -> str | None:
+            value = item.get(key)
+            return None if value is None else str(value)
+
+        severity = "warning" if item.get("severity") == "warning" else "error"
+        stage = str(item.get("stage", "schema"))
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}")
+        offset = item.get("offset", 0)
+        return cls(
+            stage=stage,  # type: ignore[arg-type]
+            severity=severity,
+            code=str(item["code"]),
+            message=str(item["message"]),
+            node_name=text("node_name"),
+            op_type=text("op_type"),
+            domain=text("domain"),
+            field_path=str(item.get("field_path") or "ModelProto"),
+            offset=offset if isinstance(offset, int) else 0,
+        )
+
+    @classmethod
+    def from_diagnostic(cls, diagnostic: Diagnostic) -> Finding:
+        """The operator check's diagnostic, as the `schema` stage's finding."""
+        return cls(
+            "schema",
+            diagnostic.severity.value,  # type: ignore[arg-type]
+            diagnostic.code.value,
+            diagnostic.message,
+            diagnostic.node_name,
+            diagnostic.op_type,
+            diagnostic.domain,
+            diagnostic.field_path,
+            diagnostic.offset,
+        )
+
+
+@dataclass(slots=True)
+class StageResult:
+    """A stage's outcome. `status` is `fail` when any finding is an error and
+    `pass` otherwise, unless the stage did not finish (`incomplete`) or was
+    not run (`skipped`); `reason` says why for those two. `findings` holds at
+    most MAX_FINDINGS_PER_STAGE; `errors` and `warnings` count them all."""
+
+    stage: Stage
+    status: Status = "pass"
+    findings: list[Finding] = field(default_factory=list)
+    reason: str = ""
+    errors: int = 0
+    warnings: int = 0
+    seconds: float = 0.0
+
+    def add(self, finding: Finding) -> None:
+        if finding.severity == "error":
+            self.errors += 1
+        else:
+            self.warnings += 1
+        if len(self.findings) < MAX_FINDINGS_PER_STAGE:
+            self.findings.append(finding)
+
+    def finish(self) -> StageResult:
+        """Set `status` from the findings (a stage that ran to its end)."""
+        self.status = "fail" if self.errors else "pass"
+        return self
+
+    def as_dict(self) -> dict[str, object]:
+        """The summary's `checks.NAME` (without the findings, which are paged)."""
+        entry: dict[str, object] = {"status": self.status, "errors": self.errors, "warnings": self.warnings}
+        if self.reason:
+            entry["reason"] = bounded(self.reason)
+        return entry
+
+    @classmethod
+    def ended(cls, stage: Stage, status: Status, reason: str) -> StageResult:
+        """A stage that did not run to its end (`incomplete`) or was not run (`skipped`)."""
+        return cls(stage, status, reason=reason)
+
+
+def incomplete(stage: Stage, reason: str) -> StageResult:
+    return StageResult.ended(stage, "incomplete", reason)
+
+
+def verdict(results: Iterable[StageResult]) -> Verdict:
+    """`fail` if any stage failed; else `incomplete` if any did not finish; else `pass`.
+    A skipped stage does not count against the verdict: it was refused for a
+    reason another stage gives (the smoke run of a model `security` flags)."""
+    statuses = {result.status for result in results}
+    if "fail" in statuses:
+        return "fail"
+    if "incomplete" in statuses:
+        return "incomplete"
+    return "pass"
+
+
+class ChecksError(ValueError):
+    """A list of checks that names no stage, or one that does not exist."""
+
+
+def parse_checks(values: Sequence[str] | str) -> tuple[Stage, ...]:
+    """`schema,shape` (or several such values) as stages, in the order they run."""
+    items = [values] if isinstance(values, str) else list(values)
+    asked = {part.strip() for value in items for part in value.split(",") if part.strip()}
+    unknown = sorted(asked - set(STAGES))
+    if unknown:
+        raise ChecksError(f"unknown check {unknown[0]!r}: the checks are {', '.join(STAGES)}")
+    if not asked:
+        raise ChecksError(f"no check named: the checks are {', '.join(STAGES)}")
+    return tuple(stage for stage in STAGES if stage in asked)
+
+
+def parse_dims(values: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    """`NAME:VALUE` bindings of symbolic dimensions (the smoke run's), each value 0 or more."""
+    bound: dict[str, int] = {}
+    for value in values:
+        name, colon, number = value.rpartition(":")
+        if not colon or not name or not number.isdigit() or len(number) > 12:
+            raise ChecksError(f"a dimension is bound as NAME:VALUE, with VALUE a whole number: not {value[:100]!r}")
+        bound[name] = int(number)
+    return tuple(sorted(bound.items()))

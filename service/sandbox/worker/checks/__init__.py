@@ -1,0 +1,24 @@
+"""The check stages, as they run inside a sandboxed worker.
+
+Each stage is a function of the opened model (`importer.OnnxModel`) that
+returns a `service.checks.outcome.StageResult`, never raises for anything a
+model can hold, and places each finding at a node, a field path and a byte
+offset as the operator check does:
+
+- `security.security_stage(model, bounds)`: our own code over the resolved
+  graph (outputs whose size constants fix, past `--max-static-output`;
+  external-data locations with onnxruntime's memory-address marker; custom
+  domains and Python-callback ops; control and bidirectional-override
+  characters; declared dimensions past a bound). Runs in the import's worker.
+- `shape.shape_stage(model)`: onnx's strict type and shape inference, every
+  conflict and error placed at its node.
+- `runtime.runtime_stage(model)`: an onnxruntime session made from the
+  model's bytes, every external initializer given from the importer's own
+  memory, so onnxruntime opens no file.
+- `smoke.smoke_stage(session, model, dims)`: one run on synthetic inputs.
+
+The last three import onnx or onnxruntime (the `runtime` extra) and run in a
+check worker of their own (`run`), so that a crash or a limit there makes the
+stage `incomplete` and leaves the import whole; without the extra they are
+`incomplete`, saying which package is missing.
+"""
