@@ -55,13 +55,14 @@ COPY service/ service/
 # The project's wheel and one wheel per dependency, with the `fleet` extra's
 # (obstore, psycopg[binary] with its own libpq, psycopg-pool: the image also
 # serves a fleet, --store s3://... with --database postgresql://...,
-# compose.fleet.yaml); --only-binary refuses any
+# compose.fleet.yaml) and the `runtime` extra's (onnx and onnxruntime: the
+# shape, runtime and smoke check stages); --only-binary refuses any
 # dependency that would need a compiler (the build's own requirements,
 # setuptools and mypy with its mypyc, are wheels too; mypyc then compiles the
 # importer: about a minute). pip's cache is a cache mount: it speeds up
 # rebuilds and never becomes a layer.
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python -m pip wheel --only-binary=:all: --wheel-dir /wheels ".[fleet]" \
+    python -m pip wheel --only-binary=:all: --wheel-dir /wheels ".[fleet,runtime]" \
     && ls -l /wheels
 
 FROM ${PYTHON_IMAGE} AS runtime
@@ -81,7 +82,7 @@ LABEL org.opencontainers.image.title="onnx-import-service" \
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python -m venv --without-pip /opt/venv \
     && python -m pip --python /opt/venv/bin/python install --no-cache-dir --no-index --find-links=/wheels \
-        "onnx-import-service[fleet]" \
+        "onnx-import-service[fleet,runtime]" \
     && find /opt/venv -depth -type d -path '*/site-packages/numpy/*' -name tests -exec rm -rf {} + \
     && groupadd --system --gid 10001 onnx \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks
 from service.setting_kinds import (
     GIB,
     INT,
@@ -100,6 +101,14 @@ class _Declaration:
     default: str
     flag: bool
     rule: Rule[Any] | None
+
+
+def _names_stages(text: str) -> bool:
+    try:
+        parse_checks(text)
+    except ChecksError:
+        return False
+    return True
 
 
 def setting(default: T, kind: Kind[T], help: str, *, rule: Rule[T] | None = None, shown: str | None = None, flag: bool = True) -> T:
@@ -205,6 +214,14 @@ class Settings:
         "accept model and external data files that have more than one hard link (a link can bring a file from outside the data root)",
         shown="off",
     )
+    default_checks: str = setting(
+        DEFAULT_CHECKS, TEXT, f"check stages an import runs when the request names none (?checks=): any of {', '.join(STAGES)}",
+        rule=Rule(_names_stages, f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
+    )  # fmt: skip
+    max_static_output: int = setting(
+        GIB, SIZE, "the security check's bound on an output whose size constants fix (Range, ConstantOfShape, Expand, ...): "
+        "a model past it is flagged, and its smoke run refused", rule=Rule(lambda size: size >= 1, "must be positive"),
+    )  # fmt: skip
     header_timeout: float = setting(
         10.0, SECONDS, "seconds a client may take to send a request's headers; then the connection is closed", rule=within(0.1, 3600.0)
     )

@@ -1,8 +1,9 @@
 """The layering rules.
 
 The importer: importer/ imports nothing from service/, onnx, sockets or
-subprocesses, and only importer/source.py touches the file system; the
-service never imports onnx. (ruff's banned-api rule enforces the same on every
+subprocesses, and only importer/source.py touches the file system; in the
+service only the check worker's shape, runtime and smoke stages import onnx
+or onnxruntime, and only inside the functions that run them. (ruff's banned-api rule enforces the same on every
 lint run; this test proves the rule holds on the tree as committed.)
 
 The service's layers: the worker package (what runs in the fork) holds nothing
@@ -49,9 +50,27 @@ def test_only_the_source_module_touches_the_file_system() -> None:
         assert not calls & FILE_SYSTEM_CALLS, f"{path.name} calls {calls & FILE_SYSTEM_CALLS}"
 
 
-def test_service_never_imports_onnx() -> None:
+# The check stages that hand the model to onnx and onnxruntime, inside the check worker.
+ONNX_USERS = {REPO / "service" / "sandbox" / "worker" / "checks" / name for name in ("shape.py", "runtime.py", "smoke.py")}
+
+
+def test_only_the_check_worker_stages_import_onnx() -> None:
     for path in sorted((REPO / "service").rglob("*.py")):
-        assert "onnx" not in _imports(path), path
+        if path not in ONNX_USERS:
+            assert not _imports(path) & {"onnx", "onnxruntime"}, path
+
+
+def test_the_check_stages_import_onnx_only_when_they_run() -> None:
+    """Lazily, inside the stage: without the runtime extra the service starts,
+    and the stages say they are incomplete."""
+    for path in sorted(ONNX_USERS):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Import):
+                names = {alias.name.split(".")[0] for alias in node.names}
+                assert not names & {"onnx", "onnxruntime"}, f"{path.name} imports {names} at its top level"
+            elif isinstance(node, ast.ImportFrom):
+                names = {(node.module or "").split(".")[0]}
+                assert not names & {"onnx", "onnxruntime"}, f"{path.name} imports {names} at its top level"
 
 
 # --- the service's layers (each package's docstring says what it may import)

@@ -62,7 +62,7 @@ setup() {
     inputs=$(build_inputs)
     if [ "$(cat "$BUILD_STAMP" 2>/dev/null)" != "$inputs $(installed_build)" ]; then
         echo "installing the project, the importer's build: ${IMPORTER_BUILD:-auto}"
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,dev]'
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,dev,runtime]'
         mkdir -p "$(dirname "$BUILD_STAMP")"
         echo "$inputs $(installed_build)" >"$BUILD_STAMP"
     fi

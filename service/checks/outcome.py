@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from importer.diagnostics import Diagnostic, bounded
 
@@ -65,13 +65,13 @@ class Finding:
             value = item.get(key)
             return None if value is None else str(value)
 
-        severity = "warning" if item.get("severity") == "warning" else "error"
-        stage = str(item.get("stage", "schema"))
-        if stage not in STAGES:
-            raise ValueError(f"unknown stage {stage!r}")
+        severity: Severity = "warning" if item.get("severity") == "warning" else "error"
+        stage = next((known for known in STAGES if known == item.get("stage", "schema")), None)
+        if stage is None:
+            raise ValueError(f"unknown stage {item.get('stage')!r}")
         offset = item.get("offset", 0)
         return cls(
-            stage=stage,  # type: ignore[arg-type]
+            stage=stage,
             severity=severity,
             code=str(item["code"]),
             message=str(item["message"]),
@@ -87,7 +87,7 @@ class Finding:
         """The operator check's diagnostic, as the `schema` stage's finding."""
         return cls(
             "schema",
-            diagnostic.severity.value,  # type: ignore[arg-type]
+            "warning" if diagnostic.severity.value == "warning" else "error",
             diagnostic.code.value,
             diagnostic.message,
             diagnostic.node_name,
@@ -139,6 +139,30 @@ class StageResult:
         return cls(stage, status, reason=reason)
 
 
+def results_of(summary: Mapping[str, Any]) -> list[StageResult]:
+    """The stage results a stored summary gives (`checks`, without findings);
+    a summary from before the stages has only the operator check's counts."""
+    checks = summary.get("checks")
+    if not isinstance(checks, Mapping):
+        counted = summary.get("diagnostics") or {}
+        return [StageResult("schema", errors=int(counted.get("errors", 0)), warnings=int(counted.get("warnings", 0))).finish()]
+    results = []
+    for stage in STAGES:
+        entry = checks.get(stage)
+        if isinstance(entry, Mapping):
+            status = entry.get("status")
+            results.append(
+                StageResult(
+                    stage,
+                    status if status in ("pass", "fail", "incomplete", "skipped") else "incomplete",
+                    reason=str(entry.get("reason", "")),
+                    errors=int(entry.get("errors", 0)),
+                    warnings=int(entry.get("warnings", 0)),
+                )
+            )
+    return results
+
+
 def incomplete(stage: Stage, reason: str) -> StageResult:
     return StageResult.ended(stage, "incomplete", reason)
 
@@ -160,7 +184,8 @@ class ChecksError(ValueError):
 
 
 def parse_checks(values: Sequence[str] | str) -> tuple[Stage, ...]:
-    """`schema,shape` (or several such values) as stages, in the order they run."""
+    """`schema,shape` (or several such values) as stages, in the order they run.
+    `smoke` brings `runtime`: the run needs the session the load makes."""
     items = [values] if isinstance(values, str) else list(values)
     asked = {part.strip() for value in items for part in value.split(",") if part.strip()}
     unknown = sorted(asked - set(STAGES))
@@ -168,6 +193,8 @@ def parse_checks(values: Sequence[str] | str) -> tuple[Stage, ...]:
         raise ChecksError(f"unknown check {unknown[0]!r}: the checks are {', '.join(STAGES)}")
     if not asked:
         raise ChecksError(f"no check named: the checks are {', '.join(STAGES)}")
+    if "smoke" in asked:
+        asked.add("runtime")
     return tuple(stage for stage in STAGES if stage in asked)
 
 

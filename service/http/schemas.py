@@ -8,7 +8,7 @@ these models describe those bytes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -122,8 +122,9 @@ class PageLinks(BaseModel):
 
 
 class DiagnosticEntry(BaseModel):
+    stage: str = Field(default="schema", description="the check stage: schema, security, shape, runtime or smoke")
     severity: str = Field(description="error or warning")
-    code: str = Field(description="stable: unknown-op, too-many-inputs, missing-attribute, input-type, ...")
+    code: str = Field(description="stable: unknown-op, too-many-inputs, static-output-too-large, shape-inference-error, ...")
     message: str
     node_name: str | None
     op_type: str | None
@@ -136,6 +137,13 @@ class DiagnosticsSummary(BaseModel):
     errors: int
     warnings: int
     items: list[DiagnosticEntry] = Field(description="the first ones; all are in GET /models/{id}/diagnostics")
+
+
+class CheckStatus(BaseModel):
+    status: Literal["pass", "fail", "incomplete", "skipped"]
+    errors: int
+    warnings: int
+    reason: str | None = Field(default=None, description="why a stage is incomplete or skipped")
 
 
 class DiagnosticPage(BaseModel):
@@ -163,7 +171,13 @@ class ModelSummary(BaseModel):
     functions: list[FunctionSummary]
     metadata_props: dict[str, str]
     tensors: list[TensorEntry] = Field(description="the first tensors in file order; GET links.tensors pages through all")
-    diagnostics: DiagnosticsSummary = Field(description="the operator-schema check: counts, and the first findings with their places")
+    diagnostics: DiagnosticsSummary = Field(description="every check stage's findings: counts, and the first ones with their places")
+    checks: dict[str, CheckStatus] = Field(
+        default_factory=dict, description="each stage run at import (schema, security, shape, runtime, smoke): its status and counts"
+    )
+    verdict: Literal["pass", "fail", "incomplete"] | None = Field(
+        default=None, description="fail if any stage failed; else incomplete if any did not finish (fail closed); else pass"
+    )
     counts: dict[str, int] = Field(description="the full length of every list, some of which are cut")
     truncated: list[str] = Field(description="the lists cut (by number of items or bytes)")
     links: SummaryLinks

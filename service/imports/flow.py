@@ -55,6 +55,7 @@ from pathlib import Path
 import anyio.to_thread
 
 from service.errors import BadInput, ImportFailed, ImportTooLarge, NotFound, StoreFull, bounded
+from service.imports.checks import CheckRequest, complete_checks, default_checks
 from service.imports.inputs import Upload
 from service.imports.summary import finish_summary
 from service.paths import relative_below, resolve_under_root
@@ -126,7 +127,9 @@ async def make_room(service: Service, tenant: str) -> None:
         raise StoreFull(f"the store's file system has less than {floor} bytes free and no model left to evict")
 
 
-async def import_upload(service: Service, tenant: str, receive: ReceiveUpload, hooks: ImportHooks) -> Imported:
+async def import_upload(
+    service: Service, tenant: str, receive: ReceiveUpload, hooks: ImportHooks, checks: CheckRequest | None = None
+) -> Imported:
     """Import an upload that `receive` streams into the work folder."""
     with service.store.work_folder() as work:
         async with service.limiter.receiving():  # a receiving place, not an import place
@@ -149,10 +152,13 @@ async def import_upload(service: Service, tenant: str, receive: ReceiveUpload, h
                 display_name=upload.display_name,
                 external_dir=str(work.upload_external),
                 summary_items=SUMMARY_TENSORS,
+                checks=(checks or default_checks(service)).stages,
+                dims=(checks or default_checks(service)).dims,
                 sleep=hooks.sleep,
                 spin=hooks.spin,
             )
             header = await run_worker(service, job, [work.catalog, work.converted], limit - upload.size)
+            await complete_checks(service, job, header, work.catalog)
             unused = sorted({staged.location for staged in upload.externals} - set(header.external_files))
             if unused:
                 names = ", ".join(repr(location) for location in unused[:10])
@@ -166,7 +172,9 @@ async def import_upload(service: Service, tenant: str, receive: ReceiveUpload, h
             return await commit(service, work, model_id, header, files, owner, upload.model.size, upload.model.sha256, hooks)
 
 
-async def import_path(service: Service, tenant: str, path: str, hooks: ImportHooks) -> Imported:
+async def import_path(
+    service: Service, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None
+) -> Imported:
     """Import the model at `path`, a client's path under the data root."""
     data_root = os.path.realpath(service.settings.data_root)
     resolved = resolve_under_root(data_root, path)
@@ -180,6 +188,8 @@ async def import_path(service: Service, tenant: str, path: str, hooks: ImportHoo
                 model=name,
                 display_name=path,
                 summary_items=SUMMARY_TENSORS,
+                checks=(checks or default_checks(service)).stages,
+                dims=(checks or default_checks(service)).dims,
                 allow_hard_links=service.settings.allow_hard_links,
                 expected_model=(resolved.device, resolved.inode),
                 hash_sources=True,
@@ -187,6 +197,7 @@ async def import_path(service: Service, tenant: str, path: str, hooks: ImportHoo
                 spin=hooks.spin,
             )
             header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes)
+            await complete_checks(service, job, header, work.catalog)
             reports = worker_reports(header, path)
             files: dict[str, SourceFile] = {}
             for key, report in reports.items():

@@ -27,6 +27,7 @@ import time
 import anyio.to_thread
 
 from service.errors import ImportTooLarge, ModelSourceChanged
+from service.imports.checks import CheckRequest, complete_checks, default_checks
 from service.imports.flow import (
     SUMMARY_TENSORS,
     Imported,
@@ -45,7 +46,9 @@ from service.store.records import SourceFile, StoredRecord, TenantRecord
 from service.store.s3.bucket_root import BucketRoot, FetchedObject
 
 
-async def import_object(service: Service, root: BucketRoot, tenant: str, path: str, hooks: ImportHooks) -> Imported:
+async def import_object(
+    service: Service, root: BucketRoot, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None
+) -> Imported:
     """Import the model object a client's `path` names."""
     key = root.key_of(path)
     settings = service.settings
@@ -70,11 +73,14 @@ async def import_object(service: Service, root: BucketRoot, tenant: str, path: s
                 display_name=path,
                 external_dir=str(work.upload_external),
                 summary_items=SUMMARY_TENSORS,
+                checks=(checks or default_checks(service)).stages,
+                dims=(checks or default_checks(service)).dims,
                 allow_hard_links=True,  # the worker's own copies
                 sleep=hooks.sleep,
                 spin=hooks.spin,
             )
             header = await run_worker(service, job, [work.catalog, work.converted], settings.max_import_bytes)
+            await complete_checks(service, job, header, work.catalog)
             reports = worker_reports(header, path)
             files = {name: fetched[name].source() for name in reports}
             model_id = model_id_of("path", model.sha256, [(name, fetched[name].sha256) for name in reports if name != MODEL_FILE_KEY])

@@ -2,7 +2,7 @@
 it (`service.sandbox.worker.catalog`) and the store that reads it
 (`service.store.catalog`).
 
-Owns the SQLite schema (`TABLE`, `DIAGNOSTICS_TABLE`, `INDEXES`), the
+Owns the SQLite schema (`TABLE`, `DIAGNOSTICS_TABLE` with `diagnostic_row`, `INDEXES`), the
 columns, the file keys a tensor's `file` names, `TensorRow` (one row) and
 `tensor_href` and `npy_href` (a tensor's URLs; the .npy form only for the
 types whose raw layout is a numpy array, `NPY_DESCR`).
@@ -24,7 +24,9 @@ import json
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from importer.diagnostics import bounded
 from importer.element_types import DataType, raw_layout_dtype
+from service.checks.outcome import Finding
 
 MODEL_FILE_KEY = "model"  # `file` of a tensor in the model file itself
 CONVERTED_FILE_KEY = "converted"  # `file` of a tensor converted by the worker (typed fields, strings)
@@ -48,7 +50,8 @@ CREATE TABLE tensors (
 """
 DIAGNOSTICS_TABLE = """
 CREATE TABLE diagnostics (
-    seq INTEGER PRIMARY KEY,       -- in file order, from 0
+    seq INTEGER PRIMARY KEY,       -- stage by stage (in the order they run), each in file order, from 0
+    stage TEXT NOT NULL,           -- the check stage: schema, security, shape, runtime, smoke
     severity TEXT NOT NULL,        -- error or warning
     code TEXT NOT NULL,
     message TEXT NOT NULL,
@@ -59,8 +62,17 @@ CREATE TABLE diagnostics (
     offset INTEGER
 );
 CREATE INDEX diagnostics_by_severity ON diagnostics (severity, seq);
+CREATE INDEX diagnostics_by_stage ON diagnostics (stage, seq);
 """
-DIAGNOSTIC_COLUMNS = "seq, severity, code, message, node_name, op_type, domain, field_path, offset"
+DIAGNOSTIC_COLUMNS = "seq, stage, severity, code, message, node_name, op_type, domain, field_path, offset"
+
+
+def diagnostic_row(seq: int, finding: Finding) -> tuple[object, ...]:
+    """A finding as a row of the diagnostics table (DIAGNOSTIC_COLUMNS), its message bounded."""
+    f = finding
+    return (seq, f.stage, f.severity, f.code, bounded(f.message), f.node_name, f.op_type, f.domain, f.field_path, f.offset)
+
+
 INDEXES = """
 CREATE INDEX tensors_by_name ON tensors (name);
 CREATE UNIQUE INDEX tensors_by_alias ON tensors (alias);

@@ -8,6 +8,10 @@ each as frames of at most `CHUNK_BYTES`:
 - task "import": the catalogue database, then the converted tensor bytes;
 - task "graph": the graph document (JSON);
 - task "probe": nothing (the worker only reports its isolation).
+
+A "checks" worker (the stages that need onnx or onnxruntime) sends instead one
+`StageReport` frame per stage as it ends, then an `ok` header with no streams:
+a worker that dies midway has still delivered the stages it finished.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.checks.outcome import MAX_FINDINGS_PER_STAGE, Finding, Stage, StageResult, Status
 from service.settings import WORKER_ID
 
 CHUNK_BYTES = 1 << 20
@@ -26,7 +31,7 @@ IMPORT_STREAMS = ("catalog", "converted")
 GRAPH_STREAMS = ("graph",)
 CHANGED = "changed"  # ImportFailure.reason: the model file is not the one the front end checked
 
-Task = Literal["import", "graph", "probe", "externals"]
+Task = Literal["import", "graph", "probe", "externals", "checks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,9 @@ class WorkerJob:
     allow_hard_links: bool = False  # accept files with several hard links
     expected_model: tuple[int, int] | None = None  # (device, inode) the front end resolved the model path to
     hash_sources: bool = False  # report the SHA-256 of each file read (an upload's were hashed as they arrived)
+    checks: tuple[Stage, ...] = ("schema",)  # the stages asked for (service.checks.outcome.STAGES); each worker runs its own
+    dims: tuple[tuple[str, int], ...] = ()  # the smoke run's bindings of symbolic dimensions
+    max_static_output: int = 1 << 30  # the security stage's bound (--max-static-output)
     sleep: float = 0.0  # test hook: the worker waits this long before reading
     spin: bool = False  # test hook: ... burning CPU instead of sleeping
     test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.sandbox.worker.main.try_forbidden)
@@ -85,6 +93,41 @@ class SourceReport(BaseModel):
     sha256: str  # "" unless the job asked for hashes
 
 
+class StageReport(BaseModel):
+    """One stage's outcome as a worker sends it: its status, counts and
+    findings (at most MAX_FINDINGS_PER_STAGE; an import worker sends none,
+    since its findings are in the catalogue it sends)."""
+
+    model_config = ConfigDict(extra="forbid")
+    stage: Stage
+    status: Status
+    reason: str = ""
+    errors: int = Field(default=0, ge=0)
+    warnings: int = Field(default=0, ge=0)
+    seconds: float = 0.0
+    findings: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_FINDINGS_PER_STAGE)
+
+    @classmethod
+    def of(cls, result: StageResult, with_findings: bool = True) -> StageReport:
+        findings = [finding.as_dict() for finding in result.findings] if with_findings else []
+        return cls(
+            stage=result.stage,
+            status=result.status,
+            reason=result.reason,
+            errors=result.errors,
+            warnings=result.warnings,
+            seconds=round(result.seconds, 6),
+            findings=findings,
+        )
+
+    def result(self) -> StageResult:
+        """The stage's result; a finding of another stage than the report's is refused."""
+        findings = [Finding.from_dict(item) for item in self.findings]
+        if any(finding.stage != self.stage for finding in findings):
+            raise ValueError(f"a {self.stage} report holds another stage's finding")
+        return StageResult(self.stage, self.status, findings, self.reason, self.errors, self.warnings, self.seconds)
+
+
 class WorkerHeader(BaseModel):
     model_config = ConfigDict(extra="forbid")
     status: Literal["ok", "error", "resource_limit", "probe"]
@@ -96,4 +139,5 @@ class WorkerHeader(BaseModel):
     external_files: list[str] = Field(default_factory=list, description="external locations the tensors use")
     sources: list[SourceReport] = Field(default_factory=list, description="task import: the model file and the external files read")
     streams: list[int] = Field(default_factory=list, description="byte lengths of the streams that follow")
+    checks: list[StageReport] = Field(default_factory=list, description="task import: its stages (their findings are in the catalogue)")
     test_result: str | None = None  # test hook (WorkerJob.test_code): its `result`, or the exception it raised

@@ -32,6 +32,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -42,7 +43,7 @@ from pydantic import ValidationError
 from service.errors import ImportFailed, ImportTooLarge, StoreFull, is_full
 from service.sandbox.environment import secrets_withheld
 from service.sandbox.memory_watch import WorkerMemoryWatch
-from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, Task, WorkerHeader, WorkerJob
+from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, StageReport, Task, WorkerHeader, WorkerJob
 from service.sandbox.worker import main as worker
 from service.sandbox.worker import seccomp
 from service.sandbox.worker.confinement import LANDLOCK_PREFIX
@@ -103,7 +104,8 @@ class Sandbox:
 
     def start(self) -> None:
         """Start the fork server (preloaded) and check a worker can run."""
-        self.context.set_forkserver_preload(["importer", "service.sandbox.worker.main"])
+        # onnx and onnxruntime (the runtime extra; skipped where missing) load once here, not in every check worker
+        self.context.set_forkserver_preload(["importer", "service.sandbox.worker.main", "onnx", "onnxruntime"])
         with secrets_withheld():  # the fork server starts here, and its workers never hold them
             self.isolation = self.probe(timeout=30.0)
         network, layers, abi = describe_isolation(self.isolation)
@@ -143,6 +145,7 @@ class Sandbox:
             settings.max_external_files,
             worker_uid=settings.worker_uid,
             worker_gid=settings.worker_gid,
+            max_static_output=settings.max_static_output,
         )
         return replace(limits, **details)  # type: ignore[arg-type]
 
@@ -178,10 +181,37 @@ class Sandbox:
             process.join(timeout)
             output.finish()
 
-    def run(self, job: WorkerJob, destinations: list[Path], max_bytes: int | None = None) -> WorkerOutcome:
+    def run_checks(self, job: WorkerJob) -> tuple[list[StageReport], WorkerOutcome]:
+        """Run a check worker (task "checks"): the stage reports it sent, and
+        how it ended (a worker that died midway has sent the stages it finished)."""
+        reports: list[StageReport] = []
+
+        def receive(reader: Connection) -> WorkerOutcome:
+            while True:
+                frame = reader.recv_bytes(MAX_HEADER_BYTES)
+                if frame.startswith(b'{"stage"'):
+                    if len(reports) == len(job.checks):
+                        raise WorkerProtocolError("more stage reports than stages asked")
+                    reports.append(StageReport.model_validate_json(frame))
+                    continue
+                header = WorkerHeader.model_validate_json(frame)
+                if header.status != "ok":
+                    raise WorkerProtocolError(f"unexpected status {header.status!r}")
+                return WorkerOutcome("ok", header=header)
+
+        outcome = self.run(job, [], receive=receive)
+        return reports, outcome
+
+    def run(
+        self,
+        job: WorkerJob,
+        destinations: list[Path],
+        max_bytes: int | None = None,
+        receive: Callable[[Connection], WorkerOutcome] | None = None,
+    ) -> WorkerOutcome:
         """Run `job` in a fresh worker; the streams of an ok answer are written
         to `destinations`, one file each, in order, if they come to at most
-        `max_bytes` in all."""
+        `max_bytes` in all (or `receive` reads the answer)."""
         if job.test_action and not self.settings.test_hooks:
             raise ValueError(f"the worker's test_action is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
         started = time.monotonic()
@@ -200,7 +230,7 @@ class Sandbox:
         outcome: WorkerOutcome | None = None
         broken = ""
         try:
-            outcome = receive_answer(reader, destinations, max_bytes)
+            outcome = receive(reader) if receive is not None else receive_answer(reader, destinations, max_bytes)
         except StreamsTooLarge as error:
             outcome = WorkerOutcome("too_large", detail=str(error))
         except OSError as error:

@@ -36,6 +36,7 @@ class Catalog:
         self.path = path
         self.connection: sqlite3.Connection | None = None
         self.inode: int | None = None  # of the file the connection has open
+        self.stages: bool | None = None  # whether its diagnostics have a stage column (catalogues since the check stages)
         self.lock = threading.Lock()
 
     def current(self) -> bool:
@@ -91,11 +92,30 @@ class Catalog:
         encoded = prefix.encode()  # compared as bytes: SQLite's text functions stop at a NUL, which a name may hold
         return self._rows("seq > ? AND substr(CAST(name AS BLOB), 1, ?) = ?", (after, len(encoded), encoded), limit)
 
-    def diagnostics(self, after: int, limit: int, severity: str | None) -> list[dict[str, object]]:
-        """Up to `limit` diagnostics after position `after`, of one severity or all."""
-        where, parameters = ("seq > ? AND severity = ?", (after, severity)) if severity else ("seq > ?", (after,))
-        names, rows = self._query(f"SELECT {DIAGNOSTIC_COLUMNS} FROM diagnostics WHERE {where} ORDER BY seq LIMIT ?", (*parameters, limit))
+    def diagnostics(self, after: int, limit: int, severity: str | None, stage: str | None = None) -> list[dict[str, object]]:
+        """Up to `limit` diagnostics after position `after`, of one severity and one stage, or all.
+        A catalogue from before the check stages holds the operator check's only (stage `schema`)."""
+        conditions: list[str] = ["seq > ?"]
+        parameters: list[object] = [after]
+        columns = DIAGNOSTIC_COLUMNS
+        if not self._has_stages():
+            columns = DIAGNOSTIC_COLUMNS.replace("stage,", "'schema' AS stage,")
+            if stage not in (None, "schema"):
+                return []
+            stage = None
+        for column, value in (("severity", severity), ("stage", stage)):
+            if value:
+                conditions.append(f"{column} = ?")
+                parameters.append(value)
+        sql = f"SELECT {columns} FROM diagnostics WHERE {' AND '.join(conditions)} ORDER BY seq LIMIT ?"
+        names, rows = self._query(sql, (*parameters, limit))
         return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def _has_stages(self) -> bool:
+        if self.stages is None:
+            _, rows = self._query("SELECT name FROM pragma_table_info('diagnostics')", ())
+            self.stages = any(row[0] == "stage" for row in rows)
+        return self.stages
 
 
 class OpenCatalogs:

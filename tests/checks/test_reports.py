@@ -19,20 +19,15 @@ import json
 import re
 import time
 import xml.etree.ElementTree as ET
-from functools import cache
 from typing import Any
 
-import jsonschema
 import pytest
-from jsonschema.validators import validator_for
-from support.paths import SUPPORT
+from support.sarif_schema import is_uri, is_uri_reference, sarif_validator, valid_sarif
 
 from importer.errors import MAX_MESSAGE_CHARS
 from service.checks.junit import MAX_BODY_CHARS, junit_report
 from service.checks.outcome import MAX_FINDINGS_PER_STAGE, Finding, StageResult, incomplete
 from service.checks.sarif import TOOL_NAME, artifact_uri, sarif_report, visible
-
-SCHEMA_PATH = SUPPORT / "schemas" / "sarif-schema-2.1.0.json"
 
 BIDI = "\u202e\u2066\u200f"  # right-to-left override, left-to-right isolate, right-to-left mark
 HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
@@ -41,34 +36,9 @@ HOSTILE_NODE = "conv\x00\x07\u202e1\"' <b>\u00e9\u4e2d\U0001f600"
 SHA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
 
-def _is_uri_reference(value: object) -> bool:
-    """RFC 3986's characters, every `%` followed by two hex digits."""
-    return isinstance(value, str) and re.fullmatch(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?#]|%[0-9A-Fa-f]{2})*", value) is not None
-
-
-def _is_uri(value: object) -> bool:
-    return _is_uri_reference(value) and re.match(r"[A-Za-z][A-Za-z0-9+.\-]*:", str(value)) is not None
-
-
-@cache
-def _validator() -> Any:
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    cls = validator_for(schema)
-    assert cls is jsonschema.Draft4Validator, "the official 2.1.0 schema declares draft-04"
-    cls.check_schema(schema)
-    formats = jsonschema.FormatChecker()
-    formats.checks("uri")(_is_uri)
-    formats.checks("uri-reference")(_is_uri_reference)
-    return cls(schema, format_checker=formats)
-
-
 def _valid(log: dict[str, object]) -> dict[str, Any]:
     """`log` as a reader gets it (JSON text, UTF-8), validated against the schema."""
-    text = json.dumps(log, ensure_ascii=False)
-    parsed: dict[str, Any] = json.loads(text.encode("utf-8").decode("utf-8"))
-    errors = sorted(_validator().iter_errors(parsed), key=lambda error: list(error.absolute_path))
-    assert not errors, "\n".join(f"{list(error.absolute_path)}: {error.message[:300]}" for error in errors[:10])
-    return parsed
+    return valid_sarif(json.dumps(log, ensure_ascii=False).encode("utf-8"))
 
 
 def _finished(stage: str, *findings: Finding) -> StageResult:
@@ -258,7 +228,7 @@ def test_hostile_text_is_bounded_and_shown_not_obeyed() -> None:
 )
 def test_the_model_name_is_a_relative_reference(name: str, uri: str) -> None:
     assert artifact_uri(name) == uri
-    assert _is_uri_reference(uri) and not _is_uri(uri)
+    assert is_uri_reference(uri) and not is_uri(uri)
     _valid(sarif_report(name, _passing(), []))
 
 
@@ -462,5 +432,5 @@ def test_the_schema_validation_is_live() -> None:
     result["locations"][0]["physicalLocation"]["region"] = {}  # a region must say where it starts
     result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] = "a b"
     del log["runs"][0]["tool"]["driver"]["name"]
-    found = {tuple(error.absolute_path)[-1] for error in _validator().iter_errors(log)}
+    found = {tuple(error.absolute_path)[-1] for error in sarif_validator().iter_errors(log)}
     assert found == {"level", "region", "uri", "driver"}

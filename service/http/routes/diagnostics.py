@@ -1,35 +1,50 @@
-"""Route of the diagnostics resource: the operator-schema check's findings.
+"""Route of the diagnostics resource: every check stage's findings.
 
-`GET /models/{id}/diagnostics` pages through every diagnostic the worker's
-check (`importer.check_model`) found at import, in file order, each with its
-severity, stable code, message, node, field path and byte offset;
-`severity=error` or `warning` keeps one kind. One indexed query of the
-model's catalogue per page.
+`GET /models/{id}/diagnostics` pages through every diagnostic the check
+stages found at import (`service.imports.checks`), stage by stage in the
+order they ran and each in file order, with its stage, severity, stable code,
+message, node, field path and byte offset; `severity=error` or `warning`
+and `stage=NAME` keep one kind. One indexed query of the model's catalogue
+per page. `format=sarif` (SARIF 2.1.0) and `format=junit` (JUnit XML) give
+the whole report for CI instead (`service.checks.sarif`, `service.checks.junit`),
+with each stage's status and the verdict, its findings cut at
+MAX_REPORT_FINDINGS (the report says how many more there are).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse, Response
 
 from service.access.callers import ReadCaller
+from service.checks.junit import junit_report
+from service.checks.outcome import STAGES, Finding, Stage, results_of
+from service.checks.sarif import sarif_report
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
 from service.http.routes.models import MAX_PAGE, require_model
 from service.http.routes.tensors import catalog_errors, catalog_of
 from service.http.schemas import DiagnosticEntry, DiagnosticPage, PageLinks
-from service.state import ServiceDep
+from service.state import Service, ServiceDep
 
 router = APIRouter(tags=["diagnostics"])
+MAX_REPORT_FINDINGS = 20_000
+SARIF_MEDIA_TYPE = "application/sarif+json"
+JUNIT_MEDIA_TYPE = "application/xml"
 
 
 @router.api_route(
     "/models/{model_id}/diagnostics",
     methods=["GET", "HEAD"],
     response_model=DiagnosticPage,
-    summary="The operator-schema check's findings, each with its place, in file order, paged",
-    responses=problem_responses(400, 401, 403, 404, 422),
+    summary="The check stages' findings, each with its place, paged; or the whole report as SARIF 2.1.0 or JUnit XML",
+    responses={
+        200: {"content": {SARIF_MEDIA_TYPE: {}, JUNIT_MEDIA_TYPE: {}}, "description": "a page (json), or the report"},
+        **problem_responses(400, 401, 403, 404, 422),
+    },
 )
 def list_diagnostics(
     model_id: str,
@@ -38,14 +53,47 @@ def list_diagnostics(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
     severity: Literal["error", "warning"] | None = None,
-) -> DiagnosticPage:
-    # a plain def: FastAPI runs it in a worker thread (an SQLite query)
+    stage: Stage | None = None,
+    format: Literal["json", "sarif", "junit"] = "json",
+) -> Response | DiagnosticPage:
+    # a plain def: FastAPI runs it in a worker thread (SQLite queries)
     require_model(service, caller.tenant, model_id)
+    if format != "json":
+        return _report(service, caller.tenant, model_id, format)
     after = seq_after("diagnostics", cursor)
     with catalog_errors():
-        rows = catalog_of(service, model_id, caller.tenant).diagnostics(after, limit + 1, severity)
+        rows = catalog_of(service, model_id, caller.tenant).diagnostics(after, limit + 1, severity, stage)
     page = page_of(
-        rows, limit, "diagnostics", lambda row: (int(str(row["seq"])),), f"/models/{model_id}/diagnostics", severity=severity or ""
+        rows,
+        limit,
+        "diagnostics",
+        lambda row: (int(str(row["seq"])),),
+        f"/models/{model_id}/diagnostics",
+        severity=severity or "",
+        stage=stage or "",
     )
     items = [DiagnosticEntry.model_validate({k: v for k, v in row.items() if k != "seq"}) for row in page.items]
     return DiagnosticPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
+
+
+def _report(service: Service, tenant: str, model_id: str, format: Literal["sarif", "junit"]) -> Response:
+    """The model's whole check report, for CI."""
+    summary = json.loads(service.store.summary(model_id))
+    held = service.store.holding(tenant, model_id)
+    name = held.input if held is not None else str(summary.get("input", ""))
+    findings: list[Finding] = []
+    catalog = catalog_of(service, model_id, tenant)
+    after = -1
+    with catalog_errors():
+        while len(findings) < MAX_REPORT_FINDINGS:
+            rows = catalog.diagnostics(after, min(MAX_PAGE, MAX_REPORT_FINDINGS - len(findings)), None, None)
+            findings += [Finding.from_dict(row) for row in rows if row.get("stage", "schema") in STAGES]
+            if not rows:
+                break
+            after = int(str(rows[-1]["seq"]))
+    results = results_of(summary)
+    if format == "junit":
+        return Response(junit_report(name, results, findings), media_type=JUNIT_MEDIA_TYPE)
+    sha256 = (summary.get("model_file") or {}).get("sha256")
+    report = sarif_report(name, results, findings, model_id=model_id, model_sha256=sha256)
+    return JSONResponse(report, media_type=SARIF_MEDIA_TYPE)

@@ -1,6 +1,8 @@
 """Routes of the models resource: import, list, summary, graph, delete.
 
-`POST /models` (an upload or a data-root path; `service.imports.flow`),
+`POST /models` (an upload or a data-root path; `service.imports.flow`; the
+check stages of `?checks=` and the smoke run's `?dim=` bindings,
+`service.imports.checks`),
 `GET /models` (this store's models, newest first, paged), `GET /models/{id}`
 (the bounded summary, a file served as is), `GET /models/{id}/graph` (the
 resolved graph, rendered on first request; `service.imports.graph`) and
@@ -24,6 +26,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
+from service.checks.outcome import ChecksError, parse_checks, parse_dims
 from service.errors import ServiceError, bounded
 from service.http.openapi import problem_responses
 from service.http.paging import decode_cursor, page_of
@@ -34,9 +37,11 @@ from service.http.schemas import GraphDocument, ModelFile, ModelListItem, ModelP
 from service.http.tensor_responses import stream_range
 from service.http.test_hooks import import_hooks
 from service.http.uploads import receive_upload
+from service.imports.checks import CheckRequest
 from service.imports.flow import Imported, import_path, import_upload, stored_summary
 from service.imports.graph import graph_document
 from service.imports.inputs import Upload
+from service.settings import Settings
 from service.state import Service, ServiceDep
 from service.store.byte_source import FileSource
 from service.store.records import StoredRecord
@@ -67,6 +72,18 @@ UPLOAD_BODY = {
         },
     }
 }
+
+
+def check_request(request: Request, settings: Settings) -> CheckRequest:
+    """`?checks=schema,shape` (repeatable; default `--default-checks`) and `?dim=NAME:VALUE` (repeatable)."""
+    asked = request.query_params.getlist("checks")
+    bindings = request.query_params.getlist("dim")
+    if len(asked) > 16 or len(bindings) > 256:
+        raise ProblemError("bad-request", "too many checks or dim parameters")
+    try:
+        return CheckRequest(parse_checks(asked or settings.default_checks), parse_dims(bindings))
+    except ChecksError as error:
+        raise ProblemError("bad-request", bounded(str(error), 300)) from None
 
 
 def require_model(service: Service, tenant: str, model_id: str) -> None:
@@ -109,20 +126,21 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
             if media_type not in ("multipart/form-data", "application/json"):
                 raise ProblemError("unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...})')
             hooks = import_hooks(request, service.settings)
+            checks = check_request(request, service.settings)
             if media_type == "multipart/form-data":
 
                 async def receive(model_path: Path, external_dir: Path) -> Upload:
                     return await receive_upload(request, model_path, external_dir, service.settings)
 
-                imported = await import_upload(service, caller.tenant, receive, hooks)
+                imported = await import_upload(service, caller.tenant, receive, hooks, checks)
             else:
                 wanted = await read_json(request, PathRequest, service.settings.body_timeout)
                 if service.bucket_root is not None:
                     from service.imports.object_import import import_object  # the fleet extra's obstore
 
-                    imported = await import_object(service, service.bucket_root, caller.tenant, wanted.path, hooks)
+                    imported = await import_object(service, service.bucket_root, caller.tenant, wanted.path, hooks, checks)
                 else:
-                    imported = await import_path(service, caller.tenant, wanted.path, hooks)
+                    imported = await import_path(service, caller.tenant, wanted.path, hooks, checks)
         except (ServiceError, OSError) as error:
             problem = known_problem(error)
             if problem is None:

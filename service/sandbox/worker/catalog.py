@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from importer import DataType
-from importer.diagnostics import Diagnostic
 from importer.messages import Model
 from importer.summary import element_type_name
 from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
 from importer.tensor_places import SPARSE_VALUES, TensorPlace, tensor_places
+from service.checks.outcome import Finding
 from service.sandbox.catalog_format import (
     COLUMNS,
     CONVERTED_FILE_KEY,
@@ -31,6 +31,7 @@ from service.sandbox.catalog_format import (
     MODEL_FILE_KEY,
     TABLE,
     TensorRow,
+    diagnostic_row,
 )
 
 MAX_BASE_CHARS = 100
@@ -61,11 +62,11 @@ class BuiltCatalog:
     name_counts: Counter[str]  # how many tensors have each name
 
 
-def build_catalog(model: Model, keep_rows: int, diagnostics: Sequence[Diagnostic] = ()) -> BuiltCatalog:
+def build_catalog(model: Model, keep_rows: int, diagnostics: Sequence[Finding] = ()) -> BuiltCatalog:
     """Every tensor of `model` as a catalogue row (the first `keep_rows` also
     returned as objects); a tensor's `file` is "model" (raw_data), its external
     location (normalized), or "converted" (the bytes in `converted`). The
-    operator check's `diagnostics` go in a table of their own."""
+    check stages' findings (`diagnostics`) go in a table of their own."""
     places = list(tensor_places(model))
     shared = Counter(place.tensor.name for place in places)
     aliases: dict[str, int] = {}
@@ -114,11 +115,8 @@ def build_catalog(model: Model, keep_rows: int, diagnostics: Sequence[Diagnostic
         connection.executescript(INDEXES)  # built once, after the rows: faster than row by row
         connection.executescript(DIAGNOSTICS_TABLE)
         connection.executemany(
-            f"INSERT INTO diagnostics ({DIAGNOSTIC_COLUMNS}) VALUES ({', '.join('?' * 9)})",
-            (
-                (seq, d.severity.value, d.code.value, d.message, d.node_name, d.op_type, d.domain, d.field_path, d.offset)
-                for seq, d in enumerate(diagnostics)
-            ),
+            f"INSERT INTO diagnostics ({DIAGNOSTIC_COLUMNS}) VALUES ({', '.join('?' * 10)})",
+            (diagnostic_row(seq, finding) for seq, finding in enumerate(diagnostics)),
         )
         connection.commit()
         database = connection.serialize()

@@ -117,6 +117,18 @@ def confine_files(job: WorkerJob) -> str:
         return UNAVAILABLE
 
 
+def narrow_to_code() -> bool:
+    """Landlock once more, for a worker whose inputs are open and mapped: from
+    now on it may read only the code, not even its inputs' folders (a check
+    worker, before onnxruntime sees the model: any file it tries to open of
+    its own is refused). False where Landlock is unavailable."""
+    try:
+        landlock.restrict_self(CODE_FOLDERS)
+    except landlock.LandlockUnavailable:
+        return False
+    return True
+
+
 def set_limits(job: WorkerJob) -> None:
     memory = job.memory
     cpu = job.cpu_seconds

@@ -32,13 +32,13 @@ import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 
-from importer import ErrorKind, Limits, ModelImportError, OnnxModel, check_model, external_locations, load_model
-from importer.diagnostics import Code, Diagnostic, Severity
+from importer import ErrorKind, Limits, ModelImportError, OnnxModel, external_locations, load_model
 from importer.op_schemas import schema_table
 from service.sandbox.catalog_format import MODEL_FILE_KEY
-from service.sandbox.protocol import CHANGED, CHUNK_BYTES, ImportFailure, SourceReport, WorkerHeader, WorkerJob
+from service.sandbox.protocol import CHANGED, CHUNK_BYTES, ImportFailure, SourceReport, StageReport, WorkerHeader, WorkerJob
 from service.sandbox.worker import confinement
 from service.sandbox.worker.catalog import build_catalog
+from service.sandbox.worker.checks.run import import_stages, send_checks
 from service.sandbox.worker.graph import render_graph
 from service.sandbox.worker.memory_limit import EXIT_MEMORY, open_own_statm, watch_memory
 from service.sandbox.worker.seccomp import install_worker_filter
@@ -134,11 +134,16 @@ def send_header(connection: Connection, header: WorkerHeader) -> None:
 
 
 def run_task(
-    connection: Connection, job: WorkerJob, isolation: str, leave_root: Callable[[int, int], bool] = confinement.drop_identity
+    connection: Connection,
+    job: WorkerJob,
+    isolation: str,
+    leave_root: Callable[[int, int], bool] = confinement.drop_identity,
+    narrow: Callable[[], bool] = confinement.narrow_to_code,
 ) -> None:
     """Import the job's model and send the answer its task asks for. `leave_root`
-    takes the worker's identity once every input is open (in-process tests
-    pass one that keeps the test's own)."""
+    takes the worker's identity once every input is open, and a check worker
+    `narrow`s its file policy to the code (in-process tests pass ones that
+    keep the test's own identity and files)."""
     model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
     limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
     try:
@@ -170,22 +175,14 @@ def run_task(
             return
         if job.task == "graph":
             send_graph(connection, model, job, isolation)
+        elif job.task == "checks":
+            send_checks(connection, model, job, isolation, narrow)
         else:
             send_import(connection, model, job, isolation)
 
 
-def operator_check(model: OnnxModel) -> list[Diagnostic]:
-    """The operator-schema check; an import never fails because of it: a check
-    that breaks is reported as one warning (and is a bug to fix)."""
-    try:
-        return check_model(model)
-    except Exception as error:
-        message = f"the operator check did not complete: {type(error).__name__}"
-        return [Diagnostic(Severity.WARNING, Code.CHECK_INCOMPLETE, message, None, None, None, "ModelProto", 0)]
-
-
 def send_import(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
-    diagnostics = operator_check(model)
+    diagnostics, checks = import_stages(model, job)
     catalog = build_catalog(model.proto, keep_rows=job.summary_items, diagnostics=diagnostics)
     summary = bounded_summary(model, job.display_name, catalog, job.summary_items, diagnostics)
     converted_length = sum(len(part) for part in catalog.converted)
@@ -197,6 +194,7 @@ def send_import(connection: Connection, model: OnnxModel, job: WorkerJob, isolat
         external_files=catalog.external_files,
         sources=source_reports(model, set(catalog.external_files), job.hash_sources),
         streams=[len(catalog.database), converted_length],
+        checks=[StageReport.of(result, with_findings=False) for result in checks],
     )
     send_header(connection, header)
     _send_chunks(connection, [catalog.database])

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from importer import OnnxModel
-from importer.diagnostics import Diagnostic, Severity
 from importer.summary import describe_model, describe_tensor, describe_value
 from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
+from service.checks.outcome import Finding
 from service.sandbox.catalog_format import TensorRow
 from service.sandbox.worker.catalog import BuiltCatalog
 
@@ -73,7 +73,7 @@ def _row_entry(row: TensorRow) -> Json:
 
 
 def bounded_summary(
-    model: OnnxModel, display_name: str, catalog: BuiltCatalog, max_tensors: int, diagnostics: Sequence[Diagnostic] = ()
+    model: OnnxModel, display_name: str, catalog: BuiltCatalog, max_tensors: int, diagnostics: Sequence[Finding] = ()
 ) -> Json:
     """The summary without id and links (see the module comment)."""
     counted = catalog.name_counts
@@ -131,8 +131,8 @@ def bounded_summary(
         "metadata_props": dict(metadata),
         "tensors": listed("tensors", (_row_entry(row) for row in catalog.rows), catalog.count, max_tensors),
         "diagnostics": {
-            "errors": sum(1 for d in diagnostics if d.severity == Severity.ERROR),
-            "warnings": sum(1 for d in diagnostics if d.severity == Severity.WARNING),
+            "errors": sum(1 for d in diagnostics if d.severity == "error"),
+            "warnings": sum(1 for d in diagnostics if d.severity == "warning"),
             "items": listed("diagnostics", (d.as_dict() for d in diagnostics), len(diagnostics), max_tensors),
         },
         "counts": counts,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -18,6 +19,10 @@ from service.sandbox.worker.main import run_task
 
 
 def _keep_identity(uid: int, gid: int) -> bool:
+    return False
+
+
+def _keep_files() -> bool:
     return False
 
 
@@ -31,14 +36,20 @@ class InProcessSandbox(Sandbox):
     def probe(self, timeout: float = 5.0) -> str:
         return self.isolation
 
-    def run(self, job: WorkerJob, destinations: list[Path], max_bytes: int | None = None) -> WorkerOutcome:
+    def run(
+        self,
+        job: WorkerJob,
+        destinations: list[Path],
+        max_bytes: int | None = None,
+        receive: Callable[[Connection], WorkerOutcome] | None = None,
+    ) -> WorkerOutcome:
         self.jobs.append(job)
         started = time.monotonic()
         reader, writer = multiprocessing.Pipe(duplex=False)
         worker = threading.Thread(target=self._work, args=(writer, job), daemon=True)
         worker.start()
         try:
-            outcome = receive_answer(reader, destinations, max_bytes)
+            outcome = receive(reader) if receive is not None else receive_answer(reader, destinations, max_bytes)
         except StreamsTooLarge as error:
             outcome = WorkerOutcome("too_large", detail=str(error))
         finally:
@@ -50,7 +61,7 @@ class InProcessSandbox(Sandbox):
     @staticmethod
     def _work(writer: Connection, job: WorkerJob) -> None:
         try:
-            run_task(writer, job, "in-process", leave_root=_keep_identity)
+            run_task(writer, job, "in-process", leave_root=_keep_identity, narrow=_keep_files)
         except OSError:
             pass  # the reader stopped (streams too large)
         finally:

@@ -1,0 +1,43 @@
+"""A check worker's run, as stage results: `check_worker_results`.
+
+Runs the stages of a job that need onnx or onnxruntime (`shape`, `runtime`,
+`smoke`) in a check worker of their own (`Sandbox.run_checks`), and gives one
+`StageResult` per stage asked, in order: the one the worker reported, or,
+fail closed, `incomplete` with the reason the worker did not deliver it (it
+crashed, ran out of memory, CPU or time, or could not read the model).
+Shared by the service's imports and the `onnx-import` command.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from service.checks.outcome import IN_CHECK_WORKER, StageResult, incomplete
+from service.sandbox.protocol import WorkerJob
+from service.sandbox.supervisor import Sandbox
+
+log = logging.getLogger("service.sandbox")
+
+
+def check_worker_results(sandbox: Sandbox, job: WorkerJob) -> list[StageResult]:
+    """Run `job`'s check-worker stages (blocking; call from a thread)."""
+    wanted = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
+    if not wanted:
+        return []
+    check_job = replace(job, task="checks", hash_sources=False, sleep=0.0, spin=False, test_action="")
+    reports, outcome = sandbox.run_checks(check_job)
+    log.info("checks of %r: %s in %.3f s", job.display_name[:100], outcome.status, outcome.seconds)
+    delivered: dict[str, StageResult] = {}
+    for report in reports:
+        try:
+            delivered[report.stage] = report.result()
+        except ValueError:
+            continue  # a broken report: the stage stays incomplete
+    if outcome.status == "ok":
+        why = "the check worker did not report this stage"
+    elif outcome.error is not None:
+        why = f"the check worker could not read the model: {outcome.error.message}"
+    else:
+        why = outcome.detail.replace("the import worker", "the check worker").replace("the import", "the check worker") or outcome.status
+    return [delivered.get(stage) or incomplete(stage, why) for stage in wanted]

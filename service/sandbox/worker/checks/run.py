@@ -1,0 +1,129 @@
+"""Which stage runs where, inside a worker: `import_stages` and `send_checks`.
+
+The import's worker runs `schema` (the importer's operator check) and
+`security` (our own code) on the model it has opened; their findings go into
+the catalogue it sends. A check worker of its own (task "checks") runs
+`shape`, `runtime` and `smoke`, the stages that hand the model to onnx and
+onnxruntime: once the model and its external files are open and mapped, it
+narrows its file policy to the code alone (`confinement.narrow_to_code`), so
+onnxruntime can open no input of its own, then sends one `StageReport` per
+stage as it ends. A stage that breaks (a bug, MemoryError) is `incomplete`,
+never `pass`; a worker killed midway has delivered the stages it finished.
+The smoke run (and the runtime load, which folds constants) is refused when
+the security estimate finds an output past `--max-static-output`: such a
+model is flagged and never run.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+from importer import OnnxModel, check_model
+from service.checks.outcome import IN_CHECK_WORKER, Finding, Stage, StageResult, incomplete
+from service.sandbox.protocol import StageReport, WorkerHeader, WorkerJob
+from service.sandbox.worker import confinement
+
+
+def _guarded(stage: Stage, run: Callable[[], StageResult]) -> StageResult:
+    """`run()`, timed; a stage that raises is incomplete (fail closed)."""
+    started = time.monotonic()
+    try:
+        result = run()
+    except MemoryError:
+        gc.collect()
+        result = incomplete(stage, "the stage ran out of memory (the worker's memory limit)")
+    except Exception as error:
+        result = incomplete(stage, f"the {stage} check did not complete: {type(error).__name__}: {str(error)[:300]}")
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _schema(model: OnnxModel, findings: list[Finding]) -> StageResult:
+    result = StageResult("schema")
+    for diagnostic in check_model(model):
+        finding = Finding.from_diagnostic(diagnostic)
+        findings.append(finding)  # every one goes in the catalogue; the result lists only the first
+        result.add(finding)
+    return result.finish()
+
+
+def import_stages(model: OnnxModel, job: WorkerJob) -> tuple[list[Finding], list[StageResult]]:
+    """The stages the import's worker runs (`schema`, `security`, as asked):
+    every finding, in stage order, and each stage's result."""
+    findings: list[Finding] = []
+    results: list[StageResult] = []
+    if "schema" in job.checks:
+        schema_findings: list[Finding] = []
+        results.append(_guarded("schema", lambda: _schema(model, schema_findings)))
+        findings += schema_findings
+    if "security" in job.checks:
+        from service.sandbox.worker.checks.security import SecurityBounds, security_stage
+
+        result = _guarded("security", lambda: security_stage(model, SecurityBounds(max_static_output=job.max_static_output)))
+        results.append(result)
+        findings += result.findings
+    return findings, results
+
+
+def _refusal(model: OnnxModel, job: WorkerJob) -> str:
+    """Why the model must not run (an output past the bound), or ""."""
+    from service.sandbox.worker.checks.security import oversized_outputs
+
+    oversized = oversized_outputs(model, job.max_static_output)
+    if not oversized:
+        return ""
+    first = oversized[0]
+    return f"not run: the security check estimates an output past --max-static-output at {first.field_path}: {first.message}"
+
+
+def _stage_runner(stage: Stage, model: OnnxModel, job: WorkerJob, session: list[object | None]) -> Callable[[], StageResult]:
+    """The function that runs `stage`; `session` passes the runtime stage's session to the smoke run."""
+    if stage == "shape":
+        from service.sandbox.worker.checks.shape import shape_stage
+
+        return lambda: shape_stage(model)
+    if stage == "runtime":
+        from service.sandbox.worker.checks.runtime import runtime_stage
+
+        def load() -> StageResult:
+            result, session[0] = runtime_stage(model)
+            return result
+
+        return load
+    from service.sandbox.worker.checks.smoke import smoke_stage
+
+    def run() -> StageResult:
+        result: StageResult = smoke_stage(session[0], model, dict(job.dims))
+        return result
+
+    return run
+
+
+def send_checks(
+    connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str, narrow: Callable[[], bool] = confinement.narrow_to_code
+) -> None:
+    """Run the check worker's stages of `job`, sending each result as it ends
+    (once `narrow` has left the worker only the code to read)."""
+    narrowed = narrow()
+    stages = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
+
+    def send(result: StageResult) -> None:
+        connection.send_bytes(StageReport.of(result).model_dump_json().encode())
+
+    refusal = ""
+    if "runtime" in stages or "smoke" in stages:
+        try:
+            refusal = _refusal(model, job)
+        except Exception as error:  # fail closed: the runtime stages do not run on a model not estimated
+            refusal = f"not run: the security estimate did not complete ({type(error).__name__})"
+    session: list[object | None] = [None]  # the runtime stage's session, for the smoke run
+    for stage in stages:
+        if stage != "shape" and refusal:
+            send(StageResult.ended(stage, "skipped", refusal))
+        else:
+            send(_guarded(stage, _stage_runner(stage, model, job, session)))
+    file_policy = "+files-narrowed" if narrowed else ""
+    connection.send_bytes(WorkerHeader(status="ok", isolation=isolation + file_policy).model_dump_json(exclude_defaults=True).encode())

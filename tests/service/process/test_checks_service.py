@@ -1,0 +1,187 @@
+"""The check stages through the real service: `POST /models?checks=...&dim=...`
+runs them in the real sandboxed workers, the summary carries each stage's
+status and one fail-closed verdict, `/diagnostics` pages every finding by
+stage, and `?format=sarif` (validated against the official SARIF 2.1.0
+schema) and `?format=junit` give the report for CI. A denial-of-service
+model is flagged by `security` and never run; a wrong declared type is found
+by `shape` at its node; a model with external data loads in onnxruntime from
+the importer's memory; a smoke run past the worker's memory is `incomplete`;
+and without onnx and onnxruntime the stages that need them are `incomplete`,
+saying so, and the verdict is never `pass`.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from support.sarif_schema import valid_sarif
+from support.service_harness import SAMPLES, ServiceProcess, serving
+
+ALL = "schema,security,shape,runtime,smoke"
+
+
+def _write(model: onnx.ModelProto, path: Path) -> Path:
+    onnx.save(model, str(path))
+    return path
+
+
+def range_bomb(path: Path) -> Path:
+    """One Range node whose constant inputs ask for 4.3e9 floats (17 GB): the
+    checker, shape inference and a session all accept it."""
+    start, limit, delta = (numpy_helper.from_array(np.array(value, np.float32), name) for name, value in
+                           (("start", 0.0), ("limit", 4.3e9), ("delta", 1.0)))  # fmt: skip
+    graph = helper.make_graph(
+        [helper.make_node("Range", ["start", "limit", "delta"], ["y"], name="bomb")],
+        "range_bomb",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [start, limit, delta],
+    )
+    return _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def wrong_type(path: Path) -> Path:
+    """Add of two floats, its output declared INT64."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Add", ["r", "x"], ["y"], name="add")],
+        "wrong_type",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, ["N", 3])],
+    )
+    return _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def symbolic_relu(path: Path, name: str = "symbolic_relu") -> Path:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
+    )
+    return _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("check-models")
+    return {
+        "range": range_bomb(folder / "range_bomb.onnx"),
+        "wrong": wrong_type(folder / "wrong_type.onnx"),
+        "relu": symbolic_relu(folder / "symbolic_relu.onnx"),
+    }
+
+
+@pytest.fixture()
+def client(server: ServiceProcess) -> Iterator[httpx.Client]:
+    with server.client(timeout=120.0) as session:
+        yield session
+
+
+def post(client: httpx.Client, path: Path, query: str = "", externals: list[tuple[Path, str]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    files = [("model", (path.name, path.read_bytes()))]
+    files += [("external_data", (name, file.read_bytes())) for file, name in externals]
+    response = client.post(f"/models{query}", files=files)
+    assert response.status_code in (200, 201), response.text
+    summary: dict[str, Any] = response.json()
+    return summary
+
+
+def diagnostics(client: httpx.Client, model_id: str, stage: str) -> list[dict[str, Any]]:
+    response = client.get(f"/models/{model_id}/diagnostics", params={"stage": stage, "limit": 1000})
+    assert response.status_code == 200, response.text
+    items: list[dict[str, Any]] = response.json()["items"]
+    assert all(item["stage"] == stage for item in items)
+    return items
+
+
+def test_the_default_stages_pass_a_sound_model(client: httpx.Client) -> None:
+    summary = post(client, SAMPLES / "add.onnx")
+    assert {name: entry["status"] for name, entry in summary["checks"].items()} == {"schema": "pass", "security": "pass", "shape": "pass"}
+    assert summary["verdict"] == "pass"
+
+
+def test_every_stage_runs_a_model_with_external_data(client: httpx.Client) -> None:
+    external = SAMPLES / "external"
+    parts = [(external / "weights.bin", "weights.bin"), (external / "more" / "bias.bin", "more/bias.bin")]
+    summary = post(client, external / "model.onnx", f"?checks={ALL}", parts)
+    statuses = {name: entry["status"] for name, entry in summary["checks"].items()}
+    assert statuses == dict.fromkeys(ALL.split(","), "pass"), summary["checks"]
+    assert summary["verdict"] == "pass"
+
+
+def test_a_range_bomb_is_flagged_and_never_run(client: httpx.Client, models: dict[str, Path]) -> None:
+    summary = post(client, models["range"], f"?checks={ALL}")
+    checks = summary["checks"]
+    assert checks["security"]["status"] == "fail"
+    for stage in ("runtime", "smoke"):
+        assert checks[stage]["status"] == "skipped"
+        assert "--max-static-output" in checks[stage]["reason"]
+    assert summary["verdict"] == "fail"
+    (finding,) = [item for item in diagnostics(client, summary["id"], "security") if item["code"] == "static-output-too-large"]
+    assert (finding["field_path"], finding["node_name"], finding["op_type"]) == ("ModelProto.graph.node[0]", "bomb", "Range")
+    raw = models["range"].read_bytes()
+    assert raw[finding["offset"]] == (1 << 3) | 2, "the offset is the key of graph.node[0]"  # GraphProto.node: field 1, LEN
+
+
+def test_a_wrong_declared_type_is_found_at_its_node(client: httpx.Client, models: dict[str, Path]) -> None:
+    summary = post(client, models["wrong"], "?checks=shape")
+    assert summary["checks"]["shape"]["status"] == "fail"
+    assert summary["verdict"] == "fail"
+    found = diagnostics(client, summary["id"], "shape")
+    assert found and found[0]["field_path"].startswith("ModelProto.graph.node[1]") and found[0]["node_name"] == "add"
+
+
+def test_reports_for_ci(client: httpx.Client, models: dict[str, Path]) -> None:
+    summary = post(client, models["range"], f"?checks={ALL}")
+    sarif = client.get(f"/models/{summary['id']}/diagnostics", params={"format": "sarif"})
+    assert sarif.status_code == 200 and sarif.headers["content-type"].startswith("application/sarif+json")
+    log = valid_sarif(sarif.content)
+    (run,) = log["runs"]
+    assert run["properties"]["verdict"] == "fail"
+    assert any(result["ruleId"] == "static-output-too-large" and result["level"] == "error" for result in run["results"])
+    junit = client.get(f"/models/{summary['id']}/diagnostics", params={"format": "junit"})
+    assert junit.status_code == 200
+    root = ET.fromstring(junit.content)
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    assert suites["onnx-import.security"].find("testcase/failure") is not None
+    assert suites["onnx-import.smoke"].find("testcase/skipped") is not None
+
+
+def test_the_smoke_run_binds_dimensions_and_a_run_past_the_memory_limit_is_incomplete(
+    client: httpx.Client, models: dict[str, Path], tmp_path: Path
+) -> None:
+    bound = post(client, models["relu"], "?checks=smoke&dim=batch:3")
+    assert bound["checks"]["smoke"]["status"] == "pass" and bound["verdict"] == "pass"
+    huge = post(client, symbolic_relu(tmp_path / "huge.onnx", "huge"), "?checks=smoke&dim=batch:100000000000")  # 1.6 TB of input
+    assert huge["checks"]["runtime"]["status"] == "pass"
+    assert huge["checks"]["smoke"]["status"] == "incomplete", huge["checks"]
+    assert huge["verdict"] == "incomplete"
+
+
+def test_unknown_checks_are_refused(client: httpx.Client) -> None:
+    response = client.post("/models?checks=schema,telepathy", files=[("model", ("add.onnx", (SAMPLES / "add.onnx").read_bytes()))])
+    assert response.status_code == 400
+    assert "telepathy" in response.json()["detail"]
+
+
+def test_without_the_runtime_extra_its_stages_are_incomplete(tmp_path: Path, data_root: Path) -> None:
+    """A sitecustomize that blocks onnx and onnxruntime in every process of the service."""
+    blocker = tmp_path / "no_onnx"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['onnx'] = None\nsys.modules['onnxruntime'] = None\n")
+    with serving(tmp_path / "store", data_root, env={"PYTHONPATH": str(blocker)}) as service, service.client(timeout=120.0) as session:
+        summary = post(session, SAMPLES / "add.onnx", f"?checks={ALL}")
+    checks = summary["checks"]
+    assert (checks["schema"]["status"], checks["security"]["status"]) == ("pass", "pass")
+    for stage in ("shape", "runtime", "smoke"):
+        assert checks[stage]["status"] == "incomplete", checks[stage]
+        assert "runtime" in checks[stage]["reason"] and "extra" in checks[stage]["reason"]
+    assert summary["verdict"] == "incomplete"
