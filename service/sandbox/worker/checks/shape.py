@@ -6,7 +6,8 @@ imported inside the function, never at module level; without it the stage is
 `check_type=True, strict_mode=True, data_prop=True` on a copy of the model's
 bytes made by `_Rewrite`, in which:
 
-- every node (main graph, subgraphs at any depth, model-local function
+- when onnx reports an error (a model that passes is inferred once, as it
+  is), every node (main graph, subgraphs at any depth, model-local function
   bodies) is named with a tag unique to the run (a name field appended to the
   node: the last one wins when protobuf parses it), so each error onnx
   reports, which names only the op and the node's name, is placed at the
@@ -69,7 +70,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -160,13 +161,11 @@ class _Place:
 
 @dataclass(slots=True)
 class _Scope:
-    """A graph or a function body: its nodes, the enclosing scope's path
-    (None for the main graph and for functions), and whether it is a
-    function (whose opsets are its own)."""
+    """A graph or a function body: its nodes, and the enclosing scope's path
+    (None for the main graph and for functions, which see no outer values)."""
 
     nodes: Sequence[Node]
     parent: str | None
-    function: Function | None = None
     produced: dict[str, int] | None = None  # output name -> node index, made when needed
 
     def producer(self, name: str) -> int | None:
@@ -204,15 +203,24 @@ class _Rewrite:
     field by field: they are in file order, one per field."""
 
     def __init__(
-        self, buf: Buffer, model: OnnxModel, token: str, keep: set[int], inline: dict[int, memoryview], *, set_aside: bool
+        self,
+        buf: Buffer,
+        model: OnnxModel,
+        token: str,
+        keep: set[int],
+        inline: dict[int, memoryview],
+        *,
+        set_aside: bool,
+        tag: bool,
     ) -> None:
         self.buf = buf
         self.strip = set_aside
+        self.tag = tag
         self.view = memoryview(buf)
         self.token = token
         self.keep = keep  # offsets of initializers whose values stay
         self.inline = inline  # offsets of external initializers -> their values, given inline
-        self.places: list[_Place] = []
+        self.places: list[tuple[str, int, Node, int]] = []  # a tag's number -> its node: scope, index, node, offset
         self.scopes: dict[str, _Scope] = {}
         self.set_aside: dict[str, list[Tensor]] = {}  # name -> initializers whose values were set aside
         self.external: dict[str, list[Tensor]] = {}  # name -> initializers of external data files, as written
@@ -257,29 +265,86 @@ class _Rewrite:
             counts[key] += 1
             if key == _MODEL_GRAPH:
                 return self._graph(start, stop, graph, "ModelProto.graph", None) if graph is not None and index == 0 else None
-            if index >= len(functions):
+            if index >= len(functions) or not self.tag:
                 return None
             function = functions[index]
             path = f"ModelProto.functions[{index}]"
-            self.scopes[path] = _Scope(function.node, None, function)
+            self.scopes[path] = _Scope(function.node, None)
             return self._nodes(start, stop, _FUNCTION_NODE, function.node, path)
 
         return self._walk(0, len(self.buf), frozenset(counts), handle)
 
     def _graph(self, start: int, stop: int, graph: Graph, path: str, parent: str | None) -> _Built:
+        """A graph: its nodes tagged, its large initializers set aside. The
+        hot loop of node-heavy models: a node without subgraphs becomes its
+        new key and length, its bytes as they are, and its tag."""
         self.scopes[path] = _Scope(graph.node, parent)
-        initializers = graph.initializer
-        counts = {_GRAPH_NODE: 0, _GRAPH_INITIALIZER: 0}
         nodes = graph.node
-
-        def handle(key: int, at: int, start: int, stop: int) -> _Built | None:
-            index = counts[key]
-            counts[key] += 1
-            if key == _GRAPH_NODE:
-                return self._node(at, start, stop, nodes[index], index, path) if index < len(nodes) else None
-            return self._initializer(start, stop, initializers[index]) if index < len(initializers) else None
-
-        return self._walk(start, stop, frozenset(counts), handle)
+        initializers = graph.initializer
+        view = self.view
+        places = self.places
+        token = self.token.encode()
+        parts: list[_Part] = []
+        append = parts.append
+        pending = b""  # new bytes not yet in `parts`: a tag, then the next node's key and length
+        length = 0
+        run = start
+        node_index = initializer_index = 0
+        cursor = FieldCursor(self.buf, start, stop)
+        while cursor.next():
+            key = cursor.key
+            at = cursor.at
+            if key == _GRAPH_NODE and node_index < len(nodes):
+                node = nodes[node_index]
+                if not self.tag:
+                    node_index += 1
+                    continue
+                if node.attribute and any(attribute.type in _GRAPH_TYPES for attribute in node.attribute):
+                    built: _Built | None = self._node(at, cursor.start, cursor.stop, node, node_index, path)
+                    node_index += 1
+                else:
+                    tag = token + str(len(places)).encode()
+                    places.append((path, node_index, node, at))
+                    node_index += 1
+                    tag_field = (bytes((_NODE_NAME, len(tag))) if len(tag) < 0x80 else _varint(_NODE_NAME) + _varint(len(tag))) + tag
+                    size = cursor.stop - cursor.start
+                    if at > run:
+                        if pending:
+                            append(pending)
+                            pending = b""
+                        append(view[run:at])
+                        length += at - run
+                    header = bytes((_GRAPH_NODE,)) + _varint(size + len(tag_field))
+                    append(pending + header)
+                    append(view[cursor.start : cursor.stop])
+                    pending = tag_field
+                    length += len(header) + size + len(tag_field)
+                    run = cursor.stop
+                    continue
+            elif key == _GRAPH_INITIALIZER and initializer_index < len(initializers):
+                built = self._initializer(cursor.start, cursor.stop, initializers[initializer_index])
+                initializer_index += 1
+            else:
+                continue
+            if built is None:
+                continue
+            if pending:
+                append(pending)
+                pending = b""
+            if at > run:
+                append(view[run:at])
+                length += at - run
+            header = _varint(key) + _varint(built[1])
+            append(header)
+            parts.extend(built[0])
+            length += len(header) + built[1]
+            run = cursor.stop
+        if pending:
+            append(pending)
+        if stop > run:
+            append(view[run:stop])
+            length += stop - run
+        return parts, length
 
     def _nodes(self, start: int, stop: int, node_key: int, nodes: Sequence[Node], path: str) -> _Built:
         """A function's body: its nodes tagged."""
@@ -294,7 +359,7 @@ class _Rewrite:
 
     def _node(self, at: int, start: int, stop: int, node: Node, index: int, scope: str) -> _Built:
         tag = _field(_NODE_NAME, f"{self.token}{len(self.places)}".encode())
-        self.places.append(_Place(scope, index, node, at))
+        self.places.append((scope, index, node, at))
         if not any(attribute.type in _GRAPH_TYPES for attribute in node.attribute):
             return [self.view[start:stop], tag], stop - start + len(tag)
         node_path = f"{scope}.node[{index}]"
@@ -377,17 +442,22 @@ class _Inference:
         inline: dict[int, memoryview] = {}
         message: str | None = None
         data = b""
-        for run in range(MAX_RUNS):
-            rewrite = _Rewrite(buf, model, self.token, keep, inline, set_aside=run < MAX_RUNS - 1)
-            if rewrite.length > PROTOBUF_LIMIT:
-                aside = " even with its large initializers set aside" if rewrite.strip else ""
-                return incomplete("shape", f"the model is {rewrite.length} bytes{aside}: over the 2 GB that onnx's protobuf parser reads")
-            data = rewrite.data()
-            rewrite.parts.clear()
-            message = _inference_error(data, INFERENCE_OPTIONS)
-            if message is None or not self._give_values(message, rewrite, keep, inline):
+        for tag in (False, True):  # nodes are tagged only to place the errors of a model that has some
+            for run in range(MAX_RUNS):
+                rewrite = _Rewrite(buf, model, self.token, keep, inline, set_aside=run < MAX_RUNS - 1, tag=tag)
+                if rewrite.length > PROTOBUF_LIMIT:
+                    aside = " even with its large initializers set aside" if rewrite.strip else ""
+                    return incomplete(
+                        "shape", f"the model is {rewrite.length} bytes{aside}: over the 2 GB that onnx's protobuf parser reads"
+                    )
+                data = rewrite.data()
+                rewrite.parts.clear()
+                message = _inference_error(data, INFERENCE_OPTIONS)
+                if message is None or not self._give_values(message, rewrite, keep, inline):
+                    break
+            if message is None:
                 break
-        self._unsupported(rewrite)
+        self._unsupported()
         if message is not None:
             heads = self._heads(message, rewrite)
             if not message.startswith(_COLLECTED) and heads and heads[0][2].scope == "ModelProto.graph":
@@ -465,7 +535,7 @@ class _Inference:
             index = int(match.group(1))
             if index >= len(rewrite.places):
                 continue
-            place = rewrite.places[index]
+            place = _Place(*rewrite.places[index])
             opening = f"(op_type:{place.node.op_type}"
             head = match.start() - len(opening)
             if head >= 0 and message.startswith(opening, head):
@@ -522,7 +592,7 @@ class _Inference:
                 scope_path = scope.parent
         return None
 
-    def _unsupported(self, rewrite: _Rewrite) -> None:
+    def _unsupported(self) -> None:
         """The first node of each graph and function whose op has no schema
         (nor a model-local function): onnx infers nothing for it and reports
         no error after it in that graph."""
@@ -533,9 +603,7 @@ class _Inference:
         model_opsets = {entry.domain: entry.version for entry in model.proto.opset_import}
         first: dict[str, tuple[_Place, int, set[str]]] = {}
         known: dict[tuple[str, str, str, int], bool] = {}
-        for place in rewrite.places:
-            node = place.node
-            owner = _function_of(rewrite, place.scope)
+        for scope_path, index, node, owner in _nodes_of(model):
             opsets = {entry.domain: entry.version for entry in owner.opset_import} if owner is not None else model_opsets
             version = opsets.get(node.domain)
             if version is None and node.domain == "":
@@ -552,12 +620,12 @@ class _Inference:
                 ) in functions
             if has:
                 continue
-            entry = first.get(place.scope)
+            entry = first.get(scope_path)
             op = f"{node.domain or 'ai.onnx'}:{node.op_type}"
             if entry is None:
-                first[place.scope] = (place, 1, {op})
+                first[scope_path] = (_Place(scope_path, index, node, node.offset), 1, {op})
             else:
-                first[place.scope] = (entry[0], entry[1] + 1, entry[2] | {op})
+                first[scope_path] = (entry[0], entry[1] + 1, entry[2] | {op})
         for place, count, ops in first.values():
             node = place.node
             listed = ", ".join(sorted(ops)[:8]) + (", ..." if len(ops) > 8 else "")
@@ -582,15 +650,26 @@ def _inference_error(data: bytes, options: dict[str, bool]) -> str | None:
     return None
 
 
-def _function_of(rewrite: _Rewrite, scope_path: str) -> Function | None:
-    """The function whose body holds this scope (its opsets are the body's), if any."""
-    path: str | None = scope_path
-    while path is not None:
-        scope = rewrite.scopes[path]
-        if scope.function is not None:
-            return scope.function
-        path = scope.parent
-    return None
+def _nodes_of(model: OnnxModel) -> Iterator[tuple[str, int, Node, Function | None]]:
+    """Every node of the model: its scope's field path, its index there, and
+    the function whose body holds it (None in the graph)."""
+    pending: list[tuple[str, Sequence[Node], Function | None]] = []
+    if model.proto.graph is not None:
+        pending.append(("ModelProto.graph", model.proto.graph.node, None))
+    pending.extend((f"ModelProto.functions[{index}]", function.node, function) for index, function in enumerate(model.functions))
+    while pending:
+        path, nodes, owner = pending.pop()
+        for index, node in enumerate(nodes):
+            yield path, index, node, owner
+            for position, attribute in enumerate(node.attribute):
+                if attribute.type not in _GRAPH_TYPES:
+                    continue
+                value = attribute.value
+                graphs = value if isinstance(value, list) else [value]
+                for number, graph in enumerate(graphs):
+                    if isinstance(graph, Graph):
+                        segment = "g" if attribute.type is AttributeType.GRAPH else f"graphs[{number}]"
+                        pending.append((f"{path}.node[{index}].attribute[{position}].{segment}", graph.node, owner))
 
 
 def _own_text(text: str) -> str:
