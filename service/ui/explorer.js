@@ -2,7 +2,9 @@
 // type="module"): wires the page's controls to the modules under explorer/,
 // then lists the store's models and opens the one the URL names (#model=...).
 // The modules: dom.js (helpers), api.js (requests, the API key, problems),
-// state.js, tabs.js, models.js (opening models), summary.js, diagnostics.js,
+// state.js, tabs.js, models.js (opening models), checks.js (the check stages:
+// chosen at import, the verdict and each stage's status), summary.js,
+// diagnostics.js (the findings of every stage),
 // graph-view.js with graph-worker-client.js and the worker graph-worker.js,
 // node-details.js, search.js, tensors.js with tensor-values.js, and
 // refused-model.js. Plain DOM, no framework, no build step; every request goes
@@ -16,6 +18,7 @@ import { entriesOfDrop, importPath, listModels, openModel, pickFiles, renderPick
 import { listTensors } from "./explorer/tensors.js";
 import { drawGraph, fit, installPanZoom, zoom } from "./explorer/graph-view.js";
 import { installSearch } from "./explorer/search.js";
+import { installChecksChoice } from "./explorer/checks.js";
 
 function install() {
   const token = $("#token");
@@ -66,6 +69,7 @@ function install() {
   $("#zoom-out").addEventListener("click", () => zoom(0.8));
   installPanZoom();
   installSearch();
+  installChecksChoice();
   showTab("summary");
 
   listModels(true).catch(fail);

@@ -12,7 +12,10 @@ for names the service clips or escapes: 250 characters, a tab, byte 0x01); the
 API key field; /docs listing every operation and /redoc; a 5,000-node graph
 (layout time measured, the page kept responsive) and a larger one drawn a
 page at a time; a model failing the operator check (its diagnostics listed,
-marked on their nodes, and each leading to its node). Screenshots go to .cache/artifacts/explorer/ (and the layout
+marked on their nodes, and each leading to its node); the checks chosen at
+import, the verdict and each stage's status (with the reason of an incomplete
+or skipped one), and findings of the shape and security stages listed by
+stage and marked on their nodes. Screenshots go to .cache/artifacts/explorer/ (and the layout
 timings to layout-timings.json there). Skipped, with the reason, where
 Playwright or Chromium cannot be had.
 """
@@ -181,6 +184,43 @@ def failing_nodes_model() -> bytes:
     return _model(graph)
 
 
+HIDDEN_NAME = "custom\u202eop"  # a node name with a right-to-left override: shown escaped, as \u202e
+
+
+def several_stages_model() -> bytes:
+    """Findings of two stages, each at its node: `shape` finds the Relu's
+    output declared INT64 though it is FLOAT; `security` finds a Range whose
+    constant inputs ask for 2^31 int64 elements (16 GiB, an error), a node of
+    the custom domain com.example (a warning) and that node's name, which
+    holds a bidirectional override (an error). The custom node comes last:
+    onnx's inference reports no error after a node it has no schema for."""
+    big = [numpy_helper.from_array(np.array(value, dtype=np.int64), name) for name, value in (("start", 0), ("limit", 2**31), ("delta", 1))]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["y"], name="relu"),
+        helper.make_node("Range", ["start", "limit", "delta"], ["r"], name="huge_range"),
+        helper.make_node("MyOp", ["x"], ["z"], name=HIDDEN_NAME, domain="com.example"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "several_stages",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.INT64, [2]),
+            helper.make_tensor_value_info("r", TensorProto.INT64, None),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [2]),
+        ],
+        big,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.example", 1)],
+        producer_name="test_explorer_browser",
+    )
+    model.ir_version = 10
+    data: bytes = model.SerializeToString()
+    return data
+
+
 def broken_model() -> tuple[bytes, int]:
     """add.onnx cut short: a length prefix claims more bytes than remain.
     The offset the service must report is our reader's own."""
@@ -204,6 +244,7 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "blocks_7000.onnx").write_bytes(block_model(7000))
     (root / "gated_mlp.onnx").write_bytes(small_network())
     (root / "failing_nodes.onnx").write_bytes(failing_nodes_model())
+    (root / "several_stages.onnx").write_bytes(several_stages_model())
     return root
 
 
@@ -645,9 +686,10 @@ def test_diagnostics_are_listed_marked_and_lead_to_their_nodes(server: ServicePr
     page = open_explorer(watched, server)
     import_path(page, "failing_nodes.onnx")
     errors = BAD_RELUS + 2  # the Relus, the Add and the then-branch's Relu
-    expect(page.locator("#diagnostic-errors")).to_have_text(str(errors))
-    expect(page.locator("#diagnostic-warnings")).to_have_text("0")
-    listed = page.locator("#diagnostics tr.diagnostic.error")
+    schema = page.locator("#checks tr.stage[data-stage=schema]")
+    expect(schema.locator(".errors")).to_have_text(str(errors))
+    expect(schema.locator(".warnings")).to_have_text("0")
+    listed = page.locator("#diagnostics section[data-stage=schema] tr.diagnostic.error")
     expect(listed).to_have_count(errors)
     expect(listed.filter(has_text="unknown-attribute")).to_have_count(BAD_RELUS + 1)
     add_row = listed.filter(has_text="too-many-inputs")
@@ -679,6 +721,104 @@ def test_diagnostics_are_listed_marked_and_lead_to_their_nodes(server: ServicePr
     expect(page.locator("#scene .item.selected")).to_contain_text("Relu", timeout=layout)
     expect(page.locator("#scene .item.node.has-error")).to_have_count(1)
     expect(page.locator("#details")).to_contain_text("then_relu")
+
+
+def test_the_verdict_each_stage_and_their_findings_marked_on_the_graph(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    # the checks chosen in the open panel: none is sent until one is changed; then those ticked are
+    expect(page.locator("#checks-sent")).to_contain_text("server runs its default")
+    page.uncheck("#checks-choice input[value=schema]")
+    expect(page.locator("#checks-sent")).to_have_text("Asked: security, shape.")
+    import_path(page, "several_stages.onnx")
+    assert any("/models?checks=security%2Cshape" in url for url in watched.requests), watched.requests
+
+    verdict = page.locator("#verdict")
+    expect(verdict).to_have_class("verdict fail")
+    expect(page.locator("#verdict-value")).to_have_text("fail")  # said in words, not by colour alone
+    stages = page.locator("#checks tr.stage")
+    expect(stages).to_have_count(2)
+    shape, security = stages.filter(has_text="shape"), stages.filter(has_text="security")
+    expect(shape.locator(".stage-status")).to_contain_text("fail")
+    expect(shape.locator(".errors")).to_have_text("1")
+    expect(shape.locator(".warnings")).to_have_text("1")  # the custom node: onnx infers nothing for it
+    expect(security.locator(".stage-status")).to_contain_text("fail")
+    expect(security.locator(".errors")).to_have_text("2")  # the Range's output size, the hidden character
+    expect(security.locator(".warnings")).to_have_text("1")  # the custom domain
+    expect(page.locator("#tab-summary")).to_contain_text("Not run at this import: schema, runtime, smoke.")
+
+    # listed a stage at a time, each finding labelled with its node; the name's override shown escaped
+    shape_found = page.locator("#diagnostics section[data-stage=shape] tr.diagnostic")
+    expect(shape_found).to_have_count(2)
+    conflict = shape_found.filter(has_text="declared-type-conflict")
+    expect(conflict).to_have_class("diagnostic error")
+    expect(conflict.locator(".diagnostic-link")).to_have_text("Relu relu")
+    expect(shape_found.filter(has_text="shape-not-inferred")).to_have_class("diagnostic warning")  # at the custom node
+    security_found = page.locator("#diagnostics section[data-stage=security] tr.diagnostic")
+    expect(security_found).to_have_count(3)
+    expect(security_found.filter(has_text="Range huge_range")).to_have_class("diagnostic error")
+    expect(security_found.filter(has_text="custom-operator-domain")).to_have_class("diagnostic warning")
+    expect(security_found.filter(has_text="bidi-override-character").locator(".diagnostic-link")).to_have_text("MyOp custom\\u202eop")
+    assert "\u202e" not in page.locator("#tab-summary").inner_text()
+
+    # marked on the graph as the operator check's are: the Relu and the Range as errors, the custom node too
+    show_graph(page)
+    expect(page.locator("#scene .item.node")).to_have_count(3)
+    expect(page.locator("#scene")).to_contain_text("custom\\u202eop")
+    relu = page.locator("#scene .item.node", has_text="relu")
+    expect(relu).to_have_class("item node has-error")
+    expect(relu.locator("text.finding-mark")).to_have_text("✗ 1")
+    expect(page.locator("#scene .item.node.has-error")).to_have_count(3)
+    relu.click()
+    expect(page.locator("#details h3")).to_contain_text("Relu")
+    expect(page.locator("#details .diagnostics li[data-stage=shape]")).to_contain_text("declared-type-conflict")
+
+    # from the list to the node
+    page.click("#tabs [data-tab=summary]")
+    security_found.filter(has_text="Range huge_range").locator(".diagnostic-link").click()
+    expect(page.locator("#scene .item.selected")).to_contain_text("huge_range", timeout=LAYOUT_BUDGET_S * 1000)
+    expect(page.locator("#details .diagnostics li[data-stage=security]")).to_have_count(1)
+
+
+def test_incomplete_and_skipped_stages_show_their_reasons(server: ServiceProcess, watched: Watched) -> None:
+    """Stages the service could not finish or refused, and a summary stored
+    before the stages: the summary the page reads is rewritten on its way
+    (the service gives these only when a worker dies or a model is flagged)."""
+    page = open_explorer(watched, server)
+    import_path(page, "add.onnx")
+    expect(page.locator("#verdict-value")).to_have_text("pass")
+    model_id = page.evaluate("() => location.hash.slice('#model='.length)")
+    rewrite: dict[str, Any] = {}
+
+    def summary(route: Route) -> None:
+        body = route.fetch().json()
+        for key in ("checks", "verdict"):
+            body.pop(key, None)
+        body.update(rewrite)
+        route.fulfill(json=body)
+
+    page.route(f"**/models/{model_id}", summary)
+    rewrite.update(
+        verdict="incomplete",
+        checks={
+            "schema": {"status": "pass", "errors": 0, "warnings": 0},
+            "runtime": {"status": "incomplete", "errors": 0, "warnings": 0, "reason": "the check worker hit its memory limit \u202e"},
+            "smoke": {"status": "skipped", "errors": 0, "warnings": 0, "reason": "security estimates an output over the bound"},
+        },
+    )
+    page.reload()
+    expect(page.locator("#verdict")).to_have_class("verdict incomplete")
+    expect(page.locator("#verdict-value")).to_have_text("incomplete")
+    runtime, smoke = page.locator("#checks tr[data-stage=runtime]"), page.locator("#checks tr[data-stage=smoke]")
+    expect(runtime.locator(".stage-status")).to_contain_text("incomplete")
+    expect(runtime.locator(".reason")).to_have_text("the check worker hit its memory limit \\u202e")
+    expect(smoke.locator(".stage-status")).to_contain_text("skipped")
+    expect(smoke.locator(".reason")).to_have_text("security estimates an output over the bound")
+
+    rewrite.clear()  # as stored before the stages: no checks, no verdict
+    page.reload()
+    expect(page.locator("#verdict")).to_contain_text("No verdict")
+    expect(page.locator("#checks tr.stage")).to_have_count(1)
+    expect(page.locator("#checks tr[data-stage=schema] .stage-status")).to_contain_text("pass")
 
 
 def record_timing(label: str, **figures: float | int) -> None:

@@ -1,7 +1,12 @@
 // The page's DOM and text helpers: $ (one element by selector), el and svg
 // (building HTML and SVG elements), fill (replacing an element's children),
-// status (the status line), and the number, byte-size and dims formats the
-// panels share.
+// status (the status line), visible (untrusted text with its control and
+// bidirectional characters shown), and the number, byte-size and dims
+// formats the panels share.
+
+import { visible } from "./visible.js";
+
+export { visible };
 
 export const $ = (selector) => document.querySelector(selector);
 
@@ -57,3 +62,4 @@ export function status(text, kind = "info") {
   box.textContent = text;
   box.className = kind;
 }
+

@@ -3,7 +3,7 @@
 // zoom, paging, and going to a node (drawing its page, selecting it, its
 // details in node-details.js).
 
-import { $, el, fill, svg, number, status } from "./dom.js";
+import { $, el, fill, svg, number, status, visible } from "./dom.js";
 import { currentToken, fail } from "./api.js";
 import { state } from "./state.js";
 import { ask } from "./graph-worker-client.js";
@@ -36,7 +36,7 @@ async function loadGraph() {
   state.graph = Object.assign(loaded, { id: state.model.id });
   const select = $("#graph-select");
   fill(select, ...loaded.graphs.map((g) =>
-    el("option", { value: g.path }, `${g.parent ? "↳ " : ""}${g.title} — ${number(g.nodes)} nodes${g.pages > 1 ? `, ${g.pages} pages` : ""}`)));
+    el("option", { value: g.path }, `${g.parent ? "↳ " : ""}${visible(g.title)} — ${number(g.nodes)} nodes${g.pages > 1 ? `, ${g.pages} pages` : ""}`)));
   await locateDiagnostics();
   await drawGraph(loaded.root, 0);
 }
@@ -86,24 +86,23 @@ function edgePath(edge) {
   const d = "M" + edge.points.map((p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`).join("L");
   const path = svg("path", { d, class: edge.implicit ? "edge implicit" : "edge", "marker-end": "url(#arrow)" });
   const title = svg("title");
-  title.textContent = edge.values.join(", ");
+  title.textContent = visible(edge.values.join(", "));
   path.append(title);
   return path;
 }
 
 function itemGroup(item, path) {
   const group = svg("g", { class: `item ${item.kind}${item.subgraph ? " has-subgraph" : ""}`, transform: `translate(${item.x},${item.y})` });
-  if (item.kind === "node") {
-    group.dataset.position = String(item.position);
-    markNode(group, path, item.position);
-  } else group.dataset.value = item.value;
+  if (item.kind === "node") group.dataset.position = String(item.position);
+  else group.dataset.value = item.value;
   if (item.page !== undefined && item.page !== null) group.dataset.page = String(item.page);
   group.append(svg("rect", { width: item.width, height: item.height, rx: item.kind === "node" ? 3 : 10 }));
   item.lines.forEach((line, i) => {
     const text = svg("text", { x: item.width / 2, y: i === 0 ? 15 : 28, class: i === 0 ? "head" : "sub" });
-    text.textContent = line;
+    text.textContent = visible(line);
     group.append(text);
   });
+  if (item.kind === "node") markNode(group, path, item.position);
   return group;
 }
 

@@ -24,7 +24,8 @@
 // paths deeply enough to overflow a worker's stack on long ONNX chains.
 //
 // A module worker (graph-worker-client.js starts it with type "module"), so
-// that it imports what the page imports too (problem.js, type-text.js).
+// that it imports what the page imports too (problem.js, type-text.js,
+// visible.js).
 // importScripts does not exist in a module worker: the vendored bundle, an
 // unmodified UMD script, is imported for its side effect instead, a static
 // import from this origin (script-src 'self', no eval): with neither
@@ -35,6 +36,7 @@
 import "../vendor/elk.bundled.js";
 import { responseProblem } from "./problem.js";
 import { typeText } from "./type-text.js";
+import { visible } from "./visible.js";
 
 const PAGE_SIZE = 5000;
 const MAX_RESULTS = 100;
@@ -222,6 +224,7 @@ async function view({ path, page }) {
     if (seen.has(id)) continue;
     seen.add(id);
     const item = items[Number(id.slice(1))];
+    item.lines = item.lines.map(visible); // sized as shown: hidden characters escaped
     Object.assign(item, nodeBox(item.lines));
     children.push({ id, width: item.width, height: item.height });
   }

@@ -1,15 +1,17 @@
 // Opening models: files picked or dropped (a model with its external data
 // files) and uploaded, a model under the data root, one of the store's list;
-// then the open model's reset view (openSummary). A refused import shows its
-// problem (refused-model.js).
+// then the open model's reset view (openSummary). An import asks for the
+// checks ticked (checks.js), if the user changed them. A refused import shows
+// its problem (refused-model.js).
 
-import { $, el, fill, bytes, status } from "./dom.js";
+import { $, el, fill, bytes, status, visible } from "./dom.js";
 import { Problem, api, apiJson, describeError, fail } from "./api.js";
 import { state } from "./state.js";
 import { showTab } from "./tabs.js";
 import { renderSummary, countParameters } from "./summary.js";
 import { loadDiagnostics } from "./diagnostics.js";
 import { showProblem } from "./refused-model.js";
+import { checksQuery } from "./checks.js";
 
 function relativeLocation(path, folder) {
   return folder && path.startsWith(folder + "/") ? path.slice(folder.length + 1) : path.split("/").pop();
@@ -86,7 +88,7 @@ export async function importPath(path) {
 async function importWith(request, sent) {
   let response;
   try {
-    response = await api("/models", request);
+    response = await api("/models" + checksQuery(), request);
   } catch (error) {
     if (error instanceof Problem && error.problem.kind) {
       showProblem(error.problem, sent);
@@ -96,7 +98,7 @@ async function importWith(request, sent) {
     throw error;
   }
   const summary = await response.json();
-  status(`${response.status === 201 ? "imported" : "already imported"}: ${summary.input}`, "ok");
+  status(`${response.status === 201 ? "imported" : "already imported (its checks as run then)"}: ${visible(summary.input)}${summary.verdict ? ", verdict " + summary.verdict : ""}`, "ok");
   openSummary(summary);
   listModels(true).catch(() => {});
 }

@@ -2,7 +2,7 @@
 // field path) and, for an upload, a hex view of the local file (the File this
 // browser sent) around the offset, read in the browser.
 
-import { $, el, fill, number } from "./dom.js";
+import { $, el, fill, number, visible } from "./dom.js";
 import { fail } from "./api.js";
 
 const HEX_ROWS_AROUND = 8; // rows of 16 bytes shown before and after the offset's row
@@ -33,9 +33,6 @@ export function showProblem(p, file) {
   }
 }
 
-// a local file's name as shown: control characters escaped (a tab as \x09), so none is invisible
-const printableName = (name) => name.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
-
 async function hexView(file, offset) {
   const row = Math.floor(offset / 16);
   const start = Math.max(0, (row - HEX_ROWS_AROUND) * 16);
@@ -59,7 +56,7 @@ async function hexView(file, offset) {
     lines.push(el("div", { class: "hexline" }, el("span", { class: "address" }, String(at).padStart(10, " ")), " ", cells, "  ", el("span", { class: "ascii" }, text)));
   }
   const note = offset >= file.size ? `The offset is the end of the file (${number(file.size)} bytes): the data stops there.` : `Byte ${number(offset)} is highlighted; addresses are decimal.`;
-  const name = printableName(file.name);
+  const name = visible(file.name); // control characters escaped (a tab as \x09), so none is invisible
   const shown = name.length > HEX_NAME_CHARS ? name.slice(0, HEX_NAME_CHARS - 1) + "…" : name;
   const heading = el("h3", { id: "hex-file", title: name }, `${shown}, bytes ${number(start)}–${number(Math.max(start, end - 1))}`);
   fill($("#hex"), heading, el("p", { class: "hint" }, note), el("pre", { class: "hexdump" }, lines));

@@ -2,7 +2,7 @@
 // by the graph worker (typing, debounced), listed under the field; a result
 // goes to its node and, for an initializer, opens the tensor.
 
-import { $, el, fill, number } from "./dom.js";
+import { $, el, fill, number, visible } from "./dom.js";
 import { fail } from "./api.js";
 import { state } from "./state.js";
 import { ask } from "./graph-worker-client.js";
@@ -39,7 +39,7 @@ async function runSearch(query) {
       list.hidden = true;
       if (r.position !== null) goToNode(r.path, r.position, r.page).catch(fail);
       if (r.initializer) openTensorRef(r.initializer).catch(fail);
-    } }, el("span", { class: "badge" }, r.kind), " ", r.text, " ", el("span", { class: "hint" }, r.detail)))),
+    } }, el("span", { class: "badge" }, r.kind), " ", visible(r.text), " ", el("span", { class: "hint" }, visible(r.detail))))),
     total > results.length ? el("li", { class: "hint" }, `${number(total - results.length)} more: refine the search`) : null,
     total === 0 ? el("li", { class: "hint" }, "no node or tensor name contains this") : null,
   );

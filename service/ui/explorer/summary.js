@@ -1,11 +1,14 @@
-// The summary tab: the open model's facts, inputs, outputs, op types,
-// functions and metadata (from its summary), and the parameter count by
+// The summary tab: the open model's facts, its checks' verdict and stages
+// (checks.js) and their findings (diagnostics.js fills #diagnostics), inputs,
+// outputs, op types, functions and metadata (from its summary; names and
+// metadata as `visible` shows them), and the parameter count by
 // element type (read from the tensor catalogue a page at a time).
 
-import { $, el, fill, number, bytes, elementCount } from "./dom.js";
+import { $, el, fill, number, bytes, elementCount, visible } from "./dom.js";
 import { apiJson } from "./api.js";
 import { state } from "./state.js";
 import { typeText } from "./type-text.js";
+import { checksPart } from "./checks.js";
 
 function table(head, rows, className = "grid") {
   return el("table", { class: className }, el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
@@ -18,31 +21,32 @@ export function renderSummary(s) {
   const cut = (list, shown) => (s.truncated.includes(list) ? ` (the first ${number(shown)} of ${number(s.counts[list])})` : "");
   const panel = $("#tab-summary");
   fill(panel, 
-    el("h2", {}, s.input),
+    el("h2", {}, visible(s.input)),
     el("dl", { class: "facts" },
       el("dt", {}, "id"), el("dd", {}, el("code", {}, s.id)),
       el("dt", {}, "file"), el("dd", {}, `${bytes(s.model_file.size)}, sha256 `, el("code", {}, s.model_file.sha256.slice(0, 16) + "…")),
-      el("dt", {}, "producer"), el("dd", {}, `${s.producer.name || "(none)"} ${s.producer.version || ""}`),
+      el("dt", {}, "producer"), el("dd", {}, visible(`${s.producer.name || "(none)"} ${s.producer.version || ""}`)),
       el("dt", {}, "IR version"), el("dd", {}, String(s.ir_version)),
-      el("dt", {}, "opsets"), el("dd", {}, s.opsets.map((o) => `${o.domain || "ai.onnx"} ${o.version}`).join(", ") || "(none)"),
-      el("dt", {}, "graph"), el("dd", {}, `${g.name || "(unnamed)"}: ${number(g.node_count)} nodes, ${number(g.subgraph_count)} subgraphs, ${number(s.counts.tensors)} tensors`),
-      s.domain ? [el("dt", {}, "domain"), el("dd", {}, s.domain)] : null,
+      el("dt", {}, "opsets"), el("dd", {}, s.opsets.map((o) => `${visible(o.domain) || "ai.onnx"} ${o.version}`).join(", ") || "(none)"),
+      el("dt", {}, "graph"), el("dd", {}, `${visible(g.name) || "(unnamed)"}: ${number(g.node_count)} nodes, ${number(g.subgraph_count)} subgraphs, ${number(s.counts.tensors)} tensors`),
+      s.domain ? [el("dt", {}, "domain"), el("dd", {}, visible(s.domain))] : null,
     ),
-    el("h3", {}, "Operator check"),
-    el("p", { id: "diagnostic-counts" },
+    el("h3", {}, "Checks"),
+    checksPart(s),
+    el("p", { id: "diagnostic-counts" }, "Findings of every stage: ",
       el("strong", { id: "diagnostic-errors", class: s.diagnostics && s.diagnostics.errors ? "bad" : null }, number(s.diagnostics ? s.diagnostics.errors : 0)), " errors, ",
       el("strong", { id: "diagnostic-warnings" }, number(s.diagnostics ? s.diagnostics.warnings : 0)), " warnings"),
     el("div", { id: "diagnostics" }, el("p", { class: "hint" }, "reading…")),
     el("h3", {}, "Inputs" + cut("inputs", g.inputs.length)),
-    table(["name", "type"], g.inputs.map((v) => [v.name, typeText(v.type)])),
+    table(["name", "type"], g.inputs.map((v) => [visible(v.name), typeText(v.type)])),
     el("h3", {}, "Outputs" + cut("outputs", g.outputs.length)),
-    table(["name", "type"], g.outputs.map((v) => [v.name, typeText(v.type)])),
+    table(["name", "type"], g.outputs.map((v) => [visible(v.name), typeText(v.type)])),
     el("h3", {}, "Op types" + cut("op_types", opTypes.length)),
-    table(["op type", "nodes"], opTypes.map(([op, n]) => [op, number(n)]), "grid compact"),
+    table(["op type", "nodes"], opTypes.map(([op, n]) => [visible(op), number(n)]), "grid compact"),
     el("h3", {}, "Parameters"),
     el("div", { id: "parameters" }, el("p", { class: "hint" }, "counting…")),
-    s.functions.length ? [el("h3", {}, "Functions"), table(["domain", "name", "nodes"], s.functions.map((f) => [f.domain, f.name, number(f.node_count)]))] : null,
-    Object.keys(s.metadata_props).length ? [el("h3", {}, "Metadata"), table(["key", "value"], Object.entries(s.metadata_props))] : null,
+    s.functions.length ? [el("h3", {}, "Functions"), table(["domain", "name", "nodes"], s.functions.map((f) => [visible(f.domain), visible(f.name), number(f.node_count)]))] : null,
+    Object.keys(s.metadata_props).length ? [el("h3", {}, "Metadata"), table(["key", "value"], Object.entries(s.metadata_props).map(([k, v]) => [visible(k), visible(v)]))] : null,
   );
 }
 

@@ -3,7 +3,7 @@
 // and .npy when the API gives it an npy_href) and a preview of its first bytes
 // (a Range request), decoded by tensor-values.js.
 
-import { $, el, fill, number, bytes, dimsText, elementCount } from "./dom.js";
+import { $, el, fill, number, bytes, dimsText, elementCount, visible } from "./dom.js";
 import { api, apiJson, download, fail } from "./api.js";
 import { state } from "./state.js";
 import { showTab } from "./tabs.js";
@@ -24,7 +24,7 @@ export async function listTensors(prefix, more = false) {
   if (generation !== state.generation) return;
   for (const t of page.items) {
     $("#tensor-list tbody").append(el("tr", {},
-      el("td", {}, el("a", { href: "#", onclick: (e) => (e.preventDefault(), openTensor(t).catch(fail)) }, t.name || "(unnamed)")),
+      el("td", {}, el("a", { href: "#", onclick: (e) => (e.preventDefault(), openTensor(t).catch(fail)) }, visible(t.name) || "(unnamed)")),
       el("td", {}, t.elem_type), el("td", {}, dimsText(t.dims)), el("td", {}, number(t.byte_length)), el("td", {}, t.role)));
   }
   state.tensorsCursor = page.next_cursor;
@@ -55,7 +55,7 @@ async function openTensor(t) {
   const box = $("#tensor");
   const stem = (t.alias || "tensor").replace(/[^A-Za-z0-9._-]/g, "_");
   fill(box, 
-    el("h3", {}, t.name || "(unnamed)"),
+    el("h3", {}, visible(t.name) || "(unnamed)"),
     el("dl", { class: "facts" },
       el("dt", {}, "type"), el("dd", {}, t.elem_type),
       el("dt", {}, "dims"), el("dd", {}, `${dimsText(t.dims)} = ${number(elementCount(t.dims))} elements`),
