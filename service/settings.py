@@ -220,7 +220,8 @@ class Settings:
     )  # fmt: skip
     max_static_output: int = setting(
         GIB, SIZE, "the security check's bound on an output whose size constants fix (Range, ConstantOfShape, Expand, ...): "
-        "a model past it is flagged, and its smoke run refused", rule=Rule(lambda size: size >= 1, "must be positive"),
+        "a model past it is flagged and never run (neither loaded by onnxruntime nor smoke-run)",
+        rule=Rule(lambda size: size >= 1, "must be positive"),
     )  # fmt: skip
     header_timeout: float = setting(
         10.0, SECONDS, "seconds a client may take to send a request's headers; then the connection is closed", rule=within(0.1, 3600.0)

@@ -3,8 +3,8 @@
 Owns the stage names (`STAGES`, in the order they run), `Finding` (one
 diagnostic of any stage: stable code, severity, message, node, field path and
 byte offset), `StageResult` (a stage's status and findings) and `verdict`,
-which fails closed: a stage that did not finish makes the verdict
-`incomplete`, never `pass`. `parse_checks` reads `schema,shape,...` as a
+which fails closed: a stage asked for that did not finish, or was not run,
+makes the verdict `incomplete`, never `pass`. `parse_checks` reads `schema,shape,...` as a
 request or a setting gives it.
 """
 
@@ -168,13 +168,13 @@ def incomplete(stage: Stage, reason: str) -> StageResult:
 
 
 def verdict(results: Iterable[StageResult]) -> Verdict:
-    """`fail` if any stage failed; else `incomplete` if any did not finish; else `pass`.
-    A skipped stage does not count against the verdict: it was refused for a
-    reason another stage gives (the smoke run of a model `security` flags)."""
+    """`fail` if any stage failed; else `incomplete` if any asked for did not
+    finish or was not run (skipped: the smoke run of a model `security` flags,
+    which then fails anyway, or of inputs that cannot be made); else `pass`."""
     statuses = {result.status for result in results}
     if "fail" in statuses:
         return "fail"
-    if "incomplete" in statuses:
+    if statuses & {"incomplete", "skipped"}:
         return "incomplete"
     return "pass"
 

@@ -164,6 +164,7 @@ def run_task(
         )
         send_header(connection, WorkerHeader(status="error", error=failure))
         return
+    narrowed = job.task == "checks" and narrow()  # before leaving root, which may leave the code's folders unreadable
     if leave_root(job.worker_uid, job.worker_gid):  # every input is open (and mapped) now
         isolation = confinement.combine_isolation(isolation, f"{confinement.UID_PREFIX}{job.worker_uid}")
     with model:
@@ -176,7 +177,7 @@ def run_task(
         if job.task == "graph":
             send_graph(connection, model, job, isolation)
         elif job.task == "checks":
-            send_checks(connection, model, job, isolation, narrow)
+            send_checks(connection, model, job, isolation + ("+files-narrowed" if narrowed else ""))
         else:
             send_import(connection, model, job, isolation)
 

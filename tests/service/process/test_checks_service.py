@@ -81,7 +81,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture()
 def client(server: ServiceProcess) -> Iterator[httpx.Client]:
-    with server.client(timeout=120.0) as session:
+    with server.client() as session:
         yield session
 
 
@@ -177,7 +177,7 @@ def test_without_the_runtime_extra_its_stages_are_incomplete(tmp_path: Path, dat
     blocker = tmp_path / "no_onnx"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['onnx'] = None\nsys.modules['onnxruntime'] = None\n")
-    with serving(tmp_path / "store", data_root, env={"PYTHONPATH": str(blocker)}) as service, service.client(timeout=120.0) as session:
+    with serving(tmp_path / "store", data_root, env={"PYTHONPATH": str(blocker)}) as service, service.client() as session:
         summary = post(session, SAMPLES / "add.onnx", f"?checks={ALL}")
     checks = summary["checks"]
     assert (checks["schema"]["status"], checks["security"]["status"]) == ("pass", "pass")

@@ -4,11 +4,14 @@ The import's worker runs `schema` (the importer's operator check) and
 `security` (our own code) on the model it has opened; their findings go into
 the catalogue it sends. A check worker of its own (task "checks") runs
 `shape`, `runtime` and `smoke`, the stages that hand the model to onnx and
-onnxruntime: once the model and its external files are open and mapped, it
-narrows its file policy to the code alone (`confinement.narrow_to_code`), so
-onnxruntime can open no input of its own, then sends one `StageReport` per
+onnxruntime: once the model and its external files are open and mapped, the
+worker has narrowed its file policy to the code alone
+(`confinement.narrow_to_code`, before it leaves root), so onnxruntime can
+open no input of its own; this sends one `StageReport` per
 stage as it ends. A stage that breaks (a bug, MemoryError) is `incomplete`,
 never `pass`; a worker killed midway has delivered the stages it finished.
+Every stage's module is imported here, in the fork server (a worker that has
+left root for its own identity may no longer read the code's folders).
 The smoke run (and the runtime load, which folds constants) is refused when
 the security estimate finds an output past `--max-static-output`: such a
 model is flagged and never run.
@@ -24,7 +27,10 @@ from multiprocessing.connection import Connection
 from importer import OnnxModel, check_model
 from service.checks.outcome import IN_CHECK_WORKER, Finding, Stage, StageResult, incomplete
 from service.sandbox.protocol import StageReport, WorkerHeader, WorkerJob
-from service.sandbox.worker import confinement
+from service.sandbox.worker.checks.runtime import runtime_stage
+from service.sandbox.worker.checks.security import SecurityBounds, oversized_outputs, security_stage
+from service.sandbox.worker.checks.shape import shape_stage
+from service.sandbox.worker.checks.smoke import smoke_stage
 
 
 def _guarded(stage: Stage, run: Callable[[], StageResult]) -> StageResult:
@@ -60,8 +66,6 @@ def import_stages(model: OnnxModel, job: WorkerJob) -> tuple[list[Finding], list
         results.append(_guarded("schema", lambda: _schema(model, schema_findings)))
         findings += schema_findings
     if "security" in job.checks:
-        from service.sandbox.worker.checks.security import SecurityBounds, security_stage
-
         result = _guarded("security", lambda: security_stage(model, SecurityBounds(max_static_output=job.max_static_output)))
         results.append(result)
         findings += result.findings
@@ -70,8 +74,6 @@ def import_stages(model: OnnxModel, job: WorkerJob) -> tuple[list[Finding], list
 
 def _refusal(model: OnnxModel, job: WorkerJob) -> str:
     """Why the model must not run (an output past the bound), or ""."""
-    from service.sandbox.worker.checks.security import oversized_outputs
-
     oversized = oversized_outputs(model, job.max_static_output)
     if not oversized:
         return ""
@@ -82,19 +84,13 @@ def _refusal(model: OnnxModel, job: WorkerJob) -> str:
 def _stage_runner(stage: Stage, model: OnnxModel, job: WorkerJob, session: list[object | None]) -> Callable[[], StageResult]:
     """The function that runs `stage`; `session` passes the runtime stage's session to the smoke run."""
     if stage == "shape":
-        from service.sandbox.worker.checks.shape import shape_stage
-
         return lambda: shape_stage(model)
     if stage == "runtime":
-        from service.sandbox.worker.checks.runtime import runtime_stage
-
         def load() -> StageResult:
             result, session[0] = runtime_stage(model)
             return result
 
         return load
-    from service.sandbox.worker.checks.smoke import smoke_stage
-
     def run() -> StageResult:
         result: StageResult = smoke_stage(session[0], model, dict(job.dims))
         return result
@@ -102,12 +98,16 @@ def _stage_runner(stage: Stage, model: OnnxModel, job: WorkerJob, session: list[
     return run
 
 
-def send_checks(
-    connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str, narrow: Callable[[], bool] = confinement.narrow_to_code
-) -> None:
+def _no_run(loaded: StageResult) -> StageResult:
+    """The smoke run of a model the runtime stage did not load."""
+    if loaded.status == "fail":
+        return StageResult.ended("smoke", "skipped", "not run: onnxruntime does not load the model (the runtime stage's findings)")
+    return incomplete("smoke", f"not run: the runtime stage did not finish ({loaded.reason})")
+
+
+def send_checks(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
     """Run the check worker's stages of `job`, sending each result as it ends
-    (once `narrow` has left the worker only the code to read)."""
-    narrowed = narrow()
+    (the worker has narrowed its file policy already: `confinement.narrow_to_code`)."""
     stages = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
 
     def send(result: StageResult) -> None:
@@ -120,10 +120,15 @@ def send_checks(
         except Exception as error:  # fail closed: the runtime stages do not run on a model not estimated
             refusal = f"not run: the security estimate did not complete ({type(error).__name__})"
     session: list[object | None] = [None]  # the runtime stage's session, for the smoke run
+    loaded: StageResult | None = None
     for stage in stages:
         if stage != "shape" and refusal:
-            send(StageResult.ended(stage, "skipped", refusal))
+            result = StageResult.ended(stage, "skipped", refusal)
+        elif stage == "smoke" and loaded is not None and loaded.status != "pass":
+            result = _no_run(loaded)
         else:
-            send(_guarded(stage, _stage_runner(stage, model, job, session)))
-    file_policy = "+files-narrowed" if narrowed else ""
-    connection.send_bytes(WorkerHeader(status="ok", isolation=isolation + file_policy).model_dump_json(exclude_defaults=True).encode())
+            result = _guarded(stage, _stage_runner(stage, model, job, session))
+        if stage == "runtime":
+            loaded = result
+        send(result)
+    connection.send_bytes(WorkerHeader(status="ok", isolation=isolation).model_dump_json(exclude_defaults=True).encode())

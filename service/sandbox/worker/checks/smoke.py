@@ -11,8 +11,8 @@ symbolic one (`dim_param`) takes its value from `dims` (the request's
 and "" for strings. An optional input of a tensor type gets that tensor. The
 stage is `skipped`, with the reason, when an input cannot be made: a
 sequence, map, sparse or opaque type, a declared type without a shape, an
-element type onnxruntime does not take, or more than
-MAX_SYNTHETIC_INPUT_BYTES in all. The packed 4- and 2-bit types (which
+element type onnxruntime does not take; and `incomplete` (a limit) when the
+inputs would take more than MAX_SYNTHETIC_INPUT_BYTES in all. The packed 4- and 2-bit types (which
 onnxruntime's Python API takes from no numpy array) are written packed into
 an OrtValue onnxruntime allocates. A test passes
 inputs of its own (`inputs`) and may collect the outputs (`outputs_sink`:
@@ -70,6 +70,10 @@ class _Skip(Exception):
     """An input the stage cannot make: the stage is skipped, with this reason."""
 
 
+class _TooLarge(Exception):
+    """Inputs past MAX_SYNTHETIC_INPUT_BYTES: a limit, so the stage is incomplete."""
+
+
 def smoke_stage(
     session: object | None,
     model: importer.OnnxModel,
@@ -103,6 +107,8 @@ def _smoke_stage(
             feeds, types = _feeds(model, bound, inputs)
         except _Skip as skip:
             return StageResult.ended("smoke", "skipped", str(skip))
+        except _TooLarge as limit:
+            return incomplete("smoke", str(limit))
         try:
             actual = _run(ort, run, feeds, types, outputs_sink)
         except _Skip as skip:
@@ -163,7 +169,7 @@ def _feeds(
             total += int(np.prod(shape, dtype=np.float64) * dtype.itemsize)
             if total > MAX_SYNTHETIC_INPUT_BYTES:
                 limit = MAX_SYNTHETIC_INPUT_BYTES
-                raise _Skip(f"the synthetic inputs would take more than {limit} bytes (input {value.name!r}: {list(shape)})")
+                raise _TooLarge(f"the synthetic inputs would take more than {limit} bytes (input {value.name!r}: {list(shape)})")
             feeds[value.name] = _synthetic(data_type, shape, dtype)
             types[value.name] = int(data_type)
         if tensor is not None and tensor.shape is not None and len(tensor.shape) == feeds[value.name].ndim:
