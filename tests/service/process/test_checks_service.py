@@ -3,7 +3,7 @@ runs them in the real sandboxed workers, the summary carries each stage's
 status and one fail-closed verdict, `/diagnostics` pages every finding by
 stage, and `?format=sarif` (validated against the official SARIF 2.1.0
 schema) and `?format=junit` give the report for CI. A denial-of-service
-model is flagged by `security` and never run; a wrong declared type is found
+model (Range, ConstantOfShape, Expand) is flagged by `security` and never run; a wrong declared type is found
 by `shape` at its node; a model with external data loads in onnxruntime from
 the importer's memory; a smoke run past the worker's memory is `incomplete`;
 and without onnx and onnxruntime the stages that need them are `incomplete`,
@@ -48,6 +48,33 @@ def range_bomb(path: Path) -> Path:
     return _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
+def constant_of_shape_bomb(path: Path) -> Path:
+    """ConstantOfShape of a constant shape [65536, 65536] (16 GiB of floats)."""
+    shape = numpy_helper.from_array(np.array([65536, 65536], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["shape"], ["y"], name="bomb")],
+        "constant_of_shape_bomb",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [shape],
+    )
+    return _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def expand_bomb(path: Path) -> Path:
+    """Expand of one float to a constant shape [1 << 20, 1 << 12] (16 GiB)."""
+    one = numpy_helper.from_array(np.ones([1], np.float32), "one")
+    shape = numpy_helper.from_array(np.array([1 << 20, 1 << 12], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["one", "shape"], ["y"], name="bomb")],
+        "expand_bomb",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [one, shape],
+    )
+    return _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
 def wrong_type(path: Path) -> Path:
     """Add of two floats, its output declared INT64."""
     graph = helper.make_graph(
@@ -73,7 +100,9 @@ def symbolic_relu(path: Path, name: str = "symbolic_relu") -> Path:
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("check-models")
     return {
-        "range": range_bomb(folder / "range_bomb.onnx"),
+        "Range": range_bomb(folder / "range_bomb.onnx"),
+        "ConstantOfShape": constant_of_shape_bomb(folder / "constant_of_shape_bomb.onnx"),
+        "Expand": expand_bomb(folder / "expand_bomb.onnx"),
         "wrong": wrong_type(folder / "wrong_type.onnx"),
         "relu": symbolic_relu(folder / "symbolic_relu.onnx"),
     }
@@ -117,8 +146,9 @@ def test_every_stage_runs_a_model_with_external_data(client: httpx.Client) -> No
     assert summary["verdict"] == "pass"
 
 
-def test_a_range_bomb_is_flagged_and_never_run(client: httpx.Client, models: dict[str, Path]) -> None:
-    summary = post(client, models["range"], f"?checks={ALL}")
+@pytest.mark.parametrize("op_type", ["Range", "ConstantOfShape", "Expand"])
+def test_a_denial_of_service_model_is_flagged_and_never_run(client: httpx.Client, models: dict[str, Path], op_type: str) -> None:
+    summary = post(client, models[op_type], f"?checks={ALL}")
     checks = summary["checks"]
     assert checks["security"]["status"] == "fail"
     for stage in ("runtime", "smoke"):
@@ -126,8 +156,8 @@ def test_a_range_bomb_is_flagged_and_never_run(client: httpx.Client, models: dic
         assert "--max-static-output" in checks[stage]["reason"]
     assert summary["verdict"] == "fail"
     (finding,) = [item for item in diagnostics(client, summary["id"], "security") if item["code"] == "static-output-too-large"]
-    assert (finding["field_path"], finding["node_name"], finding["op_type"]) == ("ModelProto.graph.node[0]", "bomb", "Range")
-    raw = models["range"].read_bytes()
+    assert (finding["field_path"], finding["node_name"], finding["op_type"]) == ("ModelProto.graph.node[0]", "bomb", op_type)
+    raw = models[op_type].read_bytes()
     assert raw[finding["offset"]] == (1 << 3) | 2, "the offset is the key of graph.node[0]"  # GraphProto.node: field 1, LEN
 
 
@@ -140,7 +170,7 @@ def test_a_wrong_declared_type_is_found_at_its_node(client: httpx.Client, models
 
 
 def test_reports_for_ci(client: httpx.Client, models: dict[str, Path]) -> None:
-    summary = post(client, models["range"], f"?checks={ALL}")
+    summary = post(client, models["Range"], f"?checks={ALL}")
     sarif = client.get(f"/models/{summary['id']}/diagnostics", params={"format": "sarif"})
     assert sarif.status_code == 200 and sarif.headers["content-type"].startswith("application/sarif+json")
     log = valid_sarif(sarif.content)

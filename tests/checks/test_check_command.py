@@ -1,0 +1,98 @@
+"""The `onnx-import` console script (declared in pyproject.toml), run as a user
+runs it: `onnx-import check MODEL` runs the check stages in the service's
+sandboxed workers without a server, and answers by its exit status (0 pass,
+1 fail, 2 refused or incomplete, 64 a usage error) and its report (json,
+sarif validated against the official schema, junit), to standard output or
+`--output`; `--external-data-dir` finds external data elsewhere and
+`--dim` binds the smoke run's symbolic dimensions. `python -m importer
+check` keeps giving the operator check alone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from support.sarif_schema import valid_sarif
+from support.service_harness import SAMPLES
+
+COMMAND = Path(sys.executable).with_name("onnx-import")
+ALL = "schema,security,shape,runtime,smoke"
+
+
+def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    assert COMMAND.exists(), "the console script is installed with the project (pyproject.toml [project.scripts])"
+    return subprocess.run([str(COMMAND), *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def wrong_type(path: Path) -> Path:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "wrong_type",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, ["batch", 2])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_sound_model_passes_every_stage() -> None:
+    done = run("check", SAMPLES / "external" / "model.onnx", "--checks", ALL)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "pass" and set(report["checks"]) == set(ALL.split(","))
+    assert all(entry["status"] == "pass" for entry in report["checks"].values())
+
+
+def test_a_failing_model_exits_1_with_its_findings_placed(tmp_path: Path) -> None:
+    done = run("check", wrong_type(tmp_path / "wrong.onnx"), "--checks", "shape", "--checks", "smoke", "--dim", "batch:3")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "fail" and report["checks"]["shape"]["status"] == "fail"
+    shape = [item for item in report["diagnostics"] if item["stage"] == "shape"]
+    assert shape and shape[0]["field_path"] == "ModelProto.graph.node[0]" and shape[0]["node_name"] == "relu"
+
+
+def test_reports_go_to_a_file_as_sarif_or_junit(tmp_path: Path) -> None:
+    model = wrong_type(tmp_path / "wrong.onnx")
+    sarif = tmp_path / "report.sarif"
+    assert run("check", model, "--format", "sarif", "--output", sarif).returncode == 1
+    log = valid_sarif(sarif.read_text(encoding="utf-8"))
+    assert any(result["ruleId"] == "declared-type-conflict" for result in log["runs"][0]["results"])
+    junit = run("check", model, "--format", "junit")
+    assert junit.returncode == 1
+    assert ET.fromstring(junit.stdout.encode()).find("testsuite/testcase/failure") is not None
+
+
+def test_external_data_elsewhere(tmp_path: Path) -> None:
+    shutil.copy(SAMPLES / "external" / "model.onnx", tmp_path / "model.onnx")
+    assert run("check", tmp_path / "model.onnx", "--checks", "runtime").returncode == 2, "refused: its external data is missing"
+    done = run("check", tmp_path / "model.onnx", "--checks", "runtime", "--external-data-dir", SAMPLES / "external")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_refused_file_exits_2_naming_the_place(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes((SAMPLES / "add.onnx").read_bytes()[:120])
+    done = run("check", broken)
+    assert done.returncode == 2
+    refusal = json.loads(done.stdout)["refused"]
+    assert refusal["kind"] and refusal["input"] == "broken.onnx" and "offset" in refusal
+
+
+@pytest.mark.parametrize("args", [("check", "no-such.onnx"), ("check", str(SAMPLES / "add.onnx"), "--checks", "telepathy"),
+                                  ("check", str(SAMPLES / "add.onnx"), "--dim", "batch")])  # fmt: skip
+def test_usage_errors_exit_64(args: tuple[str, ...]) -> None:
+    done = run(*args)
+    assert done.returncode == 64 and done.stderr.startswith("onnx-import: ") and not done.stdout
+
+
+def test_python_m_importer_check_keeps_the_operator_check_alone() -> None:
+    done = subprocess.run([sys.executable, "-m", "importer", "check", str(SAMPLES / "add.onnx")], capture_output=True, text=True)
+    assert done.returncode == 0 and set(json.loads(done.stdout)) == {"diagnostics"}
