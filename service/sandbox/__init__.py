@@ -5,6 +5,7 @@ its streams, classifying how it ended as typed errors), the protocol between
 supervisor and worker (`protocol`), the front end's memory watch
 (`memory_watch`), and `worker/`, everything that runs inside the fork.
 
-May import: `importer`, `service.settings`, `service.errors` (typed errors, a full
-disk). Never `service.http`, `service.imports` or `service.store`.
+Also `check_run`: a check worker's run as stage results. May import:
+`importer`, `service.settings`, `service.errors` (typed errors, a full disk),
+`service.checks` (the stages' vocabulary). Never `service.http`, `service.imports` or `service.store`.
 """

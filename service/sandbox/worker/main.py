@@ -12,8 +12,11 @@ none; `service.sandbox.supervisor.describe_isolation` reads it back). Then it do
 task (`service.sandbox.protocol`): it opens its inputs through the importer,
 leaves root for its own unprivileged identity where it runs as root, and for
 an import sends a bounded header (the summary), then the tensor catalogue as
-a serialized SQLite database and the converted tensor bytes; a graph task
-sends the graph document. It never writes a file and never opens one except
+a serialized SQLite database (with the findings of the `schema` and
+`security` check stages) and the converted tensor bytes; a graph task sends
+the graph document; a check worker (task "checks") narrows its file policy
+to the code before it leaves root, and runs the stages that need onnx and
+onnxruntime (`service.sandbox.worker.checks.run`). It never writes a file and never opens one except
 through the importer. Once its answer is written it leaves with `os._exit`,
 without tearing down its heap (a 200,000-node graph takes longer to free
 than to send).

@@ -2,7 +2,7 @@
 
 Owns `bounded_summary` (in the worker: producer, opsets, the graph's inputs,
 outputs, op-type counts, initializers, functions, metadata, the first
-tensors of the catalogue, and the operator check's error and warning counts
+tensors of the catalogue, and the check stages' error and warning counts
 with its first diagnostics; every list is cut at a number of items and a number
 of bytes, and `counts` gives every list's full length, `truncated` names the
 cut ones). The front end adds the id, the model file and the links
