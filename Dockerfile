@@ -75,7 +75,9 @@ LABEL org.opencontainers.image.title="onnx-import-service" \
 # layer) into /opt/venv, a virtual environment without pip: nothing is
 # installed at run time, and the base's own packages stay out of the service's
 # way. The base's pip runs it (`--python`); a venv is not externally managed.
-# numpy's own test suites (17 MB) are left out.
+# numpy's own test suites (17 MB) are left out, and so are onnx's backend test
+# data and onnxruntime's transformer, quantization and model tools (27 MB):
+# the check worker uses neither.
 # No apt packages: the one system library the service loads, libseccomp.so.2
 # (the workers' seccomp filter, through pyseccomp), is in the base image
 # already, as Debian's apt depends on libseccomp2.
@@ -84,6 +86,10 @@ RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     && python -m pip --python /opt/venv/bin/python install --no-cache-dir --no-index --find-links=/wheels \
         "onnx-import-service[fleet,runtime]" \
     && find /opt/venv -depth -type d -path '*/site-packages/numpy/*' -name tests -exec rm -rf {} + \
+    && rm -rf /opt/venv/lib/python*/site-packages/onnx/backend/test \
+        /opt/venv/lib/python*/site-packages/onnxruntime/transformers \
+        /opt/venv/lib/python*/site-packages/onnxruntime/quantization \
+        /opt/venv/lib/python*/site-packages/onnxruntime/tools \
     && groupadd --system --gid 10001 onnx \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin onnx \
