@@ -25,6 +25,7 @@ from service.checks.outcome import STAGES, Finding, Stage, results_of
 from service.checks.sarif import sarif_report
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
+from service.http.problems import ProblemError
 from service.http.routes.models import MAX_PAGE, require_model
 from service.http.routes.tensors import catalog_errors, catalog_of
 from service.http.schemas import DiagnosticEntry, DiagnosticPage, PageLinks
@@ -78,7 +79,10 @@ def list_diagnostics(
 
 def _report(service: Service, tenant: str, model_id: str, format: Literal["sarif", "junit"]) -> Response:
     """The model's whole check report, for CI."""
-    summary = json.loads(service.store.summary(model_id))
+    try:
+        summary = json.loads(service.store.summary(model_id))
+    except FileNotFoundError:
+        raise ProblemError("not-found", "the model was evicted from the store meanwhile; post it again") from None
     held = service.store.holding(tenant, model_id)
     name = held.input if held is not None else str(summary.get("input", ""))
     findings: list[Finding] = []

@@ -51,6 +51,27 @@ audit = logging.getLogger("service.audit")
 MAX_PAGE = 1000
 
 UPLOAD_BODY = {
+    "parameters": [
+        {
+            "name": "checks",
+            "in": "query",
+            "required": False,
+            "style": "form",
+            "explode": True,
+            "schema": {"type": "array", "items": {"type": "string"}},
+            "description": "check stages, comma-separated or repeated: schema, security, shape, runtime, smoke "
+            "(default: --default-checks; smoke brings runtime)",
+        },
+        {
+            "name": "dim",
+            "in": "query",
+            "required": False,
+            "style": "form",
+            "explode": True,
+            "schema": {"type": "array", "items": {"type": "string", "pattern": "^.+:[0-9]+$"}},
+            "description": "NAME:VALUE, a symbolic dimension's value for the smoke run (unbound ones are 1)",
+        },
+    ],
     "requestBody": {
         "required": True,
         "content": {

@@ -215,3 +215,12 @@ def test_without_the_runtime_extra_its_stages_are_incomplete(tmp_path: Path, dat
         assert checks[stage]["status"] == "incomplete", checks[stage]
         assert "runtime" in checks[stage]["reason"] and "extra" in checks[stage]["reason"]
     assert summary["verdict"] == "incomplete"
+
+
+def test_the_api_document_names_the_checks_parameters(client: httpx.Client) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    posted = {parameter["name"] for parameter in paths["/models"]["post"]["parameters"]}
+    assert {"checks", "dim"} <= posted
+    diagnostics = {parameter["name"]: parameter for parameter in paths["/models/{model_id}/diagnostics"]["get"]["parameters"]}
+    assert {"stage", "severity", "format"} <= set(diagnostics)
+    assert set(diagnostics["format"]["schema"]["enum"]) == {"json", "sarif", "junit"}
