@@ -224,3 +224,39 @@ def test_the_api_document_names_the_checks_parameters(client: httpx.Client) -> N
     diagnostics = {parameter["name"]: parameter for parameter in paths["/models/{model_id}/diagnostics"]["get"]["parameters"]}
     assert {"stage", "severity", "format"} <= set(diagnostics)
     assert set(diagnostics["format"]["schema"]["enum"]) == {"json", "sarif", "junit"}
+
+
+def endless_loop(path: Path) -> Path:
+    """A Loop of 10^12 iterations adding one to a scalar: loads at once, runs for ever."""
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "one"], ["acc_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, []),
+        ],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [])],
+    )
+    trips = numpy_helper.from_array(np.array(10**12, np.int64), "trips")
+    start = numpy_helper.from_array(np.array(0.0, np.float32), "start")
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["trips", "", "start"], ["total"], body=body, name="endless")],
+        "endless_loop",
+        [],
+        [helper.make_tensor_value_info("total", TensorProto.FLOAT, [])],
+        [trips, start, one],
+    )
+    return _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_a_check_worker_killed_at_its_deadline_leaves_its_stages_incomplete(tmp_path: Path, data_root: Path) -> None:
+    model = endless_loop(tmp_path / "endless.onnx")
+    with serving(tmp_path / "store", data_root, "--worker-timeout", "3") as service, service.client() as session:
+        summary = post(session, model, f"?checks={ALL}")
+        assert session.get("/healthz").status_code == 200
+    checks = summary["checks"]
+    assert [checks[stage]["status"] for stage in ("schema", "security", "shape", "runtime")] == ["pass"] * 4, checks
+    assert checks["smoke"]["status"] == "incomplete" and "deadline" in checks["smoke"]["reason"], checks["smoke"]
+    assert summary["verdict"] == "incomplete"
