@@ -260,3 +260,19 @@ def test_a_check_worker_killed_at_its_deadline_leaves_its_stages_incomplete(tmp_
     assert [checks[stage]["status"] for stage in ("schema", "security", "shape", "runtime")] == ["pass"] * 4, checks
     assert checks["smoke"]["status"] == "incomplete" and "deadline" in checks["smoke"]["reason"], checks["smoke"]
     assert summary["verdict"] == "incomplete"
+
+
+def test_a_declared_input_past_the_bound_loads_but_is_not_run(client: httpx.Client, tmp_path: Path) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "wide_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [65536, 65536])],  # 16 GiB to make
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [65536, 65536])],
+    )
+    summary = post(client, _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "wide.onnx"),
+                   f"?checks={ALL}")  # fmt: skip
+    checks = summary["checks"]
+    assert (checks["security"]["status"], checks["security"]["warnings"]) == ("pass", 1)
+    assert checks["runtime"]["status"] == "pass", "loading makes no input: it runs"
+    assert checks["smoke"]["status"] == "skipped" and "an input past --max-static-output" in checks["smoke"]["reason"]
+    assert summary["verdict"] == "incomplete"

@@ -14,7 +14,8 @@ Every stage's module is imported here, in the fork server (a worker that has
 left root for its own identity may no longer read the code's folders).
 The smoke run (and the runtime load, which folds constants) is refused when
 the security estimate finds an output past `--max-static-output`: such a
-model is flagged and never run.
+model is flagged and never run; the smoke run alone when a declared input
+is past it (the run would have to be given that much).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from importer import OnnxModel, check_model
 from service.checks.outcome import IN_CHECK_WORKER, Finding, Stage, StageResult, incomplete
 from service.sandbox.protocol import StageReport, WorkerHeader, WorkerJob
 from service.sandbox.worker.checks.runtime import runtime_stage
-from service.sandbox.worker.checks.security import SecurityBounds, oversized_outputs, security_stage
+from service.sandbox.worker.checks.security import STATIC_OUTPUT_TOO_LARGE, SecurityBounds, oversized_outputs, security_stage
 from service.sandbox.worker.checks.shape import shape_stage
 from service.sandbox.worker.checks.smoke import smoke_stage
 
@@ -72,13 +73,23 @@ def import_stages(model: OnnxModel, job: WorkerJob) -> tuple[list[Finding], list
     return findings, results
 
 
-def _refusal(model: OnnxModel, job: WorkerJob) -> str:
-    """Why the model must not run (an output past the bound), or ""."""
-    oversized = oversized_outputs(model, job.max_static_output)
-    if not oversized:
-        return ""
-    first = oversized[0]
-    return f"not run: the security check estimates an output past --max-static-output at {first.field_path}: {first.message}"
+def _refusals(model: OnnxModel, job: WorkerJob) -> dict[str, StageResult]:
+    """The runtime stages that must not run, as their results: neither the load
+    (onnxruntime folds constants as it loads) nor the run of a model with an
+    output past --max-static-output; not the run of one whose declared inputs
+    are past it. Fail closed: without the estimate, neither runs."""
+    try:
+        oversized = oversized_outputs(model, job.max_static_output)
+    except Exception as error:
+        reason = f"not run: the security estimate did not complete ({type(error).__name__})"
+        return {stage: incomplete(stage, reason) for stage in ("runtime", "smoke")}
+    refused: dict[str, StageResult] = {}
+    for finding in oversized:
+        what = "an output" if finding.code == STATIC_OUTPUT_TOO_LARGE else "an input"
+        reason = f"not run: the security check estimates {what} past --max-static-output at {finding.field_path}: {finding.message}"
+        for stage in ("runtime", "smoke") if finding.code == STATIC_OUTPUT_TOO_LARGE else ("smoke",):
+            refused.setdefault(stage, StageResult.ended(stage, "skipped", reason))
+    return refused
 
 
 def _stage_runner(stage: Stage, model: OnnxModel, job: WorkerJob, session: list[object | None]) -> Callable[[], StageResult]:
@@ -86,11 +97,13 @@ def _stage_runner(stage: Stage, model: OnnxModel, job: WorkerJob, session: list[
     if stage == "shape":
         return lambda: shape_stage(model)
     if stage == "runtime":
+
         def load() -> StageResult:
             result, session[0] = runtime_stage(model)
             return result
 
         return load
+
     def run() -> StageResult:
         result: StageResult = smoke_stage(session[0], model, dict(job.dims))
         return result
@@ -113,17 +126,12 @@ def send_checks(connection: Connection, model: OnnxModel, job: WorkerJob, isolat
     def send(result: StageResult) -> None:
         connection.send_bytes(StageReport.of(result).model_dump_json().encode())
 
-    refusal = ""
-    if "runtime" in stages or "smoke" in stages:
-        try:
-            refusal = _refusal(model, job)
-        except Exception as error:  # fail closed: the runtime stages do not run on a model not estimated
-            refusal = f"not run: the security estimate did not complete ({type(error).__name__})"
+    refused = _refusals(model, job) if "runtime" in stages or "smoke" in stages else {}
     session: list[object | None] = [None]  # the runtime stage's session, for the smoke run
     loaded: StageResult | None = None
     for stage in stages:
-        if stage != "shape" and refusal:
-            result = StageResult.ended(stage, "skipped", refusal)
+        if stage in refused:
+            result = refused[stage]
         elif stage == "smoke" and loaded is not None and loaded.status != "pass":
             result = _no_run(loaded)
         else:
