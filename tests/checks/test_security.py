@@ -545,6 +545,71 @@ def test_bounds_must_be_positive() -> None:
         SecurityBounds(max_static_output=0)
 
 
+# --- big graphs: looked at in bulk, every finding still at its node
+
+
+def _chain(count: int, shape: list[int | str] | None) -> tuple[list[onnx.NodeProto], list[onnx.ValueInfoProto]]:
+    """`count` shape-keeping nodes (Relu, and LeakyRelu with an attribute) from input x to v{count}, every other value declared."""
+    nodes = [
+        helper.make_node(
+            "LeakyRelu" if i % 3 == 0 else "Relu",
+            [f"v{i}" if i else "x"],
+            [f"v{i + 1}"],
+            name=f"n{i}",
+            **({"alpha": 0.1} if i % 3 == 0 else {}),
+        )
+        for i in range(count)
+    ]
+    declared = [helper.make_tensor_value_info(f"v{i}", FLOAT, shape) for i in range(1, count, 2)]
+    return nodes, declared
+
+
+def test_one_odd_node_among_many_quiet_ones_is_found_at_its_field(tmp_path: Path) -> None:
+    nodes, declared = _chain(3000, [1000, 1000])
+    nodes[1200].name = "n\u202e1200"
+    nodes[1500].doc_string = "tab\tand newline\n are fine"  # prose: not flagged
+    nodes[2000].doc_string = "ring \x07"
+    nodes[2500].attribute.append(helper.make_attribute("module", "os"))
+    nodes[2500].attribute.append(helper.make_attribute("function", "system"))
+    nodes[2600].op_type, nodes[2600].domain = "PyFunc", "tf"
+    nodes[2700].domain = "com.example"
+    declared[700].name = "v\x1b"
+    declared[800].type.tensor_type.shape.dim[1].dim_value = 2**31
+    model = _model(nodes, inputs=[helper.make_tensor_value_info("x", FLOAT, [1000, 1000])], opsets={"": 21, "tf": 1, "com.example": 1})
+    model.graph.value_info.extend(declared)
+    path, data = _write(tmp_path, model)
+    result = _stage(path)
+    assert _codes(result) == [
+        ("bidi-override-character", "error", "ModelProto.graph.node[1200].name"),
+        ("control-character", "warning", "ModelProto.graph.node[2000].doc_string"),
+        ("python-callback-op", "error", "ModelProto.graph.node[2500].op_type"),
+        ("python-callback-op", "error", "ModelProto.graph.node[2600].op_type"),
+        ("custom-operator-domain", "warning", "ModelProto.graph.node[2600].domain"),
+        ("custom-operator-domain", "warning", "ModelProto.graph.node[2700].domain"),
+        ("control-character", "warning", "ModelProto.graph.value_info[700].name"),
+        ("declared-dim-too-large", "warning", "ModelProto.graph.value_info[800]"),
+    ]
+    for finding in result.findings:
+        if finding.code != "declared-dim-too-large":
+            assert_placed(data, finding)
+
+
+def test_shapes_are_followed_through_a_long_chain_of_shape_keeping_ops(tmp_path: Path) -> None:
+    """x -> 3000 Relu and LeakyRelu nodes -> Expand: exact when x's shape is static, a lower bound when it is not."""
+    for shape, exact in (([1, 1000], True), (["N", 1000], False)):
+        nodes, declared = _chain(3000, None)
+        nodes += [_const("shape", _ints("shape", [1_000_000, 1000])), helper.make_node("Expand", ["v3000", "shape"], ["y"])]
+        model = _model(nodes, inputs=[helper.make_tensor_value_info("x", FLOAT, shape)])
+        model.graph.value_info.extend(declared)
+        path, _ = _write(tmp_path, model)
+        result = _stage(path)
+        assert _codes(result) == [("static-output-too-large", "error", "ModelProto.graph.node[3001]")]
+        assert ("at least " in result.findings[0].message) is not exact
+        nodes[-1] = helper.make_node("Expand", ["v3000", "shape"], ["y"])
+        nodes[-2] = _const("shape", _ints("shape", [1, 1000]))
+        assert _stage(_write(tmp_path, _model(nodes, inputs=model.graph.input))[0]).findings == []
+
+
 # --- failing closed
 
 

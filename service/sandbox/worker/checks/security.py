@@ -20,6 +20,11 @@ registry should do about it, is in docs/security-findings.md.
   (`control-character`);
 - declared dimensions past `max_declared_dim` (`declared-dim-too-large`).
 
+Big graphs are looked at in bulk: the strings of all nodes (and of all value
+declarations) are checked in one pass each, distinct op types, domains and
+declared types once each, and a node is looked at on its own only when
+something about it may be flagged.
+
 The stage never raises for anything a model holds: a failure of its own
 makes it `incomplete` with the reason (fail closed), never `pass`.
 """
@@ -29,15 +34,29 @@ from __future__ import annotations
 import re
 import time
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 from typing import Final
 
 from importer.attribute_types import AttributeType
 from importer.element_types import DataType
 from importer.errors import quote
 from importer.graph import GRAPH_INPUT, OnnxModel
-from importer.messages import Function, Graph, MapType, Node, OperatorSetId, OptionalType, SequenceType, TensorType, TypeProto, ValueInfo
+from importer.messages import (
+    Attribute,
+    Function,
+    Graph,
+    MapType,
+    Node,
+    OperatorSetId,
+    OptionalType,
+    SequenceType,
+    TensorType,
+    TypeProto,
+    ValueInfo,
+)
 from importer.resolve import normalize_domain
 from importer.tensor_places import tensor_places
 from importer.wire import Buffer, FieldCursor, find_field
@@ -90,6 +109,19 @@ _TENSOR_KEYS: Final = {"name": 0x42, "doc_string": 0x62, "external_data": 0x6A}
 _FUNCTION_KEYS: Final = {"name": 0x0A, "input": 0x22, "output": 0x2A, "attribute": 0x32, "doc_string": 0x42, "domain": 0x52}
 _OPSET_KEYS: Final = {"domain": 0x0A}
 _MAX_LISTED_OPS: Final = 8
+# Attribute types that hold no tensor and no graph.
+_PLAIN_ATTRIBUTES: Final = frozenset({
+    AttributeType.FLOAT, AttributeType.INT, AttributeType.STRING, AttributeType.FLOATS, AttributeType.INTS, AttributeType.STRINGS,
+})  # fmt: skip
+_GRAPH_ATTRIBUTES: Final = frozenset({AttributeType.GRAPH, AttributeType.GRAPHS})
+_NAME: Final = attrgetter("name")
+_OP_TYPE: Final = attrgetter("op_type")
+_DOMAIN: Final = attrgetter("domain")
+_OUTPUT: Final = attrgetter("output")
+_DOC: Final = attrgetter("doc_string")
+_ATTRIBUTE: Final = attrgetter("attribute")
+_REF: Final = attrgetter("ref_attr_name")
+_TYPE: Final = attrgetter("type")
 
 
 @dataclass(frozen=True)
@@ -232,6 +264,8 @@ class _Scan:
         self.buf: Buffer = owner.parse_buffer()
         self.functions = {(normalize_domain(f.domain), f.name, f.overload) for f in model.functions}
         self.domains: dict[str, tuple[Node, str, dict[str, int]]] = {}  # custom domain -> first node, its path, op counts
+        self.largest_dims: dict[int, int] = {}  # id(declared type) -> its largest dimension (types are shared)
+        self.attributes: dict[int, tuple[Sequence[Node], list[Attribute]]] = {}  # id(node list) -> it, all its nodes' attributes
 
     def run(self) -> list[Finding]:
         model = self.model
@@ -239,7 +273,8 @@ class _Scan:
         self._model_fields()
         for index, entry in enumerate(model.proto.opset_import):
             self._opset(entry, f"ModelProto.opset_import[{index}]")
-        self._tensors()
+        if self._may_hold_tensors():
+            self._tensors()
         self._graph(model.graph.proto, model.graph.path)
         for index, function in enumerate(model.functions):
             self._function(function, f"ModelProto.functions[{index}]")
@@ -351,29 +386,74 @@ class _Scan:
         self._text(graph.name, "graph name", _At(graph.offset, path, _GRAPH_KEYS["name"], "name"))
         self._text(graph.doc_string, "graph doc string", _At(graph.offset, path, _GRAPH_KEYS["doc_string"], "doc_string"), prose=True)
         for field in ("input", "output", "value_info"):
-            infos: list[ValueInfo] = getattr(graph, field)
-            for index, info in enumerate(infos):
-                self._value_info(info, f"{path}.{field}[{index}]")
+            self._value_infos(getattr(graph, field), f"{path}.{field}")
         self._nodes(graph.node, path)
 
-    def _value_info(self, info: ValueInfo, path: str) -> None:
-        plain = info.name + info.doc_string
-        if not (plain.isascii() and plain.isprintable()):
-            self._text(info.name, "value name", _At(info.offset, path, _VALUE_INFO_KEYS["name"], "name"))
-            self._text(
-                info.doc_string, "value doc string", _At(info.offset, path, _VALUE_INFO_KEYS["doc_string"], "doc_string"), prose=True
-            )
-        if type(info.type) is TensorType and info.type.shape is None:
+    def _value_infos(self, infos: list[ValueInfo], path: str) -> None:
+        """Names and doc strings of value declarations; their dimensions past the bound."""
+        quiet = _quiet(map(_NAME, infos)) and _quiet(map(_DOC, infos), prose=True)
+        bound = self.bounds.max_declared_dim
+        largest_dims = self.largest_dims
+        types = list(map(_TYPE, infos))
+        distinct = dict(zip(map(id, types), types, strict=True))  # declared types are shared: each looked at once
+        for key, declared in distinct.items():
+            if key not in largest_dims:
+                largest_dims[key] = max(_declared_dims(declared), default=0)
+        if quiet and all(largest_dims[key] <= bound for key in distinct):
             return
-        largest = max(_declared_dims(info.type), default=0)
-        if largest > self.bounds.max_declared_dim:
-            message = (
-                f"value {quote(info.name)} is declared with a dimension of {largest}, more than the {self.bounds.max_declared_dim} allowed"
-            )
-            self._add(DECLARED_DIM_TOO_LARGE, message, path, info.offset)
+        for index, info in enumerate(infos):
+            info_path = f"{path}[{index}]"
+            if not quiet:
+                self._text(info.name, "value name", _At(info.offset, info_path, _VALUE_INFO_KEYS["name"], "name"))
+                self._text(
+                    info.doc_string,
+                    "value doc string",
+                    _At(info.offset, info_path, _VALUE_INFO_KEYS["doc_string"], "doc_string"),
+                    prose=True,
+                )
+            largest = largest_dims[id(info.type)]
+            if largest > bound:
+                message = f"value {quote(info.name)} is declared with a dimension of {largest}, more than the {bound} allowed"
+                self._add(DECLARED_DIM_TOO_LARGE, message, info_path, info.offset)
+
+    def _attributes(self, nodes: Sequence[Node]) -> list[Attribute]:
+        """The attributes of all `nodes`, in order (made once per node list)."""
+        known = self.attributes.get(id(nodes))
+        if known is None:
+            known = self.attributes[id(nodes)] = (nodes, list(chain.from_iterable(filter(None, map(_ATTRIBUTE, nodes)))))
+        return known[1]
+
+    def _may_hold_tensors(self) -> bool:
+        """False only when the model has no tensor at all: no initializer, no function, no attribute that may hold one."""
+        proto = self.model.proto
+        if proto.functions:
+            return True
+        if proto.graph is None:
+            return False
+        if proto.graph.initializer or proto.graph.sparse_initializer:
+            return True
+        return not _PLAIN_ATTRIBUTES.issuperset(map(_TYPE, self._attributes(proto.graph.node)))
 
     def _nodes(self, nodes: Sequence[Node], path: str) -> None:
+        attributes = self._attributes(nodes)
+        module, _ = _PYTHON_CALLBACK_ATTRIBUTES
+        attributes_quiet = (
+            _quiet(chain(map(_NAME, attributes), map(_REF, attributes)))
+            and _quiet(map(_DOC, attributes), prose=True)
+            and module not in set(map(_NAME, attributes))  # no Python callback named in attributes
+            and _GRAPH_ATTRIBUTES.isdisjoint(map(_TYPE, attributes))  # no subgraph
+        )
+        ops, domains = set(map(_OP_TYPE, nodes)), set(map(_DOMAIN, nodes))
+        texts_quiet = _quiet(chain(map(_NAME, nodes), map("".join, map(_OUTPUT, nodes)), ops, domains)) and _quiet(
+            map(_DOC, nodes), prose=True
+        )
+        odd_ops = {op for op in ops if _python_named(op)}
+        odd_domains = {domain for domain in domains if normalize_domain(domain) not in ONNX_DOMAINS}
+        if texts_quiet and attributes_quiet and not odd_ops and not odd_domains:
+            return  # nothing here to flag, and no subgraph
         for index, node in enumerate(nodes):
+            if texts_quiet and (attributes_quiet or not node.attribute) and node.op_type not in odd_ops and node.domain not in odd_domains:
+                continue
             node_path = f"{path}.node[{index}]"
             self._node(node, node_path)
             for a_index, attribute in enumerate(node.attribute):
@@ -412,11 +492,10 @@ class _Scan:
             self._text(attribute.doc_string, "attribute doc string", at, node, prose=True)
 
     def _python_callback(self, node: Node, path: str) -> None:
-        name = node.op_type.lower().replace("_", "")
         attributes = {attribute.name for attribute in node.attribute} if node.attribute else set()
         module, callables = _PYTHON_CALLBACK_ATTRIBUTES
         why = ""
-        if name in PYTHON_OP_NAMES or "python" in name:
+        if _python_named(node.op_type):
             why = "is named like a Python callback"
         elif module in attributes and attributes & callables:
             why = f"names a Python module and callable in its attributes ({', '.join(sorted(attributes & {module, *callables}))})"
@@ -481,6 +560,20 @@ def _declared_dims(declared: TypeProto | None) -> Iterator[int]:
             declared = declared.value_type
         else:
             return
+
+
+def _quiet(texts: Iterable[str], *, prose: bool = False) -> bool:
+    """Whether none of `texts` holds what `_Scan._text` flags, in one pass over all of them (the patterns match one
+    character each, so the joined text matches exactly when one of the texts does)."""
+    joined = "".join(texts)
+    if joined.isascii() and joined.isprintable():
+        return True
+    return _BIDI.search(joined) is None and (_CONTROL_IN_TEXT if prose else _CONTROL_IN_NAME).search(joined) is None
+
+
+def _python_named(op_type: str) -> bool:
+    name = op_type.lower().replace("_", "")
+    return name in PYTHON_OP_NAMES or "python" in name
 
 
 def _domain_name(domain: str) -> str:
