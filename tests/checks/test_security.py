@@ -548,6 +548,9 @@ def test_bounds_must_be_positive() -> None:
 # --- big graphs: looked at in bulk, every finding still at its node
 
 
+LEAKY: dict[str, Any] = {"alpha": 0.1}
+
+
 def _chain(count: int, shape: list[int | str] | None) -> tuple[list[onnx.NodeProto], list[onnx.ValueInfoProto]]:
     """`count` shape-keeping nodes (Relu, and LeakyRelu with an attribute) from input x to v{count}, every other value declared."""
     nodes = [
@@ -556,7 +559,7 @@ def _chain(count: int, shape: list[int | str] | None) -> tuple[list[onnx.NodePro
             [f"v{i}" if i else "x"],
             [f"v{i + 1}"],
             name=f"n{i}",
-            **({"alpha": 0.1} if i % 3 == 0 else {}),
+            **(LEAKY if i % 3 == 0 else {}),
         )
         for i in range(count)
     ]
@@ -596,7 +599,8 @@ def test_one_odd_node_among_many_quiet_ones_is_found_at_its_field(tmp_path: Path
 
 def test_shapes_are_followed_through_a_long_chain_of_shape_keeping_ops(tmp_path: Path) -> None:
     """x -> 3000 Relu and LeakyRelu nodes -> Expand: exact when x's shape is static, a lower bound when it is not."""
-    for shape, exact in (([1, 1000], True), (["N", 1000], False)):
+    cases: tuple[tuple[list[int | str], bool], ...] = (([1, 1000], True), (["N", 1000], False))
+    for shape, exact in cases:
         nodes, declared = _chain(3000, None)
         nodes += [_const("shape", _ints("shape", [1_000_000, 1000])), helper.make_node("Expand", ["v3000", "shape"], ["y"])]
         model = _model(nodes, inputs=[helper.make_tensor_value_info("x", FLOAT, shape)])
