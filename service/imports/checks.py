@@ -1,7 +1,7 @@
 """The check stages of one import, in the front end.
 
 Owns `CheckRequest` (the stages a request asks for, and its dimension
-bindings) and `import_and_check`: the import's worker runs `schema` and
+bindings) and `complete_checks`: the import's worker runs `schema` and
 `security` with the import itself; then, when `shape`, `runtime` or `smoke`
 is asked, a check worker of its own runs them on the same inputs
 (`service.sandbox.check_run`). Its findings are added to the work
