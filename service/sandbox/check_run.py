@@ -32,7 +32,7 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob) -> list[StageResult]:
     for report in reports:
         try:
             delivered[report.stage] = report.result()
-        except ValueError:
+        except (ValueError, KeyError, TypeError):
             continue  # a broken report: the stage stays incomplete
     if outcome.status == "ok":
         why = "the check worker did not report this stage"
