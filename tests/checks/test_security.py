@@ -10,7 +10,6 @@ that field. The denial-of-service models (`Range`, `ConstantOfShape`,
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support.field_places import assert_field_at
 
 import importer
 from importer import ErrorKind, ModelImportError
@@ -28,7 +28,6 @@ from service.sandbox.worker.checks.security import SecurityBounds, oversized_out
 
 FLOAT = TensorProto.FLOAT
 INT64 = TensorProto.INT64
-_SEGMENT = re.compile(r"^([a-z_]+)(?:\[(\d+)\])?$")
 
 
 # --- helpers
@@ -82,42 +81,10 @@ def _codes(result: StageResult) -> list[tuple[str, str, str]]:
     return [(f.code, f.severity, f.field_path) for f in result.findings]
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
 def assert_placed(data: bytes, finding: Finding) -> None:
     """The bytes at the finding's offset are the field its path names: that
     field's key, then exactly its message or string."""
-    model = onnx.ModelProto.FromString(data)
-    parent: Any = None
-    name = ""
-    current: Any = model
-    segments = finding.field_path.split(".")
-    assert segments[0] == "ModelProto", finding
-    for segment in segments[1:]:
-        match = _SEGMENT.match(segment)
-        assert match, finding
-        parent, name = current, match.group(1)
-        current = getattr(current, name)
-        if match.group(2) is not None:
-            current = current[int(match.group(2))]
-    assert parent is not None, finding
-    key, pos = _varint(data, finding.offset)
-    length, pos = _varint(data, pos)
-    payload = data[pos : pos + length]
-    assert key == parent.DESCRIPTOR.fields_by_name[name].number << 3 | 2, finding
-    if isinstance(current, str):
-        assert payload.decode() == current, finding
-    else:
-        assert type(current).FromString(payload) == current, finding
+    assert_field_at(data, onnx.ModelProto.FromString(data), finding.field_path, finding.offset, finding)
 
 
 # --- outputs whose size constants fix

@@ -35,6 +35,7 @@ import onnx
 import onnx.shape_inference
 import pytest
 from onnx import TensorProto, helper
+from support.field_places import LENGTH_DELIMITED, field_at, resolve_path
 
 import service.sandbox.worker.checks.shape as shape_module
 from importer import load_model
@@ -80,37 +81,15 @@ def _onnx_error(model: onnx.ModelProto | bytes) -> str | None:
     return None
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _at(model: onnx.ModelProto, field_path: str) -> Any:
-    current: Any = model
-    for segment in field_path.split(".")[1:]:
-        name, _, index = segment.partition("[")
-        current = getattr(current, name)
-        if index:
-            current = current[int(index.rstrip("]"))]
-    return current
-
-
 def assert_at_node(data: bytes, model: onnx.ModelProto, finding: Finding, field_path: str) -> None:
     """The finding names the node at `field_path`, and its offset is that
     node's key in the file: a length-delimited field whose payload is the node."""
     assert finding.field_path == field_path, finding
-    node = _at(model, field_path)
+    _, _, node = resolve_path(model, field_path)
     assert isinstance(node, onnx.NodeProto)
-    key, pos = _varint(data, finding.offset)
-    assert key & 7 == 2, finding
-    length, pos = _varint(data, pos)
-    assert onnx.NodeProto.FromString(data[pos : pos + length]) == node, finding
+    key, payload = field_at(data, finding.offset)
+    assert key & 7 == LENGTH_DELIMITED, finding
+    assert onnx.NodeProto.FromString(payload) == node, finding
     assert (finding.node_name, finding.op_type, finding.domain) == (node.name, node.op_type, node.domain)
 
 

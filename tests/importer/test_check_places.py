@@ -8,63 +8,18 @@ field: the key of that field number, then exactly that message or string.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import onnx
 from onnx import TensorProto, helper
+from support.field_places import assert_field_at
 
 from importer import Diagnostic, check_model, load_model_bytes
-
-_SEGMENT = re.compile(r"^([a-z_]+)(?:\[(\d+)\])?$")
-_LEN = 2
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def field_at(data: bytes, offset: int) -> tuple[int, bytes]:
-    """The key and the payload of the length-delimited field whose key is at `offset`."""
-    key, pos = _varint(data, offset)
-    length, pos = _varint(data, pos)
-    return key, data[pos : pos + length]
-
-
-def resolve_path(model: onnx.ModelProto, field_path: str) -> tuple[Any, str, Any]:
-    """(parent message, field name, value) that `field_path` names in `model`."""
-    segments = field_path.split(".")
-    assert segments[0] == "ModelProto", field_path
-    parent: Any = None
-    name = ""
-    current: Any = model
-    for segment in segments[1:]:
-        match = _SEGMENT.match(segment)
-        assert match, (field_path, segment)
-        parent, name = current, match.group(1)
-        current = getattr(current, name)
-        if match.group(2) is not None:
-            current = current[int(match.group(2))]
-    return parent, name, current
 
 
 def assert_placed(data: bytes, model: onnx.ModelProto, diagnostic: Diagnostic) -> None:
     """The bytes at the diagnostic's offset are the field its path names."""
-    parent, name, value = resolve_path(model, diagnostic.field_path)
-    number = parent.DESCRIPTOR.fields_by_name[name].number
-    key, payload = field_at(data, diagnostic.offset)
-    assert key == number << 3 | _LEN, (diagnostic, key)
-    if isinstance(value, str):
-        assert payload.decode() == value, diagnostic
-    else:
-        assert type(value).FromString(payload) == value, diagnostic
+    assert_field_at(data, model, diagnostic.field_path, diagnostic.offset, diagnostic)
 
 
 def check_bytes(data: bytes) -> list[Diagnostic]:
