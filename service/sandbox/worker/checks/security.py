@@ -194,6 +194,12 @@ def _type_name(elem: int | None) -> str:
         return f"type-{elem}"
 
 
+def _finding(code: str, message: str, field_path: str, offset: int, node: Node | None) -> Finding:
+    """A security finding of `code` (its severity from SEVERITY), placed at the field and, if any, its node."""
+    name, op_type, domain = (node.name, node.op_type, node.domain) if node is not None else (None, None, None)
+    return Finding("security", SEVERITY[code], code, message, name, op_type, domain, field_path, offset)
+
+
 def _static_output(item: Oversized, max_bytes: int) -> Finding:
     node = item.node
     how = f" {item.what}" if item.what else ""
@@ -208,17 +214,7 @@ def _static_output(item: Oversized, max_bytes: int) -> Finding:
             f"{item.op} would produce {at_least}{item.elements} {_type_name(item.elem)} elements ({at_least}{_human(item.bytes)}){how}"
             f" in output {quote(item.output)}, more than the {_bound(max_bytes)} allowed"
         )
-    return Finding(
-        "security",
-        SEVERITY[STATIC_OUTPUT_TOO_LARGE],
-        STATIC_OUTPUT_TOO_LARGE,
-        message,
-        node.name if node is not None else None,
-        node.op_type if node is not None else None,
-        node.domain if node is not None else None,
-        item.field_path,
-        item.offset,
-    )
+    return _finding(STATIC_OUTPUT_TOO_LARGE, message, item.field_path, item.offset, node)
 
 
 def _static_inputs(model: OnnxModel, max_bytes: int) -> Iterator[Finding]:
@@ -285,19 +281,7 @@ class _Scan:
     # --- placing
 
     def _add(self, code: str, message: str, field_path: str, offset: int, node: Node | None = None) -> None:
-        self.found.append(
-            Finding(
-                "security",
-                SEVERITY[code],
-                code,
-                message,
-                node.name if node is not None else None,
-                node.op_type if node is not None else None,
-                node.domain if node is not None else None,
-                field_path,
-                offset,
-            )
-        )
+        self.found.append(_finding(code, message, field_path, offset, node))
 
     def _field(self, at: _At) -> tuple[str, int]:
         """The path and offset of a field (the holding message's when it is not found)."""
