@@ -11,6 +11,10 @@ import, and what it adds to the store counts as an import's bytes
 renders the graph, even when the store has it already for another tenant
 (the second render is dropped): its timing tells nothing of others' views.
 
+A model removed while it renders (a DELETE or an eviction racing the request:
+its record gone before its files are read, or its objects while they are
+copied) is `NotFound` (404), as when it is removed before.
+
 The model's files are the ones recorded at import: the worker reports the
 identity of each file it read (size, mtime, inode, from its own descriptor),
 and a file that is not the one recorded is `ModelSourceChanged` (409).
@@ -77,7 +81,10 @@ async def _render(service: Service, model_id: str, tenant: str) -> None:
         model_item = record.files[MODEL_FILE_KEY]
         if model_item.in_store:  # an upload: its files are in the store (a remote backend's: copied here)
             files = service.store.model_files(model_id)
-            folder = await anyio.to_thread.run_sync(files.__enter__)
+            try:
+                folder = await anyio.to_thread.run_sync(files.__enter__)
+            except FileNotFoundError:  # removed since its record was read: by a DELETE, an eviction, another replica
+                raise NotFound(GONE) from None
             stack.push_async_callback(anyio.to_thread.run_sync, files.__exit__, None, None, None)
             model_path, external_dir = str(folder.root / model_item.path), str(folder.upload_external)
         elif service.bucket_root is not None:  # a data root in a bucket: the recorded objects, copied here

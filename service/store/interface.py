@@ -84,7 +84,11 @@ class Content(Protocol):
 
     def model_files(self, place: str) -> AbstractContextManager[ModelFolder]:
         """The model's uploaded files as a local folder, for a worker to read
-        again (a remote backend's copy, removed at the end of the block)."""
+        again (a remote backend's copy, removed at the end of the block). A
+        copy is FileNotFoundError if the files are gone, or one goes while it
+        is copied (a removal's objects are deleted outside the index's lock);
+        a folder read in place may go under the worker, whose import then
+        finds no file."""
 
     def forget(self, place: str) -> None:
         """Drop local copies of a removed place's files (a cached catalogue)."""

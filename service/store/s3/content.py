@@ -159,8 +159,12 @@ class S3Content:
 
     @contextmanager
     def model_files(self, place: str) -> Iterator[ModelFolder]:
+        """FileNotFoundError if the place has no files (removed), or one is
+        removed between the listing and its download (a DELETE's removal,
+        which runs outside the index's lock, racing the copy)."""
         prefix = self._key(place, "files/")
         with self.work_area.work_folder() as folder:
+            copied = 0
             with reachable():
                 for batch in obstore.list(self.store, prefix, chunk_size=1000):
                     for meta in batch:
@@ -170,6 +174,9 @@ class S3Content:
                         target = folder.files / relative
                         target.parent.mkdir(parents=True, exist_ok=True)
                         self._download(meta["path"])(target)
+                        copied += 1
+            if not copied:
+                raise FileNotFoundError(f"no files at {place}")
             yield folder
 
     def forget(self, place: str) -> None:
