@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio.to_thread
 from fastapi import FastAPI
@@ -39,13 +42,20 @@ from service.store.backends import open_bucket_root, open_store
 log = logging.getLogger("service")
 
 
-def create_app(settings: Settings, sandbox: Sandbox | None = None) -> FastAPI:
-    """The service for `settings`; `sandbox` replaces the forking one (in-process tests)."""
+def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir: Path | None = None) -> FastAPI:
+    """The service for `settings`; `sandbox` replaces the forking one (in-process tests);
+    `shared_dir`, the folder every front-end process of the service shares (the import
+    limiter's places in `imports/`), else a private one removed at the end."""
     store = open_store(settings)
     bucket_root = open_bucket_root(settings)
     sandbox = sandbox or Sandbox(settings)
-    limiter = ImportLimiter(settings.workers, settings.queue, settings.max_receiving)
     keys = KeyRing(settings.api_keys)  # a broken key file refuses the start (KeyFileError)
+    if shared_dir is None:
+        private_dir = limiter_dir = Path(tempfile.mkdtemp(prefix="onnx-import-limiter-"))
+    else:
+        private_dir, limiter_dir = None, shared_dir / "imports"
+        limiter_dir.mkdir(exist_ok=True)
+    limiter = ImportLimiter(settings.workers, settings.queue, settings.max_receiving, limiter_dir)
     metrics = Metrics(store, lambda: limiter)
 
     def reload_keys() -> None:
@@ -74,6 +84,9 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None) -> FastAPI:
                 yield
         finally:
             store.close()
+            limiter.close()
+            if private_dir is not None:
+                shutil.rmtree(private_dir, ignore_errors=True)
 
     app = FastAPI(
         title="ONNX import service",

@@ -2,9 +2,10 @@
 
 Owns the import of an upload or a data-root path (`flow`), the graph render
 on first request (`graph`) and admission control: worker slots, the queue,
-receiving places (`limiter`). Its functions take parsed inputs and return
-results; they never see a Request or build a Response, and they raise typed
-errors (`service.imports.errors`, the store's, the sandbox's) that
+receiving places (`limiter`), shared by the front-end processes
+(`place_locks`). Its functions take parsed inputs and return results; they
+never see a Request or build a Response, and they raise typed errors
+(`service.imports.errors`, the store's, the sandbox's) that
 `service.http.problems` maps to problems.
 
 May import: `service.store`, `service.sandbox`, `service.paths`, the settings.

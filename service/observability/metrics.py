@@ -8,14 +8,21 @@ free space). Labels never hold a tenant, a model id, a file or tensor name:
 route templates (`/models/{model_id}/tensors/{name}`) and fixed words only
 (the method label is one of the routed methods or `other`: see
 `service.observability.request_log`).
+
+With `PROMETHEUS_MULTIPROC_DIR` set before `prometheus_client` is imported
+(several front-end processes), the counters and histograms are written to
+files in that folder and a scrape adds up every process's (prometheus-client's
+multiprocess mode, which has no `_created` samples); one `Metrics` per process.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, values
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from service.errors import StorageUnavailable
@@ -79,7 +86,13 @@ class Metrics:
             buckets=HTTP_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(_NowCollector(limiter, store))
+        self.scraped = self.registry
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            if not getattr(values.ValueClass, "_multiprocess", False):
+                raise RuntimeError("PROMETHEUS_MULTIPROC_DIR was set after prometheus_client was imported")
+            self.scraped = CollectorRegistry()  # every process's instruments, from the folder's files
+            MultiProcessCollector(self.scraped)  # type: ignore[no-untyped-call]
+        self.scraped.register(_NowCollector(limiter, store))
 
     def exposition(self) -> tuple[bytes, str]:
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(self.scraped), CONTENT_TYPE_LATEST

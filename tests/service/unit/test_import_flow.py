@@ -46,7 +46,8 @@ def service(tmp_path: Path) -> Service:
     store.open()
     sandbox = InProcessSandbox(settings)
     sandbox.start()
-    limiter = ImportLimiter(1, 4, 4)
+    (tmp_path / "limiter").mkdir()
+    limiter = ImportLimiter(1, 4, 4, tmp_path / "limiter")
     return Service(settings, store, sandbox, limiter, KeyRing(None), Metrics(store, lambda: limiter), ReadinessProbe(sandbox, store))
 
 
