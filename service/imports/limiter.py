@@ -61,6 +61,13 @@ class ImportLimiter:
     def running(self) -> int:
         return self.places["running"].total()
 
+    @property
+    def waiting(self) -> int:
+        """Imports admitted, not running (never below 0: the two counts are read
+        apart, and other processes take and free places meanwhile)."""
+        running = self.running
+        return max(0, self.admitted - running)
+
     def retry_after(self) -> int:
         return max(1, min(60, math.ceil(self.mean_seconds * self.capacity / self.workers)))
 
@@ -81,9 +88,7 @@ class ImportLimiter:
     @contextlib.asynccontextmanager
     async def admission(self) -> AsyncIterator[None]:
         if not self.places["admitted"].take(self.capacity):
-            running = self.running
-            waiting = max(0, self.admitted - running)
-            raise Overloaded(f"{running} imports are running and {waiting} waiting; try again later", self.retry_after())
+            raise Overloaded(f"{self.running} imports are running and {self.waiting} waiting; try again later", self.retry_after())
         try:
             yield
         finally:

@@ -45,9 +45,7 @@ class _NowCollector(Collector):
         limiter = self.limiter()
         if limiter is not None:
             yield GaugeMetricFamily(PREFIX + "imports_running", "Import workers running now", value=limiter.running)
-            yield GaugeMetricFamily(
-                PREFIX + "imports_waiting", "Imports waiting for a worker (queue depth)", value=limiter.admitted - limiter.running
-            )
+            yield GaugeMetricFamily(PREFIX + "imports_waiting", "Imports waiting for a worker (queue depth)", value=limiter.waiting)
             yield GaugeMetricFamily(PREFIX + "uploads_receiving", "Uploads whose bodies are arriving", value=limiter.receiving_now)
         try:
             models = self.store.model_count()

@@ -68,7 +68,7 @@ async def readyz(service: ServiceDep) -> Response:
         "landlock_abi": landlock_abi,
         "checked_seconds_ago": round(time.monotonic() - check.checked_at, 3),
         "imports_running": limiter.running,
-        "imports_waiting": limiter.admitted - limiter.running,
+        "imports_waiting": limiter.waiting,
         "import_capacity": limiter.capacity,
         "uploads_receiving": limiter.receiving_now,
         "max_receiving": limiter.max_receiving,
