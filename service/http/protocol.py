@@ -26,6 +26,9 @@ What the protocol adds to `uvicorn.protocols.http.h11_impl.H11Protocol`:
   only enforces it on a head still incomplete, so a bigger head arriving in
   one read went through. Here a head over the bound is a 431 and the
   connection is closed, in one read or many.
+- Zero-copy sends (`service.http.zero_copy`): on a plain-TCP connection
+  each request's scope offers ASGI's `http.response.zerocopy`, so a tensor's
+  bytes go from the file to the socket with `sendfile`.
 - The protocol's own error answers (h11 refused the request: 400; a head too
   big: 431; the header deadline: 408) are RFC 9457 problems with
   `Connection: close` and `X-Content-Type-Options: nosniff`, not uvicorn's
@@ -54,6 +57,7 @@ from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 from uvicorn.server import ServerState
 
 from service.http.problems import PROBLEM_MEDIA_TYPE, PROBLEMS, ProblemType
+from service.http.zero_copy import offer_zero_copy
 
 log = logging.getLogger("service")
 
@@ -166,7 +170,10 @@ class HardenedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def handle_events(self) -> None:
+        cycle = self.cycle
         super().handle_events()
+        if self.cycle is not cycle and self.cycle is not None and self.transport.get_extra_info("sslcontext") is None:
+            offer_zero_copy(self.cycle, self.loop)  # a new request: its body may be sent with sendfile
         self._update_header_deadline()
 
     def on_response_complete(self) -> None:

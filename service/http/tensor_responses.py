@@ -5,15 +5,19 @@ external data file the worker reported (for a server-side model: in the data
 root; for an upload: its copy in the store), or the model's converted tensor
 bytes in the store. Before serving, the file is opened below the data root (or
 the model's store folder) one path component at a time, following no link
-(`service.paths.open_under`), and checked to be the very file read at import: same size, mtime_ns and inode (not the
-device number, which differs between the nodes mounting a shared store; else
-409 `tensor-source-changed`; a missing file is 410 `tensor-source-gone`). The
-body is read from a `ByteSource` (`service.store.byte_source`): a local file
-with `os.pread` in 1 MiB chunks in a worker thread, an object by ranged GETs,
-so a 4 GB tensor costs no more memory than a small one.
+(`service.paths.open_under`), and checked to be the very file read at import:
+same size, mtime_ns and inode (not the device number, which differs between
+the nodes mounting a shared store; else 409 `tensor-source-changed`; a
+missing file is 410 `tensor-source-gone`); it is then kept open for the next
+requests, checked again each time (`service.store.open_files`). A tensor of
+up to SMALL_BYTES is read at once; a larger one from a local file goes out
+with `sendfile` (`service.http.zero_copy`), from an object by ranged GETs
+(`ByteSource.chunks`), so a 4 GB tensor costs no more memory than a small
+one.
 
 Headers: Content-Length, ETag (strong; derived from the content-addressed
-model id and the tensor's field path and format), Accept-Ranges, X-Tensor-Element-Type,
+model id and the tensor's field path and format; the fixed headers are made
+once per tensor and format), Accept-Ranges, X-Tensor-Element-Type,
 X-Tensor-Dims (a JSON list). A single `Range: bytes=...` gives 206 (an
 unsatisfiable one 416; several ranges, an invalid one (non-ASCII digits, say),
 or an `If-Range` that does not match, the whole representation; positions
@@ -42,11 +46,13 @@ from fastapi.responses import Response, StreamingResponse
 
 from service.errors import bounded
 from service.http.problems import ProblemError
+from service.http.zero_copy import FileRangeResponse
 from service.sandbox.catalog_format import NPY_DESCR, TensorRow
-from service.store.byte_source import ByteSource
+from service.store.byte_source import ByteSource, FileSource
 from service.store.records import SourceFile
 
 SMALL_BYTES = 256 << 10  # tensors up to this size are read in one go, not streamed
+HEADERS_CACHED = 16384  # tensors whose fixed headers are kept (a few hundred bytes each)
 NPY_MAGIC = b"\x93NUMPY"
 
 
@@ -169,12 +175,43 @@ async def stream_range(prefix: bytes, source: ByteSource, offset: int, start: in
         source.close()
 
 
+def _headers_of(model_id: str, row: TensorRow, fmt: str) -> tuple[tuple[str, str], ...]:
+    tag = hashlib.sha256(f"{model_id}\0{row.field_path}\0{fmt}".encode()).hexdigest()[:32]
+    extension = "npy" if fmt == "npy" else "bin"
+    disposition = f"attachment; filename=\"{row.alias}.{extension}\"; filename*=UTF-8''{quote(row.name or row.alias)}.{extension}"
+    return (
+        ("ETag", f'"{tag}"'),
+        ("Accept-Ranges", "bytes"),
+        ("Cache-Control", "public, max-age=31536000, immutable"),
+        ("X-Tensor-Element-Type", row.elem_type),
+        ("X-Tensor-Dims", json.dumps(row.dims, separators=(",", ":"))),
+        ("Content-Disposition", disposition),
+    )
+
+
+_HEADERS: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
+
+
+def fixed_headers(model_id: str, row: TensorRow, fmt: str) -> tuple[tuple[str, str], ...]:
+    """The headers every response of this tensor in this format carries (its
+    ETag first), made once: a stored model never changes, so its id and the
+    tensor's field path name them."""
+    key = (model_id, row.field_path, fmt)
+    found = _HEADERS.get(key)
+    if found is None:
+        if len(_HEADERS) >= HEADERS_CACHED:
+            _HEADERS.clear()
+        found = _HEADERS[key] = _headers_of(model_id, row, fmt)
+    return found
+
+
 def tensor_response(
     request: Request, model_id: str, row: TensorRow, source: tuple[Callable[[], ByteSource], SourceFile] | None, fmt: str
 ) -> Response:
     """The response for one tensor. `source`: (a call that opens the file
     holding it, checked to be the one recorded; the file's record), None when
-    it has no bytes. Called from a worker thread: it opens (and for a small
+    it has no bytes. Called by `Service.read` (on the event loop for a store
+    on this machine, else in a worker thread): it opens (and for a small
     tensor reads) the file."""
     prefix = b""
     if fmt == "npy":
@@ -185,17 +222,8 @@ def tensor_response(
             )
         prefix = npy_header(descr, row.dims)
     size = len(prefix) + row.length
-    tag = hashlib.sha256(f"{model_id}\0{row.field_path}\0{fmt}".encode()).hexdigest()[:32]
-    etag = f'"{tag}"'
-    extension = "npy" if fmt == "npy" else "bin"
-    headers = {
-        "ETag": etag,
-        "Accept-Ranges": "bytes",
-        "Cache-Control": "public, max-age=31536000, immutable",
-        "X-Tensor-Element-Type": row.elem_type,
-        "X-Tensor-Dims": json.dumps(row.dims, separators=(",", ":")),
-        "Content-Disposition": f"attachment; filename=\"{row.alias}.{extension}\"; filename*=UTF-8''{quote(row.name or row.alias)}.{extension}",  # noqa: E501
-    }
+    headers = dict(fixed_headers(model_id, row, fmt))
+    etag = headers["ETag"]
     if none_match(request.headers.getlist("if-none-match"), etag):
         return Response(status_code=304, headers=headers)
     asked = request.headers.get("range")
@@ -219,12 +247,16 @@ def tensor_response(
             raise ProblemError("tensor-source-gone", "the tensor's bytes are not recorded; import the model again")
         body = prefix[start : end + 1] if request.method != "HEAD" else b""
         return Response(body, status_code=status, headers=headers, media_type=media_type)
-    if end + 1 - start <= SMALL_BYTES:  # read at once (this runs in a worker thread): no streaming hops
+    if end + 1 - start <= SMALL_BYTES:  # read at once: no streaming hops
         try:
             body = _read_range(prefix, opened, row.offset, start, end)
         finally:
             opened.close()
         return Response(body, status_code=status, headers=headers, media_type=media_type)
+    if isinstance(opened, FileSource):  # a local file: sendfile where the server offers it
+        from_file = max(start, len(prefix))  # the range is larger than any .npy header: it reaches the file
+        first, count = row.offset + from_file - len(prefix), end + 1 - from_file
+        return FileRangeResponse(prefix[start : end + 1], opened, first, count, status, headers, media_type)
     chunks = stream_range(prefix, opened, row.offset, start, end)
     return StreamingResponse(chunks, status_code=status, headers=headers, media_type=media_type)
 

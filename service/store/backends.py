@@ -49,7 +49,8 @@ def _index(settings: Settings) -> Index:
         from service.store.postgres.index import PostgresIndex
     except ImportError as error:
         raise SettingsError(f"--database needs the fleet extra ({error.name} is missing): {FLEET_EXTRA}") from None
-    return PostgresIndex(settings.database, pool_size=settings.workers + 8)
+    # workers + 8 connections per replica in all, shared by its front-end processes
+    return PostgresIndex(settings.database, pool_size=max(2, -(-(settings.workers + 8) // settings.http_workers)))
 
 
 def open_bucket_root(settings: Settings) -> BucketRoot | None:
@@ -82,4 +83,5 @@ def open_store(settings: Settings) -> Store:
         max_import_bytes=settings.max_import_bytes,
         tenant_max_bytes=settings.tenant_max_bytes,
         tenant_max_models=settings.tenant_max_models,
+        local_reads=content.on_local_disk and not settings.database,
     )

@@ -1,7 +1,8 @@
 """Reading a stored tensor catalogue, in the front end.
 
 Owns `Catalog` (lookups and pages, each an indexed query, so a request costs
-the same for a model of ten tensors as for one of a million) and
+the same for a model of ten tensors as for one of a million; a lookup's rows
+are remembered, a bounded few per catalogue) and
 `OpenCatalogs` (the catalogues kept open). A catalogue is immutable once
 stored, so it is opened read-only and `immutable=1`: no locks, safe on a
 shared store. Its format: `service.sandbox.catalog_format`.
@@ -19,9 +20,12 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 from service.sandbox.catalog_format import COLUMNS, DIAGNOSTIC_COLUMNS, TensorRow
+
+LOOKUPS_KEPT = 256  # lookups remembered per open catalogue (a name holds at most MAX_CANDIDATES rows)
 
 
 class CatalogUnavailable(Exception):
@@ -38,6 +42,7 @@ class Catalog:
         self.inode: int | None = None  # of the file the connection has open
         self.stages: bool | None = None  # whether its diagnostics have a stage column (catalogues since the check stages)
         self.lock = threading.Lock()
+        self.lookups: dict[tuple[str, str, int], list[TensorRow]] = {}  # (condition, value, limit) -> rows
 
     def current(self) -> bool:
         """The path still holds the file opened (True while nothing is open)."""
@@ -73,16 +78,28 @@ class Catalog:
         _, rows = self._query(f"SELECT {COLUMNS} FROM tensors WHERE {where} ORDER BY seq LIMIT ?", (*parameters, limit))
         return [TensorRow.from_sql(row) for row in rows]
 
+    def _cached_rows(self, where: str, value: str, limit: int) -> list[TensorRow]:
+        """`_rows` of one lookup, remembered (the catalogue never changes):
+        a tensor fetched again costs a dictionary lookup, not a query."""
+        key = (where, value, limit)
+        found = self.lookups.get(key)
+        if found is None:
+            found = self._rows(where, (value,), limit)
+            if len(self.lookups) >= LOOKUPS_KEPT:
+                self.lookups.clear()
+            self.lookups[key] = found
+        return found
+
     def by_name(self, name: str, limit: int) -> list[TensorRow]:
         """Tensors with this ONNX name, in file order (at most `limit`)."""
-        return self._rows("name = ?", (name,), limit)
+        return self._cached_rows("name = ?", name, limit)
 
     def by_alias(self, alias: str) -> TensorRow | None:
-        found = self._rows("alias = ?", (alias,), 1)
+        found = self._cached_rows("alias = ?", alias, 1)
         return found[0] if found else None
 
     def by_field_path(self, field_path: str) -> TensorRow | None:
-        found = self._rows("field_path = ?", (field_path,), 1)
+        found = self._cached_rows("field_path = ?", field_path, 1)
         return found[0] if found else None
 
     def page(self, after: int, limit: int, prefix: str) -> list[TensorRow]:
@@ -120,7 +137,7 @@ class Catalog:
 
 class OpenCatalogs:
     """The most recently used catalogues, kept open (a connection costs more
-    than a lookup), one per tenant and file: a tenant's first request opens
+    than a lookup), one per tenant and content place: a tenant's first request opens
     its own, so it is no faster for another tenant's use of the same model.
     Content-addressed and immutable, so an open one never answers wrong; a
     deleted model's are dropped when its id is forgotten, and at most every
@@ -131,7 +148,7 @@ class OpenCatalogs:
 
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
-        self.open: OrderedDict[tuple[str, Path], Catalog] = OrderedDict()  # (tenant, file)
+        self.open: OrderedDict[tuple[str, str], Catalog] = OrderedDict()  # (tenant, content place)
         self.lock = threading.Lock()
         self.swept = time.monotonic()
 
@@ -144,26 +161,21 @@ class OpenCatalogs:
         for catalog in closing:
             catalog.close()
 
-    def get(self, path: Path, tenant: str) -> Catalog:
+    def get(self, place: str, tenant: str, path: Callable[[], Path]) -> Catalog:
+        """The tenant's catalogue of the content at `place`; `path()` gives its
+        file (called only when it is not open: a remote backend fetches it)."""
         if time.monotonic() - self.swept > self.SWEEP_SECONDS:
             self.sweep()
-        key = (tenant, path)
+        key = (tenant, place)
         with self.lock:
             catalog = self.open.get(key)
             if catalog is not None:
                 self.open.move_to_end(key)
                 return catalog
-        catalog = Catalog(path)
+        catalog = Catalog(path())
         with self.lock:
             self.open[key] = catalog
             while len(self.open) > self.capacity:
                 _, oldest = self.open.popitem(last=False)
                 oldest.close()
         return catalog
-
-    def forget(self, path: Path) -> None:
-        """Close every tenant's connection to `path`."""
-        with self.lock:
-            closing = [self.open.pop(key) for key in [key for key in self.open if key[1] == path]]
-        for catalog in closing:
-            catalog.close()

@@ -66,6 +66,7 @@ class Store:
         max_import_bytes: int | None = None,
         tenant_max_bytes: int = 0,
         tenant_max_models: int = 0,
+        local_reads: bool = True,
     ) -> None:
         self.content = content
         self.index = index
@@ -75,6 +76,10 @@ class Store:
         self.max_import_bytes = max_import_bytes if max_import_bytes is not None else max_bytes
         self.tenant_max_bytes = tenant_max_bytes  # 0: no per-tenant cap
         self.tenant_max_models = tenant_max_models
+        # The index and the content answer from this machine's files or memory,
+        # in microseconds: a read's lookups may run on the event loop (a thread
+        # hop would cost more); else (PostgreSQL, object storage) in a thread.
+        self.local_reads = local_reads
         self.catalogs = OpenCatalogs()  # kept open: a connection costs more than a lookup
         self.touched: dict[str, tuple[float, int]] = {}  # model id -> when this process last wrote its use, and which write
         self.uses_written = 0  # uses (touches, new records) this process has written, in order
@@ -197,7 +202,7 @@ class Store:
         CatalogUnavailable if the model is gone. `record`: the model's, read already."""
         try:
             place = record.place or record.id if record is not None else self._place(model_id)
-            return self.catalogs.get(self.content.catalog(place), tenant)
+            return self.catalogs.get(place, tenant, lambda: self.content.catalog(place))
         except FileNotFoundError:
             raise CatalogUnavailable(model_id) from None
 
@@ -301,8 +306,7 @@ class Store:
                 if key in record.files and not record.files[key].in_store and record.files[key] != item
             }
             if changed:
-                record.files.update(changed)
-                self.index.replace_record(record)
+                self.index.replace_record(record.model_copy(update={"files": {**record.files, **changed}}))
 
     def add_graph(self, model_id: str, graph: Path, tenant: str) -> bool:
         """Install a graph document rendered for `tenant` in a stored model

@@ -7,8 +7,9 @@ characters: `/` as `%2F`, and the empty name as nothing after the slash; the
 server decodes the path once, so `%252F` is the name `%2F`), or its URL-safe
 alias. A name several tensors share answers 409 with the candidates;
 `?field_path=` picks one exactly. Each lookup is one indexed query of the
-model's catalogue, in a worker thread; the bytes are served by
-`service.http.tensor_responses`.
+model's catalogue (kept open), run by `Service.read`: on the event loop for a
+store on this machine, in a worker thread for a fleet's; the bytes are served
+by `service.http.tensor_responses` (the file kept open, `OpenFiles`).
 
 The server decodes a path and a query with replacement characters, so `%FF`
 would be the name U+FFFD: here the raw path and query must percent-decode to
@@ -19,7 +20,6 @@ character, NUL too, and so may a `prefix`.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Iterator
 from typing import Annotated, Literal
@@ -28,17 +28,17 @@ from urllib.parse import unquote_to_bytes
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from service.access.callers import ReadCaller
+from service.access.callers import ReadCaller, authorize
 from service.errors import bounded
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
+from service.http.plain_reads import plain_read_route
 from service.http.problems import ProblemError
 from service.http.routes.models import MAX_PAGE, require_model, require_record
 from service.http.schemas import PageLinks, TensorEntry, TensorPage
 from service.http.tensor_responses import tensor_response
-from service.paths import open_checked
 from service.sandbox.catalog_format import TensorRow, npy_href, tensor_href
-from service.state import Service, ServiceDep
+from service.state import Service, ServiceDep, get_service
 from service.store.byte_source import ByteSource, FileSource
 from service.store.catalog import Catalog, CatalogUnavailable
 from service.store.records import StoredRecord
@@ -83,7 +83,7 @@ def entry_of(model_id: str, row: TensorRow) -> TensorEntry:
     summary="Every tensor of a model, in file order, paged",
     responses=problem_responses(400, 401, 403, 404, 422),
 )
-def list_tensors(
+async def list_tensors(
     request: Request,
     model_id: str,
     service: ServiceDep,
@@ -92,12 +92,15 @@ def list_tensors(
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
     prefix: Annotated[str, Query(max_length=4096, description="only tensors whose name starts with this")] = "",
 ) -> TensorPage:
-    # a plain def: FastAPI runs it in a worker thread (an SQLite query)
     require_utf8(request.scope.get("query_string"), "query")
-    require_model(service, caller.tenant, model_id)
     after = seq_after("tensors", cursor)
-    with catalog_errors():
-        rows = catalog_of(service, model_id, caller.tenant).page(after, limit + 1, prefix)
+
+    def rows_of_page() -> list[TensorRow]:
+        require_model(service, caller.tenant, model_id)
+        with catalog_errors():
+            return catalog_of(service, model_id, caller.tenant).page(after, limit + 1, prefix)
+
+    rows = await service.read(rows_of_page)
     page = page_of(rows, limit, "tensors", lambda row: (row.seq,), f"/models/{model_id}/tensors", prefix=prefix)
     items = [entry_of(model_id, row) for row in page.items]
     return TensorPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
@@ -132,8 +135,37 @@ def find_tensor(
     return row
 
 
-@router.api_route(
+async def get_tensor(
+    request: Request,
+    model_id: str,
+    name: str,
+    service: ServiceDep,
+    caller: ReadCaller,
+    format: Literal["raw", "npy"] = "raw",
+    field_path: Annotated[str | None, Query(max_length=4096)] = None,
+) -> Response:
+    require_utf8(request.scope.get("query_string"), "query")
+    return await tensor_get(request, service, caller.tenant, model_id, name, field_path, format)
+
+
+async def get_tensor_plain(request: Request) -> Response:
+    """`get_tensor` for a request with no query string (`plain_read_route`):
+    the raw layout, found by name."""
+    service = await get_service(request)
+    caller = await authorize(request, service, "read")
+    return await tensor_get(request, service, caller.tenant, request.path_params["model_id"], request.path_params["name"], None, "raw")
+
+
+async def tensor_get(
+    request: Request, service: Service, tenant: str, model_id: str, name: str, field_path: str | None, fmt: str
+) -> Response:
+    require_utf8(request.scope.get("raw_path"), "path")
+    return await service.read(lambda: tensor_of(request, service, tenant, model_id, name, field_path, fmt))
+
+
+router.add_api_route(
     "/models/{model_id}/tensors/{name:path}",
+    get_tensor,
     methods=["GET", "HEAD"],
     summary="A tensor's values (raw layout, or .npy with format=npy); Range supported",
     response_class=Response,
@@ -143,29 +175,22 @@ def find_tensor(
         304: {"description": "not modified (If-None-Match)"},
         **problem_responses(400, 401, 403, 404, 409, 410, 415, 416, 422),
     },
+    route_class_override=plain_read_route(get_tensor_plain),
 )
-def get_tensor(
-    request: Request,
-    model_id: str,
-    name: str,
-    service: ServiceDep,
-    caller: ReadCaller,
-    format: Literal["raw", "npy"] = "raw",
-    field_path: Annotated[str | None, Query(max_length=4096)] = None,
-) -> Response:
-    # a plain def: FastAPI runs it in one worker thread (lookup, record, open; a small tensor is read here too)
-    require_utf8(request.scope.get("raw_path"), "path")
-    require_utf8(request.scope.get("query_string"), "query")
-    record = require_record(service, caller.tenant, model_id)
+
+
+def tensor_of(request: Request, service: Service, tenant: str, model_id: str, name: str, field_path: str | None, fmt: str) -> Response:
+    """The tensor's response: its lookup (record, catalogue), its file opened
+    and checked, a small tensor read (`Service.read` runs it)."""
+    record = require_record(service, tenant, model_id)
     with catalog_errors():
-        row = find_tensor(service, model_id, caller.tenant, name, field_path, record)
+        row = find_tensor(service, model_id, tenant, name, field_path, record)
     service.store.touch(model_id)
     source = None
     if row.file is not None and row.length:
         item = record.files.get(row.file)
         if item is None:
             raise ProblemError("internal-error", "the model's record does not name the file of this tensor")
-        data_root = os.path.realpath(service.settings.data_root)
         stored = item  # bound for the call below
 
         def open_source() -> ByteSource:
@@ -173,10 +198,10 @@ def get_tensor(
                 return service.store.open_file(record, stored)
             if service.bucket_root is not None:
                 return service.bucket_root.open(stored)
-            return FileSource(open_checked(data_root, stored))
+            return FileSource(service.data_root_files.borrow(service.data_root_real, stored))
 
         source = (open_source, item)
-    return tensor_response(request, model_id, row, source, format)
+    return tensor_response(request, model_id, row, source, fmt)
 
 
 def catalog_of(service: Service, model_id: str, tenant: str) -> Catalog:

@@ -2,7 +2,8 @@
 
 Owns `LocalContent` (`service.store.interface.Content`): a work folder is
 fsynced and renamed in whole; the graph is renamed in once; removal renames
-the folder into the work area first, so no reader sees half a model.
+the folder into the work area first, so no reader sees half a model. The
+files tensors are read from stay open across requests (`OpenFiles`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from service.paths import open_checked
 from service.store.byte_source import ByteSource, FileSource
 from service.store.files import MODEL_ID, fsync_dir, fsync_tree
 from service.store.layout import ModelFolder
+from service.store.open_files import OpenFiles
 from service.store.records import SourceFile
 from service.store.work_area import WorkArea
 
@@ -26,13 +27,15 @@ class LocalContent:
 
     def __init__(self, root: Path, work_area: WorkArea) -> None:
         self.models = root / "models"
+        self.models_text = str(self.models)
         self.work_area = work_area
+        self.files = OpenFiles()  # the files tensors are served from, kept open
 
     def open(self) -> None:
         self.models.mkdir(parents=True, exist_ok=True)
 
     def close(self) -> None:
-        pass
+        self.files.close()
 
     def check(self) -> None:
         pass  # a local folder: the readiness probe writes to it
@@ -87,7 +90,7 @@ class LocalContent:
         yield self._folder(place)
 
     def forget(self, place: str) -> None:
-        pass
+        self.files.forget(f"{self.models_text}/{place}")
 
     def _folder(self, place: str) -> ModelFolder:
         if not MODEL_ID.fullmatch(place):
@@ -95,4 +98,6 @@ class LocalContent:
         return ModelFolder(self.models / place)
 
     def open_file(self, place: str, item: SourceFile) -> ByteSource:
-        return FileSource(open_checked(str(self._folder(place).root), item))
+        if not MODEL_ID.fullmatch(place):
+            raise KeyError(place)
+        return FileSource(self.files.borrow(f"{self.models_text}/{place}", item))  # every tensor GET: no Path objects

@@ -23,13 +23,16 @@ from service.store.local.tenants import TenantFolders
 from service.store.records import StoredRecord, TenantRecord
 
 log = logging.getLogger("service.store")
+RECORDS_CACHED = 4096  # parsed records kept (each a few hundred bytes)
 
 
 class LocalIndex:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.models = root / "models"
+        self.models_text = str(self.models)
         self.tenants = TenantFolders(root / "tenants")
+        self.records: dict[str, tuple[tuple[int, int, int], StoredRecord]] = {}  # model id -> (its file's version, record)
 
     def open(self) -> None:
         self.models.mkdir(parents=True, exist_ok=True)
@@ -63,12 +66,28 @@ class LocalIndex:
         return MODEL_ID.fullmatch(model_id) is not None and (self.models / model_id / "record.json").is_file()
 
     def record(self, model_id: str) -> StoredRecord | None:
+        """The model's record; parsed once per version of its file (a read of
+        a record seen before costs an open and an fstat). Do not change it:
+        `replace_record` a copy."""
         if not MODEL_ID.fullmatch(model_id):
             return None
         try:
-            return StoredRecord.model_validate_json(self._folder(model_id).record.read_bytes())
+            fd = os.open(f"{self.models_text}/{model_id}/record.json", os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
+        try:
+            info = os.fstat(fd)
+            version = (info.st_ino, info.st_mtime_ns, info.st_size)
+            cached = self.records.get(model_id)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            record = StoredRecord.model_validate_json(os.read(fd, info.st_size + 1))
+        finally:
+            os.close(fd)
+        if len(self.records) >= RECORDS_CACHED:
+            self.records.clear()
+        self.records[model_id] = (version, record)
+        return record
 
     def add_record(self, record: StoredRecord, size: int) -> None:
         folder = self._folder(record.id)

@@ -22,6 +22,7 @@ changes with the index's lock.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import heapq
 import os
@@ -31,12 +32,18 @@ from service.store.files import MODEL_ID, write_file_atomically
 from service.store.records import TenantRecord
 
 
+@functools.lru_cache(maxsize=4096)
+def tenant_folder_name(tenant: str) -> str:
+    return hashlib.sha256(tenant.encode()).hexdigest()[:32]
+
+
 class TenantFolders:
     def __init__(self, root: Path) -> None:
         self.root = root  # the store's tenants/ folder
+        self.root_text = str(root)
 
     def folder(self, tenant: str) -> Path:
-        return self.root / hashlib.sha256(tenant.encode()).hexdigest()[:32]
+        return self.root / tenant_folder_name(tenant)
 
     def path(self, tenant: str, model_id: str) -> Path:
         if not MODEL_ID.fullmatch(model_id):
@@ -52,7 +59,8 @@ class TenantFolders:
             return None
 
     def holds(self, tenant: str, model_id: str) -> bool:
-        return MODEL_ID.fullmatch(model_id) is not None and self.path(tenant, model_id).is_file()
+        # every tensor GET asks: one stat of a string path, no Path objects
+        return MODEL_ID.fullmatch(model_id) is not None and os.path.isfile(f"{self.root_text}/{tenant_folder_name(tenant)}/{model_id}.json")
 
     def add(self, record: TenantRecord, model_id: str) -> bool:
         """Record that the tenant holds the model; False if it did already."""
