@@ -9,7 +9,8 @@ pools of the numeric libraries are pinned to one thread before anything
 imports them (the fork server inherits that); logs are text or JSON lines
 (`--log-format`); uvicorn serves with the hardened h11 protocol of
 `service.http.protocol` (the header deadline `--header-timeout`, strict
-request framing). `keygen` prints the new secret once on standard error, and
+request framing), in this process or in `--http-workers` front ends
+(`service.http.front_ends`). `keygen` prints the new secret once on standard error, and
 on standard output the `[[key]]` table to add to the key file (which holds only
 the secret's SHA-256), then SIGHUP makes the service read it again.
 """
@@ -139,30 +140,26 @@ def main(argv: list[str] | None = None) -> int:
 
     make_undumpable()  # nothing of the same uid reads this process's memory or environment
 
-    import uvicorn
+    from service.http.front_ends import prepare_shared_state, remove_shared_state, serve
 
-    from service.app import create_app
-    from service.http.protocol import protocol_class
-    from service.observability.log_format import configure_logging
-
-    uvicorn_logging = configure_logging(settings.log_level, settings.log_format)
+    shared = prepare_shared_state(settings, argv) if settings.http_workers > 1 else None  # before prometheus-client is imported
     try:
-        app = create_app(settings)
-    except KeyFileError as error:
-        print(f"python -m service: --api-keys: {error}", file=sys.stderr)
-        return 2
-    except SettingsError as error:
-        print(f"python -m service: {error}", file=sys.stderr)
-        return 2
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        http=protocol_class(settings.header_timeout),
-        log_level=settings.log_level,
-        log_config=uvicorn_logging,
-        access_log=False,  # service.request_log writes one line per request
-    )
+        from service.app import create_app
+        from service.observability.log_format import configure_logging
+
+        uvicorn_logging = configure_logging(settings.log_level, settings.log_format)
+        try:
+            app = create_app(settings, shared_dir=shared)  # with several front ends: only checked here, each makes its own
+        except KeyFileError as error:
+            print(f"python -m service: --api-keys: {error}", file=sys.stderr)
+            return 2
+        except SettingsError as error:
+            print(f"python -m service: {error}", file=sys.stderr)
+            return 2
+        serve(settings, argv, app if shared is None else None, uvicorn_logging)
+    finally:
+        if shared is not None:
+            remove_shared_state(shared)
     return 0
 
 

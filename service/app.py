@@ -59,6 +59,9 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
     metrics = Metrics(store, lambda: limiter)
 
     def reload_keys() -> None:
+        if keys.anonymous:
+            log.info("SIGHUP: no key file to reload (anonymous access)")
+            return
         try:
             keys.reload()
         except KeyFileError as error:
@@ -72,7 +75,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         await anyio.to_thread.run_sync(sandbox.start)
         readiness = ReadinessProbe(sandbox, store)
         app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness, bucket_root)
-        if not keys.anonymous and threading.current_thread() is threading.main_thread():  # an in-process test's loop is not
+        if threading.current_thread() is threading.main_thread():  # an in-process test's loop is not
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys)
         log.info(
             "ready: data root %s, store %s, %d workers, queue %d, %s",
@@ -83,6 +86,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
             async with readiness.running():
                 yield
         finally:
+            app.state.service.data_root_files.close()
             store.close()
             limiter.close()
             if private_dir is not None:
@@ -100,8 +104,8 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
     app.add_middleware(DisconnectMiddleware)
     app.add_middleware(NoSniffMiddleware)
     app.add_middleware(RequestLogMiddleware, metrics=metrics)  # added last: the outermost
+    app.include_router(tensors.router)  # first: a request is matched against the routes in order, and tensor GETs are the most frequent
     app.include_router(models.router)
-    app.include_router(tensors.router)
     app.include_router(diagnostics.router)
     app.include_router(health.router)
     app.include_router(ui.router)

@@ -170,6 +170,11 @@ class Settings:
         rule=one_of(*STORE_BACKENDS),
     )  # fmt: skip
     workers: int = setting(max(1, os.cpu_count() or 1), INT, "imports running at once", rule=within(1, 256), shown="CPU count")
+    http_workers: int = setting(
+        len(os.sched_getaffinity(0)) or 1, INT,
+        "front-end processes serving HTTP on the one port; they share the store, the import capacity and the metrics",
+        rule=within(1, 64), shown="CPU count",
+    )  # fmt: skip
     queue: int = setting(64, INT, "imports that may wait for a worker; beyond that 503", rule=within(0, 100_000))
     worker_memory: int = setting(
         2 * GIB,

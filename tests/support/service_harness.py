@@ -77,6 +77,9 @@ class ServiceProcess:
             "--data-root",
             str(self.data_root),
         ]
+        if not any(arg.startswith("--http-workers") for arg in self.args):
+            # one front end: the tests reach into it (its children, its log); test_front_ends.py runs several
+            command += ["--http-workers", "1"]
         if FLEET is not None and not any(arg.startswith("--store") for arg in self.args):
             if self.store not in FLEET_STORES:  # chosen once: a restart, or a second process, finds the same models
                 FLEET_STORES[self.store] = (FLEET.new_store_url(), FLEET.new_database())

@@ -1,0 +1,126 @@
+"""Serving HTTP from one process or several (`--http-workers N`).
+
+Owns `serve(settings, argv, app)`. One front end: uvicorn serves `app` in
+this process. Several: uvicorn's own multiprocess supervisor binds the port
+once and spawns N front-end processes that accept on the same socket, each
+running its own app (`app_in_front_end`: the settings parsed again from the
+same arguments, made undumpable, its own fork server). What they share:
+
+- the store (every backend already takes several processes: the local
+  index's lock is an flock, a fleet's index is PostgreSQL);
+- one import capacity: `--workers`, `--queue` and `--max-receiving` hold
+  across the front ends (`service.imports.limiter`, open-file-description
+  locks in a folder of this service's own, `ONNX_FRONT_END_SHARED_DIR`);
+- the metrics: prometheus-client's multiprocess mode
+  (`PROMETHEUS_MULTIPROC_DIR`, set here before any front end imports it), so
+  any front end's `/metrics` reports every front end's counters; the gauges
+  (imports running, store) are read from the shared state.
+
+Signals: SIGTERM and SIGINT stop every front end (each finishes its
+requests); SIGHUP is passed on to each, which reloads its key file (a broken
+file keeps the keys in force), where uvicorn's supervisor would restart them.
+A front end that dies is replaced; one that fails to start stops the service.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+from uvicorn.supervisors.multiprocess import Multiprocess
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from fastapi import FastAPI
+    from uvicorn.server import ServerState
+
+    from service.http.protocol import HardenedH11Protocol
+    from service.settings import Settings
+
+log = logging.getLogger("service")
+ARGV_VARIABLE = "ONNX_FRONT_END_ARGV"  # the arguments each front end parses again (JSON list)
+SHARED_VARIABLE = "ONNX_FRONT_END_SHARED_DIR"  # the folder of the shared import capacity
+METRICS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+
+
+@functools.cache
+def _settings() -> Settings:
+    from service.settings import load_settings
+
+    return load_settings(json.loads(os.environ[ARGV_VARIABLE]))
+
+
+def app_in_front_end() -> FastAPI:
+    """The app of one of several front ends (uvicorn's factory, in the spawned process)."""
+    from service.app import create_app
+    from service.sandbox.worker.confinement import make_undumpable
+
+    make_undumpable()  # a spawned process is dumpable again
+    return create_app(_settings(), shared_dir=Path(os.environ[SHARED_VARIABLE]))
+
+
+def hardened_protocol(
+    config: uvicorn.Config, server_state: ServerState, app_state: dict[str, Any], _loop: asyncio.AbstractEventLoop | None = None
+) -> HardenedH11Protocol:
+    """uvicorn's `http=` in a front end: the hardened protocol with this service's header deadline."""
+    from service.http.protocol import protocol_class
+
+    return protocol_class(_settings().header_timeout)(config, server_state, app_state, _loop)
+
+
+class FrontEnds(Multiprocess):
+    def handle_hup(self) -> None:
+        log.info("SIGHUP: passed on to %d front ends", len(self.processes))
+        for process in self.processes:
+            if process.pid is not None and process.exitcode is None:
+                os.kill(process.pid, signal.SIGHUP)
+
+
+def serve(settings: Settings, argv: list[str], app: FastAPI | None, log_config: dict[str, Any]) -> None:
+    """Serve until SIGTERM or SIGINT: `app` in this process when
+    `--http-workers` is 1, else N spawned front ends."""
+    from service.http.protocol import protocol_class
+
+    common: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level,
+        "log_config": log_config,
+        "access_log": False,  # service.observability.request_log writes one line per request
+    }
+    if settings.http_workers == 1:
+        assert app is not None
+        uvicorn.run(app, http=protocol_class(settings.header_timeout), **common)
+        return
+    config = uvicorn.Config(
+        f"{__name__}:app_in_front_end", factory=True, workers=settings.http_workers, http=f"{__name__}:hardened_protocol", **common
+    )
+    socket = config.bind_socket()
+    try:
+        FrontEnds(config, sockets=[socket]).run()
+    finally:
+        socket.close()
+
+
+def prepare_shared_state(settings: Settings, argv: list[str]) -> Path:
+    """Before anything imports prometheus-client: the folder the front ends
+    share (import places, metrics), named in the environment they inherit."""
+    shared = Path(tempfile.mkdtemp(prefix="onnx-service-front-ends-"))
+    (shared / "metrics").mkdir()
+    os.environ[ARGV_VARIABLE] = json.dumps(argv)
+    os.environ[SHARED_VARIABLE] = str(shared)
+    os.environ[METRICS_VARIABLE] = str(shared / "metrics")
+    return shared
+
+
+def remove_shared_state(shared: Path) -> None:
+    shutil.rmtree(shared, ignore_errors=True)
