@@ -101,6 +101,8 @@ class Server:
             str(folder / "store"),
             "--data-root",
             str(data_root),
+            "--http-workers",
+            "1",  # one front end: its memory is the figure
         ]
         self.process = subprocess.Popen(command, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60

@@ -142,7 +142,7 @@ class Server:
         environment.update(env)
         command = [
             sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(self.port), "--data-root", str(SAMPLES),
-            "--workers", str(workers), *store_args,
+            "--workers", str(workers), "--http-workers", "1", *store_args,  # one front end: its memory is the figure
         ]  # fmt: skip
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(

@@ -142,7 +142,8 @@ def main() -> None:
         port = free_port()
         log = (folder / "service.log").open("wb")
         server = subprocess.Popen(
-            [sys.executable, "-m", "service", "--port", str(port), "--store", str(folder / "store"), "--data-root", str(folder / "root")],
+            [sys.executable, "-m", "service", "--port", str(port), "--store", str(folder / "store"), "--data-root", str(folder / "root"),
+             "--http-workers", "1"],  # one front end: its memory is the figure
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
