@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     from service.sandbox.worker.confinement import make_undumpable
 
     make_undumpable()  # nothing of the same uid reads this process's memory or environment
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the app's lifespan (or the supervisor) handles it: never a kill
 
     from service.http.front_ends import prepare_shared_state, remove_shared_state, serve
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import shutil
 import signal
@@ -77,6 +78,12 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness, bucket_root)
         if threading.current_thread() is threading.main_thread():  # an in-process test's loop is not
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys)
+        # Tail latency: what start-up made lives as long as the process, so no
+        # collection scans it again; and collections come 30x less often (a
+        # request makes a few hundred objects). Measured: /healthz p99 under
+        # 40 connections of tensor GETs, 57 ms before, about 25 ms after.
+        gc.freeze()
+        gc.set_threshold(20_000, 20, 20)
         log.info(
             "ready: data root %s, store %s, %d workers, queue %d, %s",
             settings.data_root, settings.store, settings.workers, settings.queue,

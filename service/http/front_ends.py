@@ -1,8 +1,9 @@
 """Serving HTTP from one process or several (`--http-workers N`).
 
 Owns `serve(settings, argv, app)`. One front end: uvicorn serves `app` in
-this process. Several: uvicorn's own multiprocess supervisor binds the port
-once and spawns N front-end processes that accept on the same socket, each
+this process. Several: uvicorn's own multiprocess supervisor spawns N
+front-end processes, each listening on the port with a socket of its own
+(SO_REUSEPORT: the kernel spreads connections evenly; `OwnListener`) and
 running its own app (`app_in_front_end`: the settings parsed again from the
 same arguments, made undumpable, its own fork server). What they share:
 
@@ -30,6 +31,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,10 +64,14 @@ def _settings() -> Settings:
 def app_in_front_end() -> FastAPI:
     """The app of one of several front ends (uvicorn's factory, in the spawned process)."""
     from service.app import create_app
+    from service.observability.log_format import configure_logging
     from service.sandbox.worker.confinement import make_undumpable
 
     make_undumpable()  # a spawned process is dumpable again
-    return create_app(_settings(), shared_dir=Path(os.environ[SHARED_VARIABLE]))
+    settings = _settings()
+    configure_logging(settings.log_level, settings.log_format)  # a spawned process starts with no handler
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the app's lifespan handles it: a reload asked meanwhile never kills us
+    return create_app(settings, shared_dir=Path(os.environ[SHARED_VARIABLE]))
 
 
 def hardened_protocol(
@@ -104,11 +110,46 @@ def serve(settings: Settings, argv: list[str], app: FastAPI | None, log_config: 
     config = uvicorn.Config(
         f"{__name__}:app_in_front_end", factory=True, workers=settings.http_workers, http=f"{__name__}:hardened_protocol", **common
     )
-    socket = config.bind_socket()
+    family, _, _, _, address = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    reserved = _reuse_port_socket(family)
     try:
-        FrontEnds(config, sockets=[socket]).run()
+        reserved.bind(address)  # bound, never listening: the port stays ours while front ends come and go (and port 0 is resolved)
+        listener = OwnListener(family, reserved.getsockname()[:2], config.backlog)
+        FrontEnds(config, sockets=[listener]).run()  # type: ignore[list-item]  # uvicorn only passes it on to the spawned process
     finally:
-        socket.close()
+        reserved.close()
+
+
+def _reuse_port_socket(family: int) -> socket.socket:
+    # proto named: asyncio sets TCP_NODELAY only on sockets that say TCP (else a
+    # response's head and body, two writes, wait 40 ms for a delayed ACK)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    return sock
+
+
+def listen_on(family: int, address: tuple[str, int], backlog: int) -> socket.socket:
+    """A listening socket of this front end's own on the service's address (SO_REUSEPORT)."""
+    sock = _reuse_port_socket(family)
+    sock.bind(address)
+    sock.listen(backlog)
+    return sock
+
+
+class OwnListener:
+    """Stands for the listening socket in a front end's arguments, and
+    becomes one of its own when unpickled in the spawned process
+    (`listen_on`, SO_REUSEPORT): the kernel then spreads new connections
+    evenly over the front ends. One socket shared by all, as uvicorn does,
+    lets whichever wakes first accept a whole burst of connections (40
+    keep-alive ones for good, measured), leaving the other cores idle."""
+
+    def __init__(self, family: int, address: tuple[str, int], backlog: int) -> None:
+        self.family, self.address, self.backlog = family, address, backlog
+
+    def __reduce__(self) -> tuple[Any, tuple[int, tuple[str, int], int]]:
+        return (listen_on, (self.family, self.address, self.backlog))
 
 
 def prepare_shared_state(settings: Settings, argv: list[str]) -> Path:

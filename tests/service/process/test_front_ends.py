@@ -30,6 +30,11 @@ def front_ends(server: ServiceProcess) -> list[int]:
     return [pid for pid in children_of(server.process.pid) if children_of(pid)]
 
 
+def all_ready(server: ServiceProcess) -> bool:
+    """Every front end has started (each logs its "ready:" line once its app is up)."""
+    return server.log.read_text().count(" ready: data root ") >= FRONT_ENDS
+
+
 def cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime
@@ -52,7 +57,7 @@ def several(tmp_path: Path) -> Iterator[ServiceProcess]:
     root = copy_samples(tmp_path / "root")
     args = ("--http-workers", str(FRONT_ENDS), "--workers", "1", "--queue", "0")
     with serving(tmp_path / "store", root, *args, env={"ONNX_SERVICE_TEST_HOOKS": "1"}) as service:
-        wait_for(lambda: len(front_ends(service)) == FRONT_ENDS)
+        wait_for(lambda: len(front_ends(service)) == FRONT_ENDS and all_ready(service))
         yield service
 
 
@@ -110,7 +115,7 @@ def test_sighup_reloads_the_keys_of_every_front_end_without_a_restart(tmp_path: 
     key_file = tmp_path / "keys.toml"
     key_file.write_text(first)
     with serving(tmp_path / "store", root, "--http-workers", str(FRONT_ENDS), "--api-keys", str(key_file)) as service:
-        wait_for(lambda: len(front_ends(service)) == FRONT_ENDS)
+        wait_for(lambda: len(front_ends(service)) == FRONT_ENDS and all_ready(service))
         assert service.process is not None
         pids = set(front_ends(service))
         secret, table = new_key("team-c", ["read"])
