@@ -114,7 +114,11 @@ def serve(settings: Settings, argv: list[str], app: FastAPI | None, log_config: 
     reserved = _reuse_port_socket(family)
     try:
         reserved.bind(address)  # bound, never listening: the port stays ours while front ends come and go (and port 0 is resolved)
-        listener = OwnListener(family, reserved.getsockname()[:2], config.backlog)
+        host, port = reserved.getsockname()[:2]
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        # uvicorn's own line, which its supervisor would have logged on binding (the front ends do not)
+        logging.getLogger("uvicorn.error").info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port)
+        listener = OwnListener(family, (host, port), config.backlog)
         FrontEnds(config, sockets=[listener]).run()  # type: ignore[list-item]  # uvicorn only passes it on to the spawned process
     finally:
         reserved.close()

@@ -270,6 +270,7 @@ def launch(packaged: Packaged) -> Replica:
         "ONNX_SERVICE_HOST": "127.0.0.1",  # the only address tests may use
         "ONNX_SERVICE_PORT": "0",  # any free port; read back from the log
         "ONNX_SERVICE_WORKERS": "2",
+        "ONNX_SERVICE_HTTP_WORKERS": "2",  # as the deploy files set it, whatever this machine's CPU count
         "ONNX_SERVICE_WORKER_MEMORY": "1GiB",
     }
     for variable in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # this machine's numpy needs them where set

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.paths import REPO
 from support.service_harness import ServiceProcess, assert_problem, children_of, copy_samples, serving
 
 from service.access.keys import new_key
@@ -153,3 +156,22 @@ def test_a_killed_front_end_is_replaced_and_sigterm_stops_them_all(several: Serv
     several.process.send_signal(signal.SIGTERM)
     several.process.wait(30)
     wait_for(lambda: not [pid for pid in every if Path(f"/proc/{pid}").exists()], 15)
+
+
+def test_port_0_is_resolved_once_and_logged_for_every_front_end(tmp_path: Path) -> None:
+    """`--port 0` with several front ends: one free port, named in uvicorn's usual line, which all of them serve."""
+    root = copy_samples(tmp_path / "root")
+    log = tmp_path / "service.log"
+    command = [sys.executable, "-m", "service", "--port", "0", "--http-workers", str(FRONT_ENDS), "--store", str(tmp_path / "store")]
+    with log.open("wb") as output:
+        process = subprocess.Popen([*command, "--data-root", str(root)], cwd=REPO, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", log.read_text()) is not None)
+        wait_for(lambda: log.read_text().count(" ready: data root ") >= FRONT_ENDS)
+        listening = re.findall(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", log.read_text())
+        assert len(listening) == 1 and listening[0] != "0", listening
+        for _ in range(6):
+            assert httpx.get(f"http://127.0.0.1:{listening[0]}/healthz", timeout=10).status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
