@@ -66,9 +66,27 @@ ALLOWED_MISMATCHES = {
     "node/test_training_dropout": "random masks: onnxruntime's generator is not numpy's",
 }
 
+# Cases whose expected outputs depend on the ml_dtypes the backend's data was
+# generated with (tools/gen_backend_data.py runs onnx's reference, which casts
+# with it): since ml_dtypes 0.7 a float outside the 4-bit and 2-bit integer
+# ranges casts to 0, where ml_dtypes 0.6 and onnxruntime wrap it around. They
+# may match or not (data generated before and after an upgrade), so they are
+# not listed as stale when they match.
+MAY_DIFFER = {
+    f"node/test_{op}_{source}_to_{target}": "ml_dtypes 0.7's reference casts an out-of-range float to 0; onnxruntime wraps it"
+    for op in ("cast", "castlike")
+    for source in ("FLOAT", "FLOAT16")
+    for target in ("INT2", "INT4", "UINT2", "UINT4")
+}
+
+
+def _may_differ(case: str) -> bool:
+    return any(case.startswith(prefix) for prefix in MAY_DIFFER)
+
 
 def _allowed(case: str) -> str | None:
-    return next((why for prefix, why in ALLOWED_MISMATCHES.items() if case.startswith(prefix)), None)
+    listed = {**ALLOWED_MISMATCHES, **MAY_DIFFER}
+    return next((why for prefix, why in listed.items() if case.startswith(prefix)), None)
 
 
 # The bit patterns onnxruntime gives for types numpy lacks, read as ml_dtypes.
@@ -197,6 +215,8 @@ def test_given_the_backends_inputs_the_run_gives_its_expected_outputs(
                 mismatches[case] = f"{data_set}: {problem}"
                 if _allowed(case) is not None:
                     direct = _direct_run(backend_dir / case / "model.onnx", inputs)
+                    if _may_differ(case) and isinstance(direct, str) and ("Numpy type" in direct or "Numpy_type" in direct):
+                        continue  # onnxruntime's Python API neither takes nor returns 4-bit or 2-bit tensors: nothing to compare with
                     if isinstance(direct, str) or outcome.status != "pass":
                         alike = isinstance(direct, str) and outcome.status == "fail"
                     else:
