@@ -63,7 +63,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -924,9 +924,14 @@ def report(args: argparse.Namespace, results: Results, runs: list[Throughput]) -
         )  # fmt: skip
 
 
-if __name__ == "__main__":
+def run_stopping_on_interrupt(main: Callable[[], None]) -> None:
+    """Run a benchmark's main; Ctrl-C (or SIGTERM, raised as KeyboardInterrupt) ends it with status 130."""
     try:
         main()
     except KeyboardInterrupt as stop:
         print(f"interrupted ({stop or 'Ctrl-C'}): every process stopped", file=sys.stderr)
         raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    run_stopping_on_interrupt(main)

@@ -87,6 +87,7 @@ from fleet_bench import (  # bench/ is on sys.path as this script's folder; flee
     load_average,
     process_table,
     reset_peak,
+    run_stopping_on_interrupt,
     status_kib,
     status_total_gib,
     terminated_as_exit,
@@ -698,8 +699,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt as stop:
-        print(f"interrupted ({stop or 'Ctrl-C'}): every process stopped", file=sys.stderr)
-        raise SystemExit(130) from None
+    run_stopping_on_interrupt(main)
