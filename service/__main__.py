@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from service.http.front_ends import prepare_shared_state, remove_shared_state, serve
 
-    shared = prepare_shared_state(settings, argv) if settings.http_workers > 1 else None  # before prometheus-client is imported
+    shared = prepare_shared_state(argv) if settings.http_workers > 1 else None  # before prometheus-client is imported
     try:
         from service.app import create_app
         from service.observability.log_format import configure_logging
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         except SettingsError as error:
             print(f"python -m service: {error}", file=sys.stderr)
             return 2
-        serve(settings, argv, app if shared is None else None, uvicorn_logging)
+        serve(settings, app if shared is None else None, uvicorn_logging)
     finally:
         if shared is not None:
             remove_shared_state(shared)

@@ -1,11 +1,13 @@
 """Serving HTTP from one process or several (`--http-workers N`).
 
-Owns `serve(settings, argv, app)`. One front end: uvicorn serves `app` in
-this process. Several: uvicorn's own multiprocess supervisor spawns N
-front-end processes, each listening on the port with a socket of its own
-(SO_REUSEPORT: the kernel spreads connections evenly; `OwnListener`) and
-running its own app (`app_in_front_end`: the settings parsed again from the
-same arguments, made undumpable, its own fork server). What they share:
+Owns `serve(settings, app, log_config)`. One front end: uvicorn serves
+`app` in this process. Several: uvicorn's own multiprocess supervisor spawns
+N front-end processes, each listening on the port with a socket of its own
+(SO_REUSEPORT: the kernel spreads connections evenly, `OwnListener`; only a
+process of the same user may join the port, and the import workers run as
+another) and running its own app (`app_in_front_end`: the settings parsed
+again from the same arguments, made undumpable, its own fork server). What
+they share:
 
 - the store (every backend already takes several processes: the local
   index's lock is an flock, a fleet's index is PostgreSQL);
@@ -91,7 +93,7 @@ class FrontEnds(Multiprocess):
                 os.kill(process.pid, signal.SIGHUP)
 
 
-def serve(settings: Settings, argv: list[str], app: FastAPI | None, log_config: dict[str, Any]) -> None:
+def serve(settings: Settings, app: FastAPI | None, log_config: dict[str, Any]) -> None:
     """Serve until SIGTERM or SIGINT: `app` in this process when
     `--http-workers` is 1, else N spawned front ends."""
     from service.http.protocol import protocol_class
@@ -156,9 +158,11 @@ class OwnListener:
         return (listen_on, (self.family, self.address, self.backlog))
 
 
-def prepare_shared_state(settings: Settings, argv: list[str]) -> Path:
+def prepare_shared_state(argv: list[str]) -> Path:
     """Before anything imports prometheus-client: the folder the front ends
-    share (import places, metrics), named in the environment they inherit."""
+    share (import places, metrics), named in the environment they inherit
+    with the arguments they parse again (which the sandbox withholds from
+    its workers, as it does the database's URL)."""
     shared = Path(tempfile.mkdtemp(prefix="onnx-service-front-ends-"))
     (shared / "metrics").mkdir()
     os.environ[ARGV_VARIABLE] = json.dumps(argv)

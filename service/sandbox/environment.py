@@ -17,7 +17,8 @@ import os
 from collections.abc import Iterator
 
 SECRET_PREFIXES = ("AWS_", "PG")  # the AWS credentials and endpoint; libpq's PGPASSWORD, PGUSER, ...
-SECRET_VARIABLES = ("ONNX_SERVICE_DATABASE",)
+# ONNX_FRONT_END_ARGV: the command line each front end parses again (service.http.front_ends), --database among it
+SECRET_VARIABLES = ("ONNX_SERVICE_DATABASE", "ONNX_FRONT_END_ARGV")
 
 
 def is_secret(name: str) -> bool:
