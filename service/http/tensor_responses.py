@@ -47,6 +47,7 @@ from fastapi.responses import Response, StreamingResponse
 from service.errors import bounded
 from service.http.problems import ProblemError
 from service.http.zero_copy import FileRangeResponse
+from service.memo import Memo
 from service.sandbox.catalog_format import NPY_DESCR, TensorRow
 from service.store.byte_source import ByteSource, FileSource
 from service.store.records import SourceFile
@@ -189,20 +190,14 @@ def _headers_of(model_id: str, row: TensorRow, fmt: str) -> tuple[tuple[str, str
     )
 
 
-_HEADERS: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
+_HEADERS: Memo[tuple[str, str, str], tuple[tuple[str, str], ...]] = Memo(HEADERS_CACHED)
 
 
 def fixed_headers(model_id: str, row: TensorRow, fmt: str) -> tuple[tuple[str, str], ...]:
     """The headers every response of this tensor in this format carries (its
     ETag first), made once: a stored model never changes, so its id and the
     tensor's field path name them."""
-    key = (model_id, row.field_path, fmt)
-    found = _HEADERS.get(key)
-    if found is None:
-        if len(_HEADERS) >= HEADERS_CACHED:
-            _HEADERS.clear()
-        found = _HEADERS[key] = _headers_of(model_id, row, fmt)
-    return found
+    return _HEADERS.get((model_id, row.field_path, fmt), lambda: _headers_of(model_id, row, fmt))
 
 
 def tensor_response(

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+from service.memo import Memo
 from service.sandbox.catalog_format import COLUMNS, DIAGNOSTIC_COLUMNS, TensorRow
 
 LOOKUPS_KEPT = 256  # lookups remembered per open catalogue (a name holds at most MAX_CANDIDATES rows)
@@ -42,7 +43,7 @@ class Catalog:
         self.inode: int | None = None  # of the file the connection has open
         self.stages: bool | None = None  # whether its diagnostics have a stage column (catalogues since the check stages)
         self.lock = threading.Lock()
-        self.lookups: dict[tuple[str, str, int], list[TensorRow]] = {}  # (condition, value, limit) -> rows
+        self.lookups: Memo[tuple[str, str, int], list[TensorRow]] = Memo(LOOKUPS_KEPT)  # (condition, value, limit) -> rows
 
     def current(self) -> bool:
         """The path still holds the file opened (True while nothing is open)."""
@@ -81,14 +82,7 @@ class Catalog:
     def _cached_rows(self, where: str, value: str, limit: int) -> list[TensorRow]:
         """`_rows` of one lookup, remembered (the catalogue never changes):
         a tensor fetched again costs a dictionary lookup, not a query."""
-        key = (where, value, limit)
-        found = self.lookups.get(key)
-        if found is None:
-            found = self._rows(where, (value,), limit)
-            if len(self.lookups) >= LOOKUPS_KEPT:
-                self.lookups.clear()
-            self.lookups[key] = found
-        return found
+        return self.lookups.get((where, value, limit), lambda: self._rows(where, (value,), limit))
 
     def by_name(self, name: str, limit: int) -> list[TensorRow]:
         """Tensors with this ONNX name, in file order (at most `limit`)."""

@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from service.memo import Memo
 from service.store.files import MODEL_ID, write_file_atomically
 from service.store.layout import ModelFolder
 from service.store.local.tenants import TenantFolders
@@ -32,7 +33,7 @@ class LocalIndex:
         self.models = root / "models"
         self.models_text = str(self.models)
         self.tenants = TenantFolders(root / "tenants")
-        self.records: dict[str, tuple[tuple[int, int, int], StoredRecord]] = {}  # model id -> (its file's version, record)
+        self.records: Memo[tuple[str, int, int, int], StoredRecord] = Memo(RECORDS_CACHED)  # (model id, its file's version) -> record
 
     def open(self) -> None:
         self.models.mkdir(parents=True, exist_ok=True)
@@ -77,17 +78,10 @@ class LocalIndex:
             return None
         try:
             info = os.fstat(fd)
-            version = (info.st_ino, info.st_mtime_ns, info.st_size)
-            cached = self.records.get(model_id)
-            if cached is not None and cached[0] == version:
-                return cached[1]
-            record = StoredRecord.model_validate_json(os.read(fd, info.st_size + 1))
+            version = (model_id, info.st_ino, info.st_mtime_ns, info.st_size)
+            return self.records.get(version, lambda: StoredRecord.model_validate_json(os.read(fd, info.st_size + 1)))
         finally:
             os.close(fd)
-        if len(self.records) >= RECORDS_CACHED:
-            self.records.clear()
-        self.records[model_id] = (version, record)
-        return record
 
     def add_record(self, record: StoredRecord, size: int) -> None:
         folder = self._folder(record.id)
