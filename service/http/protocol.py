@@ -26,6 +26,16 @@ What the protocol adds to `uvicorn.protocols.http.h11_impl.H11Protocol`:
   only enforces it on a head still incomplete, so a bigger head arriving in
   one read went through. Here a head over the bound is a 431 and the
   connection is closed, in one read or many.
+- A fast path for request bodies with a Content-Length (`data_received`):
+  once h11 is reading such a body and holds nothing unparsed, the bytes a
+  read brings are handed to the request as they are, without passing through
+  h11's receive buffer (which copied every byte twice and cost more CPU than
+  the upload's hashing). h11's count of the bytes still due is kept, so it
+  ends the body, frames what follows and sees a short body exactly as before.
+  While more than `BODY_READ_SIZE` bytes of such a body are due, the socket
+  is read 1 MiB at a time instead of asyncio's 256 KiB. Together with
+  `service.http.body_pipe` this took an 805 MB upload from 4.0 s of the
+  front end's CPU to 1.4 s.
 - Zero-copy sends (`service.http.zero_copy`): on a plain-TCP connection
   each request's scope offers ASGI's `http.response.zerocopy`, so a tensor's
   bytes go from the file to the socket with `sendfile`.
@@ -51,8 +61,10 @@ from typing import Any
 
 import h11
 from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
+from h11._readers import ContentLengthReader
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.config import Config
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 from uvicorn.server import ServerState
 
@@ -66,6 +78,7 @@ INVALID_REQUEST = "the request is not valid HTTP/1.1"
 SMUGGLING = "a request must not have both Content-Length and Transfer-Encoding (RFC 9112 section 6.1)"
 # The service's one 408 type (service.problems; the body deadline uses it too)
 REQUEST_TIMEOUT = PROBLEMS["request-timeout"]
+BODY_READ_SIZE = 1 << 20  # bytes per read while a large body arrives
 # Only this protocol answers 431: the app never sees such a request
 HEAD_TOO_LARGE = ProblemType("request-header-fields-too-large", "The request's header fields are too large", 431)
 
@@ -122,6 +135,7 @@ class HardenedH11Protocol(H11Protocol):
         limit = config.h11_max_incomplete_event_size
         self.conn = StrictConnection(DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if limit is None else limit)
         self.header_deadline: asyncio.TimerHandle | None = None
+        self.read_size: int | None = None
 
     # The header deadline: armed while the connection waits for a request's
     # headers, from the moment it starts waiting; data does not re-arm it.
@@ -163,11 +177,52 @@ class HardenedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.read_size = getattr(transport, "max_size", None)  # asyncio's socket transport: bytes per recv(), 256 KiB
         self._update_header_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_deadline()
         super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._unset_keepalive_if_required()
+        rest = self._take_body(data)
+        if rest:
+            super().data_received(rest)
+        elif self.conn.their_state is h11.SEND_BODY and self._body_due() == 0:
+            self.handle_events()  # the body is complete: h11 ends it
+
+    def _body_due(self) -> int | None:
+        """The bytes of a Content-Length body h11 still waits for (None: no such body being read)."""
+        reader = self.conn._reader
+        return reader._remaining if isinstance(reader, ContentLengthReader) else None
+
+    def _take_body(self, data: bytes) -> bytes:
+        """Hand the part of `data` that belongs to the current request's body
+        (Content-Length framing, nothing buffered in h11) straight to the
+        request; what is left (the next request, or everything when the fast
+        path does not apply) goes through h11."""
+        conn, reader = self.conn, self.conn._reader
+        if conn.their_state is not h11.SEND_BODY or not isinstance(reader, ContentLengthReader) or conn._receive_buffer:
+            return data
+        taken = min(len(data), reader._remaining)
+        if taken == 0:
+            return data
+        reader._remaining -= taken
+        if self.read_size is not None:  # a large body: fewer, larger reads (less work per byte); else the default
+            self.transport.max_size = BODY_READ_SIZE if reader._remaining >= BODY_READ_SIZE else self.read_size  # type: ignore[attr-defined]
+        body, rest = (data, b"") if taken == len(data) else (data[:taken], data[taken:])
+        cycle = self.cycle
+        if conn.our_state is h11.DONE or cycle is None:  # answered already: nobody reads the body
+            return rest
+        if cycle.body:
+            cycle.body += body
+        else:
+            cycle.body = body  # type: ignore[assignment]  # bytes, not a copy: uvicorn's receive() passes it on as is
+        if len(cycle.body) > HIGH_WATER_LIMIT:
+            self.flow.pause_reading()
+        cycle.message_event.set()
+        return rest
 
     def handle_events(self) -> None:
         cycle = self.cycle

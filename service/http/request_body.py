@@ -14,7 +14,6 @@ slowly.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import TypeVar
 
@@ -35,17 +34,20 @@ def _too_slow(detail: str) -> ProblemError:
 
 async def body_chunks(request: Request, idle_timeout: float, min_rate: int) -> AsyncIterator[bytes]:
     stream = request.stream().__aiter__()
-    started = time.monotonic()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     received = 0
     while True:
         try:
-            chunk = await asyncio.wait_for(stream.__anext__(), idle_timeout)
+            # one deadline moved per chunk (asyncio.wait_for made a task per chunk)
+            async with asyncio.timeout(idle_timeout):
+                chunk = await anext(stream)
         except StopAsyncIteration:
             return
         except TimeoutError:
             raise _too_slow(f"the request body was silent for {idle_timeout:g} s") from None
         received += len(chunk)
-        elapsed = time.monotonic() - started
+        elapsed = loop.time() - started
         if min_rate and elapsed > idle_timeout and received < min_rate * elapsed:
             raise _too_slow(f"the request body arrives at {received / elapsed:.0f} bytes/s, below the minimum of {format_size(min_rate)}/s")
         yield chunk

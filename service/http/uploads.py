@@ -1,8 +1,9 @@
 """Streaming multipart uploads: a model and its external data, straight to disk.
 
 Owns `receive_upload`. The body is read chunk by chunk from `request.stream()`
-and fed to python-multipart's streaming parser (in a worker thread, so file
-writes never block the event loop). Parts: exactly one `model` (the .onnx
+and fed to python-multipart's streaming parser in a thread of its own
+(`service.http.body_pipe`): the loop receives the next chunks while the
+thread parses, hashes and writes the last ones, each byte once. Parts: exactly one `model` (the .onnx
 file) and any number of `external_data` parts whose file names are the
 relative locations the model names (subfolders allowed; the lexical rules of
 docs/import-rules.md §5, also on percent-decoded forms). Running byte counts: the model
@@ -15,28 +16,30 @@ file's SHA-256 is computed while it streams. A silent or too slow body is a
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anyio.to_thread
 from fastapi import Request
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
 from service.errors import ServiceError, bounded
+from service.http.body_pipe import BodyPipe
+from service.http.hash_thread import HashThread
 from service.http.problems import ProblemError
 from service.http.request_body import body_chunks
 from service.imports.inputs import DEFAULT_DISPLAY_NAME, StagedFile, Upload
 from service.paths import check_relative_path
 from service.settings import Settings
+from service.store.files import start_writeback
 
 MAX_PARTS_MARGIN = 8
 MAX_BOUNDARY_BYTES = 200  # RFC 2046 allows 70; the parser refuses more than 256
 MAX_DISPLAY_NAME = 200
 MAX_LOCATION_DEPTH = 64
+WRITEBACK_STEP = 16 << 20
 DRAIN_BYTES = 1 << 20  # read (and drop) up to this much past a limit, so the client sees the 413
 
 
@@ -52,7 +55,8 @@ class _PartWriter:
         self.header_value = b""
         self.headers: dict[bytes, bytes] = {}
         self.fd: int | None = None
-        self.digest = hashlib.sha256()
+        self.written_back = 0  # bytes of the current part sent to disk early
+        self.hasher = HashThread()  # each part's SHA-256, computed beside the parsing and writing
         self.current: StagedFile | None = None
         self.locations: set[str] = set()
 
@@ -99,7 +103,7 @@ class _PartWriter:
             raise ProblemError(
                 "bad-request", f"unknown part {bounded(repr(name.decode('latin-1')), 100)}: only 'model' and 'external_data'"
             )
-        self.digest = hashlib.sha256()
+        self.written_back = 0
         self.fd = _create(self.current.path, self.upload.model_path.parent)
 
     # data callbacks
@@ -111,19 +115,27 @@ class _PartWriter:
             raise ProblemError(
                 "payload-too-large", f"the model part is larger than the limit of {self.max_model} bytes", limit="max_upload"
             )
-        self.digest.update(chunk)
+        self.hasher.update(chunk)
         while chunk:
             chunk = chunk[os.write(self.fd, chunk) :]
+        if self.current.size - self.written_back >= WRITEBACK_STEP:  # to disk now, so the commit's fsync is short
+            start_writeback(self.fd, self.written_back, self.current.size - self.written_back)
+            self.written_back = self.current.size
 
     def on_part_end(self) -> None:
         if self.current is not None:
-            self.current.sha256 = self.digest.hexdigest()
+            self.current.sha256 = self.hasher.hexdigest()
         self.close()
 
     def close(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+    def end(self) -> None:
+        """The body is over, read whole or not: close the file and stop the hash thread."""
+        self.close()
+        self.hasher.close()
 
 
 def _text(value: bytes | None, what: str) -> str:
@@ -187,6 +199,7 @@ async def receive_upload(request: Request, model_path: Path, external_dir: Path,
     )
     received = 0
     stream = body_chunks(request, settings.body_timeout, settings.min_upload_rate)
+    pipe = BodyPipe(parser.write, writer.end)  # parse, hash and write in a thread while the loop receives
     try:
         async for chunk in stream:
             received += len(chunk)
@@ -195,22 +208,21 @@ async def receive_upload(request: Request, model_path: Path, external_dir: Path,
                     "payload-too-large", f"the upload is larger than the limit of {max_total} bytes", limit="max_upload_total"
                 )
             if chunk:
-                await anyio.to_thread.run_sync(parser.write, chunk)
+                await pipe.feed(chunk)
+        await pipe.finish()
         parser.finalize()
     except ProblemError as error:
-        writer.close()
+        pipe.abort()
         if error.problem.status == 413:
             await _drain(stream, DRAIN_BYTES)
             error.headers["Connection"] = "close"
         raise
     except (ClientDisconnect, ServiceError, OSError):  # a part's location refused (PathRefused); a full disk (507)
-        writer.close()
         raise
     except Exception as error:  # the parser's own errors: a broken body
-        writer.close()
         raise ProblemError("bad-request", f"the multipart body is malformed: {str(error)[:200]}") from None
     finally:
-        writer.close()
+        pipe.abort()  # a no-op once finished; else the thread drops what is queued and closes the file
     if upload.model is None:
         raise ProblemError("bad-request", "no 'model' part in the upload")
     if any(staged.sha256 == "" for staged in [upload.model, *upload.externals]):
