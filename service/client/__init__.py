@@ -11,10 +11,14 @@
 
 Every error answer raises `ServiceError` (status, kind, detail, offset,
 field_path, and the whole problem); 503 is retried after its `Retry-After`,
-a bounded number of times (`Retry`).
+a bounded number of times (`Retry`). Uploads above `resumable_above` bytes
+are resumable (tus 1.0: `service.client.resumable`), also by a later process
+(`service.client.resume_store`); `progress=` reports bytes moved.
 
-May import: httpx and numpy, nothing else of `service`: the client speaks to
-the service over HTTP only, and ships to users who run no service.
+May import: httpx, numpy, anyio, tqdm (only to draw a bar) and the project's
+importer (only for `--external-data-dir`), nothing else of `service`: the
+client speaks to the service over HTTP only, and ships to users who run no
+service.
 """
 
 from __future__ import annotations

@@ -1,17 +1,29 @@
 """Command line: `python -m service.client --url URL [--token T] COMMAND`.
 
 Commands:
-  import MODEL [--external-data FILE ...]   upload; prints the summary JSON
+  import MODEL [--external-data FILE ... | --external-data-dir DIR]
+         [--resumable-above SIZE] [--resume-store DIR]
+                                            upload; prints the summary JSON
   import-path NAME                          import a model under the data root; prints the summary JSON
   tensor ID NAME -o FILE.npy [--raw]        a tensor's .npy file (or raw bytes), written atomically
   delete ID                                 remove a model from the store
 
+`import` and `tensor` draw a progress bar (bytes, rate, time left) on
+standard error when it is a terminal; `--progress` / `--no-progress` force
+it either way. An upload above `--resumable-above` (default 64MiB; 0: every
+upload) is resumable: a dropped connection is resumed on its own, and the
+same command run again after the process was killed continues where the
+service stopped receiving (the state is kept in `--resume-store`, by default
+under $XDG_CACHE_HOME/onnx-import/uploads).
+
 Owns the process contract, as `python -m importer`'s: on success the output
 and exit 0; when the service refuses (any problem answer), nothing on
 standard output, the problem JSON as one line on standard error, and exit 2.
-A service that cannot be reached: one line on standard error, exit 1. Each
-external data file is sent under its path relative to the model's folder.
-The token may also come from ONNX_SERVICE_TOKEN.
+A service that cannot be reached, or a local file that cannot be read or
+sent: one line on standard error, exit 1. Each external data file is sent
+under its path relative to the model's folder (with `--external-data-dir`,
+relative to DIR: exactly the files the model names, read from it with the
+project's importer). The token may also come from ONNX_SERVICE_TOKEN.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -26,10 +39,24 @@ from pathlib import Path
 import httpx
 
 from service.client._common import ServiceError
+from service.client.progress import ProgressOption
+from service.client.resumable import RESUMABLE_ABOVE
 from service.client.sync import Client
 
 EXIT_REFUSED = 2
 EXIT_UNREACHABLE = 1
+# Sizes as the service's settings read them: 1k is 1000 bytes, 1KiB 1024.
+SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 1 << 10, "m": 10**6, "mb": 10**6, "mib": 1 << 20}
+SIZE_UNITS |= {"g": 10**9, "gb": 10**9, "gib": 1 << 30, "t": 10**12, "tb": 10**12, "tib": 1 << 40}
+SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*")
+
+
+def parse_size(text: str) -> int:
+    """`64MiB` -> 67108864; `1.5G` -> 1500000000; `0` -> 0."""
+    match = SIZE.fullmatch(text)
+    if match is None or match.group(2).lower() not in SIZE_UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (a number with an optional unit such as KiB, MiB, GiB)")
+    return int(float(match.group(1)) * SIZE_UNITS[match.group(2).lower()])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,14 +64,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--url", required=True, help="the service, e.g. http://127.0.0.1:8000")
     parser.add_argument("--token", default=os.environ.get("ONNX_SERVICE_TOKEN"), help="API key (default: $ONNX_SERVICE_TOKEN)")
     commands = parser.add_subparsers(dest="command", required=True)
-    upload = commands.add_parser("import", help="upload a model file; prints its summary")
+    shows_progress = argparse.ArgumentParser(add_help=False)
+    shows_progress.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="draw a progress bar on standard error (default: when it is a terminal)",
+    )
+    upload = commands.add_parser("import", help="upload a model file; prints its summary", parents=[shows_progress])
     upload.add_argument("model", type=Path)
-    upload.add_argument(
+    external = upload.add_mutually_exclusive_group()
+    external.add_argument(
         "--external-data", nargs="+", type=Path, default=[], metavar="FILE", help="external data files (under the model's folder)"
+    )
+    external.add_argument(
+        "--external-data-dir", type=Path, default=None, metavar="DIR", help="send exactly the external data files the model names, from DIR"
+    )
+    upload.add_argument(
+        "--resumable-above",
+        type=parse_size,
+        default=RESUMABLE_ABOVE,
+        metavar="SIZE",
+        help="upload resumably above this many bytes in all (default 64MiB; 0: always)",
+    )
+    upload.add_argument(
+        "--resume-store", type=Path, default=None, metavar="DIR", help="where unfinished uploads are remembered (default: the cache folder)"
     )
     by_path = commands.add_parser("import-path", help="import a model under the service's data root; prints its summary")
     by_path.add_argument("name")
-    tensor = commands.add_parser("tensor", help="download one tensor")
+    tensor = commands.add_parser("tensor", help="download one tensor", parents=[shows_progress])
     tensor.add_argument("id")
     tensor.add_argument("name", help="the tensor's ONNX name (or its alias)")
     tensor.add_argument("-o", "--output", type=Path, required=True, help="the file to write (.npy unless --raw)")
@@ -55,13 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def download(client: Client, args: argparse.Namespace) -> None:
+def download(client: Client, args: argparse.Namespace, progress: ProgressOption) -> None:
     """The tensor into args.output, through a temporary file beside it (no partial file on failure)."""
     target: Path = args.output
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as out:
-            for chunk in client.tensor_bytes(args.id, args.name, field_path=args.field_path, format="raw" if args.raw else "npy"):
+            chunks = client.tensor_bytes(
+                args.id, args.name, field_path=args.field_path, format="raw" if args.raw else "npy", progress=progress
+            )
+            for chunk in chunks:
                 out.write(chunk)
         os.replace(temporary, target)
     except BaseException:
@@ -69,16 +120,28 @@ def download(client: Client, args: argparse.Namespace) -> None:
         raise
 
 
+def upload(client: Client, args: argparse.Namespace, progress: ProgressOption) -> str:
+    external_data: dict[str, Path] | list[Path] = args.external_data
+    if args.external_data_dir is not None:
+        from service.client.external_dir import named_files
+
+        external_data = named_files(args.model, args.external_data_dir)
+    return json.dumps(client.import_file(args.model, external_data=external_data, progress=progress), indent=1) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    shown = getattr(args, "progress", None)
+    progress = shown if shown is not None else sys.stderr.isatty()
+    options = {"resumable_above": args.resumable_above, "resume_store": args.resume_store} if args.command == "import" else {}
     try:
-        with Client(args.url, token=args.token) as client:
+        with Client(args.url, token=args.token, **options) as client:
             if args.command == "import":
-                output = json.dumps(client.import_file(args.model, external_data=args.external_data), indent=1) + "\n"
+                output = upload(client, args, progress)
             elif args.command == "import-path":
                 output = json.dumps(client.import_path(args.name), indent=1) + "\n"
             elif args.command == "tensor":
-                download(client, args)
+                download(client, args, progress)
                 output = ""
             else:
                 client.delete(args.id)

@@ -20,10 +20,13 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
+
+if TYPE_CHECKING:
+    from service.client.progress import Tally
 
 Json = dict[str, Any]
 PathLike = str | os.PathLike[str]
@@ -158,11 +161,18 @@ def upload_parts(model: PathLike, external_data: ExternalData) -> list[tuple[str
 Field = tuple[str, tuple[str, Any, str]]
 
 
-def open_parts(files: contextlib.ExitStack, model: PathLike, name: str, parts: list[tuple[str, Path]]) -> list[Field]:
-    """The multipart fields of an upload, each file opened in (and closed with) `files`."""
+def open_parts(
+    files: contextlib.ExitStack, model: PathLike, name: str, parts: list[tuple[str, Path]], tally: Tally | None = None
+) -> list[Field]:
+    """The multipart fields of an upload, each file opened in (and closed
+    with) `files`; through `tally` when its reads are to be counted."""
     octets = "application/octet-stream"
     named = [("model", name, Path(model)), *(("external_data", location, file) for location, file in parts)]
-    return [(field, (filename, files.enter_context(path.open("rb")), octets)) for field, filename, path in named]
+    opened: list[Field] = []
+    for field, filename, path in named:
+        file = tally.open(path) if tally is not None else path.open("rb")
+        opened.append((field, (filename, files.enter_context(file), octets)))
+    return opened
 
 
 def headers_for(token: str | None) -> dict[str, str]:

@@ -3,7 +3,10 @@
 
 Owns the same methods as coroutines (`tensors`, `models` and `tensor_bytes`
 are async iterators); waits between 503 retries with `anyio.sleep`, so it
-runs under asyncio or trio. Upload files are read as the request is sent.
+runs under asyncio or trio. Upload files are read as the request is sent
+(a resumable upload's through anyio's file reads, off the event loop);
+resumable imports run the steps of `service.client.resumable`, as the
+synchronous client does.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import io
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -34,10 +37,29 @@ from service.client._common import (
     tensor_path,
     upload_parts,
 )
+from service.client.progress import ProgressOption, Tally, reporting
+from service.client.resumable import (
+    READ_BYTES,
+    RESUMABLE_ABOVE,
+    Answer,
+    Call,
+    FileChanged,
+    FileSlice,
+    Pause,
+    ResumableImport,
+    ResumableUnsupported,
+    Steps,
+    chooses_resumable,
+    import_parts,
+)
+from service.client.resume_store import ResumeStore
+
+T = TypeVar("T")
 
 
 class AsyncClient:
-    """`async with AsyncClient("http://127.0.0.1:8000", token=...) as client: ...`"""
+    """`async with AsyncClient("http://127.0.0.1:8000", token=...) as client: ...`
+    (`resumable_above` and `resume_store` as `Client`'s)."""
 
     def __init__(
         self,
@@ -47,8 +69,12 @@ class AsyncClient:
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         retry: Retry | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        resumable_above: int = RESUMABLE_ABOVE,
+        resume_store: PathLike | None = None,
     ) -> None:
         self.retry = retry or Retry()
+        self.resumable_above = resumable_above
+        self.resume_store = ResumeStore(resume_store)
         self._http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers_for(token), timeout=timeout, transport=transport)
 
     async def __aenter__(self) -> AsyncClient:
@@ -62,16 +88,35 @@ class AsyncClient:
 
     # -- imports
 
-    async def import_file(self, path: PathLike, external_data: ExternalData = None, *, filename: str | None = None) -> Json:
-        """Upload a model file (and its external data files); its summary."""
+    async def import_file(
+        self,
+        path: PathLike,
+        external_data: ExternalData = None,
+        *,
+        filename: str | None = None,
+        resumable: bool | None = None,
+        progress: ProgressOption = None,
+    ) -> Json:
+        """Upload a model file (and its external data files); its summary.
+        `resumable` and `progress` as `Client.import_file`'s."""
         parts = upload_parts(path, external_data)
         name = filename or Path(path).name
+        files = import_parts(Path(path), name, parts)
+        with reporting(progress, name) as report:
+            if chooses_resumable(resumable, files, self.resumable_above):
+                service = str(self._http.base_url)
+                upload = ResumableImport(service, files, self.resume_store, self.retry, report, automatic=resumable is None)
+                try:
+                    return await self._run(upload.steps())
+                except ResumableUnsupported:
+                    pass  # an older service: one request
 
-        def request() -> Generator[httpx.Request]:
-            with contextlib.ExitStack() as files:
-                yield self._http.build_request("POST", "/models", files=open_parts(files, path, name, parts))
+            def request() -> Generator[httpx.Request]:
+                with contextlib.ExitStack() as opened:
+                    tally = Tally(report, sum(file.size for file in files)) if report is not None else None
+                    yield self._http.build_request("POST", "/models", files=open_parts(opened, path, name, parts, tally))
 
-        return await self._json(request)
+            return await self._json(request)
 
     async def import_path(self, name: str) -> Json:
         return await self._json(self._one("POST", "/models", json={"path": name}))
@@ -93,24 +138,61 @@ class AsyncClient:
         async for item in self._pages(model_path(model_id) + "/tensors", params):
             yield item
 
-    async def tensor(self, model_id: str, name: str, *, field_path: str | None = None) -> np.ndarray[Any, Any]:
-        chunks = [chunk async for chunk in self.tensor_bytes(model_id, name, field_path=field_path, format="npy")]
+    async def tensor(
+        self, model_id: str, name: str, *, field_path: str | None = None, progress: ProgressOption = None
+    ) -> np.ndarray[Any, Any]:
+        chunks = [chunk async for chunk in self.tensor_bytes(model_id, name, field_path=field_path, format="npy", progress=progress)]
         array: np.ndarray[Any, Any] = np.load(io.BytesIO(b"".join(chunks)), allow_pickle=False)
         return array
 
     async def tensor_bytes(
-        self, model_id: str, name: str, *, field_path: str | None = None, format: str = "raw", chunk_size: int = 1 << 16
+        self,
+        model_id: str,
+        name: str,
+        *,
+        field_path: str | None = None,
+        format: str = "raw",
+        chunk_size: int = 1 << 16,
+        progress: ProgressOption = None,
     ) -> AsyncIterator[bytes]:
         url, params = tensor_path(model_id, name), tensor_params(field_path, format)
-        async with self._stream(self._one("GET", url, params=params)) as response:
-            async for chunk in response.aiter_bytes(chunk_size):
-                yield chunk
+        with reporting(progress, name) as report:
+            async with self._stream(self._one("GET", url, params=params)) as response:
+                total = int(response.headers.get("content-length", "0") or 0)
+                async for chunk in response.aiter_bytes(chunk_size):
+                    if report is not None:
+                        report(response.num_bytes_downloaded, total)
+                    yield chunk
 
     async def delete(self, model_id: str) -> None:
         async with self._stream(self._one("DELETE", model_path(model_id))):
             pass
 
     # -- the plumbing
+
+    async def _run(self, steps: Steps[T]) -> T:
+        """Run protocol steps (`service.client.resumable`): each call sent and its answer read, each pause slept."""
+        with contextlib.closing(steps):
+            answer: Answer | None = None
+            while True:
+                try:
+                    action = steps.send(answer)
+                except StopIteration as done:
+                    result: T = done.value
+                    return result
+                if isinstance(action, Pause):
+                    await anyio.sleep(action.seconds)
+                    answer = None
+                else:
+                    answer = await self._call(action)
+
+    async def _call(self, call: Call) -> Answer:
+        content = read_slice(call.body) if call.body is not None else None
+        request = self._http.build_request(call.method, call.url, headers=call.headers, json=call.json, content=content)
+        try:
+            return await self._http.send(request)
+        except httpx.TransportError as error:
+            return error
 
     def _one(self, method: str, url: str, **options: Any) -> Callable[[], Generator[httpx.Request]]:
         def request() -> Generator[httpx.Request]:
@@ -152,3 +234,17 @@ class AsyncClient:
                 raise ServiceError.from_response(response)
             await anyio.sleep(wait)
             attempt += 1
+
+
+async def read_slice(body: FileSlice) -> AsyncIterator[bytes]:
+    """The bytes of `body`, `READ_BYTES` at a time, each read in a worker thread."""
+    async with await anyio.open_file(body.path, "rb") as file:
+        await file.seek(body.offset)
+        sent = 0
+        while sent < body.length:
+            data = await file.read(min(READ_BYTES, body.length - sent))
+            if not data:
+                raise FileChanged(f"{body.path}: ended at byte {body.offset + sent}, before {body.offset + body.length}")
+            sent += len(data)
+            body.on_read(sent)
+            yield data

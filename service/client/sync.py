@@ -1,10 +1,13 @@
 """The synchronous client: `Client(url, token=None)` over `httpx.Client`.
 
-Owns the blocking methods, one per route of docs/http-api.md: `import_file`,
+Owns the blocking methods, one per route of docs/http-api.md: `import_file`
+(one multipart POST, or resumable uploads above `resumable_above` bytes:
+`service.client.resumable`, run here with blocking sends and sleeps),
 `import_path`, `models`, `summary`, `graph`, `tensors` (a paged iterator),
 `tensor` (a `numpy.ndarray` read from the `.npy` form), `tensor_bytes`
-(streamed chunks) and `delete`. Every error answer raises `ServiceError`;
-503 is retried per `Retry`. `service.client.aio` is its asynchronous twin.
+(streamed chunks) and `delete`. Uploads and downloads report their progress
+to a `progress=` callback. Every error answer raises `ServiceError`; 503 is
+retried per `Retry`. `service.client.aio` is its asynchronous twin.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
@@ -35,11 +38,32 @@ from service.client._common import (
     tensor_path,
     upload_parts,
 )
+from service.client.progress import ProgressOption, Tally, reporting
+from service.client.resumable import (
+    RESUMABLE_ABOVE,
+    Answer,
+    Call,
+    Pause,
+    ResumableImport,
+    ResumableUnsupported,
+    Steps,
+    chooses_resumable,
+    import_parts,
+    read_slice,
+)
+from service.client.resume_store import ResumeStore
+
+T = TypeVar("T")
 
 
 class Client:
     """A connection pool to one service. Use it in a `with` block (or call
-    `close()`): `with Client("http://127.0.0.1:8000", token=...) as client: ...`."""
+    `close()`): `with Client("http://127.0.0.1:8000", token=...) as client: ...`.
+
+    `resumable_above`: the bytes in all (model and external data) above which
+    `import_file` uploads resumably by default (0: always); `resume_store`:
+    the folder of the unfinished uploads' state (default under
+    `$XDG_CACHE_HOME`, `service.client.resume_store`)."""
 
     def __init__(
         self,
@@ -49,8 +73,12 @@ class Client:
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         retry: Retry | None = None,
         transport: httpx.BaseTransport | None = None,
+        resumable_above: int = RESUMABLE_ABOVE,
+        resume_store: PathLike | None = None,
     ) -> None:
         self.retry = retry or Retry()
+        self.resumable_above = resumable_above
+        self.resume_store = ResumeStore(resume_store)
         self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers_for(token), timeout=timeout, transport=transport)
 
     def __enter__(self) -> Client:
@@ -64,18 +92,42 @@ class Client:
 
     # -- imports
 
-    def import_file(self, path: PathLike, external_data: ExternalData = None, *, filename: str | None = None) -> Json:
+    def import_file(
+        self,
+        path: PathLike,
+        external_data: ExternalData = None,
+        *,
+        filename: str | None = None,
+        resumable: bool | None = None,
+        progress: ProgressOption = None,
+    ) -> Json:
         """Upload a model file (and its external data files) and return its
         summary. `external_data`: files under the model's folder (each sent
-        under its relative path), or a mapping {location: file}."""
+        under its relative path), or a mapping {location: file}.
+
+        `resumable`: True sends each file as a resumable upload (continued
+        after a dropped connection, and by a later process after this one was
+        killed), False as one multipart request; None (default) chooses by
+        size (`resumable_above`). `progress`: a callback `(done_bytes,
+        total_bytes)`, or True for a bar on standard error."""
         parts = upload_parts(path, external_data)
         name = filename or Path(path).name
+        files = import_parts(Path(path), name, parts)
+        with reporting(progress, name) as report:
+            if chooses_resumable(resumable, files, self.resumable_above):
+                service = str(self._http.base_url)
+                upload = ResumableImport(service, files, self.resume_store, self.retry, report, automatic=resumable is None)
+                try:
+                    return self._run(upload.steps())
+                except ResumableUnsupported:
+                    pass  # an older service: one request
 
-        def request() -> Generator[httpx.Request]:
-            with contextlib.ExitStack() as files:
-                yield self._http.build_request("POST", "/models", files=open_parts(files, path, name, parts))
+            def request() -> Generator[httpx.Request]:
+                with contextlib.ExitStack() as opened:
+                    tally = Tally(report, sum(file.size for file in files)) if report is not None else None
+                    yield self._http.build_request("POST", "/models", files=open_parts(opened, path, name, parts, tally))
 
-        return self._json(request)
+            return self._json(request)
 
     def import_path(self, name: str) -> Json:
         """Import the model at `name`, a path under the service's data root."""
@@ -99,27 +151,62 @@ class Client:
         params = {"limit": str(page_size)} | ({"prefix": prefix} if prefix else {})
         yield from self._pages(model_path(model_id) + "/tensors", params)
 
-    def tensor(self, model_id: str, name: str, *, field_path: str | None = None) -> np.ndarray[Any, Any]:
+    def tensor(self, model_id: str, name: str, *, field_path: str | None = None, progress: ProgressOption = None) -> np.ndarray[Any, Any]:
         """A tensor's values, read from its `.npy` form (BFLOAT16 as uint16 and
         float8 types as uint8 bit patterns; STRING and 4-bit types: 415)."""
-        data = b"".join(self.tensor_bytes(model_id, name, field_path=field_path, format="npy"))
+        data = b"".join(self.tensor_bytes(model_id, name, field_path=field_path, format="npy", progress=progress))
         array: np.ndarray[Any, Any] = np.load(io.BytesIO(data), allow_pickle=False)
         return array
 
     def tensor_bytes(
-        self, model_id: str, name: str, *, field_path: str | None = None, format: str = "raw", chunk_size: int = 1 << 16
+        self,
+        model_id: str,
+        name: str,
+        *,
+        field_path: str | None = None,
+        format: str = "raw",
+        chunk_size: int = 1 << 16,
+        progress: ProgressOption = None,
     ) -> Iterator[bytes]:
         """A tensor's bytes as they arrive: the raw little-endian layout, or
-        the `.npy` file with format="npy"."""
+        the `.npy` file with format="npy". `progress` as `import_file`'s."""
         url, params = tensor_path(model_id, name), tensor_params(field_path, format)
-        with self._stream(self._one("GET", url, params=params)) as response:
-            yield from response.iter_bytes(chunk_size)
+        with reporting(progress, name) as report, self._stream(self._one("GET", url, params=params)) as response:
+            total = int(response.headers.get("content-length", "0") or 0)
+            for chunk in response.iter_bytes(chunk_size):
+                if report is not None:
+                    report(response.num_bytes_downloaded, total)
+                yield chunk
 
     def delete(self, model_id: str) -> None:
         with self._stream(self._one("DELETE", model_path(model_id))):
             pass
 
     # -- the plumbing
+
+    def _run(self, steps: Steps[T]) -> T:
+        """Run protocol steps (`service.client.resumable`): each call sent and its answer read, each pause slept."""
+        with contextlib.closing(steps):
+            answer: Answer | None = None
+            while True:
+                try:
+                    action = steps.send(answer)
+                except StopIteration as done:
+                    result: T = done.value
+                    return result
+                if isinstance(action, Pause):
+                    time.sleep(action.seconds)
+                    answer = None
+                else:
+                    answer = self._call(action)
+
+    def _call(self, call: Call) -> Answer:
+        content = read_slice(call.body) if call.body is not None else None
+        request = self._http.build_request(call.method, call.url, headers=call.headers, json=call.json, content=content)
+        try:
+            return self._http.send(request)
+        except httpx.TransportError as error:
+            return error
 
     def _one(self, method: str, url: str, **options: Any) -> Callable[[], Generator[httpx.Request]]:
         """A request factory for `_stream`: a new request per attempt."""
