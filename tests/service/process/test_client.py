@@ -6,7 +6,8 @@ refusals as `ServiceError`, API keys, 503 retried after `Retry-After` (a
 saturated server, and a mock transport for the edge cases), and the async
 twin. The command line: `import` prints the summary, `tensor` writes a .npy,
 a refused import prints nothing on stdout, one problem line on stderr, and
-exits 2.
+exits 2; `import --external-data-dir` sends exactly the files the model
+names. (Resumable uploads and progress: test_client_resumable.py.)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -330,3 +332,22 @@ def test_cli_without_a_service_exits_1(tmp_path: Path) -> None:
     result = run_cli("--url", "http://127.0.0.1:9", "import", str(EXTERNAL / "model.onnx"))
     assert result.returncode == 1 and result.stdout == ""
     assert json.loads(result.stderr)["error"] == "ConnectError"
+
+
+def test_cli_external_data_dir_sends_exactly_the_files_the_model_names(server: ServiceProcess, tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    shutil.copytree(EXTERNAL, folder)
+    (folder / "unrelated.bin").write_bytes(b"not named by the model")  # sent, it would be refused as unused (400)
+    model = folder / "model.onnx"
+    result = run_cli("--url", server.url, "import", str(model), "--external-data-dir", str(folder))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert {t["name"] for t in summary["tensors"]} == {"W", "B"}
+    with Client(server.url) as client:
+        assert client.import_file(model, external_data=[folder / "weights.bin", folder / "more" / "bias.bin"])["id"] == summary["id"]
+
+    (folder / "more" / "bias.bin").unlink()
+    result = run_cli("--url", server.url, "import", str(model), "--external-data-dir", str(folder))
+    assert result.returncode == 1 and result.stdout == ""
+    error = json.loads(result.stderr)
+    assert error["error"] == "MissingExternalData" and "'more/bias.bin'" in error["detail"]
