@@ -33,7 +33,7 @@ from service.http.request_body import body_chunks
 from service.imports.inputs import DEFAULT_DISPLAY_NAME, StagedFile, Upload
 from service.paths import check_relative_path
 from service.settings import Settings
-from service.store.files import start_writeback
+from service.writeback import start_writeback
 
 MAX_PARTS_MARGIN = 8
 MAX_BOUNDARY_BYTES = 200  # RFC 2046 allows 70; the parser refuses more than 256

@@ -2,15 +2,12 @@
 
 Owns `MODEL_ID`, `write_file_atomically` (temporary file, fsync, rename;
 nothing left behind on failure), `fsync_tree` (many fsyncs at once),
-`fsync_dir`, `fsync_path`, `tree_bytes` and `start_writeback` (a large
-file's pages sent to disk while it is still being written, so the fsync
-that commits it has little left to wait for). Used by the local backend
+`fsync_dir`, `fsync_path` and `tree_bytes`. Used by the local backend
 (`service.store.local`) and the work area, which own the layout.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import uuid
@@ -20,19 +17,6 @@ from pathlib import Path
 MODEL_ID = re.compile(r"[0-9a-f]{64}")
 
 _FSYNC_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fsync")
-_SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback of the range's dirty pages, do not wait
-_LIBC = ctypes.CDLL(None, use_errno=True)
-_sync_file_range = getattr(_LIBC, "sync_file_range", None)
-if _sync_file_range is not None:
-    _sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-
-
-def start_writeback(fd: int, offset: int, length: int) -> None:
-    """Ask the kernel to start writing `length` bytes of `fd` at `offset` to
-    disk (sync_file_range's SYNC_FILE_RANGE_WRITE), without waiting; the
-    pages stay cached. A hint: where the call is missing or fails, nothing."""
-    if _sync_file_range is not None:
-        _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
 
 def fsync_path(path: str) -> None:
