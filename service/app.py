@@ -4,10 +4,12 @@ Owns `create_app(settings)`: the parts (`service.state.Service`: store,
 sandbox, import limiter, API keys, metrics), their start and stop (lifespan;
 SIGHUP reloads the key file), the problem handlers, the middleware (the
 request log and request id, outermost; `X-Content-Type-Options: nosniff` on
-every response; a client gone mid-request logged once at INFO), the routers
-(`service.http.routes`: models, tensors, diagnostics, health, and ui: the explorer at `/` and
-the offline `/docs` and `/redoc`) and the OpenAPI document with problems
-under `application/problem+json`.
+every response; `Tus-Resumable` on those under `/uploads`; a client gone
+mid-request logged once at INFO), the routers
+(`service.http.routes`: models, tensors, diagnostics, resumable uploads,
+health, and ui: the explorer at `/` and the offline `/docs` and `/redoc`),
+the sweep of expired resumable uploads, and the OpenAPI document with
+problems under `application/problem+json`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from service.access.keys import KeyFileError, KeyRing
 from service.http.openapi import openapi_with_problems
 from service.http.problems import DisconnectMiddleware, install_problem_handlers
 from service.http.protocol import NoSniffMiddleware
-from service.http.routes import diagnostics, health, models, tensors, ui
+from service.http.routes import diagnostics, health, models, resumable, tensors, ui
+from service.http.tus import TusHeaderMiddleware
 from service.imports.limiter import ImportLimiter
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
@@ -39,6 +42,7 @@ from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.state import Service
 from service.store.backends import open_bucket_root, open_store
+from service.store.partial_uploads import PartialUploads
 
 log = logging.getLogger("service")
 
@@ -76,6 +80,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         await anyio.to_thread.run_sync(sandbox.start)
         readiness = ReadinessProbe(sandbox, store)
         app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness, bucket_root)
+        await anyio.to_thread.run_sync(app.state.service.partial_uploads.open)  # removes the uploads that expired while stopped
         if threading.current_thread() is threading.main_thread():  # an in-process test's loop is not
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys)
         # Tail latency: what start-up made lives as long as the process, so no
@@ -90,7 +95,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
             f"{len(keys.keys)} API keys" if not keys.anonymous else "anonymous (no API keys)",
         )  # fmt: skip
         try:
-            async with readiness.running():
+            async with readiness.running(), sweeping(app.state.service.partial_uploads, min(60.0, settings.upload_expiry / 4)):
                 yield
         finally:
             app.state.service.data_root_files.close()
@@ -110,11 +115,35 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
     install_problem_handlers(app)
     app.add_middleware(DisconnectMiddleware)
     app.add_middleware(NoSniffMiddleware)
+    app.add_middleware(TusHeaderMiddleware)
     app.add_middleware(RequestLogMiddleware, metrics=metrics)  # added last: the outermost
     app.include_router(tensors.router)  # first: a request is matched against the routes in order, and tensor GETs are the most frequent
     app.include_router(models.router)
     app.include_router(diagnostics.router)
+    app.include_router(resumable.router)
     app.include_router(health.router)
     app.include_router(ui.router)
     app.openapi = lambda: openapi_with_problems(app)  # type: ignore[method-assign]
     return app
+
+
+@contextlib.asynccontextmanager
+async def sweeping(uploads: PartialUploads, interval: float) -> AsyncIterator[None]:
+    """Remove expired resumable uploads every `interval` seconds while the block runs
+    (every front-end process sweeps: a removal is one rename, whoever makes it)."""
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await anyio.to_thread.run_sync(uploads.sweep)
+            except OSError as error:
+                log.warning("the sweep of expired uploads failed: %s", error)
+
+    task = asyncio.create_task(loop(), name="upload-sweep")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

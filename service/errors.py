@@ -106,3 +106,31 @@ class ImportFailed(ServiceError):
     def __init__(self, failure: ImportFailure, *, limit: str | None = None) -> None:
         super().__init__(failure.message, limit=limit)
         self.failure = failure
+
+
+class UploadBusy(ServiceError):
+    """Another request (in any front-end process) is writing this resumable upload now."""
+
+
+class UploadOffsetMismatch(ServiceError):
+    """A PATCH's Upload-Offset is not the number of bytes the upload holds (`offset`)."""
+
+    def __init__(self, detail: str, offset: int) -> None:
+        super().__init__(detail)
+        self.offset = offset
+
+
+class UploadIncomplete(ServiceError):
+    """An import names a resumable upload that holds fewer bytes than its declared length."""
+
+    def __init__(self, detail: str, upload_id: str, offset: int) -> None:
+        super().__init__(detail)
+        self.upload_id = upload_id
+        self.offset = offset
+
+
+class TooManyUploads(ServiceError):
+    """The tenant has `--max-open-uploads` resumable uploads open already."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, limit="max_open_uploads")

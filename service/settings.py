@@ -243,6 +243,15 @@ class Settings:
         "uploads whose bodies may be arriving at once; beyond that 503 (a body is received before it queues)",
         rule=within(1, 10_000),
     )
+    max_open_uploads: int = setting(
+        32, INT, "resumable uploads (tus, /uploads) one tenant may have open at once; beyond that 429", rule=within(1, 100_000)
+    )
+    upload_expiry: float = setting(
+        86_400.0, SECONDS,
+        "seconds a resumable upload is kept after its last PATCH (or its creation); then it is removed. Until then its "
+        "declared length counts against the store's free space",
+        rule=within(1.0, 366 * 86_400.0),
+    )  # fmt: skip
     api_keys: Path | None = setting(  # noqa: RUF009
         None,
         OPTIONAL_PATH,

@@ -2,9 +2,10 @@
 
 Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics,
 readiness, the data root when it is a bucket, the graph renders under
-way in this process, the data-root files kept open), `Service.read` (a
-store read on the event loop or in a thread, whichever costs less) and the FastAPI
-dependency that hands it to a route (`ServiceDep`), set up by the app's lifespan.
+way in this process, the data-root files kept open, the resumable uploads
+in the making), `Service.read` (a store read on the event loop or in a
+thread, whichever costs less) and the FastAPI dependency that hands it to a
+route (`ServiceDep`), set up by the app's lifespan.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.model_store import Store
 from service.store.open_files import OpenFiles
+from service.store.partial_uploads import PartialUploads
 
 if TYPE_CHECKING:
     from service.store.s3.bucket_root import BucketRoot
@@ -46,9 +48,12 @@ class Service:
     graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
     data_root_files: OpenFiles = field(default_factory=OpenFiles)  # data-root files tensors are served from, kept open
     data_root_real: str = ""  # the data root folder, links resolved once at start
+    partial_uploads: PartialUploads = field(init=False)  # resumable uploads (tus), on this machine's disk (opened by the app)
 
     def __post_init__(self) -> None:
         self.data_root_real = os.path.realpath(self.settings.data_root) if self.bucket_root is None else ""
+        settings = self.settings
+        self.partial_uploads = PartialUploads(settings.local_root, self.store, settings.upload_expiry, settings.max_open_uploads)
 
     async def read(self, call: Callable[[], T]) -> T:
         """`call()` (a read of the store: index lookups, a catalogue query, a

@@ -99,12 +99,17 @@ PROBLEMS = IMPORT_PROBLEMS | _types(
     ("tensor-source-changed", "The file holding the tensor changed since the import", 409),
     ("model-source-changed", "The model's files changed since the import", 409),
     ("ambiguous-tensor-name", "Several tensors of the model have this name", 409),
+    ("upload-offset-mismatch", "The Upload-Offset is not the number of bytes the upload holds", 409),
+    ("upload-busy", "Another request is writing this upload", 409),
+    ("upload-incomplete", "An upload the import names holds fewer bytes than its Upload-Length", 409),
     ("tensor-source-gone", "The file holding the tensor is gone", 410),
     ("request-timeout", "The request came too slowly", 408),
+    ("tus-version-unsupported", "The request does not speak tus 1.0.0: send Tus-Resumable: 1.0.0", 412),
     ("payload-too-large", "The upload exceeds a size limit", 413),
     ("unsupported-media-type", "The media type is not supported here", 415),
     ("range-not-satisfiable", "The requested range is not within the representation", 416),
     ("validation-error", "The request did not validate", 422),
+    ("too-many-uploads", "The tenant has as many resumable uploads open as it may", 429),
     ("internal-error", "Internal server error", 500),
     ("overloaded", "Too many imports are running or waiting", 503),
     ("not-ready", "The service is not ready", 503),
@@ -171,6 +176,10 @@ DOMAIN_PROBLEMS: dict[type[errors.ServiceError], str] = {
     errors.ModelSourceChanged: "model-source-changed",
     errors.TensorSourceChanged: "tensor-source-changed",
     errors.TensorSourceGone: "tensor-source-gone",
+    errors.UploadBusy: "upload-busy",
+    errors.UploadOffsetMismatch: "upload-offset-mismatch",
+    errors.UploadIncomplete: "upload-incomplete",
+    errors.TooManyUploads: "too-many-uploads",
 }
 
 
@@ -192,6 +201,12 @@ def domain_problem(error: errors.ServiceError) -> ProblemError:
         problem.extensions["limit"] = error.limit
     if isinstance(error, errors.Overloaded | errors.StorageUnavailable):
         problem.headers["Retry-After"] = str(error.retry_after)
+    if isinstance(error, errors.UploadOffsetMismatch):
+        problem.headers["Upload-Offset"] = str(error.offset)  # tus: where to resume
+        problem.extensions["upload_offset"] = error.offset
+    if isinstance(error, errors.UploadIncomplete):
+        problem.extensions["upload"] = error.upload_id
+        problem.extensions["upload_offset"] = error.offset
     return problem
 
 

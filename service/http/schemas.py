@@ -8,9 +8,9 @@ these models describe those bytes.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 
 class Problem(BaseModel):
@@ -32,9 +32,27 @@ class Problem(BaseModel):
     errors: list[dict[str, Any]] | None = Field(None, description="validation errors: where and what")
 
 
-class PathRequest(BaseModel):
+UploadId = Annotated[str, StringConstraints(pattern="^[0-9a-f]{32}$")]
+Location = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+
+
+class ImportRequest(BaseModel):
+    """`POST /models` as JSON: a model under the data root, or finished resumable uploads."""
+
     model_config = ConfigDict(extra="forbid")
-    path: str = Field(description="a model file under the data root, relative (no '..', not absolute)", max_length=4096)
+    path: str | None = Field(None, description="a model file under the data root, relative (no '..', not absolute)", max_length=4096)
+    upload: UploadId | None = Field(None, description="or: the id of a finished upload (POST /uploads) holding the model")
+    external_data: dict[Location, UploadId] | None = Field(
+        None, description="with upload: each external data location the model names -> the id of the finished upload holding it"
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImportRequest:
+        if (self.path is None) == (self.upload is None):
+            raise ValueError("give exactly one of path and upload")
+        if self.external_data is not None and self.upload is None:
+            raise ValueError("external_data goes with upload, not path")
+        return self
 
 
 class ModelFile(BaseModel):

@@ -151,6 +151,7 @@ async def import_upload(
                 model=work.upload_model.name,
                 display_name=upload.display_name,
                 external_dir=str(work.upload_external),
+                allow_hard_links=True,  # the service's own files (a resumable upload's are hard-linked from its folder)
                 summary_items=SUMMARY_TENSORS,
                 checks=(checks or default_checks(service)).stages,
                 dims=(checks or default_checks(service)).dims,

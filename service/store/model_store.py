@@ -134,17 +134,19 @@ class Store:
     def free_bytes(self) -> int:
         return self.work_area.free_bytes()
 
-    def make_room(self, tenant: str, keep: str | None = None) -> bool:
+    def make_room(self, tenant: str, keep: str | None = None, *, also: int = 0) -> bool:
         """Evict least recently used models (that `tenant` may evict) until the
-        file system has `min_free` bytes free; False if it cannot (at once for
+        file system has `min_free` bytes free, and `also` more (the bytes
+        resumable uploads have reserved); False if it cannot (at once for
         content elsewhere, on object storage: evicting it frees nothing here)."""
-        if self.free_bytes() >= self.min_free:
+        wanted = self.min_free + also
+        if self.free_bytes() >= wanted:
             return True
         if not self.content.on_local_disk:
             return False
         with self.index.locked():
-            self._evict(keep=keep or "", tenant=tenant, free_wanted=self.min_free)
-        return self.free_bytes() >= self.min_free
+            self._evict(keep=keep or "", tenant=tenant, free_wanted=wanted)
+        return self.free_bytes() >= wanted
 
     # --- reading
 

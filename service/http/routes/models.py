@@ -1,8 +1,8 @@
 """Routes of the models resource: import, list, summary, graph, delete.
 
-`POST /models` (an upload or a data-root path; `service.imports.flow`; the
-check stages of `?checks=` and the smoke run's `?dim=` bindings,
-`service.imports.checks`),
+`POST /models` (an upload, a data-root path, or finished resumable uploads:
+`service.http.upload_imports`; `service.imports.flow`; the check stages of
+`?checks=` and the smoke run's `?dim=` bindings, `service.imports.checks`),
 `GET /models` (this store's models, newest first, paged), `GET /models/{id}`
 (the bounded summary, a file served as is), `GET /models/{id}/graph` (the
 resolved graph, rendered on first request; `service.imports.graph`) and
@@ -33,9 +33,10 @@ from service.http.paging import decode_cursor, page_of
 from service.http.problems import ProblemError, known_problem
 from service.http.request_body import read_json
 from service.http.request_context import current_request
-from service.http.schemas import GraphDocument, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks, PathRequest
+from service.http.schemas import GraphDocument, ImportRequest, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks
 from service.http.tensor_responses import stream_range
 from service.http.test_hooks import import_hooks
+from service.http.upload_imports import import_uploaded
 from service.http.uploads import receive_upload
 from service.imports.checks import CheckRequest
 from service.imports.flow import Imported, import_path, import_upload, stored_summary
@@ -89,7 +90,7 @@ UPLOAD_BODY = {
                     },
                 }
             },
-            "application/json": {"schema": PathRequest.model_json_schema()},
+            "application/json": {"schema": ImportRequest.model_json_schema()},
         },
     }
 }
@@ -130,7 +131,7 @@ def require_record(service: Service, tenant: str, model_id: str) -> StoredRecord
     "/models",
     status_code=201,
     response_model=ModelSummary,
-    summary="Import a model (multipart upload, or JSON path under the data root)",
+    summary="Import a model (multipart upload; or JSON: a path under the data root, or finished resumable uploads)",
     openapi_extra=UPLOAD_BODY,
     responses={
         200: {"model": ModelSummary, "description": "this tenant imported the same model before (same id)"},
@@ -145,7 +146,9 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
         try:
             media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if media_type not in ("multipart/form-data", "application/json"):
-                raise ProblemError("unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...})')
+                raise ProblemError(
+                    "unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...} or {"upload": ...})'
+                )
             hooks = import_hooks(request, service.settings)
             checks = check_request(request, service.settings)
             if media_type == "multipart/form-data":
@@ -155,13 +158,15 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
 
                 imported = await import_upload(service, caller.tenant, receive, hooks, checks)
             else:
-                wanted = await read_json(request, PathRequest, service.settings.body_timeout)
-                if service.bucket_root is not None:
+                wanted = await read_json(request, ImportRequest, service.settings.body_timeout)
+                if wanted.upload is not None:  # finished resumable uploads (POST /uploads)
+                    imported = await import_uploaded(service, caller.tenant, wanted, hooks, checks)
+                elif service.bucket_root is not None:
                     from service.imports.object_import import import_object  # the fleet extra's obstore
 
-                    imported = await import_object(service, service.bucket_root, caller.tenant, wanted.path, hooks, checks)
+                    imported = await import_object(service, service.bucket_root, caller.tenant, wanted.path or "", hooks, checks)
                 else:
-                    imported = await import_path(service, caller.tenant, wanted.path, hooks, checks)
+                    imported = await import_path(service, caller.tenant, wanted.path or "", hooks, checks)
         except (ServiceError, OSError) as error:
             problem = known_problem(error)
             if problem is None:

@@ -1,0 +1,171 @@
+"""Resumable uploads in the making (`service.store.partial_uploads`) and the
+tus headers (`service.http.tus`), in process over a local store: offsets, one
+writer at a time, digests kept by the process that wrote (else hashed from
+disk, as another process's would be), hard links into a work folder, expiry
+and the sweep, the per-tenant count and the space reserved."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from service.errors import NotFound, StoreFull, TooManyUploads, UploadBusy, UploadIncomplete, UploadOffsetMismatch
+from service.http.problems import ProblemError
+from service.http.tus import http_date, parse_metadata
+from service.settings import Settings
+from service.store.backends import open_store
+from service.store.model_store import Store
+from service.store.partial_uploads import Appending, PartialUploads
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = open_store(Settings(store=str(tmp_path / "store"), store_min_free=0))
+    store.open()
+    yield store
+    store.close()
+
+
+def uploads_of(store: Store, tmp_path: Path, expiry: float = 3600.0, max_open: int = 8) -> PartialUploads:
+    uploads = PartialUploads(tmp_path / "store", store, expiry, max_open)
+    uploads.open()
+    return uploads
+
+
+def write(appending: Appending, data: bytes) -> float | None:
+    try:
+        appending.write(appending.fd, data)
+        appending.offset += len(data)
+    finally:
+        expires = appending.close()
+    return expires
+
+
+def test_bytes_are_appended_at_the_offset_held(store: Store, tmp_path: Path) -> None:
+    uploads = uploads_of(store, tmp_path)
+    state = uploads.create("alice", 10, "filename YQ==", "a")
+    assert (state.offset, state.length, state.metadata, state.filename) == (0, 10, "filename YQ==", "a")
+    assert write(uploads.append("alice", state.upload_id, 0), b"01234") is not None
+    assert uploads.find("alice", state.upload_id).offset == 5
+    with pytest.raises(UploadOffsetMismatch) as mismatch:
+        uploads.append("alice", state.upload_id, 3)
+    assert mismatch.value.offset == 5
+    first = uploads.append("alice", state.upload_id, 5)
+    with pytest.raises(UploadBusy):  # one writer at a time, in one process too
+        uploads.append("alice", state.upload_id, 5)
+    write(first, b"56789")
+    assert uploads.find("alice", state.upload_id).complete
+    for tenant, upload_id in (("bob", state.upload_id), ("alice", "0" * 32), ("alice", "../x")):
+        with pytest.raises(NotFound):
+            uploads.find(tenant, upload_id)
+        with pytest.raises(NotFound):
+            uploads.append(tenant, upload_id, 0)
+        if "/" in upload_id:
+            with pytest.raises(NotFound):
+                uploads.remove(tenant, upload_id)
+        else:
+            assert not uploads.remove(tenant, upload_id)
+
+
+def test_an_import_links_a_finished_upload_and_knows_its_digest(store: Store, tmp_path: Path) -> None:
+    uploads = uploads_of(store, tmp_path)
+    data = os.urandom(3000)
+    state = uploads.create("alice", len(data), "", "")
+    for start in (0, 1000, 2000):
+        write(uploads.append("alice", state.upload_id, start), data[start : start + 1000])
+    target = tmp_path / "work" / "model.onnx"
+    target.parent.mkdir()
+    assert uploads.link_into("alice", state.upload_id, target) == (len(data), hashlib.sha256(data).hexdigest())
+    assert target.read_bytes() == data and target.stat().st_nlink == 2
+    # another process (no digest of its own) hashes the file
+    other = PartialUploads(tmp_path / "store", store, 3600.0, 8)
+    again = tmp_path / "work" / "again.onnx"
+    assert other.link_into("alice", state.upload_id, again) == (len(data), hashlib.sha256(data).hexdigest())
+    # a piece written by another process: this one's digest no longer covers the upload
+    half = uploads.create("alice", 4, "", "")
+    write(uploads.append("alice", half.upload_id, 0), b"ab")
+    write(other.append("alice", half.upload_id, 2), b"cd")
+    assert uploads.link_into("alice", half.upload_id, tmp_path / "work" / "half")[1] == hashlib.sha256(b"abcd").hexdigest()
+    partial = uploads.create("alice", 4, "", "")
+    write(uploads.append("alice", partial.upload_id, 0), b"ab")
+    with pytest.raises(UploadIncomplete) as incomplete:
+        uploads.link_into("alice", partial.upload_id, tmp_path / "work" / "partial")
+    assert (incomplete.value.upload_id, incomplete.value.offset) == (partial.upload_id, 2)
+
+
+def test_a_removal_while_a_patch_writes_is_seen_by_the_patch(store: Store, tmp_path: Path) -> None:
+    uploads = uploads_of(store, tmp_path)
+    state = uploads.create("alice", 10, "", "")
+    appending = uploads.append("alice", state.upload_id, 0)
+    assert uploads.remove("alice", state.upload_id)
+    assert write(appending, b"late") is None
+    assert list((tmp_path / "store" / "uploads").rglob("data")) == []
+
+
+def test_expired_uploads_are_refused_and_swept(store: Store, tmp_path: Path) -> None:
+    uploads = uploads_of(store, tmp_path, expiry=0.3)
+    idle, held, looked_up = (uploads.create("alice", 10, "", "") for _ in range(3))
+    holding = uploads.append("alice", held.upload_id, 0)
+    time.sleep(0.4)
+    with pytest.raises(NotFound):
+        uploads.find("alice", looked_up.upload_id)  # expired: removed on sight
+    assert uploads.sweep() == 1  # the idle one; the held one is being written
+    assert {path.parent.name for path in (tmp_path / "store" / "uploads").rglob("data")} == {held.upload_id}
+    write(holding, b"x")  # renews it
+    assert uploads.find("alice", held.upload_id).offset == 1
+    with pytest.raises(NotFound):
+        uploads.find("alice", idle.upload_id)
+    # what a creation cut short left is removed once old
+    leftover = tmp_path / "store" / "uploads" / "some-tenant" / ".0123.new-ab"
+    leftover.mkdir(parents=True)
+    os.utime(leftover, (time.time() - 3600, time.time() - 3600))
+    uploads.sweep()
+    assert not leftover.exists()
+
+
+def test_the_count_per_tenant_and_the_space_reserved(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uploads = uploads_of(store, tmp_path, max_open=3)
+    first = uploads.create("alice", 100, "", "")
+    uploads.create("alice", 50, "", "")
+    uploads.create("alice", 0, "", "")
+    with pytest.raises(TooManyUploads):
+        uploads.create("alice", 1, "", "")
+    uploads.create("bob", 1, "", "")  # a count per tenant
+    write(uploads.append("alice", first.upload_id, 0), b"x" * 40)
+    assert uploads.reserved() == 60 + 50 + 1
+    monkeypatch.setattr(store, "free_bytes", lambda: 10_000)
+    store.min_free = 9_000  # 1000 bytes over the floor, of which 111 reserved
+    assert uploads.create("bob", 800, "", "").length == 800
+    with pytest.raises(StoreFull):
+        uploads.create("bob", 200, "", "")  # 111 + 800 + 200 reserved would take the store below its floor
+    assert uploads.remove("alice", first.upload_id)
+    assert uploads.create("bob", 140, "", "").length == 140  # the 60 bytes it awaited were freed
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (None, ("", "")),
+        ("filename bW9kZWwub25ueA==", ("filename bW9kZWwub25ueA==", "model.onnx")),
+        ("is_confidential,filename w6kub25ueA== ", ("is_confidential,filename w6kub25ueA==", "é.onnx")),
+        ("a YQ==, b Yg==", ("a YQ==, b Yg==", "")),
+    ],
+)
+def test_upload_metadata_is_parsed(header: str | None, expected: tuple[str, str]) -> None:
+    assert parse_metadata(header) == expected
+
+
+@pytest.mark.parametrize("header", ["filename ?", "a YQ==,a Yg==", ",", "k\tv YQ==", "é YQ==", "filename /w==", "x " + "A" * 5000])
+def test_malformed_upload_metadata_is_a_400(header: str) -> None:
+    with pytest.raises(ProblemError) as refused:
+        parse_metadata(header)
+    assert refused.value.problem.status == 400
+
+
+def test_upload_expires_is_an_imf_fixdate() -> None:
+    assert http_date(784111777) == "Sun, 06 Nov 1994 08:49:37 GMT"
