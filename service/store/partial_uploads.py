@@ -84,17 +84,18 @@ class UploadState:
         return self.offset == self.length
 
 
-def chunk_writer(digest: hashlib._Hash | None) -> ChunkWrite:
+def chunk_writer(digest_update: Callable[[memoryview], object] | None) -> ChunkWrite:
     """Append a chunk to the descriptor (opened with O_APPEND), and feed the
-    digest exactly the bytes written (a write cut short by a full disk leaves
+    digest (`digest_update`: a hash object's update, or a thread's hashing
+    it) exactly the bytes written (a write cut short by a full disk leaves
     the two in step)."""
 
     def write(fd: int, chunk: bytes) -> None:
         view = memoryview(chunk)
         while view:
             written = os.write(fd, view)
-            if digest is not None:
-                digest.update(view[:written])
+            if digest_update is not None:
+                digest_update(view[:written])
             view = view[written:]
 
     return write
@@ -116,7 +117,7 @@ class Appending:
         self.start = offset
         self.offset = offset
         self.digest = digest
-        self.write: ChunkWrite = chunk_writer(digest)
+        self.write: ChunkWrite = chunk_writer(None if digest is None else digest.update)
 
     @property
     def room(self) -> int:

@@ -7,9 +7,9 @@ offset), `PATCH /uploads/{id}` (bytes appended at `Upload-Offset`) and
 The uploads are stored by `service.store.partial_uploads` and imported by
 `POST /models` with `{"upload": id}` (`service.http.upload_imports`). A
 PATCH's body is read as a one-shot upload's is (`body_chunks`: silence and
-minimum rate; a receiving place of the import limiter), written off the
-event loop, and whatever arrived before a disconnect, a timeout or an error
-is kept. Every route takes the `import` scope; another tenant's upload is a
+minimum rate; a receiving place of the import limiter), written and hashed
+in threads while the loop receives (`service.http.body_pipe`), and whatever
+arrived before a disconnect, a timeout or an error is kept. Every route takes the `import` scope; another tenant's upload is a
 404, as a missing one.
 """
 
@@ -23,6 +23,8 @@ from fastapi.responses import Response
 
 from service.access.callers import ImportCaller
 from service.errors import NotFound, ServiceError, bounded
+from service.http.body_pipe import BodyPipe
+from service.http.hash_thread import HashThread
 from service.http.openapi import problem_responses
 from service.http.problems import ProblemError, known_problem
 from service.http.request_body import body_chunks
@@ -35,8 +37,10 @@ from service.http.tus import (
     parse_metadata,
     require_tus,
 )
+from service.http.uploads import WRITEBACK_STEP
 from service.state import ServiceDep
-from service.store.partial_uploads import Appending
+from service.store.partial_uploads import Appending, chunk_writer
+from service.writeback import start_writeback
 
 router = APIRouter(tags=["uploads"])
 audit = logging.getLogger("service.audit")
@@ -183,24 +187,57 @@ async def patch_upload(upload_id: str, request: Request, service: ServiceDep, ca
         appending = await anyio.to_thread.run_sync(service.partial_uploads.append, caller.tenant, upload_id, offset)
     except (ProblemError, ServiceError, OSError) as error:
         raise _problem(error, **({"Connection": "close"} if _has_body(request) else {})) from None
-    expires: float | None = None
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > appending.room:
+        appending.close()
+        raise _past_length(appending, int(declared))
+    appender = _Appender(appending)
+    pipe = BodyPipe(appender.consume, appender.end)  # written and hashed in threads while the loop receives
     try:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > appending.room:
-            raise _past_length(appending, int(declared))
+        queued = appending.offset  # bytes written or on their way (the thread moves appending.offset)
         async with service.limiter.receiving():
             async for chunk in body_chunks(request, settings.body_timeout, settings.min_upload_rate):
-                piece = chunk[: appending.room]
+                piece = chunk[: appending.length - queued]
                 if piece:
-                    await anyio.to_thread.run_sync(appending.write, appending.fd, piece)
-                    appending.offset += len(piece)
+                    await pipe.feed(piece)
+                    queued += len(piece)
                 if len(piece) < len(chunk):
                     raise _past_length(appending, None)
     finally:
-        expires = appending.close()  # what was written stays (fstat, utime, close: no waiting on the loop)
-    if expires is None:
+        await pipe.finish()  # what arrived is kept, whatever ends the request; the thread closes the upload
+    if appender.expires is None:
         raise NotFound(f"no upload {bounded(repr(upload_id), 80)}")  # removed (DELETE, expiry) while this request wrote
-    return Response(status_code=204, headers={"Upload-Offset": str(appending.offset), "Upload-Expires": http_date(expires)})
+    return Response(status_code=204, headers={"Upload-Offset": str(appending.offset), "Upload-Expires": http_date(appender.expires)})
+
+
+class _Appender:
+    """A PATCH's body, in the pipe's thread: appended to the upload's file,
+    its digest (when this process has it) computed in a second thread,
+    writeback started as it goes; at the end the upload is closed there, so
+    its descriptor is never closed under a write."""
+
+    def __init__(self, appending: Appending) -> None:
+        self.appending = appending
+        self.hasher = None if appending.digest is None else HashThread(appending.digest)
+        self.write = chunk_writer(None if self.hasher is None else self.hasher.update)
+        self.written_back = appending.offset
+        self.expires: float | None = None
+
+    def consume(self, chunk: bytes) -> None:
+        appending = self.appending
+        self.write(appending.fd, chunk)
+        appending.offset += len(chunk)
+        if appending.offset - self.written_back >= WRITEBACK_STEP:
+            start_writeback(appending.fd, self.written_back, appending.offset - self.written_back)
+            self.written_back = appending.offset
+
+    def end(self) -> None:
+        try:
+            if self.hasher is not None:
+                self.hasher.wait()  # the digest has every byte written before it is kept
+                self.hasher.close()
+        finally:
+            self.expires = self.appending.close()  # what was written stays (fstat, utime, close)
 
 
 def _past_length(appending: Appending, declared: int | None) -> ProblemError:

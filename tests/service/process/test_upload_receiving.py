@@ -52,8 +52,7 @@ def multipart(parts: list[tuple[str, str, bytes]]) -> bytes:
 
 def upload_head(length: int) -> bytes:
     return (
-        f"POST /models HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
-        f"Content-Length: {length}\r\n\r\n"
+        f"POST /models HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {length}\r\n\r\n"
     ).encode()
 
 
