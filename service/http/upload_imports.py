@@ -26,7 +26,7 @@ import anyio.to_thread
 from service.errors import ServiceError, UploadIncomplete, bounded
 from service.http.problems import ProblemError, known_problem
 from service.http.schemas import ImportRequest
-from service.http.uploads import MAX_DISPLAY_NAME, _check_location
+from service.http.uploads import MAX_DISPLAY_NAME, check_location
 from service.imports.checks import CheckRequest
 from service.imports.flow import Imported, ImportHooks, import_upload
 from service.imports.inputs import DEFAULT_DISPLAY_NAME, StagedFile, Upload
@@ -42,7 +42,7 @@ def _locations(external_data: dict[str, str], max_files: int) -> dict[str, str]:
         raise ProblemError("bad-request", f"{len(external_data)} external_data entries, more than --max-external-files ({max_files})")
     locations: dict[str, str] = {}
     for name, upload_id in external_data.items():
-        location = _check_location(name)
+        location = check_location(name)
         if location in locations:
             raise ProblemError("bad-request", f"two external_data entries for {bounded(repr(location), 200)}")
         locations[location] = upload_id

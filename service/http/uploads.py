@@ -93,7 +93,7 @@ class _PartWriter:
         elif name == b"external_data":
             if not filename:
                 raise ProblemError("bad-request", "an 'external_data' part needs a file name: the location the model names")
-            location = _check_location(filename)
+            location = check_location(filename)
             if location in self.locations:
                 raise ProblemError("bad-request", f"two 'external_data' parts for {bounded(repr(location), 200)}")
             self.locations.add(location)
@@ -147,7 +147,7 @@ def _text(value: bytes | None, what: str) -> str:
         raise ProblemError("bad-request", f"the {what} is not UTF-8") from None
 
 
-def _check_location(filename: str) -> str:
+def check_location(filename: str) -> str:
     check_relative_path(filename)
     location = posixpath.normpath(filename)
     if location in (".", "") or location.count("/") >= MAX_LOCATION_DEPTH:
