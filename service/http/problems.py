@@ -312,3 +312,5 @@ class DisconnectMiddleware:
             client = f"{peer[0]}:{peer[1]}" if peer else "the client"
             path = bounded(scope.get("path", ""), MAX_INSTANCE_CHARS)
             log.info("%s went away during %s %s; request abandoned", client, scope.get("method"), path)
+            if (info := current_request()) is not None:
+                info.client_gone = True  # the request log's 499, not a 500

@@ -1,6 +1,7 @@
 """What is known about the request being served, wherever the code is.
 
-Owns `RequestInfo` (request id, tenant, model id) and `current_request()`.
+Owns `RequestInfo` (request id, tenant, model id, whether the client went
+away before its answer) and `current_request()`.
 The request-log middleware (`service.observability.request_log`) sets it for each request;
 the authentication dependency fills in the tenant, routes the model id; the
 problem bodies carry the request id. It is a mutable object in a context
@@ -18,6 +19,7 @@ class RequestInfo:
     request_id: str
     tenant: str | None = None
     model_id: str | None = None
+    client_gone: bool = False  # set by service.http.problems.DisconnectMiddleware
 
 
 _CURRENT: ContextVar[RequestInfo | None] = ContextVar("request_info", default=None)

@@ -8,7 +8,10 @@ done logs one line on `service.access` (request id, method, route template,
 status, duration, tenant, model id) and counts the request in the metrics by
 route template, never by raw path, and by method among a fixed set (the
 methods the API routes; any other is `other`), so made-up methods cannot grow
-`/metrics`.
+`/metrics`. A request whose client went away before any answer
+(`service.http.problems.DisconnectMiddleware`) is logged and counted with
+status 499, as nginx does, not as a 500: a resumable upload's PATCH cut
+short is routine.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from service.http.request_context import begin_request
 from service.observability.metrics import Metrics
 
 access = logging.getLogger("service.access")
+CLIENT_GONE = 499  # nginx's "client closed request": gone before its answer, which is not the service's error
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-ROUTED_METHODS = frozenset({"GET", "HEAD", "POST", "DELETE"})  # the metrics' method label: one of these, or "other"
+ROUTED_METHODS = frozenset({"GET", "HEAD", "POST", "DELETE", "PATCH", "OPTIONS"})  # the metrics' method label: one of these, or "other"
 
 
 def method_label(method: str) -> str:
@@ -52,10 +56,13 @@ class RequestLogMiddleware:
         info = begin_request(request_id)
         started = time.perf_counter()
         status = 500
+        started_response = False
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
+            nonlocal started_response
             if message["type"] == "http.response.start":
+                started_response = True
                 status = int(message["status"])
                 headers = [(name, value) for name, value in message.get("headers", []) if name.lower() != b"x-request-id"]
                 message = {**message, "headers": [*headers, (b"x-request-id", request_id.encode())]}
@@ -64,6 +71,8 @@ class RequestLogMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            if info.client_gone and status == 500 and not started_response:
+                status = CLIENT_GONE
             seconds = time.perf_counter() - started
             route = _route_template(scope)
             method = str(scope.get("method", ""))

@@ -122,13 +122,17 @@ def test_a_body_in_odd_pieces_with_a_request_pipelined_behind_it(server: Service
 
 def test_a_body_cut_short_leaves_nothing_behind(server: ServiceProcess) -> None:
     body = multipart([("model", "cut.onnx", weights_model(MIB, seed=4))])
+    logged_before = len(server.log.read_bytes())
     with socket.create_connection(("127.0.0.1", server.port)) as connection:
         connection.sendall(upload_head(len(body)) + body[: len(body) // 2])
         time.sleep(0.3)
     deadline = time.monotonic() + 10
-    while server.temporary_files() and time.monotonic() < deadline:
+    while (server.temporary_files() or b"POST /models 499" not in server.log.read_bytes()[logged_before:]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert server.temporary_files() == []
+    logged = server.log.read_bytes()[logged_before:].decode(errors="replace")
+    # the client's leaving is logged and counted as 499 (client closed request), not as the service's 500
+    assert "POST /models 499" in logged and "POST /models 500" not in logged, logged
     with server.client() as client:
         assert client.get("/healthz").status_code == 200
         assert all(item["input"] != "cut.onnx" for item in client.get("/models").json()["items"])
