@@ -44,7 +44,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from service.errors import NotFound, StoreFull, TooManyUploads, UploadBusy, UploadIncomplete, UploadOffsetMismatch, bounded
+from service.errors import (
+    NotFound,
+    StoreFull,
+    TenantQuotaExceeded,
+    TooManyUploads,
+    UploadBusy,
+    UploadIncomplete,
+    UploadOffsetMismatch,
+    bounded,
+)
 from service.store.files import fsync_dir, write_file_atomically
 from service.store.local.tenants import tenant_folder_name
 from service.store.model_store import Store
@@ -190,14 +199,22 @@ class PartialUploads:
 
     def create(self, tenant: str, length: int, metadata: str, filename: str) -> UploadState:
         """A new empty upload of `length` bytes. TooManyUploads past the
-        tenant's count; StoreFull if the bytes every upload still awaits
+        tenant's count; TenantQuotaExceeded if the tenant's stored bytes, its
+        open uploads and this one would pass `--tenant-max-bytes`; StoreFull if the bytes every upload still awaits
         (this one's included) would take the store below its free-space
         floor, even after evicting what the tenant may evict."""
         tenant_dir = self.root / tenant_folder_name(tenant)
         with self._creating():
-            reserved, open_now = self._survey(tenant_dir)
+            reserved, open_now, declared = self._survey(tenant_dir)
             if open_now >= self.max_open:
                 raise TooManyUploads(f"the tenant has {open_now} uploads open, the most it may (--max-open-uploads); finish or DELETE one")
+            cap = self.store.tenant_max_bytes
+            if cap and (used := self.store.tenant_usage(tenant)[0]) + declared + length > cap:  # refused now, not after the bytes came
+                raise TenantQuotaExceeded(
+                    f"the tenant's models take {used} bytes and its open uploads {declared}; {length} more would pass its cap of "
+                    f"{cap} (--tenant-max-bytes)",
+                    limit="tenant_max_bytes",
+                )
             if not self.store.make_room(tenant, also=reserved + length):
                 raise StoreFull(
                     f"the store cannot hold {length} more bytes above its free-space floor (--store-min-free) beside the "
@@ -370,10 +387,10 @@ class PartialUploads:
                     with contextlib.suppress(FileNotFoundError):
                         yield from (entry for entry in tenant_dir.iterdir() if UPLOAD_ID.fullmatch(entry.name))
 
-    def _survey(self, tenant_dir: Path | None) -> tuple[int, int]:
+    def _survey(self, tenant_dir: Path | None) -> tuple[int, int, int]:
         """(bytes every upload still awaits, uploads the tenant of `tenant_dir`
-        has open), removing the expired ones met on the way."""
-        reserved, open_now, now = 0, 0, time.time()
+        has open, their declared lengths), removing the expired ones met on the way."""
+        reserved, open_now, declared, now = 0, 0, 0, time.time()
         for folder in self._uploads():
             try:
                 length = self._record(folder).length
@@ -383,8 +400,10 @@ class PartialUploads:
             if self._expired(info, now) and self._remove_idle(folder, folder.name):
                 continue
             reserved += max(0, length - info.st_size)
-            open_now += folder.parent == tenant_dir
-        return reserved, open_now
+            if folder.parent == tenant_dir:
+                open_now += 1
+                declared += length
+        return reserved, open_now, declared
 
     def reserved(self) -> int:
         """Bytes the uploads still await (they count against the store's free space)."""

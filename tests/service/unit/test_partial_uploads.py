@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import NotFound, StoreFull, TooManyUploads, UploadBusy, UploadIncomplete, UploadOffsetMismatch
+from service.errors import NotFound, StoreFull, TenantQuotaExceeded, TooManyUploads, UploadBusy, UploadIncomplete, UploadOffsetMismatch
 from service.http.problems import ProblemError
 from service.http.tus import http_date, parse_metadata
 from service.settings import Settings
@@ -145,6 +145,25 @@ def test_the_count_per_tenant_and_the_space_reserved(store: Store, tmp_path: Pat
         uploads.create("bob", 200, "", "")  # 111 + 800 + 200 reserved would take the store below its floor
     assert uploads.remove("alice", first.upload_id)
     assert uploads.create("bob", 140, "", "").length == 140  # the 60 bytes it awaited were freed
+
+
+def test_open_uploads_count_against_the_tenants_byte_cap(tmp_path: Path) -> None:
+    """A tenant's stored models, its open uploads and the new one must fit
+    --tenant-max-bytes: refused at creation, before any byte is sent."""
+    store = open_store(Settings(store=str(tmp_path / "store"), store_min_free=0, tenant_max_bytes=1000))
+    store.open()
+    try:
+        uploads = uploads_of(store, tmp_path)
+        first = uploads.create("alice", 600, "", "")
+        with pytest.raises(TenantQuotaExceeded) as refused:
+            uploads.create("alice", 401, "", "")  # 600 open + 401 > 1000
+        assert refused.value.limit == "tenant_max_bytes"
+        uploads.create("alice", 400, "", "")  # exactly at the cap
+        uploads.create("bob", 1000, "", "")  # another tenant's cap is its own
+        uploads.remove("alice", first.upload_id)
+        uploads.create("alice", 600, "", "")  # a removed upload no longer counts
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize(
