@@ -92,7 +92,7 @@ class BodyPipe:
                         self._call_on_loop(self._failed, error)
                 with self._lock:
                     self._waiting -= len(chunk)
-                    wake = self._blocked and self._waiting < self._window
+                    wake = self._blocked and self._waiting <= self._window // 2  # room for several chunks: fewer wakeups
                     if wake:
                         self._blocked = False
                 if wake:

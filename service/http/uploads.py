@@ -124,6 +124,8 @@ class _PartWriter:
 
     def on_part_end(self) -> None:
         if self.current is not None:
+            if self.fd is not None:  # the file's tail to disk too: the commit's fsync finds little left
+                start_writeback(self.fd, self.written_back, self.current.size - self.written_back)
             self.current.sha256 = self.hasher.hexdigest()
         self.close()
 
