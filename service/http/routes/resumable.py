@@ -233,6 +233,7 @@ class _Appender:
 
     def end(self) -> None:
         try:
+            start_writeback(self.appending.fd, self.written_back, self.appending.offset - self.written_back)  # the tail too
             if self.hasher is not None:
                 self.hasher.wait()  # the digest has every byte written before it is kept
                 self.hasher.close()
