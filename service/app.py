@@ -29,6 +29,7 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from service.access.keys import KeyFileError, KeyRing
+from service.background import every
 from service.http.openapi import openapi_with_problems
 from service.http.problems import DisconnectMiddleware, install_problem_handlers
 from service.http.protocol import NoSniffMiddleware
@@ -127,23 +128,14 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
     return app
 
 
-@contextlib.asynccontextmanager
-async def sweeping(uploads: PartialUploads, interval: float) -> AsyncIterator[None]:
+def sweeping(uploads: PartialUploads, interval: float) -> contextlib.AbstractAsyncContextManager[None]:
     """Remove expired resumable uploads every `interval` seconds while the block runs
     (every front-end process sweeps: a removal is one rename, whoever makes it)."""
 
-    async def loop() -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await anyio.to_thread.run_sync(uploads.sweep)
-            except OSError as error:
-                log.warning("the sweep of expired uploads failed: %s", error)
+    async def sweep() -> None:
+        try:
+            await anyio.to_thread.run_sync(uploads.sweep)
+        except OSError as error:
+            log.warning("the sweep of expired uploads failed: %s", error)
 
-    task = asyncio.create_task(loop(), name="upload-sweep")
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    return every(interval, sweep, "upload-sweep")

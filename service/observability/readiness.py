@@ -14,7 +14,6 @@ ready.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -24,6 +23,7 @@ from typing import Final
 
 import anyio.to_thread
 
+from service.background import every
 from service.errors import StorageUnavailable
 from service.sandbox.supervisor import Sandbox
 from service.store.model_store import Store
@@ -76,15 +76,8 @@ class ReadinessProbe:
         fork), then every INTERVAL_SECONDS in the background while the block runs."""
         self.last = await anyio.to_thread.run_sync(self.check, False)
 
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(INTERVAL_SECONDS)
-                self.last = await anyio.to_thread.run_sync(self.check)
+        async def probe() -> None:
+            self.last = await anyio.to_thread.run_sync(self.check)
 
-        task = asyncio.create_task(loop(), name="readiness-probe")
-        try:
+        async with every(INTERVAL_SECONDS, probe, "readiness-probe"):
             yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
