@@ -10,8 +10,9 @@
             ...
 
 Every error answer raises `ServiceError` (status, kind, detail, offset,
-field_path, and the whole problem); 503 is retried after its `Retry-After`,
-a bounded number of times (`Retry`). Uploads above `resumable_above` bytes
+field_path, and the whole problem); a 503, a connection that could not be
+made and, for idempotent requests, a reset one are retried with a bounded
+backoff (`Retry`, `service.client.retry`; each retry told to `on_retry=`). Uploads above `resumable_above` bytes
 are resumable (tus 1.0: `service.client.resumable`), also by a later process
 (`service.client.resume_store`); `progress=` reports bytes moved.
 
@@ -23,8 +24,9 @@ service.
 
 from __future__ import annotations
 
-from service.client._common import Retry, ServiceError
+from service.client._common import ServiceError
 from service.client.aio import AsyncClient
+from service.client.retry import Retry, RetryNote
 from service.client.sync import Client
 
-__all__ = ["AsyncClient", "Client", "Retry", "ServiceError"]
+__all__ = ["AsyncClient", "Client", "Retry", "RetryNote", "ServiceError"]

@@ -6,7 +6,18 @@ Commands:
                                             upload; prints the summary JSON
   import-path NAME                          import a model under the data root; prints the summary JSON
   tensor ID NAME -o FILE.npy [--raw]        a tensor's .npy file (or raw bytes), written atomically
+  graph ID -o FILE                          the graph document (JSON, as the service sends it), written atomically
+  diagnostics ID [--format json|sarif|junit] [-o FILE]
+                                            the check stages' findings (json: every one, a JSON array),
+                                            or the whole report as SARIF 2.1.0 or JUnit XML
+  list [--json] [--page-size N]             every stored model, newest first: a line each (id, input,
+                                            bytes, created, tab-separated), or --json: the items as a JSON array
   delete ID                                 remove a model from the store
+
+Every request is retried on a 503 (after its Retry-After) and on a failed
+connection (and, for GET and DELETE, a reset one), after a backoff doubling
+from `--retry-backoff` up to `--retry-max-delay`, `--retries` more times at
+most; each retry is one JSON line on standard error.
 
 `import` and `tensor` draw a progress bar (bytes, rate, time left) on
 standard error when it is a terminal; `--progress` / `--no-progress` force
@@ -19,8 +30,9 @@ under $XDG_CACHE_HOME/onnx-import/uploads).
 Owns the process contract, as `python -m importer`'s: on success the output
 and exit 0; when the service refuses (any problem answer), nothing on
 standard output, the problem JSON as one line on standard error, and exit 2.
-A service that cannot be reached, or a local file that cannot be read or
-sent: one line on standard error, exit 1. Each external data file is sent
+A service that cannot be reached (once the retries are spent), or a local
+file that cannot be read or sent: one line on standard error, exit 1 (the
+retries' lines come before that line). Each external data file is sent
 under its path relative to the model's folder (with `--external-data-dir`,
 relative to DIR: exactly the files the model names, read from it with the
 project's importer). The token may also come from ONNX_SERVICE_TOKEN.
@@ -34,6 +46,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import httpx
@@ -41,6 +54,7 @@ import httpx
 from service.client._common import ServiceError
 from service.client.progress import ProgressOption
 from service.client.resumable import RESUMABLE_ABOVE
+from service.client.retry import Retry, RetryNote
 from service.client.sync import Client
 
 EXIT_REFUSED = 2
@@ -63,6 +77,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m service.client", description="A client of the ONNX import service.")
     parser.add_argument("--url", required=True, help="the service, e.g. http://127.0.0.1:8000")
     parser.add_argument("--token", default=os.environ.get("ONNX_SERVICE_TOKEN"), help="API key (default: $ONNX_SERVICE_TOKEN)")
+    defaults = Retry()
+    parser.add_argument(
+        "--retries", type=int, default=defaults.attempts, metavar="N", help=f"retries of a request at most (default {defaults.attempts})"
+    )
+    parser.add_argument(
+        "--retry-backoff",
+        type=float,
+        default=defaults.backoff,
+        metavar="SECONDS",
+        help=f"the first backoff, doubling (default {defaults.backoff})",
+    )
+    parser.add_argument(
+        "--retry-max-delay",
+        type=float,
+        default=defaults.max_delay,
+        metavar="SECONDS",
+        help=f"the longest backoff (default {defaults.max_delay})",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     shows_progress = argparse.ArgumentParser(add_help=False)
     shows_progress.add_argument(
@@ -98,26 +130,46 @@ def build_parser() -> argparse.ArgumentParser:
     tensor.add_argument("-o", "--output", type=Path, required=True, help="the file to write (.npy unless --raw)")
     tensor.add_argument("--field-path", default=None, help="picks one tensor when several share the name")
     tensor.add_argument("--raw", action="store_true", help="the raw little-endian bytes instead of .npy")
+    graph = commands.add_parser("graph", help="write the graph document (JSON)", parents=[shows_progress])
+    graph.add_argument("id")
+    graph.add_argument("-o", "--output", type=Path, required=True, help="the file to write")
+    diagnostics = commands.add_parser("diagnostics", help="the check stages' findings, or the report as SARIF or JUnit")
+    diagnostics.add_argument("id")
+    diagnostics.add_argument("--format", choices=("json", "sarif", "junit"), default="json")
+    diagnostics.add_argument("-o", "--output", type=Path, default=None, help="the file to write (default: standard output)")
+    listing = commands.add_parser("list", help="every stored model, newest first")
+    listing.add_argument("--json", action="store_true", help="the items as a JSON array")
+    listing.add_argument("--page-size", type=int, default=100, metavar="N", help="models asked for per request (1 to 1000; default 100)")
     delete = commands.add_parser("delete", help="remove a model from the store")
     delete.add_argument("id")
     return parser
 
 
-def download(client: Client, args: argparse.Namespace, progress: ProgressOption) -> None:
-    """The tensor into args.output, through a temporary file beside it (no partial file on failure)."""
-    target: Path = args.output
+def write_atomically(target: Path, chunks: Iterable[bytes]) -> None:
+    """`chunks` into `target`, through a temporary file beside it (no partial file on failure)."""
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as out:
-            chunks = client.tensor_bytes(
-                args.id, args.name, field_path=args.field_path, format="raw" if args.raw else "npy", progress=progress
-            )
             for chunk in chunks:
                 out.write(chunk)
         os.replace(temporary, target)
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def diagnostics(client: Client, args: argparse.Namespace) -> bytes:
+    if args.format == "json":
+        return (json.dumps(list(client.diagnostics(args.id)), indent=1) + "\n").encode()
+    return client.diagnostics_report(args.id, args.format)
+
+
+def listing(client: Client, args: argparse.Namespace) -> bytes:
+    items = list(client.models(page_size=args.page_size))
+    if args.json:
+        return (json.dumps(items, indent=1) + "\n").encode()
+    lines = (f"{item['id']}\t{item['input']}\t{item['model_file']['size']}\t{item['created']}\n" for item in items)
+    return "".join(lines).encode()
 
 
 def upload(client: Client, args: argparse.Namespace, progress: ProgressOption) -> str:
@@ -129,30 +181,58 @@ def upload(client: Client, args: argparse.Namespace, progress: ProgressOption) -
     return json.dumps(client.import_file(args.model, external_data=external_data, progress=progress), indent=1) + "\n"
 
 
+def run(client: Client, args: argparse.Namespace, progress: ProgressOption) -> bytes:
+    """The command's standard output."""
+    if args.command == "import":
+        return upload(client, args, progress).encode()
+    if args.command == "import-path":
+        return (json.dumps(client.import_path(args.name), indent=1) + "\n").encode()
+    if args.command == "tensor":
+        format = "raw" if args.raw else "npy"
+        write_atomically(args.output, client.tensor_bytes(args.id, args.name, field_path=args.field_path, format=format, progress=progress))
+    elif args.command == "graph":
+        write_atomically(args.output, client.graph_bytes(args.id, progress=progress))
+    elif args.command == "diagnostics":
+        report = diagnostics(client, args)
+        if args.output is None:
+            return report
+        write_atomically(args.output, [report])
+    elif args.command == "list":
+        return listing(client, args)
+    else:
+        client.delete(args.id)
+    return b""
+
+
+def tell_retry(note: RetryNote) -> None:
+    line = {
+        "retry": note.attempt,
+        "of": note.attempts,
+        "wait": round(note.wait, 3),
+        "cause": note.cause,
+        "request": f"{note.method} {note.url}",
+    }
+    sys.stderr.write(json.dumps(line) + "\n")
+    sys.stderr.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     shown = getattr(args, "progress", None)
     progress = shown if shown is not None else sys.stderr.isatty()
     options = {"resumable_above": args.resumable_above, "resume_store": args.resume_store} if args.command == "import" else {}
+    retry = Retry(attempts=args.retries, backoff=args.retry_backoff, max_delay=args.retry_max_delay)
     try:
-        with Client(args.url, token=args.token, **options) as client:
-            if args.command == "import":
-                output = upload(client, args, progress)
-            elif args.command == "import-path":
-                output = json.dumps(client.import_path(args.name), indent=1) + "\n"
-            elif args.command == "tensor":
-                download(client, args, progress)
-                output = ""
-            else:
-                client.delete(args.id)
-                output = ""
+        with Client(args.url, token=args.token, retry=retry, on_retry=tell_retry, **options) as client:
+            output = run(client, args, progress)
     except ServiceError as error:
         sys.stderr.write(json.dumps(error.problem) + "\n")
         return EXIT_REFUSED
     except (httpx.TransportError, ValueError, OSError) as error:
         sys.stderr.write(json.dumps({"error": type(error).__name__, "detail": str(error)}) + "\n")
         return EXIT_UNREACHABLE
-    sys.stdout.write(output)
+    sys.stdout.buffer.write(output)
+    sys.stdout.flush()
     return 0
 
 

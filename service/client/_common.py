@@ -1,10 +1,9 @@
-"""What the synchronous and asynchronous clients share: the error type, the
-retry policy, URLs and the upload's parts.
+"""What the synchronous and asynchronous clients share: the error type, URLs
+and the upload's parts.
 
 Owns `ServiceError` (every error answer of the service, or of whatever stands
-in front of it, as one exception carrying the problem's members), `Retry`
-(503 answers are retried a bounded number of times, each after the
-`Retry-After` the service sent), `tensor_path` (a tensor's ONNX name as one
+in front of it, as one exception carrying the problem's members),
+`retry_after_seconds` (an answer's `Retry-After`), `tensor_path` (a tensor's ONNX name as one
 percent-encoded path segment, as docs/http-api.md specifies) and
 `upload_parts` (an external data file's location: its path relative to the
 model's folder, unless given).
@@ -18,7 +17,6 @@ import json
 import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -32,7 +30,6 @@ Json = dict[str, Any]
 PathLike = str | os.PathLike[str]
 ExternalData = Mapping[str, PathLike] | Iterable[PathLike] | None
 DEFAULT_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
-UNAVAILABLE = 503
 
 
 class ServiceError(Exception):
@@ -98,27 +95,6 @@ def retry_after_seconds(response: httpx.Response) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-@dataclass(frozen=True, slots=True)
-class Retry:
-    """How 503 answers are retried: at most `attempts` more times, each after
-    the answer's `Retry-After` (else `backoff` seconds, doubling). An answer
-    that asks for more than `max_wait` seconds is raised at once."""
-
-    attempts: int = 3
-    backoff: float = 1.0
-    max_wait: float = 60.0
-
-    def delay(self, response: httpx.Response, attempt: int) -> float | None:
-        """Seconds to wait before retrying after `response` (the `attempt`-th
-        answer, from 0), or None to give up and raise."""
-        if response.status_code != UNAVAILABLE or attempt >= self.attempts:
-            return None
-        wait = retry_after_seconds(response)
-        if wait is None:
-            wait = self.backoff * 2**attempt
-        return wait if wait <= self.max_wait else None
-
-
 def tensor_path(model_id: str, name: str) -> str:
     """The URL path of a tensor: its ONNX name percent-encoded as one segment
     (`/` is %2F, the names `.` and `..` are %2E and %2E%2E, the empty name is
@@ -134,6 +110,10 @@ def tensor_params(field_path: str | None, format: str) -> dict[str, str]:
     if field_path is not None:
         params["field_path"] = field_path
     return params
+
+
+def diagnostics_params(severity: str | None, stage: str | None) -> dict[str, str]:
+    return ({"severity": severity} if severity else {}) | ({"stage": stage} if stage else {})
 
 
 def model_path(model_id: str) -> str:

@@ -1,8 +1,9 @@
 """The asynchronous client: `AsyncClient(url, token=None)` over
 `httpx.AsyncClient`, the twin of `service.client.sync.Client`.
 
-Owns the same methods as coroutines (`tensors`, `models` and `tensor_bytes`
-are async iterators); waits between 503 retries with `anyio.sleep`, so it
+Owns the same methods as coroutines (`tensors`, `models`, `diagnostics`,
+`graph_bytes` and `tensor_bytes` are async iterators); retries per the same
+`Retry` (`service.client.retry`), waiting with `anyio.sleep`, so it
 runs under asyncio or trio. Upload files are read as the request is sent
 (a resumable upload's through anyio's file reads, off the event loop);
 resumable imports run the steps of `service.client.resumable`, as the
@@ -27,8 +28,7 @@ from service.client._common import (
     ExternalData,
     Json,
     PathLike,
-    Retry,
-    ServiceError,
+    diagnostics_params,
     headers_for,
     model_path,
     next_page,
@@ -53,6 +53,7 @@ from service.client.resumable import (
     import_parts,
 )
 from service.client.resume_store import ResumeStore
+from service.client.retry import Attempts, OnRetry, Outcome, Retry
 
 T = TypeVar("T")
 
@@ -71,8 +72,10 @@ class AsyncClient:
         transport: httpx.AsyncBaseTransport | None = None,
         resumable_above: int = RESUMABLE_ABOVE,
         resume_store: PathLike | None = None,
+        on_retry: OnRetry | None = None,
     ) -> None:
         self.retry = retry or Retry()
+        self.on_retry = on_retry
         self.resumable_above = resumable_above
         self.resume_store = ResumeStore(resume_store)
         self._http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers_for(token), timeout=timeout, transport=transport)
@@ -133,6 +136,21 @@ class AsyncClient:
     async def graph(self, model_id: str) -> Json:
         return await self._json(self._one("GET", model_path(model_id) + "/graph"))
 
+    async def graph_bytes(self, model_id: str, *, chunk_size: int = 1 << 16, progress: ProgressOption = None) -> AsyncIterator[bytes]:
+        async for chunk in self._chunks(self._one("GET", model_path(model_id) + "/graph"), model_id, chunk_size, progress):
+            yield chunk
+
+    async def diagnostics(
+        self, model_id: str, *, severity: str | None = None, stage: str | None = None, page_size: int = 1000
+    ) -> AsyncIterator[Json]:
+        params = {"limit": str(page_size)} | diagnostics_params(severity, stage)
+        async for item in self._pages(model_path(model_id) + "/diagnostics", params):
+            yield item
+
+    async def diagnostics_report(self, model_id: str, format: str = "sarif") -> bytes:
+        request = self._one("GET", model_path(model_id) + "/diagnostics", params={"format": format})
+        return b"".join([chunk async for chunk in self._chunks(request, format, 1 << 16, None)])
+
     async def tensors(self, model_id: str, *, prefix: str = "", page_size: int = 1000) -> AsyncIterator[Json]:
         params = {"limit": str(page_size)} | ({"prefix": prefix} if prefix else {})
         async for item in self._pages(model_path(model_id) + "/tensors", params):
@@ -156,13 +174,8 @@ class AsyncClient:
         progress: ProgressOption = None,
     ) -> AsyncIterator[bytes]:
         url, params = tensor_path(model_id, name), tensor_params(field_path, format)
-        with reporting(progress, name) as report:
-            async with self._stream(self._one("GET", url, params=params)) as response:
-                total = int(response.headers.get("content-length", "0") or 0)
-                async for chunk in response.aiter_bytes(chunk_size):
-                    if report is not None:
-                        report(response.num_bytes_downloaded, total)
-                    yield chunk
+        async for chunk in self._chunks(self._one("GET", url, params=params), name, chunk_size, progress):
+            yield chunk
 
     async def delete(self, model_id: str) -> None:
         async with self._stream(self._one("DELETE", model_path(model_id))):
@@ -194,6 +207,17 @@ class AsyncClient:
         except httpx.TransportError as error:
             return error
 
+    async def _chunks(
+        self, request: Callable[[], Generator[httpx.Request]], label: str, chunk_size: int, progress: ProgressOption
+    ) -> AsyncIterator[bytes]:
+        with reporting(progress, label) as report:
+            async with self._stream(request) as response:
+                total = int(response.headers.get("content-length", "0") or 0)
+                async for chunk in response.aiter_bytes(chunk_size):
+                    if report is not None:
+                        report(response.num_bytes_downloaded, total)
+                    yield chunk
+
     def _one(self, method: str, url: str, **options: Any) -> Callable[[], Generator[httpx.Request]]:
         def request() -> Generator[httpx.Request]:
             yield self._http.build_request(method, url, **options)
@@ -211,29 +235,41 @@ class AsyncClient:
             params = params | {"cursor": cursor}
 
     async def _json(self, request: Callable[[], Generator[httpx.Request]]) -> Json:
-        async with self._stream(request) as response:
-            await response.aread()
+        async with self._stream(request, read=True) as response:
             body: Json = response.json()
             return body
 
     @contextlib.asynccontextmanager
-    async def _stream(self, request: Callable[[], Generator[httpx.Request]]) -> AsyncGenerator[httpx.Response]:
-        attempt = 0
+    async def _stream(self, request: Callable[[], Generator[httpx.Request]], *, read: bool = False) -> AsyncGenerator[httpx.Response]:
+        """`Client._stream`'s twin: the successful answer, failed attempts retried per `Retry`."""
+        attempts: Attempts | None = None
         while True:
             with contextlib.closing(request()) as requests:
-                response = await self._http.send(next(requests), stream=True)
-                try:
-                    if response.is_success:
-                        yield response
+                sent = next(requests)
+                outcome = await self._attempt(sent, read)
+                if isinstance(outcome, httpx.Response) and outcome.is_success:
+                    try:
+                        yield outcome
                         return
-                    await response.aread()
-                finally:
-                    await response.aclose()
-            wait = self.retry.delay(response, attempt)
-            if wait is None:
-                raise ServiceError.from_response(response)
-            await anyio.sleep(wait)
-            attempt += 1
+                    finally:
+                        await outcome.aclose()
+            attempts = attempts or Attempts(self.retry, sent, self.on_retry)
+            await anyio.sleep(attempts.wait_after(outcome))
+
+    async def _attempt(self, request: httpx.Request, read: bool) -> Outcome:
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError as error:
+            return error
+        try:
+            if read or not response.is_success:
+                await response.aread()
+        except httpx.TransportError as error:
+            await response.aclose()
+            return error
+        if not response.is_success:
+            await response.aclose()
+        return response
 
 
 async def read_slice(body: FileSlice) -> AsyncIterator[bytes]:

@@ -37,9 +37,10 @@ from typing import TypeVar
 
 import httpx
 
-from service.client._common import Json, Retry, ServiceError, retry_after_seconds
+from service.client._common import Json, ServiceError, retry_after_seconds
 from service.client.progress import Progress
 from service.client.resume_store import ResumeStore, fingerprint
+from service.client.retry import Retry
 
 TUS_VERSION = "1.0.0"
 RESUMABLE_ABOVE = 64 << 20  # bytes in all (model and external data) above which `resumable=None` uploads resumably

@@ -3,11 +3,13 @@
 Owns the blocking methods, one per route of docs/http-api.md: `import_file`
 (one multipart POST, or resumable uploads above `resumable_above` bytes:
 `service.client.resumable`, run here with blocking sends and sleeps),
-`import_path`, `models`, `summary`, `graph`, `tensors` (a paged iterator),
-`tensor` (a `numpy.ndarray` read from the `.npy` form), `tensor_bytes`
-(streamed chunks) and `delete`. Uploads and downloads report their progress
-to a `progress=` callback. Every error answer raises `ServiceError`; 503 is
-retried per `Retry`. `service.client.aio` is its asynchronous twin.
+`import_path`, `models`, `summary`, `graph` (and `graph_bytes`, as sent),
+`diagnostics` (the findings, paged) and `diagnostics_report` (SARIF or
+JUnit), `tensors` (a paged iterator), `tensor` (a `numpy.ndarray` read from
+the `.npy` form), `tensor_bytes` (streamed chunks) and `delete`. Uploads and
+downloads report their progress to a `progress=` callback. Every error
+answer raises `ServiceError`; a 503 and a failed connection are retried per
+`Retry` (`service.client.retry`, each retry told to `on_retry=`). `service.client.aio` is its asynchronous twin.
 """
 
 from __future__ import annotations
@@ -28,8 +30,7 @@ from service.client._common import (
     ExternalData,
     Json,
     PathLike,
-    Retry,
-    ServiceError,
+    diagnostics_params,
     headers_for,
     model_path,
     next_page,
@@ -52,6 +53,7 @@ from service.client.resumable import (
     read_slice,
 )
 from service.client.resume_store import ResumeStore
+from service.client.retry import Attempts, OnRetry, Outcome, Retry
 
 T = TypeVar("T")
 
@@ -75,8 +77,10 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         resumable_above: int = RESUMABLE_ABOVE,
         resume_store: PathLike | None = None,
+        on_retry: OnRetry | None = None,
     ) -> None:
         self.retry = retry or Retry()
+        self.on_retry = on_retry
         self.resumable_above = resumable_above
         self.resume_store = ResumeStore(resume_store)
         self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers_for(token), timeout=timeout, transport=transport)
@@ -146,6 +150,23 @@ class Client:
         """The resolved graph document (`onnx-service-graph/2`)."""
         return self._get_json(model_path(model_id) + "/graph")
 
+    def graph_bytes(self, model_id: str, *, chunk_size: int = 1 << 16, progress: ProgressOption = None) -> Iterator[bytes]:
+        """The graph document's bytes as the service sends them (`progress` as `import_file`'s)."""
+        yield from self._chunks(self._one("GET", model_path(model_id) + "/graph"), model_id, chunk_size, progress)
+
+    def diagnostics(self, model_id: str, *, severity: str | None = None, stage: str | None = None, page_size: int = 1000) -> Iterator[Json]:
+        """Every finding of the import's check stages (stage by stage, each in
+        file order), fetched a page at a time; `severity` ("error" or
+        "warning") and `stage` keep one kind."""
+        params = {"limit": str(page_size)} | diagnostics_params(severity, stage)
+        yield from self._pages(model_path(model_id) + "/diagnostics", params)
+
+    def diagnostics_report(self, model_id: str, format: str = "sarif") -> bytes:
+        """The whole check report for CI: SARIF 2.1.0 JSON (format="sarif")
+        or JUnit XML (format="junit"), as the service sends it."""
+        params = {"format": format}
+        return b"".join(self._chunks(self._one("GET", model_path(model_id) + "/diagnostics", params=params), format, 1 << 16, None))
+
     def tensors(self, model_id: str, *, prefix: str = "", page_size: int = 1000) -> Iterator[Json]:
         """Every tensor entry of a model in file order, fetched a page at a time."""
         params = {"limit": str(page_size)} | ({"prefix": prefix} if prefix else {})
@@ -171,12 +192,7 @@ class Client:
         """A tensor's bytes as they arrive: the raw little-endian layout, or
         the `.npy` file with format="npy". `progress` as `import_file`'s."""
         url, params = tensor_path(model_id, name), tensor_params(field_path, format)
-        with reporting(progress, name) as report, self._stream(self._one("GET", url, params=params)) as response:
-            total = int(response.headers.get("content-length", "0") or 0)
-            for chunk in response.iter_bytes(chunk_size):
-                if report is not None:
-                    report(response.num_bytes_downloaded, total)
-                yield chunk
+        yield from self._chunks(self._one("GET", url, params=params), name, chunk_size, progress)
 
     def delete(self, model_id: str) -> None:
         with self._stream(self._one("DELETE", model_path(model_id))):
@@ -216,6 +232,17 @@ class Client:
 
         return request
 
+    def _chunks(
+        self, request: Callable[[], Generator[httpx.Request]], label: str, chunk_size: int, progress: ProgressOption
+    ) -> Iterator[bytes]:
+        """A successful answer's body as it arrives, its progress told."""
+        with reporting(progress, label) as report, self._stream(request) as response:
+            total = int(response.headers.get("content-length", "0") or 0)
+            for chunk in response.iter_bytes(chunk_size):
+                if report is not None:
+                    report(response.num_bytes_downloaded, total)
+                yield chunk
+
     def _get_json(self, url: str, params: dict[str, str] | None = None) -> Json:
         return self._json(self._one("GET", url, params=params))
 
@@ -229,28 +256,43 @@ class Client:
             params = params | {"cursor": cursor}
 
     def _json(self, request: Callable[[], Generator[httpx.Request]]) -> Json:
-        with self._stream(request) as response:
-            response.read()
+        with self._stream(request, read=True) as response:
             body: Json = response.json()
             return body
 
     @contextlib.contextmanager
-    def _stream(self, request: Callable[[], Generator[httpx.Request]]) -> Iterator[httpx.Response]:
+    def _stream(self, request: Callable[[], Generator[httpx.Request]], *, read: bool = False) -> Iterator[httpx.Response]:
         """The successful answer to `request` (a generator yielding a fresh
-        request per attempt, with its files open), its body not yet read."""
-        attempt = 0
+        request per attempt, with its files open), its body read if `read`
+        (a read cut off is then retried too), else not yet. Failed attempts
+        are retried per `Retry` (`service.client.retry`)."""
+        attempts: Attempts | None = None
         while True:
             with contextlib.closing(request()) as requests:
-                response = self._http.send(next(requests), stream=True)
-                try:
-                    if response.is_success:
-                        yield response
+                sent = next(requests)
+                outcome = self._attempt(sent, read)
+                if isinstance(outcome, httpx.Response) and outcome.is_success:
+                    try:
+                        yield outcome
                         return
-                    response.read()
-                finally:
-                    response.close()
-            wait = self.retry.delay(response, attempt)
-            if wait is None:
-                raise ServiceError.from_response(response)
-            time.sleep(wait)
-            attempt += 1
+                    finally:
+                        outcome.close()
+            attempts = attempts or Attempts(self.retry, sent, self.on_retry)
+            time.sleep(attempts.wait_after(outcome))
+
+    def _attempt(self, request: httpx.Request, read: bool) -> Outcome:
+        """One attempt: the answer (an error answer's body read and the
+        answer closed), or the transport error that ended it."""
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as error:
+            return error
+        try:
+            if read or not response.is_success:
+                response.read()
+        except httpx.TransportError as error:
+            response.close()
+            return error
+        if not response.is_success:
+            response.close()
+        return response

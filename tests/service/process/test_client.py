@@ -329,8 +329,8 @@ def test_cli_refused_import_prints_the_problem_on_stderr_and_exits_2(server: Ser
 
 
 def test_cli_without_a_service_exits_1(tmp_path: Path) -> None:
-    result = run_cli("--url", "http://127.0.0.1:9", "import", str(EXTERNAL / "model.onnx"))
-    assert result.returncode == 1 and result.stdout == ""
+    result = run_cli("--url", "http://127.0.0.1:9", "--retries", "0", "import", str(EXTERNAL / "model.onnx"))
+    assert result.returncode == 1 and result.stdout == ""  # (retries spent: test_client_commands.py)
     assert json.loads(result.stderr)["error"] == "ConnectError"
 
 
