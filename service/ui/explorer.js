@@ -2,7 +2,8 @@
 // type="module"): wires the page's controls to the modules under explorer/,
 // then lists the store's models and opens the one the URL names (#model=...).
 // The modules: dom.js (helpers), api.js (requests, the API key, problems),
-// state.js, tabs.js, models.js (opening models), checks.js (the check stages:
+// state.js, tabs.js, models.js (opening models) with external-locations.js
+// (the external data files a picked model names), checks.js (the check stages:
 // chosen at import, the verdict and each stage's status), summary.js,
 // diagnostics.js (the findings of every stage),
 // graph-view.js with graph-worker-client.js and the worker graph-worker.js,
@@ -10,11 +11,11 @@
 // refused-model.js. Plain DOM, no framework, no build step; every request goes
 // to this service's own API.
 
-import { $ } from "./explorer/dom.js";
+import { $, status } from "./explorer/dom.js";
 import { currentToken, fail, setToken } from "./explorer/api.js";
 import { state } from "./explorer/state.js";
 import { showTab } from "./explorer/tabs.js";
-import { entriesOfDrop, importPath, listModels, openModel, pickFiles, renderPicked, upload } from "./explorer/models.js";
+import { entriesOfDrop, importPath, importWhenReady, listModels, openModel, pickFiles, renderPicked, upload } from "./explorer/models.js";
 import { listTensors } from "./explorer/tensors.js";
 import { drawGraph, fit, installPanZoom, zoom } from "./explorer/graph-view.js";
 import { installSearch } from "./explorer/search.js";
@@ -46,11 +47,15 @@ function install() {
   });
   $("#model-file").addEventListener("change", (e) => {
     state.upload.model = state.upload.files[Number(e.target.value)];
-    for (const entry of state.upload.files) delete entry.location;
+    for (const entry of state.upload.files) {
+      delete entry.location;
+      delete entry.edited;
+    }
     renderPicked();
+    importWhenReady().catch(fail);
   });
   $("#upload").addEventListener("click", () => upload().catch(fail));
-  $("#clear").addEventListener("click", () => ((state.upload = { files: [], model: null }), renderPicked()));
+  $("#clear").addEventListener("click", () => ((state.upload = { files: [], model: null }), renderPicked(), status("", "info")));
   $("#path-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const path = $("#path").value.trim();

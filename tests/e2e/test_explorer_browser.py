@@ -6,6 +6,10 @@ Every request the browser makes passes a route that lets through only the
 loopback (127.0.0.1) and aborts and records anything else; each test ends by
 checking that nothing was aborted and that no script error went uncaught.
 Covered: an upload (with external data, and a folder) and the graph drawn;
+the flow after a pick (a model alone imported at once and its graph opened, a
+model's missing external data files named until they are dropped, a hostile or
+cut file left to the Import button, and the page's reader of the locations a
+model names);
 clicking a node for its attributes, subgraphs and search; a tensor's preview
 and downloads (against the onnx reference); a refused model's hex view (also
 for names the service clips or escapes: 250 characters, a tab, byte 0x01); the
@@ -336,7 +340,9 @@ def import_path(page: Page, path: str) -> None:
 
 
 def show_graph(page: Page) -> None:
-    page.click("#tabs [data-tab=graph]")
+    """After an import: the graph tab has opened by itself, and the graph is drawn."""
+    expect(page.locator("#tab-graph")).to_be_visible()
+    expect(page.locator("#tabs [data-tab=graph]")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#scene .item.node").first).to_be_visible(timeout=LAYOUT_BUDGET_S * 1000)
 
 
@@ -371,13 +377,15 @@ def test_upload_with_external_data_and_the_graph_drawn(server: ServiceProcess, w
     page = open_explorer(watched, server)
     folder = SAMPLES / "external"
     page.set_input_files("#files", [str(folder / "model.onnx"), str(folder / "weights.bin"), str(folder / "more" / "bias.bin")])
-    # chosen as single files, bias.bin comes without its folder: its location is set by hand
+    # chosen as single files, bias.bin comes without its folder: it takes the one location the model
+    # names with its file name, and with every file the model names there the import starts by itself
     locations = page.locator("#externals input")
     expect(locations).to_have_count(2)
     expect(locations.nth(0)).to_have_value("weights.bin")
-    locations.nth(1).fill("more/bias.bin")
-    page.click("#upload")
-    expect(page.locator("#status")).to_contain_text("model.onnx")
+    expect(locations.nth(1)).to_have_value("more/bias.bin")
+    show_graph(page)
+    expect(page.locator("#status")).to_contain_text("nodes laid out")
+    page.click("#tabs [data-tab=summary]")
     summary = page.locator("#tab-summary")
     expect(summary.locator("h2")).to_have_text("model.onnx")
     expect(summary).to_contain_text("tools/make_samples.py")
@@ -385,7 +393,7 @@ def test_upload_with_external_data_and_the_graph_drawn(server: ServiceProcess, w
     expect(summary).to_contain_text("FLOAT[N, 64]")
     expect(page.locator("#parameter-count")).to_have_text("2,080")  # 64 x 32 weights + 32 biases
     expect(summary).to_contain_text("MatMul")
-    show_graph(page)
+    page.click("#tabs [data-tab=graph]")
     nodes = page.locator("#scene .item.node")
     expect(nodes).to_have_count(2)
     expect(nodes.nth(0)).to_contain_text("MatMul")
@@ -401,8 +409,178 @@ def test_upload_of_a_folder_sends_external_data_under_its_relative_path(server: 
     expect(page.locator("#model-file option:checked")).to_have_text("external/model.onnx")
     values = sorted(page.locator("#externals input").evaluate_all("inputs => inputs.map(i => i.value)"))
     assert values == ["more/bias.bin", "weights.bin"]
-    page.click("#upload")
+    show_graph(page)  # imported without a press of Import: the folder holds what the model names
     expect(page.locator("#parameter-count")).to_have_text("2,080")
+
+
+def record_status(page: Page) -> None:
+    """Every text the status line shows from now on, in window.said."""
+    page.evaluate(
+        """() => {
+            window.said = [];
+            const box = document.querySelector('#status');
+            new MutationObserver(() => window.said.push(box.textContent)).observe(box, { childList: true, characterData: true, subtree: true });
+        }"""
+    )
+
+
+def model_posts(watched: Watched) -> list[str]:
+    """The imports asked for (not the store's list, /models?limit=...)."""
+    return [url for url in watched.requests if urlsplit(url).path == "/models" and "limit=" not in urlsplit(url).query]
+
+
+def drop_file(page: Page, name: str, data: bytes) -> None:
+    """A file dropped on the drop zone (a DataTransfer made in the page)."""
+    page.evaluate(
+        """([name, hex]) => {
+            const bytes = new Uint8Array(hex.match(/../g).map((h) => parseInt(h, 16)));
+            const data = new DataTransfer();
+            data.items.add(new File([bytes], name));
+            document.querySelector('#drop').dispatchEvent(new DragEvent('drop', { dataTransfer: data, bubbles: true, cancelable: true }));
+        }""",
+        [name, data.hex()],
+    )
+
+
+def test_a_model_alone_is_imported_when_picked_and_its_graph_opens(server: ServiceProcess, watched: Watched, tmp_path: Path) -> None:
+    model = tmp_path / "gated_mlp.onnx"
+    model.write_bytes(small_network())
+    page = open_explorer(watched, server)
+    record_status(page)
+    page.set_input_files("#files", str(model))  # no press of Import
+    show_graph(page)
+    expect(page.locator("#scene .item.node")).to_have_count(25)
+    expect(page.locator("#tab-summary h2")).to_have_text("gated_mlp.onnx")
+    said = page.evaluate("() => window.said")
+    assert any(text.startswith("importing gated_mlp.onnx") for text in said), said
+    assert any(text.startswith("imported: gated_mlp.onnx") for text in said), said
+    assert "nodes laid out" in said[-1], said
+    assert len(model_posts(watched)) == 1
+
+
+def test_missing_external_data_is_named_until_dropped_then_imported(server: ServiceProcess, watched: Watched) -> None:
+    folder = SAMPLES / "external"
+    page = open_explorer(watched, server)
+    page.set_input_files("#files", str(folder / "model.onnx"))
+    status = page.locator("#status")
+    expect(status).to_contain_text("model.onnx needs 2 more files: weights.bin, more/bias.bin")
+    page.set_input_files("#files", str(folder / "weights.bin"))  # a pick without a model adds to the model's files
+    expect(status).to_contain_text("model.onnx needs 1 more file: more/bias.bin")
+    expect(page.locator("#tab-summary .empty")).to_be_visible()
+    assert model_posts(watched) == []  # nothing sent yet
+    drop_file(page, "bias.bin", (folder / "more" / "bias.bin").read_bytes())  # without its folder: matched by its name
+    show_graph(page)
+    expect(page.locator("#scene .item.node")).to_have_count(2)
+    expect(page.locator("#parameter-count")).to_have_text("2,080")
+    assert len(model_posts(watched)) == 1
+
+
+def test_import_sends_what_is_picked_while_external_data_is_missing(server: ServiceProcess, watched: Watched) -> None:
+    watched.allowed_failures.add(422)
+    page = open_explorer(watched, server)
+    page.set_input_files("#files", str(SAMPLES / "external" / "model.onnx"))
+    expect(page.locator("#status")).to_contain_text("needs 2 more files")
+    page.click("#upload")  # the service's own word on it
+    expect(page.locator("#tab-problem")).to_be_visible()
+    expect(page.locator("#problem-kind")).not_to_have_text("–")
+    expect(page.locator("#status")).to_have_class("error")
+
+
+def _nested(depth: int) -> bytes:
+    """A ModelProto whose graph nests a node's graph attribute `depth` deep (nothing else set)."""
+
+    def wrap(field: int, body: bytes) -> bytes:
+        length, size = bytearray(), len(body)
+        while True:
+            length.append((size & 0x7F) | (0x80 if size > 0x7F else 0))
+            size >>= 7
+            if not size:
+                break
+        return bytes([field << 3 | 2]) + bytes(length) + body
+
+    graph = b""
+    for _ in range(depth):
+        graph = wrap(1, wrap(5, wrap(6, graph)))  # GraphProto.node -> NodeProto.attribute -> AttributeProto.g
+    return wrap(7, graph)
+
+
+HOSTILE = {
+    "cut": lambda: broken_model()[0],
+    "huge-length": lambda: b"\x3a" + b"\xff" * 8 + b"\x7f" + b"\x00" * 64,  # ModelProto.graph claiming 2^63 bytes
+    "endless-varint": lambda: b"\xff" * 4096,
+    "nested-100-deep": lambda: _nested(100),
+}
+
+
+@pytest.mark.parametrize("kind", HOSTILE.keys())
+def test_a_hostile_model_picked_leaves_the_import_to_the_button(server: ServiceProcess, watched: Watched, tmp_path: Path, kind: str) -> None:
+    watched.allowed_failures.update({400, 413, 422})
+    model = tmp_path / f"{kind}.onnx"
+    model.write_bytes(HOSTILE[kind]())
+    page = open_explorer(watched, server)
+    page.set_input_files("#files", str(model))
+    status = page.locator("#status")
+    expect(status).to_contain_text("could not be read here")
+    expect(status).to_contain_text("press Import")
+    assert model_posts(watched) == []
+    page.click("#upload")
+    expect(page.locator("#tab-problem")).to_be_visible()
+    expect(page.locator("#problem-kind")).not_to_have_text("–")
+    expect(status).to_have_class("error")
+
+
+def test_the_page_reads_the_external_data_locations_a_model_names(server: ServiceProcess, watched: Watched) -> None:
+    """external-locations.js on its own: nested tensors found, spellings kept, bad files unknown, never thrown."""
+    stored = helper.make_tensor("c", TensorProto.FLOAT, [4], vals=[0.0] * 4)
+    stored.ClearField("float_data")
+    stored.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "./nested.bin"), ("offset", "0")):
+        entry = stored.external_data.add()
+        entry.key, entry.value = key, value
+    inline = helper.make_tensor("d", TensorProto.FLOAT, [1], vals=[1.0])  # names a location but is not EXTERNAL
+    inline.external_data.add(key="location", value="ignored.bin")
+    branch = helper.make_graph(
+        [helper.make_node("Constant", [], ["y"], value=stored), helper.make_node("Constant", [], ["z"], value=inline)],
+        "then",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+    )
+    nested = _model(
+        helper.make_graph(
+            [helper.make_node("If", ["c0"], ["y"], then_branch=branch, else_branch=branch)],
+            "nested",
+            [helper.make_tensor_value_info("c0", TensorProto.BOOL, [])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        )
+    )
+    files = {
+        "nested": nested,
+        "external": (SAMPLES / "external" / "model.onnx").read_bytes(),
+        "inline": small_network(),
+        "deep-31": _nested(10),
+        **{kind: make() for kind, make in HOSTILE.items()},
+        "group": b"\x0b\x0c",
+    }
+    page = open_explorer(watched, server)
+    found = page.evaluate(
+        """async (files) => {
+            const { externalLocations } = await import('/ui/explorer/external-locations.js');
+            const out = {};
+            for (const [name, hex] of Object.entries(files)) {
+                const bytes = new Uint8Array((hex.match(/../g) || []).map((h) => parseInt(h, 16)));
+                out[name] = await externalLocations(new File([bytes], name + '.onnx'));
+            }
+            return out;
+        }""",
+        {name: data.hex() for name, data in files.items()},
+    )
+    assert found["nested"] == {"locations": ["./nested.bin"]}  # in both branches, named once
+    assert found["external"] == {"locations": ["weights.bin", "more/bias.bin"]}
+    assert found["inline"] == {"locations": []}
+    assert found["deep-31"] == {"locations": []}
+    for kind in [*HOSTILE, "group"]:
+        assert found[kind]["locations"] is None and found[kind]["reason"], (kind, found[kind])
+    assert "32 deep" in found["nested-100-deep"]["reason"]
 
 
 def test_clicking_a_node_shows_its_attributes_and_subgraphs_are_reachable(server: ServiceProcess, watched: Watched) -> None:
@@ -615,7 +793,6 @@ def test_docs_list_every_operation_offline(server: ServiceProcess, watched: Watc
 
 def test_a_5000_node_graph_is_drawn_and_the_page_stays_responsive(server: ServiceProcess, watched: Watched) -> None:
     page = open_explorer(watched, server)
-    import_path(page, "blocks_5000.onnx")
     page.evaluate(
         """() => {
             window.gaps = [];
@@ -624,6 +801,7 @@ def test_a_5000_node_graph_is_drawn_and_the_page_stays_responsive(server: Servic
         }"""
     )
     started = time.monotonic()
+    import_path(page, "blocks_5000.onnx")  # the import opens the graph: the watch starts before it
     show_graph(page)
     expect(page.locator("#scene .item.node")).to_have_count(LARGE, timeout=LAYOUT_BUDGET_S * 1000)
     elapsed = time.monotonic() - started

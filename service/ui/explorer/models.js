@@ -1,8 +1,11 @@
 // Opening models: files picked or dropped (a model with its external data
 // files) and uploaded, a model under the data root, one of the store's list;
-// then the open model's reset view (openSummary). An import asks for the
-// checks ticked (checks.js), if the user changed them. A refused import shows
-// its problem (refused-model.js).
+// then the open model's reset view (openSummary). A model picked is uploaded
+// as soon as all it needs is there: the external data files it names (read
+// here by external-locations.js) are picked, and nothing else is; until then
+// the status line says what is missing, and Import sends what is picked as it
+// is. An import asks for the checks ticked (checks.js), if the user changed
+// them, and opens the graph; a refused one shows its problem (refused-model.js).
 
 import { $, el, fill, bytes, status, visible } from "./dom.js";
 import { Problem, api, apiJson, describeError, fail } from "./api.js";
@@ -12,9 +15,69 @@ import { renderSummary, countParameters } from "./summary.js";
 import { loadDiagnostics } from "./diagnostics.js";
 import { showProblem } from "./refused-model.js";
 import { checksQuery } from "./checks.js";
+import { externalLocations, normaliseLocation } from "./external-locations.js";
+
+const NAMES_LISTED = 5; // missing or unnamed files named on the status line; the rest counted
 
 function relativeLocation(path, folder) {
   return folder && path.startsWith(folder + "/") ? path.slice(folder.length + 1) : path.split("/").pop();
+}
+
+const baseName = (location) => location.split("/").pop();
+
+// a file's location: where it lies beside the model, or else the one location the
+// model names with its file name (a file picked without its folder)
+function defaultLocation(path, folder, named) {
+  const relative = relativeLocation(path, folder);
+  if (!named || named.has(normaliseLocation(relative))) return relative;
+  const same = [...named.values()].filter((location) => baseName(location) === baseName(relative));
+  return same.length === 1 ? same[0] : relative;
+}
+
+const scans = new WeakMap(); // File -> its externalLocations answer (or the promise of it)
+let picks = 0; // bumped at each pick: a scan or a decision for an older one is dropped
+
+function namedOf(model) {
+  const scan = model && scans.get(model.file);
+  return scan && !(scan instanceof Promise) && scan.locations ? new Map(scan.locations.map((l) => [normaliseLocation(l), l])) : null;
+}
+
+const listed = (names) => names.slice(0, NAMES_LISTED).join(", ") + (names.length > NAMES_LISTED ? ` and ${names.length - NAMES_LISTED} more` : "");
+const plural = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
+
+// Uploads the picked model once it has all it names and nothing more; otherwise says what is missing.
+export async function importWhenReady() {
+  const pick = ++picks;
+  const { model } = state.upload;
+  if (!model) return;
+  const name = visible(model.path);
+  if (!scans.has(model.file)) {
+    status(`reading which external data files ${name} names…`);
+    const file = model.file;
+    scans.set(file, externalLocations(file, () => Boolean(state.upload.model && state.upload.model.file === file)));
+  }
+  const scan = await scans.get(model.file);
+  if (scan.locations === null && scan.reason === "another file was picked") scans.delete(model.file); // read again if picked again
+  else scans.set(model.file, scan);
+  if (pick !== picks || state.upload.model !== model) return;
+  if (scan.locations === null) {
+    status(`${name} picked; which external data files it names could not be read here (${scan.reason}): press Import to send it`);
+    return;
+  }
+  renderPicked(); // the locations it names, for files picked without their folder
+  const given = new Set(state.upload.files.filter((e) => e !== model).map((e) => normaliseLocation(e.location)));
+  const named = new Set(scan.locations.map(normaliseLocation));
+  const missing = scan.locations.filter((l) => !given.has(normaliseLocation(l)));
+  const unnamed = state.upload.files.filter((e) => e !== model && !named.has(normaliseLocation(e.location)));
+  if (missing.length) {
+    status(`${name} needs ${missing.length} more ${missing.length === 1 ? "file" : "files"}: ${visible(listed(missing))} — drop or choose ${missing.length === 1 ? "it" : "them"} (Import sends what is picked now)`);
+    return;
+  }
+  if (unnamed.length) {
+    status(`${name} does not name ${plural(unnamed.length, "picked file")} (${visible(listed(unnamed.map((e) => e.location)))}): fix the locations, Clear and pick again, or press Import to send them all`);
+    return;
+  }
+  await upload();
 }
 
 export function pickFiles(entries) {
@@ -25,10 +88,12 @@ export function pickFiles(entries) {
   const models = state.upload.files.filter((e) => /\.onnx$/i.test(e.path));
   if (!state.upload.model || !state.upload.files.includes(state.upload.model)) state.upload.model = models[0] || state.upload.files[0] || null;
   renderPicked();
+  importWhenReady().catch(fail);
 }
 
 export function renderPicked() {
   const { files, model } = state.upload;
+  const named = namedOf(model);
   $("#picked").hidden = files.length === 0;
   const select = $("#model-file");
   fill(select, ...files.map((e, i) => el("option", { value: String(i), selected: e === model }, e.path)));
@@ -36,8 +101,10 @@ export function renderPicked() {
   const rows = files
     .filter((e) => e !== model)
     .map((e) => {
-      const input = el("input", { value: e.location || relativeLocation(e.path, folder), spellcheck: "false", "aria-label": "location of " + e.path });
-      input.addEventListener("input", () => (e.location = input.value));
+      const value = e.edited ? e.location : defaultLocation(e.path, folder, named);
+      const input = el("input", { value, spellcheck: "false", "aria-label": "location of " + e.path });
+      input.addEventListener("input", () => ((e.location = input.value), (e.edited = true)));
+      input.addEventListener("change", () => importWhenReady().catch(fail));
       e.location = input.value;
       return el("tr", {}, el("td", {}, e.path), el("td", {}, "→"), el("td", {}, input), el("td", {}, bytes(e.file.size).split(" (")[0]));
     });
@@ -70,6 +137,7 @@ export async function entriesOfDrop(items) {
 export async function upload() {
   const { files, model } = state.upload;
   if (!model) return;
+  picks++; // a decision still on its way for this pick is not taken again
   const form = new FormData();
   form.append("model", model.file, model.file.name);
   for (const entry of files) if (entry !== model) form.append("external_data", entry.file, entry.location);
@@ -98,8 +166,8 @@ async function importWith(request, sent) {
     throw error;
   }
   const summary = await response.json();
-  status(`${response.status === 201 ? "imported" : "already imported (its checks as run then)"}: ${visible(summary.input)}${summary.verdict ? ", verdict " + summary.verdict : ""}`, "ok");
-  openSummary(summary);
+  openSummary(summary, "graph");
+  status(`${response.status === 201 ? "imported" : "already imported (its checks as run then)"}: ${visible(summary.input)}${summary.verdict ? ", verdict " + summary.verdict : ""}; drawing its graph…`, "ok");
   listModels(true).catch(() => {});
 }
 
@@ -109,7 +177,8 @@ export async function openModel(id) {
   status("", "info");
 }
 
-function openSummary(summary) {
+// `tab`: the tab shown (an import opens the graph)
+function openSummary(summary, tab = "summary") {
   state.model = summary;
   state.generation++;
   state.graph = null;
@@ -124,7 +193,7 @@ function openSummary(summary) {
   const check = summary.diagnostics || { errors: 0, warnings: 0, items: [] };
   state.diagnostics = { errors: check.errors, warnings: check.warnings, items: check.items, complete: false, byNode: new Map() };
   renderSummary(summary);
-  showTab("summary");
+  showTab(tab);
   countParameters(summary, state.generation).catch(fail);
   loadDiagnostics(summary, state.generation).catch(fail);
 }
