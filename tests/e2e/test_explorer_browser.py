@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -419,7 +419,8 @@ def record_status(page: Page) -> None:
         """() => {
             window.said = [];
             const box = document.querySelector('#status');
-            new MutationObserver(() => window.said.push(box.textContent)).observe(box, { childList: true, characterData: true, subtree: true });
+            const watch = new MutationObserver(() => window.said.push(box.textContent));
+            watch.observe(box, { childList: true, characterData: true, subtree: true });
         }"""
     )
 
@@ -504,7 +505,7 @@ def _nested(depth: int) -> bytes:
     return wrap(7, graph)
 
 
-HOSTILE = {
+HOSTILE: dict[str, Callable[[], bytes]] = {
     "cut": lambda: broken_model()[0],
     "huge-length": lambda: b"\x3a" + b"\xff" * 8 + b"\x7f" + b"\x00" * 64,  # ModelProto.graph claiming 2^63 bytes
     "endless-varint": lambda: b"\xff" * 4096,
@@ -513,7 +514,9 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("kind", HOSTILE.keys())
-def test_a_hostile_model_picked_leaves_the_import_to_the_button(server: ServiceProcess, watched: Watched, tmp_path: Path, kind: str) -> None:
+def test_a_hostile_model_picked_leaves_the_import_to_the_button(
+    server: ServiceProcess, watched: Watched, tmp_path: Path, kind: str
+) -> None:
     watched.allowed_failures.update({400, 413, 422})
     model = tmp_path / f"{kind}.onnx"
     model.write_bytes(HOSTILE[kind]())

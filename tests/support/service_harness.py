@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,6 +156,27 @@ def serving(store: Path, data_root: Path, *args: str, env: dict[str, str] | None
         yield service
     finally:
         service.stop()
+
+
+@contextlib.contextmanager
+def saturated(tmp_path: Path) -> Iterator[ServiceProcess]:
+    """A server of one import place and no queue, its place held by an import
+    whose worker sleeps 3 s (test hooks), so another import meanwhile is a
+    503 with Retry-After; the holding import is waited for on the way out."""
+    root = copy_samples(tmp_path / "saturated-root")
+    with serving(tmp_path / "saturated-store", root, "--workers", "1", "--queue", "0", env={"ONNX_SERVICE_TEST_HOOKS": "1"}) as busy:
+        holder = threading.Thread(
+            target=lambda: httpx.post(busy.url + "/models", json={"path": "add.onnx"}, headers={"X-Test-Worker-Sleep": "3"}, timeout=60)
+        )
+        holder.start()
+        try:
+            deadline = time.monotonic() + 20
+            while not httpx.get(busy.url + "/readyz", timeout=10).json()["saturated"]:
+                assert time.monotonic() < deadline, "the holding import never started"
+                time.sleep(0.05)
+            yield busy
+        finally:
+            holder.join()
 
 
 def read_until_closed(connection: socket.socket, timeout: float = 10.0) -> tuple[bytes, bool]:

@@ -18,7 +18,6 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -32,7 +31,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 from support.paths import REPO
-from support.service_harness import SAMPLES, ServiceProcess, copy_samples, reference_sha256, serving
+from support.service_harness import SAMPLES, ServiceProcess, copy_samples, reference_sha256, saturated, serving
 
 from service.access.keys import new_key
 from service.client import AsyncClient, Client, Retry, ServiceError
@@ -173,16 +172,7 @@ def test_the_token_is_sent_as_a_bearer_key(tmp_path: Path) -> None:
 
 
 def test_503_is_retried_after_retry_after_on_a_saturated_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = copy_samples(tmp_path / "root")
-    with serving(tmp_path / "store", root, "--workers", "1", "--queue", "0", env={"ONNX_SERVICE_TEST_HOOKS": "1"}) as busy:
-        holder = threading.Thread(
-            target=lambda: httpx.post(busy.url + "/models", json={"path": "add.onnx"}, headers={"X-Test-Worker-Sleep": "3"}, timeout=60)
-        )
-        holder.start()
-        deadline = time.monotonic() + 20
-        while not httpx.get(busy.url + "/readyz", timeout=10).json()["saturated"]:
-            assert time.monotonic() < deadline, "the holding import never started"
-            time.sleep(0.05)
+    with saturated(tmp_path) as busy:
         with Client(busy.url, retry=Retry(attempts=0)) as impatient, pytest.raises(ServiceError) as overloaded:
             impatient.import_path("if_subgraph.onnx")
         assert overloaded.value.status == 503 and overloaded.value.retry_after is not None and overloaded.value.retry_after >= 1
@@ -198,7 +188,6 @@ def test_503_is_retried_after_retry_after_on_a_saturated_server(tmp_path: Path, 
         with Client(busy.url, retry=Retry(attempts=20)) as patient:
             summary = patient.import_path("if_subgraph.onnx")
         monkeypatch.undo()
-        holder.join()
     assert summary["input"] == "if_subgraph.onnx"
     assert waits and all(wait >= 1 for wait in waits)  # each wait is the server's Retry-After (at least 1 s)
 

@@ -29,7 +29,7 @@ import pytest
 from onnx import TensorProto, helper
 from support import service_harness
 from support.paths import REPO
-from support.service_harness import ServiceProcess, copy_samples, free_port, serving
+from support.service_harness import ServiceProcess, copy_samples, free_port, saturated
 
 from service.client import AsyncClient, Client, Retry, RetryNote
 
@@ -183,18 +183,8 @@ def test_delete_then_list_no_longer_shows_it(server: ServiceProcess, tmp_path: P
 
 
 def test_a_503_is_retried_after_its_retry_after_until_the_import_goes_through(tmp_path: Path) -> None:
-    root = copy_samples(tmp_path / "root")
-    with serving(tmp_path / "store", root, "--workers", "1", "--queue", "0", env={"ONNX_SERVICE_TEST_HOOKS": "1"}) as busy:
-        holder = threading.Thread(
-            target=lambda: httpx.post(busy.url + "/models", json={"path": "add.onnx"}, headers={"X-Test-Worker-Sleep": "3"}, timeout=60)
-        )
-        holder.start()
-        deadline = time.monotonic() + 20
-        while not httpx.get(busy.url + "/readyz", timeout=10).json()["saturated"]:
-            assert time.monotonic() < deadline, "the holding import never started"
-            time.sleep(0.05)
+    with saturated(tmp_path) as busy:
         result = run_cli("--url", busy.url, "--retries", "20", "import-path", "if_subgraph.onnx")
-        holder.join()
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["input"] == "if_subgraph.onnx"
     retries = retry_lines(result.stderr)
