@@ -6,7 +6,8 @@
 // (the external data files a picked model names), checks.js (the check stages:
 // chosen at import, the verdict and each stage's status), summary.js,
 // diagnostics.js (the findings of every stage),
-// graph-view.js with graph-worker-client.js and the worker graph-worker.js,
+// graph-view.js with graph-worker-client.js and the worker graph-worker.js
+// (which draws weights on their consumers with folded-weights.js),
 // node-details.js, search.js, tensors.js with tensor-values.js, and
 // refused-model.js. Plain DOM, no framework, no build step; every request goes
 // to this service's own API.
@@ -69,6 +70,10 @@ function install() {
   $("#graph-select").addEventListener("change", (e) => drawGraph(e.target.value, 0).catch(fail));
   $("#page-prev").addEventListener("click", () => drawGraph(state.graphPath, state.graphPage - 1).catch(fail));
   $("#page-next").addEventListener("click", () => drawGraph(state.graphPath, state.graphPage + 1).catch(fail));
+  $("#weights-as-nodes").addEventListener("change", (e) => {
+    state.weightsAsNodes = e.target.checked;
+    if (state.layout) drawGraph(state.graphPath, state.graphPage).catch(fail);
+  });
   $("#zoom-fit").addEventListener("click", fit);
   $("#zoom-in").addEventListener("click", () => zoom(1.25));
   $("#zoom-out").addEventListener("click", () => zoom(0.8));

@@ -10,7 +10,10 @@ the flow after a pick (a model alone imported at once and its graph opened, a
 model's missing external data files named until they are dropped, a hostile or
 cut file left to the Import button, and the page's reader of the locations a
 model names);
-clicking a node for its attributes, subgraphs and search; a tensor's preview
+clicking a node for its attributes, subgraphs and search; weights read by one
+node drawn as rows of its box (each opening its tensor's preview, "weights as
+nodes" drawing them as nodes again) and the layout time of a chain of 504
+nodes, 252 of them Constant, with and without them; a tensor's preview
 and downloads (against the onnx reference); a refused model's hex view (also
 for names the service clips or escapes: 250 characters, a tab, byte 0x01); the
 API key field; /docs listing every operation and /redoc; a 5,000-node graph
@@ -157,6 +160,72 @@ def small_network() -> bytes:
     return _model(graph)
 
 
+CONV_WEIGHT = (np.arange(4, dtype=np.float32).reshape(2, 2, 1, 1) * 0.25 - 0.3).astype(np.float32)
+CONV_BIAS = np.array([0.5, -1.5], dtype=np.float32)
+
+
+def weights_model() -> bytes:
+    """A Conv reading an initializer (its weight) and a Constant node's
+    output (its bias), each read by the Conv alone, and a Constant read by
+    two nodes (a Mul and an Add): the first two are drawn in the Conv's box,
+    the third stays a node."""
+    weight = numpy_helper.from_array(CONV_WEIGHT, "conv.weight")
+    nodes = [
+        helper.make_node("Constant", [], ["conv.bias"], name="bias_const", value=numpy_helper.from_array(CONV_BIAS, "conv.bias")),
+        helper.make_node(
+            "Constant", [], ["shared"], name="shared_const", value=numpy_helper.from_array(np.array([2.0], dtype=np.float32), "shared")
+        ),
+        helper.make_node("Conv", ["X", "conv.weight", "conv.bias"], ["c"], name="conv"),
+        helper.make_node("Mul", ["c", "shared"], ["m"], name="scale"),
+        helper.make_node("Add", ["m", "shared"], ["Y"], name="shift"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "weights",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [weight],
+    )
+    return _model(graph)
+
+
+CHAIN_BLOCKS = 84  # of three operators (Conv, Mul, Add) and three Constant nodes each
+
+
+def weights_chain_model() -> bytes:
+    """The shape of the issue's model (PaddleOCR's direction classifier, 566
+    nodes, 308 of them Constant): a chain of 252 Conv/Mul/Add nodes, each fed
+    by a Constant node of its own (the Conv's bias, the Mul's scale, the Add's
+    shift) and the Conv by an initializer too: 504 nodes, 252 Constant."""
+    rng = np.random.default_rng(3)
+    nodes: list[onnx.NodeProto] = []
+    initializers: list[TensorProto] = []
+    last = "X"
+
+    def constant(name: str, array: np.ndarray[Any, Any]) -> None:
+        nodes.append(helper.make_node("Constant", [], [name], name=f"{name}/Constant", value=numpy_helper.from_array(array, name)))
+
+    for i in range(CHAIN_BLOCKS):
+        initializers.append(numpy_helper.from_array(rng.normal(0, 0.3, (4, 4, 1, 1)).astype(np.float32), f"block{i}.conv.weight"))
+        constant(f"block{i}.conv.bias", rng.normal(0, 0.1, (4,)).astype(np.float32))
+        nodes.append(
+            helper.make_node("Conv", [last, f"block{i}.conv.weight", f"block{i}.conv.bias"], [f"b{i}_conv"], name=f"block{i}/Conv")
+        )
+        constant(f"block{i}.scale", np.array([0.9], dtype=np.float32))
+        nodes.append(helper.make_node("Mul", [f"b{i}_conv", f"block{i}.scale"], [f"b{i}_mul"], name=f"block{i}/Mul"))
+        constant(f"block{i}.shift", rng.normal(0, 0.1, (1, 4, 1, 1)).astype(np.float32))
+        nodes.append(helper.make_node("Add", [f"b{i}_mul", f"block{i}.shift"], [f"b{i}_add"], name=f"block{i}/Add"))
+        last = f"b{i}_add"
+    graph = helper.make_graph(
+        nodes,
+        "weights_chain",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, 4, 8, 8])],
+        initializers,
+    )
+    return _model(graph)
+
+
 BAD_RELUS = 3  # Relu nodes given an unknown attribute in the main graph
 
 
@@ -249,6 +318,8 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "gated_mlp.onnx").write_bytes(small_network())
     (root / "failing_nodes.onnx").write_bytes(failing_nodes_model())
     (root / "several_stages.onnx").write_bytes(several_stages_model())
+    (root / "weights.onnx").write_bytes(weights_model())
+    (root / "weights_chain.onnx").write_bytes(weights_chain_model())
     return root
 
 
@@ -590,6 +661,7 @@ def test_clicking_a_node_shows_its_attributes_and_subgraphs_are_reachable(server
     page = open_explorer(watched, server)
     import_path(page, "add.onnx")
     show_graph(page)
+    page.check("#weights-as-nodes")  # the Constant, read by the Mul alone, is drawn as a node of its own again
     page.locator("#scene .item.node", has_text="Constant").click()
     details = page.locator("#details")
     expect(details.locator("h3")).to_contain_text("Constant")
@@ -637,6 +709,91 @@ def test_clicking_a_node_shows_its_attributes_and_subgraphs_are_reachable(server
     page.mouse.move(box["x"] + 150, box["y"] + 120, steps=4)
     page.mouse.up()
     assert page.locator("#scene").get_attribute("transform") != zoomed
+
+
+def op_types(page: Page) -> list[str]:
+    """The op types of the nodes drawn, in the drawing's order."""
+    heads: list[str] = page.locator("#scene .item.node text.head").all_text_contents()
+    return heads
+
+
+def test_weights_read_by_one_node_are_rows_of_its_box(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    import_path(page, "weights.onnx")
+    show_graph(page)
+    scene = page.locator("#scene")
+    expect(scene.locator(".item.node")).to_have_count(4)
+    assert sorted(op_types(page)) == ["Add", "Constant", "Conv", "Mul"]  # the bias's Constant is not drawn
+    expect(scene.locator(".item", has_text="bias_const")).to_have_count(0)
+    expect(scene.locator(".item[data-value='conv.weight'], .item[data-value='conv.bias']")).to_have_count(0)
+    conv = scene.locator(".item.node", has_text="conv")
+    rows = conv.locator("g.weight")
+    expect(rows).to_have_count(2)  # in the order the Conv reads them
+    expect(rows.nth(0).locator("text")).to_have_text("conv.weight FLOAT[2,2,1,1]")
+    expect(rows.nth(1).locator("text")).to_have_text("conv.bias FLOAT[2]")
+    # the Constant two nodes read stays a node, with an edge to each
+    expect(scene.locator(".item.node", has_text="shared_const")).to_have_count(1)
+    expect(scene.locator(".item.node", has_text="scale").locator("g.weight")).to_have_count(0)
+    expect(scene.locator("path.edge")).to_have_count(6)  # X -> Conv -> Mul -> Add -> Y, and shared -> Mul, shared -> Add
+    expect(page.locator("#status")).to_contain_text("4 nodes laid out")
+    expect(page.locator("#status")).to_contain_text("2 weights drawn in the nodes that read them")
+
+    # a row opens its tensor's preview: the Constant's value, then the initializer
+    rows.nth(1).click()
+    expect(page.locator("#tab-tensors")).to_be_visible()
+    expect(page.locator("#tensor h3")).to_have_text("conv.bias")
+    expect(page.locator("#tensor")).to_contain_text("node[0].attribute[0]")  # the Constant's tensor, not another of the name
+    np.testing.assert_allclose([float(v) for v in page.locator("#values").inner_text().split()], CONV_BIAS)
+    page.click("#tabs [data-tab=graph]")
+    rows.nth(0).click()
+    expect(page.locator("#tensor h3")).to_have_text("conv.weight")
+    expect(page.locator("#tensor")).to_contain_text("[2, 2, 1, 1] = 4 elements")
+    np.testing.assert_allclose([float(v) for v in page.locator("#values").inner_text().split()], CONV_WEIGHT.ravel(), rtol=1e-6)
+
+    # "weights as nodes": the Constant is a node again, and the rows are gone; unticked, they are back
+    page.click("#tabs [data-tab=graph]")
+    page.check("#weights-as-nodes")
+    expect(scene.locator(".item.node")).to_have_count(5)
+    assert sorted(op_types(page)) == ["Add", "Constant", "Constant", "Conv", "Mul"]
+    expect(scene.locator(".item.node", has_text="bias_const")).to_have_count(1)
+    expect(scene.locator("g.weight")).to_have_count(0)
+    expect(page.locator("#status")).to_contain_text("5 nodes laid out")
+    page.uncheck("#weights-as-nodes")
+    expect(scene.locator(".item.node")).to_have_count(4)
+    expect(conv.locator("g.weight")).to_have_count(2)
+
+
+def drawn(page: Page, nodes: int) -> tuple[int, int]:
+    """Once `nodes` nodes are drawn: how many, and the layout's time in ms."""
+    canvas = page.locator("#canvas")
+    expect(canvas).to_have_attribute("data-nodes", str(nodes), timeout=LAYOUT_BUDGET_S * 1000)
+    expect(canvas).to_have_attribute("data-drawn", "true", timeout=LAYOUT_BUDGET_S * 1000)
+    expect(page.locator("#scene .item.node")).to_have_count(nodes)
+    return nodes, int(canvas.get_attribute("data-layout-ms") or "0")
+
+
+def test_weights_on_their_consumers_make_the_layout_faster(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    import_path(page, "gated_mlp.onnx")  # the worker's ELK warmed up first: neither timing below pays for it
+    show_graph(page)
+    drawn(page, 25)
+    import_path(page, "weights_chain.onnx")
+    show_graph(page)
+    operators = 3 * CHAIN_BLOCKS
+    folded_nodes, folded_ms = drawn(page, operators)
+    expect(page.locator("#status")).to_contain_text(f"{operators} nodes laid out")
+    expect(page.locator("#status")).to_contain_text(f"{4 * CHAIN_BLOCKS} weights drawn in the nodes that read them")
+    page.check("#weights-as-nodes")
+    unfolded_nodes, unfolded_ms = drawn(page, 2 * operators)  # as the model has them: 252 Constant nodes besides
+    record_timing(
+        "weights chain (504 nodes, 252 Constant)",
+        folded_nodes=folded_nodes,
+        folded_layout_ms=folded_ms,
+        unfolded_nodes=unfolded_nodes,
+        unfolded_layout_ms=unfolded_ms,
+    )
+    assert folded_nodes < unfolded_nodes
+    assert folded_ms <= unfolded_ms * 1.2, (folded_ms, unfolded_ms)  # loosely: the machine is shared
 
 
 def test_a_tensor_preview_and_downloads(server: ServiceProcess, watched: Watched, tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 // The graph tab: the open model's graph loaded by the worker, the layout of
 // one graph (or one page of a large one) drawn as SVG in chunks, pan and
 // zoom, paging, and going to a node (drawing its page, selecting it, its
-// details in node-details.js).
+// details in node-details.js). Weights folded into their consumer
+// (folded-weights.js; unless "weights as nodes" is ticked) are rows of its
+// box, each opening its tensor's preview (tensors.js).
 
 import { $, el, fill, svg, number, status, visible } from "./dom.js";
 import { currentToken, fail } from "./api.js";
@@ -9,6 +11,7 @@ import { state } from "./state.js";
 import { ask } from "./graph-worker-client.js";
 import { locateDiagnostics, markNode } from "./diagnostics.js";
 import { renderDetails } from "./node-details.js";
+import { openTensorRef } from "./tensors.js";
 
 // Resolves once the open model's graph is loaded and its first view drawn.
 export function openGraph() {
@@ -43,7 +46,7 @@ async function loadGraph() {
 
 export async function drawGraph(path, page, focus = null) {
   const generation = state.generation;
-  const layout = await ask("view", { path, page });
+  const layout = await ask("view", { path, page, folded: !state.weightsAsNodes });
   if (generation !== state.generation) return;
   if (path !== state.graphPath) $("#details").hidden = true;
   state.graphPath = path;
@@ -55,7 +58,8 @@ export async function drawGraph(path, page, focus = null) {
   await render(layout);
   if (state.layout !== layout) return;
   const note = layout.pages > 1 ? `; this graph has ${number(layout.nodeCount)} nodes: it is drawn ${number(layout.pageSize)} at a time, in topological order (▲▼ stubs name the values that cross pages)` : "";
-  status(`${number(layout.last - layout.first)} nodes laid out in ${(layout.ms / 1000).toFixed(2)} s${note}`, "ok");
+  const folded = layout.weightsFolded ? ` (${number(layout.weightsFolded)} weights drawn in the nodes that read them)` : "";
+  status(`${number(layout.nodesDrawn)} nodes laid out in ${(layout.ms / 1000).toFixed(2)} s${folded}${note}`, "ok");
   if (focus !== null) selectNode(path, focus, true).catch(fail);
 }
 
@@ -66,7 +70,8 @@ async function render(layout) {
   const scene = $("#scene");
   const canvas = $("#canvas");
   canvas.dataset.layoutMs = String(layout.ms);
-  canvas.dataset.nodes = String(layout.last - layout.first);
+  canvas.dataset.nodes = String(layout.nodesDrawn);
+  canvas.dataset.folded = String(layout.folded);
   delete canvas.dataset.drawn;
   const edges = svg("g", { class: "edges" });
   const nodes = svg("g", { class: "nodes" });
@@ -102,8 +107,34 @@ function itemGroup(item, path) {
     text.textContent = visible(line);
     group.append(text);
   });
+  if (item.weights && item.weights.length) group.append(...item.weights.map((row) => weightRow(row, item)));
   if (item.kind === "node") markNode(group, path, item.position);
   return group;
+}
+
+const ROW_TOP = (item) => (item.lines.length > 1 ? 34 : 22);
+const ROW_HEIGHT = 14; // as the worker sized the box
+
+// a weight folded into its consumer: name and type, a click opens its tensor
+function weightRow(row, item) {
+  const group = svg("g", { class: row.more ? "weight more" : "weight", transform: `translate(4,${ROW_TOP(item) + row.index * ROW_HEIGHT})` });
+  group.dataset.weight = String(row.index);
+  if (!row.more) group.dataset.name = row.name;
+  group.append(svg("rect", { class: "row", width: item.width - 8, height: ROW_HEIGHT - 2, rx: 2 }));
+  const text = svg("text", { x: 4, y: 9.5, class: "weight-text" });
+  text.textContent = row.text;
+  const title = svg("title");
+  title.textContent = row.more ? "the node's details list every input" : `${row.name} ${row.type}${row.constant !== null ? " (a Constant node)" : " (an initializer)"}`;
+  group.append(text, title);
+  return group;
+}
+
+function openWeight(group, row) {
+  const item = state.layout.items.find((i) => i.kind === "node" && i.position === Number(group.dataset.position));
+  const weight = item && item.weights[Number(row.dataset.weight)];
+  if (!weight) return;
+  if (weight.ref) openTensorRef(weight.ref).catch(fail);
+  else selectNode(state.graphPath, weight.more ? item.position : weight.constant, false).catch(fail);
 }
 
 function placeView(layout) {
@@ -180,7 +211,9 @@ export function installPanZoom() {
     if (wasDrag) return;
     const group = event.target.closest(".item");
     if (!group) return;
-    if (group.dataset.position !== undefined) selectNode(state.graphPath, Number(group.dataset.position), false).catch(fail);
+    const row = event.target.closest(".weight");
+    if (row) openWeight(group, row);
+    else if (group.dataset.position !== undefined) selectNode(state.graphPath, Number(group.dataset.position), false).catch(fail);
     else if (group.dataset.page !== undefined) {
       const node = state.layout.items.find((i) => i.value === group.dataset.value && i.kind === "stub");
       drawGraph(state.graphPath, Number(group.dataset.page)).then(() => node && showValueOnPage(node.value)).catch(fail);
@@ -206,7 +239,9 @@ async function selectNode(path, position, center) {
   state.selected = details;
   renderDetails(details);
   if (center && state.layout) {
-    const item = state.layout.items.find((i) => i.kind === "node" && i.position === position);
+    // a folded Constant: its consumer's box, which lists it
+    const item = state.layout.items.find((i) => i.kind === "node" && i.position === position) ||
+      state.layout.items.find((i) => i.kind === "node" && i.weights.some((w) => w.constant === position));
     if (item) centerOn(item);
   }
 }

@@ -8,11 +8,14 @@
 //   load   {url, token}   fetch and index every graph (the main graph and the
 //                         subgraphs of If, Loop, Scan..., found in GRAPH and
 //                         GRAPHS attributes)
-//   view   {path, page}   the layout of one graph, or of one page of it: a
-//                         graph of more than PAGE_SIZE nodes is drawn
+//   view   {path, page, folded}  the layout of one graph, or of one page of
+//                         it: a graph of more than PAGE_SIZE nodes is drawn
 //                         PAGE_SIZE consecutive nodes (resolved, i.e.
 //                         topological, order) at a time; values crossing
-//                         pages are drawn as stubs naming the other page
+//                         pages are drawn as stubs naming the other page;
+//                         folded: the weights folded-weights.js picks are
+//                         rows inside their consumer's box (item.weights),
+//                         their Constant nodes not drawn
 //   node   {path, position}  a node's attributes, inputs, outputs, consumers
 //   search {query}        nodes and values whose name contains the query
 //   locate {fieldPaths}   for each field path (of a diagnostic), the node it
@@ -37,9 +40,13 @@ import "../vendor/elk.bundled.js";
 import { responseProblem } from "./problem.js";
 import { typeText } from "./type-text.js";
 import { visible } from "./visible.js";
+import { foldedWeights } from "./folded-weights.js";
 
 const PAGE_SIZE = 5000;
 const MAX_RESULTS = 100;
+const MAX_ROWS = 10; // weight rows drawn in one node; past them, one row says how many more
+const ROW_HEIGHT = 14;
+const ROW_CHARS = 40; // a row's text is cut to this many characters (its title has all of it)
 const ELK_OPTIONS = {
   "elk.algorithm": "layered",
   "elk.direction": "DOWN",
@@ -52,8 +59,8 @@ const ELK_OPTIONS = {
 };
 
 const elk = new self.ELK(); // no workerUrl: ELK runs here, in this worker's thread
-let graphs = new Map(); // path -> {graph, parent, via, values: Map(name -> value), title}
-let layouts = new Map(); // `${path}|${page}` -> layout
+let graphs = new Map(); // path -> {graph, parent, via, values: Map(name -> value), title, folded (once asked)}
+let layouts = new Map(); // `${path}|${page}|${folded}` -> layout
 let byIndex = new Map(); // path -> Map(file index -> position)
 
 function progress(text) {
@@ -126,21 +133,43 @@ function entry(path) {
 
 // -- layout
 
-function nodeBox(lines) {
+function nodeBox(lines, rows = []) {
   const chars = Math.max(...lines.map((s) => s.length));
-  return { width: Math.min(240, Math.max(56, 14 + 7 * chars)), height: lines.length > 1 ? 34 : 22 };
+  const rowChars = rows.length ? Math.max(...rows.map((r) => r.text.length)) : 0;
+  const width = Math.max(Math.min(240, Math.max(56, 14 + 7 * chars)), Math.min(280, 16 + 6.2 * rowChars));
+  return { width: Math.round(width), height: (lines.length > 1 ? 34 : 22) + (rows.length ? rows.length * ROW_HEIGHT + 4 : 0) };
+}
+
+// the rows a node's box lists: name and type of each weight folded into it
+function weightRows(rows) {
+  const shown = rows.length > MAX_ROWS ? rows.slice(0, MAX_ROWS - 1) : rows;
+  const drawn = shown.map((row, i) => {
+    const name = visible(row.name) || "(unnamed)";
+    const type = visible(row.type);
+    const room = Math.max(12, ROW_CHARS - type.length - 1);
+    return { index: i, text: `${short(name, room)} ${type}`, name, type, ref: row.ref, constant: row.constant };
+  });
+  if (shown.length < rows.length) drawn.push({ index: shown.length, text: `+ ${rows.length - shown.length} more weights`, more: true });
+  return drawn;
+}
+
+function foldsOf(found) {
+  if (!found.folded) found.folded = foldedWeights(found.graph);
+  return found.folded;
 }
 
 function short(text, limit = 30) {
   return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
 }
 
-async function view({ path, page }) {
-  const key = `${path}|${page}`;
-  if (layouts.has(key)) return layouts.get(key);
-  const { graph, values } = entry(path);
+async function view({ path, page, folded = false }) {
+  const found = entry(path);
+  const { graph, values } = found;
   const pages = pageCount(graph);
   page = Math.min(Math.max(0, page | 0), pages - 1);
+  const key = `${path}|${page}|${folded}`;
+  if (layouts.has(key)) return layouts.get(key);
+  const folds = folded ? foldsOf(found) : { rows: new Map(), constants: new Set(), values: new Set() };
   const first = page * PAGE_SIZE;
   const last = Math.min(graph.nodes.length, first + PAGE_SIZE);
   const pageOf = (position) => Math.floor(position / PAGE_SIZE);
@@ -161,6 +190,7 @@ async function view({ path, page }) {
   const captured = new Set(graph.captures || []);
 
   for (const value of graph.values) {
+    if (folds.values.has(value.name)) continue; // a row in its consumer's box
     const consumers = value.consumers.filter(onPage);
     let source = null;
     if (value.producer !== null && value.producer !== undefined) {
@@ -212,11 +242,17 @@ async function view({ path, page }) {
     ordered.push(id);
   };
   for (const [key, item] of before) place(key, item);
+  let nodesDrawn = 0;
+  let weightsFolded = 0;
   for (let position = first; position < last; position++) {
+    if (folds.constants.has(position)) continue; // drawn as a row of its consumer
     const node = graph.nodes[position];
     const lines = node.name ? [node.op_type, short(node.name)] : [node.op_type];
     const hasGraph = node.attributes.some((a) => subgraphsOf(a).length > 0);
-    place("n" + position, { kind: "node", lines, position, op: node.op_type, subgraph: hasGraph });
+    const rows = folds.rows.get(position) || [];
+    weightsFolded += rows.length;
+    nodesDrawn++;
+    place("n" + position, { kind: "node", lines, position, op: node.op_type, subgraph: hasGraph, weights: weightRows(rows) });
   }
   for (const id of after) ordered.push(id);
   const seen = new Set();
@@ -225,7 +261,7 @@ async function view({ path, page }) {
     seen.add(id);
     const item = items[Number(id.slice(1))];
     item.lines = item.lines.map(visible); // sized as shown: hidden characters escaped
-    Object.assign(item, nodeBox(item.lines));
+    Object.assign(item, nodeBox(item.lines, item.weights));
     children.push({ id, width: item.width, height: item.height });
   }
   const pairs = new Map();
@@ -244,7 +280,7 @@ async function view({ path, page }) {
   }
   const elkEdges = [...pairs.values()].map((e, i) => ({ id: "e" + i, sources: [e.source], targets: [e.target] }));
 
-  progress(`laying out ${last - first} nodes${pages > 1 ? ` (page ${page + 1} of ${pages})` : ""}…`);
+  progress(`laying out ${nodesDrawn} nodes${pages > 1 ? ` (page ${page + 1} of ${pages})` : ""}…`);
   const started = performance.now();
   const laid = await elk.layout({ id: "root", layoutOptions: ELK_OPTIONS, children, edges: elkEdges });
   const ms = Math.round(performance.now() - started);
@@ -255,7 +291,7 @@ async function view({ path, page }) {
     const box = boxes.get(c.id);
     return {
       id: c.id, kind: item.kind, lines: item.lines, position: item.position, op: item.op, value: item.value, page: item.page,
-      subgraph: item.subgraph || false, x: box.x, y: box.y, width: box.width, height: box.height,
+      subgraph: item.subgraph || false, weights: item.weights || [], x: box.x, y: box.y, width: box.width, height: box.height,
     };
   });
   const pairList = [...pairs.values()];
@@ -266,7 +302,10 @@ async function view({ path, page }) {
     }
     return { source: pairList[i].source, target: pairList[i].target, values: pairList[i].values, implicit: pairList[i].implicit, points };
   });
-  const result = { path, page, pages, pageSize: PAGE_SIZE, first, last, nodeCount: graph.nodes.length, width: laid.width, height: laid.height, items: drawn, edges: drawnEdges, ms };
+  const result = {
+    path, page, pages, pageSize: PAGE_SIZE, first, last, nodeCount: graph.nodes.length, folded, nodesDrawn, weightsFolded,
+    width: laid.width, height: laid.height, items: drawn, edges: drawnEdges, ms,
+  };
   layouts.set(key, result);
   return result;
 }
