@@ -434,7 +434,7 @@ def test_the_page_and_its_files_are_served_from_the_package(server: ServiceProce
     response = page.request.get(server.url + "/")
     policy = response.headers["content-security-policy"]
     assert "default-src 'self'" in policy and "connect-src 'self'" in policy
-    assert page.request.get(server.url + "/ui/vendor/elk.bundled.js").ok
+    assert page.request.get(server.url + "/ui/vendor/dagre.js").ok
     assert page.request.get(server.url + "/ui/../app.py").status == 404
     for url in ("/", "/ui/explorer.js", "/docs", "/redoc", "/docs/assets/swagger-ui.css"):
         got, head = page.request.get(server.url + url), page.request.head(server.url + url)
@@ -774,7 +774,7 @@ def drawn(page: Page, nodes: int) -> tuple[int, int]:
 
 def test_weights_on_their_consumers_make_the_layout_faster(server: ServiceProcess, watched: Watched) -> None:
     page = open_explorer(watched, server)
-    import_path(page, "gated_mlp.onnx")  # the worker's ELK warmed up first: neither timing below pays for it
+    import_path(page, "gated_mlp.onnx")  # the worker warmed up first: neither timing below pays for it
     show_graph(page)
     drawn(page, 25)
     import_path(page, "weights_chain.onnx")
@@ -908,7 +908,7 @@ def test_the_api_key_is_sent_and_kept_for_the_session_only(tmp_path: Path, brows
         watched.page.on("pageerror", lambda error: watched.errors.append(str(error)))
         page = open_explorer(watched, keyed)
         expect(page.locator("#status")).to_contain_text("401")  # the store's list needs a key
-        for url in ("/docs", "/redoc", "/openapi.json", "/docs/assets/redoc.standalone.js", "/ui/vendor/elk.bundled.js"):
+        for url in ("/docs", "/redoc", "/openapi.json", "/docs/assets/redoc.standalone.js", "/ui/vendor/dagre.js"):
             assert page.request.get(keyed.url + url).ok, url  # the page and the documents need none
         page.fill("#token", secret)
         page.locator("#token").dispatch_event("change")

@@ -21,22 +21,17 @@
 //   locate {fieldPaths}   for each field path (of a diagnostic), the node it
 //                         names, {path, position, page, op_type, name}, or null
 //
-// Layout: elkjs (vendor/elk.bundled.js, the Eclipse Layout Kernel), its
-// layered algorithm with model-order layering and cycle breaking: the nodes
-// come in topological order, and ELK's default strategies recurse along
-// paths deeply enough to overflow a worker's stack on long ONNX chains.
+// Layout: dagre, as Netron ships it (vendor/dagre.js, an ES module: Netron's
+// port of dagre, iterative where the original recursed along paths, so that
+// long ONNX chains never overflow a worker's stack). Its network-simplex
+// ranking up to LONGEST_PATH_ABOVE nodes; past them, longest-path ranking,
+// linear in the graph's size (Netron's own choice, at 3,000 nodes).
 //
 // A module worker (graph-worker-client.js starts it with type "module"), so
 // that it imports what the page imports too (problem.js, type-text.js,
 // visible.js).
-// importScripts does not exist in a module worker: the vendored bundle, an
-// unmodified UMD script, is imported for its side effect instead, a static
-// import from this origin (script-src 'self', no eval): with neither
-// `module` nor `define` around, its wrapper sets the global ELK (self.ELK).
-// It also sets self.onmessage for ELK's own worker protocol, unused here:
-// this module, evaluated after it, sets its own.
 
-import "../vendor/elk.bundled.js";
+import { layout as dagreLayout } from "../vendor/dagre.js";
 import { responseProblem } from "./problem.js";
 import { typeText } from "./type-text.js";
 import { visible } from "./visible.js";
@@ -47,18 +42,9 @@ const MAX_RESULTS = 100;
 const MAX_ROWS = 10; // weight rows drawn in one node; past them, one row says how many more
 const ROW_HEIGHT = 14;
 const ROW_CHARS = 40; // a row's text is cut to this many characters (its title has all of it)
-const ELK_OPTIONS = {
-  "elk.algorithm": "layered",
-  "elk.direction": "DOWN",
-  "elk.separateConnectedComponents": "false",
-  "elk.layered.layering.strategy": "BF_MODEL_ORDER",
-  "elk.layered.cycleBreaking.strategy": "MODEL_ORDER",
-  "elk.spacing.nodeNode": "24",
-  "elk.layered.spacing.nodeNodeBetweenLayers": "28",
-  "elk.layered.spacing.edgeNodeBetweenLayers": "12",
-};
+const LONGEST_PATH_ABOVE = 3000;
+const SPACING = { nodesep: 24, ranksep: 28, edgesep: 12 };
 
-const elk = new self.ELK(); // no workerUrl: ELK runs here, in this worker's thread
 let graphs = new Map(); // path -> {graph, parent, via, values: Map(name -> value), title, folded (once asked)}
 let layouts = new Map(); // `${path}|${page}|${folded}` -> layout
 let byIndex = new Map(); // path -> Map(file index -> position)
@@ -162,6 +148,19 @@ function short(text, limit = 30) {
   return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
 }
 
+// dagre's layout of boxes {id, width, height} and edges {source, target}:
+// each box's top-left corner, each edge's points, the drawing's size
+function laidOut(children, edges) {
+  const nodes = children.map((c) => ({ v: c.id, width: c.width, height: c.height }));
+  const links = edges.map((e) => ({ v: e.source, w: e.target }));
+  const options = Object.assign({ rankdir: "TB" }, SPACING, nodes.length > LONGEST_PATH_ABOVE ? { ranker: "longest-path" } : {});
+  const state = {};
+  dagreLayout(nodes, links, options, state);
+  const boxes = new Map(nodes.map((n) => [n.v, { x: n.x - n.width / 2, y: n.y - n.height / 2 }]));
+  const points = links.map((l) => (l.points || []).map((p) => ({ x: p.x, y: p.y })));
+  return { boxes, points, width: state.width || 0, height: state.height || 0 };
+}
+
 async function view({ path, page, folded = false }) {
   const found = entry(path);
   const { graph, values } = found;
@@ -177,7 +176,7 @@ async function view({ path, page, folded = false }) {
 
   const items = []; // what is drawn, in model order: inputs and stubs from above, nodes, outputs and stubs below
   const edges = [];
-  const itemId = new Map(); // key -> ELK id
+  const itemId = new Map(); // key -> layout id
   const add = (key, item) => {
     if (!itemId.has(key)) {
       itemId.set(key, "v" + items.length);
@@ -234,7 +233,7 @@ async function view({ path, page, folded = false }) {
     }
   }
 
-  // ELK children, in model order
+  // the boxes laid out, in model order
   const ordered = [];
   const children = [];
   const place = (key, item) => {
@@ -278,30 +277,22 @@ async function view({ path, page, folded = false }) {
       pairs.set(pair, { source, target, values: [edge.value], implicit: edge.implicit });
     }
   }
-  const elkEdges = [...pairs.values()].map((e, i) => ({ id: "e" + i, sources: [e.source], targets: [e.target] }));
+  const pairList = [...pairs.values()];
 
   progress(`laying out ${nodesDrawn} nodes${pages > 1 ? ` (page ${page + 1} of ${pages})` : ""}…`);
   const started = performance.now();
-  const laid = await elk.layout({ id: "root", layoutOptions: ELK_OPTIONS, children, edges: elkEdges });
+  const laid = laidOut(children, pairList);
   const ms = Math.round(performance.now() - started);
 
-  const boxes = new Map(laid.children.map((c) => [c.id, c]));
   const drawn = children.map((c) => {
     const item = items[Number(c.id.slice(1))];
-    const box = boxes.get(c.id);
+    const box = laid.boxes.get(c.id);
     return {
       id: c.id, kind: item.kind, lines: item.lines, position: item.position, op: item.op, value: item.value, page: item.page,
-      subgraph: item.subgraph || false, weights: item.weights || [], x: box.x, y: box.y, width: box.width, height: box.height,
+      subgraph: item.subgraph || false, weights: item.weights || [], x: box.x, y: box.y, width: c.width, height: c.height,
     };
   });
-  const pairList = [...pairs.values()];
-  const drawnEdges = (laid.edges || []).map((e, i) => {
-    const points = [];
-    for (const section of e.sections || []) {
-      points.push(section.startPoint, ...(section.bendPoints || []), section.endPoint);
-    }
-    return { source: pairList[i].source, target: pairList[i].target, values: pairList[i].values, implicit: pairList[i].implicit, points };
-  });
+  const drawnEdges = pairList.map((e, i) => ({ source: e.source, target: e.target, values: e.values, implicit: e.implicit, points: laid.points[i] }));
   const result = {
     path, page, pages, pageSize: PAGE_SIZE, first, last, nodeCount: graph.nodes.length, folded, nodesDrawn, weightsFolded,
     width: laid.width, height: laid.height, items: drawn, edges: drawnEdges, ms,
