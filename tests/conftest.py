@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 pytest_plugins = [
     "support.servers",  # `server`, `client`, `data_root`: one service per module
     "support.fleet",  # `fleet_servers`: PostgreSQL and S3 for the fleet store, one per session
+    "support.explorer_browser",  # `browser`, `watched`: headless Chromium for the explorer's tests
 ]
 
 SWEEP_REPORT: list[str] = []

@@ -4,7 +4,8 @@ against a real server process.
 
 Every request the browser makes passes a route that lets through only the
 loopback (127.0.0.1) and aborts and records anything else; each test ends by
-checking that nothing was aborted and that no script error went uncaught.
+checking that nothing was aborted and that no script error went uncaught
+(support/explorer_browser.py: the fixtures and steps the browser tests share).
 Covered: an upload (with external data, and a folder) and the graph drawn;
 the flow after a pick (a model alone imported at once and its graph opened, a
 model's missing external data files named until they are dropped, a hostile or
@@ -29,10 +30,8 @@ Playwright or Chromium cannot be had.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,46 +40,30 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from support.paths import CACHE
+from support.explorer_browser import (
+    ARTIFACTS,
+    LAYOUT_BUDGET_S,
+    LOOPBACK,
+    Watched,
+    import_path,
+    loopback_only,
+    open_explorer,
+    record_timing,
+    show_graph,
+    skip_without_a_browser,
+)
+from support.held_in_models import block_model
 from support.service_harness import SAMPLES, ServiceProcess, copy_samples, serving
 
 from importer.errors import ModelImportError
 from importer.load import load_model_bytes
 from service.access.keys import new_key
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed (pip install -e '.[test]')")
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists():
-    pytest.skip(
-        "Debian's chromium is not installed at /usr/bin/chromium (bash tools/dev.sh test installs it as root)", allow_module_level=True
-    )
+skip_without_a_browser()
 
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, Playwright, Request, Route, expect  # noqa: E402
+from playwright.sync_api import Browser, Page, Route, expect  # noqa: E402
 
-
-def _driver_problem() -> str | None:
-    """Why Playwright's driver (a Node.js binary in its wheel) cannot run here, or None."""
-    import subprocess
-
-    from playwright._impl._driver import compute_driver_executable
-
-    driver = compute_driver_executable()[0]
-    try:
-        ran = subprocess.run([driver, "--version"], capture_output=True, text=True, timeout=60)
-    except OSError as error:
-        return f"Playwright's driver {driver} cannot start: {error}"
-    if ran.returncode != 0:
-        return f"Playwright's driver cannot run: {ran.stderr.strip()[:300]} (bash tools/dev.sh test installs what it lacks as root)"
-    return None
-
-
-if (_problem := _driver_problem()) is not None:
-    pytest.skip(_problem, allow_module_level=True)
-
-ARTIFACTS = CACHE / "artifacts" / "explorer"
-LOOPBACK = "127.0.0.1"
 LARGE = 5000  # nodes drawn at once (the explorer's page size)
-LAYOUT_BUDGET_S = 30.0  # a 5,000-node layout takes about 5 s here; generous for a loaded CI machine
 MAX_BLOCKED_MS = 1000.0  # the longest the page's main thread may be busy at once while a large graph loads (about 0.2 s here)
 
 
@@ -94,40 +77,6 @@ def _model(graph: onnx.GraphProto) -> bytes:
     model.ir_version = 10
     data: bytes = model.SerializeToString()
     return data
-
-
-def block_model(count: int) -> bytes:
-    """`count` nodes in blocks of six (a fan-out, a join and a residual Add),
-    the skeleton of a deep network."""
-    nodes: list[onnx.NodeProto] = []
-    last = "X"
-    pattern = [
-        ("Relu", ["{x}"]),
-        ("Sigmoid", ["{x}"]),
-        ("Tanh", ["{0}"]),
-        ("Mul", ["{2}", "{1}"]),
-        ("Neg", ["{3}"]),
-        ("Add", ["{x}", "{4}"]),
-    ]
-    block = 0
-    while len(nodes) < count:
-        outputs: list[str] = []
-        for step, (op, inputs) in enumerate(pattern):
-            if len(nodes) == count:
-                break
-            names = [i.format(*outputs, x=last) for i in inputs]
-            out = f"b{block}_{op.lower()}"
-            nodes.append(helper.make_node(op, names, [out], name=f"block{block}/{op.lower()}_{step}"))
-            outputs.append(out)
-        last = outputs[-1]
-        block += 1
-    graph = helper.make_graph(
-        nodes,
-        f"blocks_{count}",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 16])],
-        [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, 16])],
-    )
-    return _model(graph)
 
 
 def small_network() -> bytes:
@@ -321,100 +270,6 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "weights.onnx").write_bytes(weights_model())
     (root / "weights_chain.onnx").write_bytes(weights_chain_model())
     return root
-
-
-@pytest.fixture(scope="module")
-def playwright() -> Iterator[Playwright]:
-    with sync_api.sync_playwright() as driver:
-        yield driver
-
-
-@pytest.fixture(scope="module")
-def browser(playwright: Playwright) -> Iterator[Browser]:
-    # executable_path: Debian's Chromium; Playwright never downloads a browser of its own. No host name
-    # resolves but the loopback's, for whatever the browser itself might try besides the pages (whose
-    # requests pass `loopback_only`).
-    args = ["--disable-gpu", "--disable-quic", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
-    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=args)
-    yield browser
-    browser.close()
-
-
-@dataclass
-class Watched:
-    """A page and what the guards saw on it."""
-
-    page: Page
-    context: BrowserContext
-    requests: list[str] = field(default_factory=list)
-    blocked: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    allowed_failures: set[int] = field(default_factory=set)  # statuses a test expects the API to answer (logged by Chromium)
-    csp_refusals: list[str] = field(default_factory=list)  # what the page's Content-Security-Policy kept from loading
-
-
-def loopback_only(watched: Watched) -> Any:
-    def guard(route: Route, request: Request) -> None:
-        host = urlsplit(request.url).hostname
-        if request.url.startswith(("data:", "blob:")) or host == LOOPBACK:
-            watched.requests.append(request.url)
-            route.continue_()
-        else:
-            watched.blocked.append(request.url)
-            route.abort("blockedbyclient")
-
-    return guard
-
-
-@pytest.fixture()
-def watched(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Watched]:
-    context = browser.new_context(viewport={"width": 1400, "height": 880}, accept_downloads=True)
-    page = context.new_page()
-    seen = Watched(page, context)
-    context.route("**/*", loopback_only(seen))
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type != "error":
-            return
-        if "violates the following Content Security Policy directive" in message.text and "The action has been blocked" in message.text:
-            seen.csp_refusals.append(message.text)
-            return
-        if message.text.startswith("Failed to load resource: the server responded with a status of"):
-            status = int(message.text.split("status of ")[1].split()[0])
-            if status in seen.allowed_failures:
-                return
-        seen.errors.append(f"console: {message.text}")
-
-    page.on("console", on_console)
-    page.on("pageerror", lambda error: seen.errors.append(f"uncaught: {error}"))
-    yield seen
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
-    context.close()
-    assert seen.requests, "the loopback guard saw no request: it is not in force"
-    assert not seen.blocked, f"requests off the loopback: {seen.blocked}"
-    assert not seen.errors, seen.errors
-    assert not seen.csp_refusals or request.node.name == "test_docs_list_every_operation_offline", seen.csp_refusals
-
-
-def open_explorer(watched: Watched, server: ServiceProcess) -> Page:
-    page = watched.page
-    page.goto(server.url + "/")
-    expect(page.locator("h1")).to_have_text("ONNX explorer")
-    return page
-
-
-def import_path(page: Page, path: str) -> None:
-    page.fill("#path", path)
-    page.click("#path-form button")
-    expect(page.locator("#tab-summary h2")).to_have_text(path)
-
-
-def show_graph(page: Page) -> None:
-    """After an import: the graph tab has opened by itself, and the graph is drawn."""
-    expect(page.locator("#tab-graph")).to_be_visible()
-    expect(page.locator("#tabs [data-tab=graph]")).to_have_attribute("aria-selected", "true")
-    expect(page.locator("#scene .item.node").first).to_be_visible(timeout=LAYOUT_BUDGET_S * 1000)
 
 
 def reference(path: Path, name: str) -> np.ndarray[Any, Any]:
@@ -1157,12 +1012,3 @@ def test_incomplete_and_skipped_stages_show_their_reasons(server: ServiceProcess
     expect(page.locator("#verdict")).to_contain_text("No verdict")
     expect(page.locator("#checks tr.stage")).to_have_count(1)
     expect(page.locator("#checks tr[data-stage=schema] .stage-status")).to_contain_text("pass")
-
-
-def record_timing(label: str, **figures: float | int) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / "layout-timings.json"
-    known = json.loads(path.read_text()) if path.exists() else {}
-    known[label] = figures
-    path.write_text(json.dumps(known, indent=1) + "\n")
-    print(f"{label}: {figures}")
