@@ -85,6 +85,7 @@ async function render(layout) {
     nodes.append(...layout.items.slice(start, start + RENDER_CHUNK).map((item) => itemGroup(item, layout.path)));
   }
   canvas.dataset.drawn = "true";
+  document.dispatchEvent(new CustomEvent("graph-drawn", { detail: layout })); // the minimap (minimap.js) redraws
 }
 
 function edgePath(edge) {
@@ -152,6 +153,13 @@ function applyTransform() {
   const { x, y, k } = state.transform;
   $("#scene").setAttribute("transform", `translate(${x},${y}) scale(${k})`);
   $("#canvas").classList.toggle("far", k < 0.35);
+  document.dispatchEvent(new CustomEvent("graph-moved", { detail: state.transform })); // the minimap's view box follows
+}
+
+// Moves the view: {x, y, k}, the drawing's translation (pixels of the canvas) and scale.
+export function setTransform(transform) {
+  state.transform = { x: transform.x, y: transform.y, k: transform.k };
+  applyTransform();
 }
 
 export function fit() {
