@@ -8,6 +8,8 @@
 // diagnostics.js (the findings of every stage),
 // graph-view.js with graph-worker-client.js and the worker graph-worker.js
 // (which draws weights on their consumers with folded-weights.js),
+// minimap.js (the overview of a large drawing, moving the view),
+// svg-export.js (the drawing saved as a standalone .svg file),
 // node-details.js, search.js, tensors.js with tensor-values.js, and
 // refused-model.js. Plain DOM, no framework, no build step; every request goes
 // to this service's own API.
@@ -21,6 +23,8 @@ import { listTensors } from "./explorer/tensors.js";
 import { drawGraph, fit, installPanZoom, zoom } from "./explorer/graph-view.js";
 import { installSearch } from "./explorer/search.js";
 import { installChecksChoice } from "./explorer/checks.js";
+import { installMinimap } from "./explorer/minimap.js";
+import { exportSvg } from "./explorer/svg-export.js";
 
 function install() {
   const token = $("#token");
@@ -77,7 +81,9 @@ function install() {
   $("#zoom-fit").addEventListener("click", fit);
   $("#zoom-in").addEventListener("click", () => zoom(1.25));
   $("#zoom-out").addEventListener("click", () => zoom(0.8));
+  $("#export-svg").addEventListener("click", exportSvg);
   installPanZoom();
+  installMinimap();
   installSearch();
   installChecksChoice();
   showTab("summary");
