@@ -209,6 +209,50 @@ def failing_nodes_model() -> bytes:
 HIDDEN_NAME = "custom\u202eop"  # a node name with a right-to-left override: shown escaped, as \u202e
 
 
+def functions_model() -> bytes:
+    """A main graph calling the model's function custom.GeluBlock, whose body calls custom.Scale,
+    beside an If with a branch each way: what opens in place."""
+    scale = helper.make_function(
+        "custom", "Scale", ["x"], ["y"], [helper.make_node("Mul", ["x", "x"], ["y"], name="scale_mul")], [helper.make_opsetid("", 21)]
+    )
+    gelu = helper.make_function(
+        "custom",
+        "GeluBlock",
+        ["x"],
+        ["y"],
+        [
+            helper.make_node("Erf", ["x"], ["e"], name="gelu_erf"),
+            helper.make_node("Scale", ["e"], ["s"], domain="custom", name="gelu_scale"),
+            helper.make_node("Add", ["x", "s"], ["y"], name="gelu_add"),
+        ],
+        [helper.make_opsetid("", 21), helper.make_opsetid("custom", 1)],
+    )
+    then_branch = helper.make_graph(
+        [helper.make_node("Neg", ["g"], ["t"], name="then_neg")], "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])]
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Abs", ["g"], ["f"], name="else_abs")], "else", [], [helper.make_tensor_value_info("f", TensorProto.FLOAT, [2])]
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("GeluBlock", ["X"], ["g"], domain="custom", name="block_call"),
+            helper.make_node("If", ["C"], ["Y"], name="choose", then_branch=then_branch, else_branch=else_branch),
+        ],
+        "functions",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("C", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("custom", 1)],
+        functions=[gelu, scale],
+        producer_name="test_explorer_browser",
+    )
+    model.ir_version = 10
+    data: bytes = model.SerializeToString()
+    return data
+
+
 def several_stages_model() -> bytes:
     """Findings of two stages, each at its node: `shape` finds the Relu's
     output declared INT64 though it is FLOAT; `security` finds a Range whose
@@ -267,6 +311,7 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "gated_mlp.onnx").write_bytes(small_network())
     (root / "failing_nodes.onnx").write_bytes(failing_nodes_model())
     (root / "several_stages.onnx").write_bytes(several_stages_model())
+    (root / "functions.onnx").write_bytes(functions_model())
     (root / "weights.onnx").write_bytes(weights_model())
     (root / "weights_chain.onnx").write_bytes(weights_chain_model())
     return root
@@ -564,6 +609,57 @@ def test_clicking_a_node_shows_its_attributes_and_subgraphs_are_reachable(server
     page.mouse.move(box["x"] + 150, box["y"] + 120, steps=4)
     page.mouse.up()
     assert page.locator("#scene").get_attribute("transform") != zoomed
+
+
+def test_subgraphs_and_function_calls_open_and_close_in_place(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    import_path(page, "functions.onnx")
+    show_graph(page)
+    scene = page.locator("#scene")
+    expect(page.locator("#graph-select option", has_text="ƒ custom.GeluBlock")).to_have_count(1)  # each function can be drawn alone too
+    call = scene.locator(".item.node", has_text="block_call")
+    choose = scene.locator(".item.node", has_text="choose")
+    closed = page.locator("#canvas").evaluate("() => document.querySelector('#scene').getBBox().height")
+    expect(scene.locator(".item.node .toggle")).to_have_count(2)  # the call and the If; Neg, Abs, Erf are not drawn yet
+    expect(scene).not_to_contain_text("gelu_erf")
+
+    # the call opens: the function's body inside its box, whose own call opens in turn
+    call.locator(".toggle").first.click()
+    expect(call.locator(".body-title").first).to_have_text("function custom.GeluBlock")
+    body = call.locator(".body").first
+    expect(body.locator(".item.node")).to_have_count(3)
+    expect(body).to_contain_text("gelu_erf")
+    body.locator(".item.node", has_text="gelu_scale").locator(".toggle").click()
+    inner = body.locator(".item.node.open").locator(".body")  # the Scale call, open inside the open GeluBlock call
+    expect(inner.locator(".item.node")).to_have_count(1)
+    expect(inner.locator(".item.node")).to_contain_text("scale_mul")
+    assert page.locator("#canvas").evaluate("() => document.querySelector('#scene').getBBox().height") > closed
+    # a node inside answers a click with its own details
+    body.locator(".item.node", has_text="gelu_erf").click()
+    expect(page.locator("#details h3")).to_contain_text("Erf")
+    expect(scene.locator(".item.selected")).to_contain_text("gelu_erf")
+
+    # the If opens with both branches, each under its attribute's name, reading the outer value
+    page.click("#zoom-fit")  # the view is on the open call: the If is below it
+    choose.locator(".toggle").click()
+    titles = choose.locator(".body-title")
+    expect(titles).to_have_count(2)
+    assert sorted(titles.evaluate_all("(all) => all.map((t) => t.textContent)")) == ["else_branch: else", "then_branch: then"]
+    expect(choose.locator(".item.capture").first).to_contain_text("g")
+    expect(choose).to_contain_text("then_neg")
+    expect(choose).to_contain_text("else_abs")
+
+    # closed again: one box each
+    page.click("#details .close")
+    page.click("#zoom-fit")
+    call.locator(":scope > .toggle").click()
+    expect(call.locator(".body")).to_have_count(0)
+    expect(scene).not_to_contain_text("gelu_erf")
+    expect(choose.locator(".body")).to_have_count(2)  # what was not closed stays open
+    page.click("#zoom-fit")
+    choose.locator(":scope > .toggle").click()
+    expect(scene.locator(".body")).to_have_count(0)
+    expect(scene.locator(".item.node")).to_have_count(2)
 
 
 def op_types(page: Page) -> list[str]:

@@ -14,6 +14,7 @@ to .cache/artifacts/explorer/, layout timings to layout-timings.json there.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -162,10 +163,13 @@ def show_graph(page: Page) -> None:
     expect(page.locator("#scene .item.node").first).to_be_visible(timeout=LAYOUT_BUDGET_S * 1000)
 
 
-def record_timing(label: str, **figures: float | int) -> None:
+def record_timing(label: str, **figures: float | int | str) -> None:
+    """Adds `figures` under `label` to layout-timings.json in the artefacts (written whole, then renamed)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / "layout-timings.json"
     known = json.loads(path.read_text()) if path.exists() else {}
     known[label] = figures
-    path.write_text(json.dumps(known, indent=1) + "\n")
+    part = path.with_name(f"{path.name}.{os.getpid()}.part")
+    part.write_text(json.dumps(known, indent=1) + "\n")
+    os.replace(part, path)
     print(f"{label}: {figures}")

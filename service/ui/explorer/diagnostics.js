@@ -120,7 +120,7 @@ export async function locateDiagnostics() {
     if (!check.byNode.has(key)) check.byNode.set(key, []);
     check.byNode.get(key).push(d);
   });
-  for (const group of document.querySelectorAll("#scene .item.node")) markNode(group, state.graphPath, Number(group.dataset.position));
+  for (const group of document.querySelectorAll("#scene .item.node")) markNode(group, group.dataset.path || state.graphPath, Number(group.dataset.position));
 }
 
 export function diagnosticsOf(path, position) {

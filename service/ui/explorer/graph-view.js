@@ -3,7 +3,10 @@
 // zoom, paging, and going to a node (drawing its page, selecting it, its
 // details in node-details.js). Weights folded into their consumer
 // (folded-weights.js; unless "weights as nodes" is ticked) are rows of its
-// box, each opening its tensor's preview (tensors.js).
+// box, each opening its tensor's preview (tensors.js). A node holding
+// subgraphs or calling a function of the model has a toggle (+ / −) that
+// draws it open, its bodies inside its box (graph-layout.js), or closed
+// again; the nodes inside answer clicks as any other.
 
 import { $, el, fill, svg, number, status, visible } from "./dom.js";
 import { currentToken, fail } from "./api.js";
@@ -30,7 +33,7 @@ async function loadGraph() {
   status("loading the graph…");
   let loaded;
   try {
-    loaded = await ask("load", { url: state.model.links.graph, token: currentToken() });
+    loaded = await ask("load", { url: state.model.links.graph, token: currentToken(), model: state.model.id });
   } catch (error) {
     if (generation !== state.generation) return; // another model is open by now
     throw error;
@@ -39,14 +42,15 @@ async function loadGraph() {
   state.graph = Object.assign(loaded, { id: state.model.id });
   const select = $("#graph-select");
   fill(select, ...loaded.graphs.map((g) =>
-    el("option", { value: g.path }, `${g.parent ? "↳ " : ""}${visible(g.title)} — ${number(g.nodes)} nodes${g.pages > 1 ? `, ${g.pages} pages` : ""}`)));
+    el("option", { value: g.path }, `${g.parent ? "↳ " : g.function ? "ƒ " : ""}${visible(g.title)} — ${number(g.nodes)} nodes${g.pages > 1 ? `, ${g.pages} pages` : ""}`)));
   await locateDiagnostics();
   await drawGraph(loaded.root, 0);
 }
 
-export async function drawGraph(path, page, focus = null) {
+// keep: the view stays where it is (a node opened or closed), else the drawing is fitted
+export async function drawGraph(path, page, focus = null, keep = false) {
   const generation = state.generation;
-  const layout = await ask("view", { path, page, folded: !state.weightsAsNodes });
+  const layout = await ask("view", { path, page, folded: !state.weightsAsNodes, expanded: [...state.expanded] });
   if (generation !== state.generation) return;
   if (path !== state.graphPath) $("#details").hidden = true;
   state.graphPath = path;
@@ -55,28 +59,30 @@ export async function drawGraph(path, page, focus = null) {
   $("#graph-select").value = path;
   $("#pager").hidden = layout.pages < 2;
   $("#page-label").textContent = `page ${layout.page + 1} of ${layout.pages}: nodes ${number(layout.first)}–${number(layout.last - 1)} of ${number(layout.nodeCount)}`;
-  await render(layout);
+  await render(layout, keep);
   if (state.layout !== layout) return;
   const note = layout.pages > 1 ? `; this graph has ${number(layout.nodeCount)} nodes: it is drawn ${number(layout.pageSize)} at a time, in topological order (▲▼ stubs name the values that cross pages)` : "";
   const folded = layout.weightsFolded ? ` (${number(layout.weightsFolded)} weights drawn in the nodes that read them)` : "";
-  status(`${number(layout.nodesDrawn)} nodes laid out in ${(layout.ms / 1000).toFixed(2)} s${folded}${note}`, "ok");
+  const how = layout.stored ? "drawn (its layout kept from an earlier opening)" : `laid out in ${(layout.ms / 1000).toFixed(2)} s`;
+  status(`${number(layout.nodesDrawn)} nodes ${how}${folded}${note}`, "ok");
   if (focus !== null) selectNode(path, focus, true).catch(fail);
 }
 
 const RENDER_CHUNK = 400; // items (and as many edges) put into the drawing per task: the page never stalls on a large one
 
-async function render(layout) {
+async function render(layout, keep) {
   const generation = state.generation;
   const scene = $("#scene");
   const canvas = $("#canvas");
   canvas.dataset.layoutMs = String(layout.ms);
+  canvas.dataset.stored = String(layout.stored);
   canvas.dataset.nodes = String(layout.nodesDrawn);
   canvas.dataset.folded = String(layout.folded);
   delete canvas.dataset.drawn;
   const edges = svg("g", { class: "edges" });
   const nodes = svg("g", { class: "nodes" });
   fill(scene, edges, nodes);
-  placeView(layout);
+  if (!keep) placeView(layout);
   const steps = Math.max(layout.edges.length, layout.items.length);
   for (let start = 0; start < steps; start += RENDER_CHUNK) {
     if (start > 0) await new Promise((resolve) => setTimeout(resolve, 0));
@@ -98,9 +104,11 @@ function edgePath(edge) {
 }
 
 function itemGroup(item, path) {
-  const group = svg("g", { class: `item ${item.kind}${item.subgraph ? " has-subgraph" : ""}`, transform: `translate(${item.x},${item.y})` });
-  if (item.kind === "node") group.dataset.position = String(item.position);
-  else group.dataset.value = item.value;
+  const group = svg("g", { class: `item ${item.kind}${item.subgraph ? " has-subgraph" : ""}${item.open ? " open" : ""}`, transform: `translate(${item.x},${item.y})` });
+  if (item.kind === "node") {
+    group.dataset.position = String(item.position);
+    group.dataset.path = path;
+  } else group.dataset.value = item.value;
   if (item.page !== undefined && item.page !== null) group.dataset.page = String(item.page);
   group.append(svg("rect", { width: item.width, height: item.height, rx: item.kind === "node" ? 3 : 10 }));
   item.lines.forEach((line, i) => {
@@ -109,8 +117,72 @@ function itemGroup(item, path) {
     group.append(text);
   });
   if (item.weights && item.weights.length) group.append(...item.weights.map((row) => weightRow(row, item)));
+  if (item.subgraph) group.append(toggle(item, path));
+  if (item.inner) group.append(...item.inner.map(bodyGroup));
   if (item.kind === "node") markNode(group, path, item.position);
   return group;
+}
+
+// the + / − of a node that can be drawn open: its subgraphs, or the function it calls
+function toggle(item, path) {
+  const group = svg("g", { class: "toggle", transform: `translate(${item.width - 15},3)` });
+  group.dataset.key = `${path}#${item.position}`;
+  group.append(svg("rect", { width: 12, height: 12, rx: 2 }));
+  const text = svg("text", { x: 6, y: 10, class: "toggle-text" });
+  text.textContent = item.open ? "−" : "+";
+  const title = svg("title");
+  title.textContent = item.open ? "close: draw this node as one box" : "open: draw its subgraphs, or the function it calls, inside it";
+  group.append(text, title);
+  return group;
+}
+
+// one body drawn inside an open node: its title, a frame, its own drawing
+function bodyGroup(body) {
+  const group = svg("g", { class: "body", transform: `translate(${body.x},${body.y})` });
+  const title = svg("text", { x: 0, y: -5, class: "body-title" });
+  title.textContent = body.title;
+  group.append(title);
+  if (!body.layout) return group;
+  group.append(svg("rect", { class: "body-frame", x: -4, y: -2, width: body.layout.width + 8, height: body.layout.height + 4, rx: 4 }));
+  const edges = svg("g", { class: "edges" });
+  edges.append(...body.layout.edges.filter((e) => e.points.length).map(edgePath));
+  const nodes = svg("g", { class: "nodes" });
+  nodes.append(...body.layout.items.map((item) => itemGroup(item, body.layout.path)));
+  group.append(edges, nodes);
+  return group;
+}
+
+// the drawn item of node `position` of graph `path`, in the layout or in a body drawn inside it
+function findItem(layout, path, position) {
+  for (const item of layout.items) {
+    if (item.kind === "node" && item.position === position && layout.path === path) return item;
+    for (const body of item.inner || []) {
+      const found = body.layout && findItem(body.layout, path, position);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+// the drawing's coordinates of a drawn item (inside open nodes: offset by each box it is in)
+function placeOf(layout, target, dx = 0, dy = 0) {
+  for (const item of layout.items) {
+    if (item === target) return { x: dx + item.x, y: dy + item.y, width: item.width, height: item.height };
+    for (const body of item.inner || []) {
+      const found = body.layout && placeOf(body.layout, target, dx + item.x + body.x, dy + item.y + body.y);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+async function toggleNode(key) {
+  if (state.expanded.has(key)) state.expanded.delete(key);
+  else state.expanded.add(key);
+  const [path, position] = [key.slice(0, key.lastIndexOf("#")), Number(key.slice(key.lastIndexOf("#") + 1))];
+  await drawGraph(state.graphPath, state.graphPage, null, true);
+  const item = state.layout && findItem(state.layout, path, position);
+  if (item) centerOn(item);
 }
 
 const ROW_TOP = (item) => (item.lines.length > 1 ? 34 : 22);
@@ -131,11 +203,11 @@ function weightRow(row, item) {
 }
 
 function openWeight(group, row) {
-  const item = state.layout.items.find((i) => i.kind === "node" && i.position === Number(group.dataset.position));
+  const item = findItem(state.layout, group.dataset.path, Number(group.dataset.position));
   const weight = item && item.weights[Number(row.dataset.weight)];
   if (!weight) return;
   if (weight.ref) openTensorRef(weight.ref).catch(fail);
-  else selectNode(state.graphPath, weight.more ? item.position : weight.constant, false).catch(fail);
+  else selectNode(group.dataset.path, weight.more ? item.position : weight.constant, false).catch(fail);
 }
 
 function placeView(layout) {
@@ -181,7 +253,8 @@ export function zoom(factor, cx, cy) {
   applyTransform();
 }
 
-function centerOn(item) {
+function centerOn(target) {
+  const item = placeOf(state.layout, target) || target;
   // in the part of the canvas the details panel leaves visible
   const box = $("#canvas").getBoundingClientRect();
   const details = $("#details");
@@ -220,8 +293,10 @@ export function installPanZoom() {
     const group = event.target.closest(".item");
     if (!group) return;
     const row = event.target.closest(".weight");
-    if (row) openWeight(group, row);
-    else if (group.dataset.position !== undefined) selectNode(state.graphPath, Number(group.dataset.position), false).catch(fail);
+    const opener = event.target.closest(".toggle");
+    if (opener) toggleNode(opener.dataset.key).catch(fail);
+    else if (row) openWeight(group, row);
+    else if (group.dataset.position !== undefined) selectNode(group.dataset.path, Number(group.dataset.position), false).catch(fail);
     else if (group.dataset.page !== undefined) {
       const node = state.layout.items.find((i) => i.value === group.dataset.value && i.kind === "stub");
       drawGraph(state.graphPath, Number(group.dataset.page)).then(() => node && showValueOnPage(node.value)).catch(fail);
@@ -242,13 +317,13 @@ export async function goToNode(path, position, page) {
 async function selectNode(path, position, center) {
   const details = await ask("node", { path, position });
   for (const old of document.querySelectorAll("#scene .item.selected")) old.classList.remove("selected");
-  const group = document.querySelector(`#scene .item[data-position="${position}"]`);
+  const group = document.querySelector(`#scene .item[data-path="${CSS.escape(path)}"][data-position="${position}"]`);
   if (group) group.classList.add("selected");
   state.selected = details;
   renderDetails(details);
   if (center && state.layout) {
     // a folded Constant: its consumer's box, which lists it
-    const item = state.layout.items.find((i) => i.kind === "node" && i.position === position) ||
+    const item = findItem(state.layout, path, position) ||
       state.layout.items.find((i) => i.kind === "node" && i.weights.some((w) => w.constant === position));
     if (item) centerOn(item);
   }

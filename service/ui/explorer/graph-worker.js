@@ -5,49 +5,37 @@
 //
 // Messages in: {id, op, ...}; out: {id, ok, result | error}, and
 // {progress: text} while loading. Operations:
-//   load   {url, token}   fetch and index every graph (the main graph and the
-//                         subgraphs of If, Loop, Scan..., found in GRAPH and
-//                         GRAPHS attributes)
-//   view   {path, page, folded}  the layout of one graph, or of one page of
-//                         it: a graph of more than PAGE_SIZE nodes is drawn
-//                         PAGE_SIZE consecutive nodes (resolved, i.e.
-//                         topological, order) at a time; values crossing
-//                         pages are drawn as stubs naming the other page;
-//                         folded: the weights folded-weights.js picks are
-//                         rows inside their consumer's box (item.weights),
-//                         their Constant nodes not drawn
+//   load   {url, token, model}  fetch and index every graph (the main graph,
+//                         the subgraphs of If, Loop, Scan..., found in GRAPH
+//                         and GRAPHS attributes, and the bodies of the model's
+//                         functions, function-graphs.js); model: its id
+//   view   {path, page, folded, expanded}  the layout of one graph, or of one
+//                         page of it (graph-layout.js); expanded: the keys of
+//                         the nodes drawn open. Kept in the browser's storage
+//                         (layout-store.js): a view asked again, in this
+//                         session or a later one, is not laid out again
+//                         (result.stored: true)
 //   node   {path, position}  a node's attributes, inputs, outputs, consumers
 //   search {query}        nodes and values whose name contains the query
 //   locate {fieldPaths}   for each field path (of a diagnostic), the node it
 //                         names, {path, position, page, op_type, name}, or null
 //
-// Layout: dagre, as Netron ships it (vendor/dagre.js, an ES module: Netron's
-// port of dagre, iterative where the original recursed along paths, so that
-// long ONNX chains never overflow a worker's stack). Its network-simplex
-// ranking up to LONGEST_PATH_ABOVE nodes; past them, longest-path ranking,
-// linear in the graph's size (Netron's own choice, at 3,000 nodes).
-//
 // A module worker (graph-worker-client.js starts it with type "module"), so
 // that it imports what the page imports too (problem.js, type-text.js,
 // visible.js).
 
-import { layout as dagreLayout } from "../vendor/dagre.js";
 import { responseProblem } from "./problem.js";
 import { typeText } from "./type-text.js";
-import { visible } from "./visible.js";
-import { foldedWeights } from "./folded-weights.js";
+import { LAYOUT_VERSION, PAGE_SIZE, layoutPage, pageCount, subgraphsOf } from "./graph-layout.js";
+import { calleeFinder, functionGraph } from "./function-graphs.js";
+import { storeLayout, storedLayout } from "./layout-store.js";
 
-const PAGE_SIZE = 5000;
 const MAX_RESULTS = 100;
-const MAX_ROWS = 10; // weight rows drawn in one node; past them, one row says how many more
-const ROW_HEIGHT = 14;
-const ROW_CHARS = 40; // a row's text is cut to this many characters (its title has all of it)
-const LONGEST_PATH_ABOVE = 3000;
-const SPACING = { nodesep: 24, ranksep: 28, edgesep: 12 };
-
 let graphs = new Map(); // path -> {graph, parent, via, values: Map(name -> value), title, folded (once asked)}
-let layouts = new Map(); // `${path}|${page}|${folded}` -> layout
+let layouts = new Map(); // view key -> layout, this session's
 let byIndex = new Map(); // path -> Map(file index -> position)
+let context = { graphs, calleeOf: () => null }; // what graph-layout.js reads
+let modelId = "";
 
 function progress(text) {
   postMessage({ progress: text });
@@ -57,7 +45,7 @@ function progress(text) {
 
 let loads = 0; // the latest load wins: an older one still arriving is dropped
 
-async function load({ url, token }) {
+async function load({ url, token, model }) {
   const ticket = ++loads;
   const response = await fetch(url, { headers: token ? { Authorization: "Bearer " + token } : {} });
   if (!response.ok) throw await responseProblem(response);
@@ -76,39 +64,36 @@ async function load({ url, token }) {
   const doc = JSON.parse(text);
   const found = new Map();
   index(found, doc.graph, null, "");
+  const functions = Array.isArray(doc.functions) ? doc.functions : [];
+  functions.forEach((f, i) => index(found, functionGraph(f, i), null, "", true));
   if (ticket !== loads) throw Object.assign(new Error("superseded by another model's graph"), { superseded: true });
   graphs = found;
   layouts = new Map();
+  modelId = String(model || "");
+  context = { graphs, calleeOf: calleeFinder(functions) };
   byIndex = new Map([...graphs].map(([path, g]) => [path, new Map(g.graph.nodes.map((n) => [n.index, n.position]))]));
   const list = [...graphs.values()].map((g) => ({
     path: g.graph.path,
     name: g.graph.name,
     title: g.title,
     parent: g.parent,
+    function: g.isFunction,
     nodes: g.graph.nodes.length,
     pages: pageCount(g.graph),
   }));
-  return { format: doc.format, root: doc.graph.path, graphs: list, functions: (doc.functions || []).length, bytes: received };
+  return { format: doc.format, root: doc.graph.path, graphs: list, functions: functions.length, bytes: received };
 }
 
-function index(found, graph, parent, via) {
+function index(found, graph, parent, via, isFunction = false) {
   const values = new Map();
   for (const value of graph.values) values.set(value.name, value);
-  found.set(graph.path, { graph, parent, via, values, title: via ? `${via} (${graph.name || "subgraph"})` : graph.name || "main graph" });
+  const title = isFunction ? `${graph.name} (function)` : via ? `${via} (${graph.name || "subgraph"})` : graph.name || "main graph";
+  found.set(graph.path, { graph, parent, via, values, title, isFunction });
   for (const node of graph.nodes) {
     for (const attribute of node.attributes) {
       for (const sub of subgraphsOf(attribute)) index(found, sub, graph.path, `${node.name || node.op_type + "#" + node.position}.${attribute.name}`);
     }
   }
-}
-
-function subgraphsOf(attribute) {
-  const items = attribute.type === "GRAPH" ? [attribute.value] : attribute.type === "GRAPHS" ? attribute.value || [] : [];
-  return items.filter((g) => g && typeof g.path === "string" && Array.isArray(g.nodes)); // function bodies are not resolved
-}
-
-function pageCount(graph) {
-  return Math.max(1, Math.ceil(graph.nodes.length / PAGE_SIZE));
 }
 
 function entry(path) {
@@ -119,185 +104,27 @@ function entry(path) {
 
 // -- layout
 
-function nodeBox(lines, rows = []) {
-  const chars = Math.max(...lines.map((s) => s.length));
-  const rowChars = rows.length ? Math.max(...rows.map((r) => r.text.length)) : 0;
-  const width = Math.max(Math.min(240, Math.max(56, 14 + 7 * chars)), Math.min(280, 16 + 6.2 * rowChars));
-  return { width: Math.round(width), height: (lines.length > 1 ? 34 : 22) + (rows.length ? rows.length * ROW_HEIGHT + 4 : 0) };
-}
-
-// the rows a node's box lists: name and type of each weight folded into it
-function weightRows(rows) {
-  const shown = rows.length > MAX_ROWS ? rows.slice(0, MAX_ROWS - 1) : rows;
-  const drawn = shown.map((row, i) => {
-    const name = visible(row.name) || "(unnamed)";
-    const type = visible(row.type);
-    const room = Math.max(12, ROW_CHARS - type.length - 1);
-    return { index: i, text: `${short(name, room)} ${type}`, name, type, ref: row.ref, constant: row.constant };
-  });
-  if (shown.length < rows.length) drawn.push({ index: shown.length, text: `+ ${rows.length - shown.length} more weights`, more: true });
-  return drawn;
-}
-
-function foldsOf(found) {
-  if (!found.folded) found.folded = foldedWeights(found.graph);
-  return found.folded;
-}
-
-function short(text, limit = 30) {
-  return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
-}
-
-// dagre's layout of boxes {id, width, height} and edges {source, target}:
-// each box's top-left corner, each edge's points, the drawing's size
-function laidOut(children, edges) {
-  const nodes = children.map((c) => ({ v: c.id, width: c.width, height: c.height }));
-  const links = edges.map((e) => ({ v: e.source, w: e.target }));
-  const options = Object.assign({ rankdir: "TB" }, SPACING, nodes.length > LONGEST_PATH_ABOVE ? { ranker: "longest-path" } : {});
-  const state = {};
-  dagreLayout(nodes, links, options, state);
-  const boxes = new Map(nodes.map((n) => [n.v, { x: n.x - n.width / 2, y: n.y - n.height / 2 }]));
-  const points = links.map((l) => (l.points || []).map((p) => ({ x: p.x, y: p.y })));
-  return { boxes, points, width: state.width || 0, height: state.height || 0 };
-}
-
-async function view({ path, page, folded = false }) {
+async function view({ path, page, folded = false, expanded = [] }) {
   const found = entry(path);
-  const { graph, values } = found;
-  const pages = pageCount(graph);
+  const pages = pageCount(found.graph);
   page = Math.min(Math.max(0, page | 0), pages - 1);
-  const key = `${path}|${page}|${folded}`;
+  const open = new Set(expanded.map(String));
+  const key = [LAYOUT_VERSION, modelId, path, page, folded, [...open].sort().join(",")].join("|");
   if (layouts.has(key)) return layouts.get(key);
-  const folds = folded ? foldsOf(found) : { rows: new Map(), constants: new Set(), values: new Set() };
-  const first = page * PAGE_SIZE;
-  const last = Math.min(graph.nodes.length, first + PAGE_SIZE);
-  const pageOf = (position) => Math.floor(position / PAGE_SIZE);
-  const onPage = (position) => position >= first && position < last;
-
-  const items = []; // what is drawn, in model order: inputs and stubs from above, nodes, outputs and stubs below
-  const edges = [];
-  const itemId = new Map(); // key -> layout id
-  const add = (key, item) => {
-    if (!itemId.has(key)) {
-      itemId.set(key, "v" + items.length);
-      items.push(Object.assign(item, { id: "v" + items.length }));
-    }
-    return itemId.get(key);
-  };
-  const before = [];
-  const after = [];
-  const captured = new Set(graph.captures || []);
-
-  for (const value of graph.values) {
-    if (folds.values.has(value.name)) continue; // a row in its consumer's box
-    const consumers = value.consumers.filter(onPage);
-    let source = null;
-    if (value.producer !== null && value.producer !== undefined) {
-      if (!onPage(value.producer)) {
-        if (consumers.length === 0) continue;
-        const other = pageOf(value.producer);
-        source = { key: "from:" + value.name, item: { kind: "stub", lines: [`▲ ${short(value.name)}`, `from page ${other + 1}`], value: value.name, page: other } };
-      } else {
-        source = { key: "n" + value.producer };
-        const elsewhere = [...new Set(value.consumers.filter((c) => !onPage(c)).map(pageOf))];
-        if (elsewhere.length) {
-          const target = add("to:" + value.name, { kind: "stub", lines: [`▼ ${short(value.name)}`, `to page ${elsewhere.map((p) => p + 1).join(", ")}`], value: value.name, page: elsewhere[0] });
-          after.push(target);
-          edges.push({ source: source.key, target, value: value.name, implicit: false });
-        }
-      }
-    } else if (value.kind === "input") {
-      if (consumers.length === 0 && !graph.outputs.includes(value.name)) continue;
-      source = { key: "in:" + value.name, item: { kind: "input", lines: [short(value.name), typeText(value.type, ",")], value: value.name } };
-    } else {
-      continue; // initializers: listed with their consumers, not drawn
-    }
-    if (source.item) before.push([source.key, source.item]);
-    for (const consumer of consumers) {
-      const explicit = graph.nodes[consumer].inputs.includes(value.name);
-      edges.push({ source: source.key, target: "n" + consumer, value: value.name, implicit: !explicit });
-    }
-    if (graph.outputs.includes(value.name) && (value.producer === null || value.producer === undefined || onPage(value.producer))) {
-      const out = add("out:" + value.name, { kind: "output", lines: [short(value.name), typeText(value.type, ",")], value: value.name });
-      after.push(out);
-      edges.push({ source: source.key, target: out, value: value.name, implicit: false });
-    }
+  const ticket = loads;
+  const kept = modelId ? await storedLayout(key) : null;
+  if (kept && ticket === loads) {
+    kept.stored = true;
+    layouts.set(key, kept);
+    return kept;
   }
-  // captured outer values, used by nodes of this subgraph
-  for (let position = first; position < last; position++) {
-    for (const name of graph.nodes[position].inputs) {
-      if (name && !values.has(name) && captured.has(name)) {
-        before.push(["cap:" + name, { kind: "capture", lines: [short(name), "from the outer graph"], value: name }]);
-        edges.push({ source: "cap:" + name, target: "n" + position, value: name, implicit: false });
-      }
-    }
-  }
-
-  // the boxes laid out, in model order
-  const ordered = [];
-  const children = [];
-  const place = (key, item) => {
-    const id = add(key, item);
-    ordered.push(id);
-  };
-  for (const [key, item] of before) place(key, item);
-  let nodesDrawn = 0;
-  let weightsFolded = 0;
-  for (let position = first; position < last; position++) {
-    if (folds.constants.has(position)) continue; // drawn as a row of its consumer
-    const node = graph.nodes[position];
-    const lines = node.name ? [node.op_type, short(node.name)] : [node.op_type];
-    const hasGraph = node.attributes.some((a) => subgraphsOf(a).length > 0);
-    const rows = folds.rows.get(position) || [];
-    weightsFolded += rows.length;
-    nodesDrawn++;
-    place("n" + position, { kind: "node", lines, position, op: node.op_type, subgraph: hasGraph, weights: weightRows(rows) });
-  }
-  for (const id of after) ordered.push(id);
-  const seen = new Set();
-  for (const id of ordered) {
-    if (seen.has(id)) continue;
-    seen.add(id);
-    const item = items[Number(id.slice(1))];
-    item.lines = item.lines.map(visible); // sized as shown: hidden characters escaped
-    Object.assign(item, nodeBox(item.lines, item.weights));
-    children.push({ id, width: item.width, height: item.height });
-  }
-  const pairs = new Map();
-  for (const edge of edges) {
-    const source = itemId.get(edge.source);
-    const target = itemId.get(edge.target) || edge.target;
-    if (!source || !seen.has(target) || source === target) continue;
-    const pair = source + ">" + target;
-    const known = pairs.get(pair);
-    if (known) {
-      if (!known.values.includes(edge.value)) known.values.push(edge.value);
-      known.implicit = known.implicit && edge.implicit;
-    } else {
-      pairs.set(pair, { source, target, values: [edge.value], implicit: edge.implicit });
-    }
-  }
-  const pairList = [...pairs.values()];
-
-  progress(`laying out ${nodesDrawn} nodes${pages > 1 ? ` (page ${page + 1} of ${pages})` : ""}…`);
-  const started = performance.now();
-  const laid = laidOut(children, pairList);
-  const ms = Math.round(performance.now() - started);
-
-  const drawn = children.map((c) => {
-    const item = items[Number(c.id.slice(1))];
-    const box = laid.boxes.get(c.id);
-    return {
-      id: c.id, kind: item.kind, lines: item.lines, position: item.position, op: item.op, value: item.value, page: item.page,
-      subgraph: item.subgraph || false, weights: item.weights || [], x: box.x, y: box.y, width: c.width, height: c.height,
-    };
-  });
-  const drawnEdges = pairList.map((e, i) => ({ source: e.source, target: e.target, values: e.values, implicit: e.implicit, points: laid.points[i] }));
-  const result = {
-    path, page, pages, pageSize: PAGE_SIZE, first, last, nodeCount: graph.nodes.length, folded, nodesDrawn, weightsFolded,
-    width: laid.width, height: laid.height, items: drawn, edges: drawnEdges, ms,
-  };
+  const count = found.graph.nodes.length;
+  progress(`laying out ${Math.min(count, PAGE_SIZE)} nodes${pages > 1 ? ` (page ${page + 1} of ${pages})` : ""}…`);
+  const result = layoutPage(context, found, page, folded, open);
+  result.stored = false;
+  if (ticket !== loads) return result; // another model's document arrived meanwhile: not kept under this one
   layouts.set(key, result);
+  if (modelId) storeLayout(key, result); // not awaited: the drawing does not wait for the disk
   return result;
 }
 

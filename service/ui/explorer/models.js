@@ -183,6 +183,7 @@ function openSummary(summary, tab = "summary") {
   state.generation++;
   state.graph = null;
   state.layout = null;
+  state.expanded = new Set();
   state.selected = null;
   $("#scene").replaceChildren();
   $("#details").hidden = true;

@@ -48,6 +48,12 @@ function attributeRow(a) {
   return el("tr", {}, el("th", {}, visible(a.name)), el("td", { class: "hint" }, a.type), el("td", {}, value));
 }
 
+// the operator set a node's op is read from; a node of a function's body is as the function imports it
+function opsetText(d) {
+  if (d.opset_version === null || d.opset_version === undefined) return d.domain ? `${visible(d.domain)}, in a function's body` : "in a function's body";
+  return d.domain ? `${visible(d.domain)} v${d.opset_version}` : `opset ${d.opset_version}`;
+}
+
 export function renderDetails(d) {
   const consumers = [];
   for (const out of d.outputs) {
@@ -59,7 +65,7 @@ export function renderDetails(d) {
   panel.hidden = false;
   fill(panel, 
     el("button", { type: "button", class: "quiet close", title: "close", onclick: () => (panel.hidden = true) }, "×"),
-    el("h3", {}, visible(d.op_type), " ", el("span", { class: "hint" }, d.domain ? `${visible(d.domain)} v${d.opset_version}` : `opset ${d.opset_version}`)),
+    el("h3", {}, visible(d.op_type), " ", el("span", { class: "hint" }, opsetText(d))),
     el("p", {}, el("strong", {}, visible(d.name) || "(unnamed)"), el("span", { class: "hint" }, ` node ${d.position} (file index ${d.index})`)),
     diagnosticsPart(diagnosticsOf(d.path, d.position)),
     el("h4", {}, "Attributes"),

@@ -14,6 +14,7 @@ export const state = {
   graphPath: null,
   graphPage: 0,
   layout: null,
+  expanded: new Set(), // the keys (`${graph path}#${position}`) of the nodes drawn open, their bodies inside them
   weightsAsNodes: false, // the graph toolbar's "weights as nodes": false draws single-consumer weights inside their consumer
   selected: null,
   transform: { x: 0, y: 0, k: 1 },
