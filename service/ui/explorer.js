@@ -6,8 +6,11 @@
 // (the external data files a picked model names), checks.js (the check stages:
 // chosen at import, the verdict and each stage's status), summary.js,
 // diagnostics.js (the findings of every stage),
-// graph-view.js with graph-worker-client.js and the worker graph-worker.js
-// (which draws weights on their consumers with folded-weights.js),
+// graph-view.js (drawing only what is near the view, culling.js) with
+// graph-worker-client.js and the worker graph-worker.js, which lays graphs out
+// with graph-layout.js (weights on their consumers, folded-weights.js; nodes
+// drawn open), reads function bodies as graphs (function-graphs.js) and keeps
+// layouts in the browser's storage (layout-store.js),
 // minimap.js (the overview of a large drawing, moving the view),
 // svg-export.js (the drawing saved as a standalone .svg file),
 // node-details.js, search.js, tensors.js with tensor-values.js, and

@@ -15,6 +15,7 @@ import { ask } from "./graph-worker-client.js";
 import { locateDiagnostics, markNode } from "./diagnostics.js";
 import { renderDetails } from "./node-details.js";
 import { openTensorRef } from "./tensors.js";
+import { Culling, edgeBox, itemBox } from "./culling.js";
 
 // Resolves once the open model's graph is loaded and its first view drawn.
 export function openGraph() {
@@ -68,7 +69,21 @@ export async function drawGraph(path, page, focus = null, keep = false) {
   if (focus !== null) selectNode(path, focus, true).catch(fail);
 }
 
-const RENDER_CHUNK = 400; // items (and as many edges) put into the drawing per task: the page never stalls on a large one
+const RENDER_CHUNK = 400; // items (and as many edges) handed to the drawing per task: the page never stalls on a large one
+let selectedGroup = null; // the selected node's box
+let culling = null; // the drawing's parts, only those near the view in the page (culling.js)
+
+// the part of the drawing the canvas shows, in the drawing's units
+function viewInDrawing() {
+  const box = $("#canvas").getBoundingClientRect();
+  const { x, y, k } = state.transform;
+  return { x0: -x / k, y0: -y / k, x1: (box.width - x) / k, y1: (box.height - y) / k };
+}
+
+// after a move: what came near the view is displayed (a pass over the boxes, about a millisecond for 10,000)
+function cull() {
+  if (culling) culling.setView(viewInDrawing());
+}
 
 async function render(layout, keep) {
   const generation = state.generation;
@@ -78,20 +93,36 @@ async function render(layout, keep) {
   canvas.dataset.stored = String(layout.stored);
   canvas.dataset.nodes = String(layout.nodesDrawn);
   canvas.dataset.folded = String(layout.folded);
+  canvas.dataset.width = String(Math.round(layout.width));
+  canvas.dataset.height = String(Math.round(layout.height));
   delete canvas.dataset.drawn;
   const edges = svg("g", { class: "edges" });
   const nodes = svg("g", { class: "nodes" });
   fill(scene, edges, nodes);
+  culling = null;
   if (!keep) placeView(layout);
+  const drawing = new Culling(viewInDrawing());
+  culling = drawing;
   const steps = Math.max(layout.edges.length, layout.items.length);
   for (let start = 0; start < steps; start += RENDER_CHUNK) {
     if (start > 0) await new Promise((resolve) => setTimeout(resolve, 0));
     if (generation !== state.generation || state.layout !== layout) return;
-    edges.append(...layout.edges.slice(start, start + RENDER_CHUNK).filter((e) => e.points.length).map(edgePath));
-    nodes.append(...layout.items.slice(start, start + RENDER_CHUNK).map((item) => itemGroup(item, layout.path)));
+    for (const edge of layout.edges.slice(start, start + RENDER_CHUNK)) {
+      if (edge.points.length) drawing.add(() => edgePath(edge), edgeBox(edge), edges);
+    }
+    for (const item of layout.items.slice(start, start + RENDER_CHUNK)) drawing.add(() => itemGroup(item, layout.path), itemBox(item), nodes);
   }
   canvas.dataset.drawn = "true";
   document.dispatchEvent(new CustomEvent("graph-drawn", { detail: layout })); // the minimap (minimap.js) redraws
+}
+
+// the whole drawing, each box and edge (those out of the page too) made anew: what the SVG export saves
+export function wholeDrawing(layout) {
+  const edges = svg("g", { class: "edges" });
+  edges.append(...layout.edges.filter((e) => e.points.length).map(edgePath));
+  const nodes = svg("g", { class: "nodes" });
+  nodes.append(...layout.items.map((item) => itemGroup(item, layout.path)));
+  return [edges, nodes];
 }
 
 function edgePath(edge) {
@@ -108,6 +139,7 @@ function itemGroup(item, path) {
   if (item.kind === "node") {
     group.dataset.position = String(item.position);
     group.dataset.path = path;
+    if (state.selected && state.selected.path === path && state.selected.position === item.position) group.classList.add("selected");
   } else group.dataset.value = item.value;
   if (item.page !== undefined && item.page !== null) group.dataset.page = String(item.page);
   group.append(svg("rect", { width: item.width, height: item.height, rx: item.kind === "node" ? 3 : 10 }));
@@ -225,6 +257,7 @@ function applyTransform() {
   const { x, y, k } = state.transform;
   $("#scene").setAttribute("transform", `translate(${x},${y}) scale(${k})`);
   $("#canvas").classList.toggle("far", k < 0.35);
+  cull();
   document.dispatchEvent(new CustomEvent("graph-moved", { detail: state.transform })); // the minimap's view box follows
 }
 
@@ -317,9 +350,8 @@ export async function goToNode(path, position, page) {
 async function selectNode(path, position, center) {
   const details = await ask("node", { path, position });
   for (const old of document.querySelectorAll("#scene .item.selected")) old.classList.remove("selected");
-  const group = document.querySelector(`#scene .item[data-path="${CSS.escape(path)}"][data-position="${position}"]`);
-  if (group) group.classList.add("selected");
-  state.selected = details;
+  if (selectedGroup) selectedGroup.classList.remove("selected"); // out of the page, far from the view, maybe
+  state.selected = details; // a node's box made from now on is marked if it is this one
   renderDetails(details);
   if (center && state.layout) {
     // a folded Constant: its consumer's box, which lists it
@@ -327,4 +359,6 @@ async function selectNode(path, position, center) {
       state.layout.items.find((i) => i.kind === "node" && i.weights.some((w) => w.constant === position));
     if (item) centerOn(item);
   }
+  selectedGroup = document.querySelector(`#scene .item[data-path="${CSS.escape(path)}"][data-position="${position}"]`);
+  if (selectedGroup) selectedGroup.classList.add("selected");
 }

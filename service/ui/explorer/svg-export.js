@@ -1,5 +1,5 @@
 // SVG export: the drawing shown (a graph, or the page of it drawn) saved as a
-// standalone .svg file: the scene's edges and boxes at scale 1 (not the view's
+// standalone .svg file: the drawing's edges and boxes at scale 1 (not the view's
 // pan and zoom) with the arrow marker, a viewBox of the layout's size plus a
 // margin, and explorer.css's rules for the drawing (those on "#canvas …", the
 // custom properties they use resolved) in a <style>, so the file looks like
@@ -8,6 +8,7 @@
 
 import { $, el, svg, status } from "./dom.js";
 import { state } from "./state.js";
+import { wholeDrawing } from "./graph-view.js";
 
 const MARGIN = 20; // around the layout, in the drawing's units (pixels at scale 1)
 const BACKGROUND = "#fbfcfd"; // the canvas's
@@ -35,7 +36,7 @@ function standalone(layout) {
   const style = svg("style");
   style.textContent = drawingRules();
   const scene = svg("g", { class: "scene" });
-  for (const part of $("#scene").children) scene.append(part.cloneNode(true));
+  scene.append(...wholeDrawing(layout)); // all of it: the page holds only what is near its view (culling.js)
   for (const selected of scene.querySelectorAll(".selected")) selected.classList.remove("selected");
   root.append(title, style, $("#canvas defs").cloneNode(true),
     svg("rect", { x: -MARGIN, y: -MARGIN, width, height, fill: BACKGROUND }), scene);

@@ -1,0 +1,119 @@
+"""How fast the explorer draws real models, in headless Chromium on this
+machine: the bounds a user relies on, asserted.
+
+The five held-in models (support/held_in_models.py): PaddleOCR's direction
+classifier (566 nodes), text detector (672) and recogniser (860) from the
+rapidocr-onnxruntime wheel, and generated graphs of 5,000 and 50,000 nodes
+(the explorer draws a graph 5,000 nodes a page: for the 50,000 its first
+page). Each is imported through the API first; then, in a fresh browser
+context (no layout kept), the time from opening the Graph tab to the drawing
+in the page (the document fetched and parsed, laid out in the worker, drawn)
+must stay within DRAW_BOUNDS_S, and no main-thread task may last over
+MAX_TASK_MS (PerformanceObserver's long tasks) meanwhile. The page is then
+loaded again: the layout kept in the browser's storage is drawn without
+laying it out again, faster than the first time. Figures go to
+layout-timings.json and a screenshot of each model to
+.cache/artifacts/explorer/.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from support.explorer_browser import ARTIFACTS, Watched, open_explorer, record_timing, skip_without_a_browser
+from support.held_in_models import NODES, held_in_models
+from support.service_harness import ServiceProcess, copy_samples
+
+skip_without_a_browser()
+
+from playwright.sync_api import Page, expect  # noqa: E402
+
+DRAW_BOUNDS_S = {  # the issue's bounds; about 0.3 s, 0.4 s, 0.4 s, 2.2 s and 3.3 s here
+    "paddleocr_cls.onnx": 2.0,
+    "paddleocr_det.onnx": 2.0,
+    "paddleocr_rec.onnx": 2.0,
+    "blocks_5000.onnx": 5.0,
+    "blocks_50000.onnx": 10.0,  # its first page
+}
+MAX_TASK_MS = 200.0
+LONG_TASKS = """() => {
+    window.longTasks = [];
+    new PerformanceObserver((list) => { for (const entry of list.getEntries()) window.longTasks.push(entry.duration); })
+        .observe({ type: "longtask" });
+}"""
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = copy_samples(tmp_path_factory.mktemp("layout-data") / "root")
+    for name, path in held_in_models().items():
+        shutil.copyfile(path, root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def model_ids(server: ServiceProcess) -> Iterator[dict[str, str]]:
+    """Each held-in model imported through the API: name -> id."""
+    ids: dict[str, str] = {}
+    with httpx.Client(base_url=server.url, timeout=300) as client:
+        for name in NODES:
+            answer = client.post("/models", json={"path": name})
+            assert answer.status_code in (200, 201), answer.text
+            ids[name] = answer.json()["id"]
+    yield ids
+
+
+def open_graph(page: Page, server: ServiceProcess, model: str) -> tuple[float, int, bool]:
+    """Opens the model's summary, then the Graph tab: seconds to the drawing, its node boxes, whether its layout was kept."""
+    page.goto("about:blank")  # then a new load of the page: a hash change alone opens nothing
+    page.goto(f"{server.url}/#model={model}")
+    expect(page.locator("#tab-summary h2")).to_be_visible()
+    page.evaluate(LONG_TASKS)
+    started = time.monotonic()
+    page.click("#tabs [data-tab=graph]")
+    expect(page.locator("#canvas[data-drawn=true]")).to_have_count(1, timeout=60_000)
+    elapsed = time.monotonic() - started
+    canvas = page.locator("#canvas")
+    return elapsed, int(canvas.get_attribute("data-nodes") or "0"), canvas.get_attribute("data-stored") == "true"
+
+
+@pytest.mark.parametrize("name", list(DRAW_BOUNDS_S))
+def test_a_real_model_is_drawn_within_its_bound_and_reopens_at_once(
+    name: str, server: ServiceProcess, model_ids: dict[str, str], watched: Watched
+) -> None:
+    page = open_explorer(watched, server)
+    first_s, boxes, stored = open_graph(page, server, model_ids[name])
+    longest = max(page.evaluate("() => window.longTasks"), default=0.0)
+    layout_ms = int(page.locator("#canvas").get_attribute("data-layout-ms") or "0")
+    size = [page.locator("#canvas").get_attribute("data-width"), page.locator("#canvas").get_attribute("data-height")]
+    page.click("#zoom-fit")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"layout-{name.removesuffix('.onnx')}.png"))
+    assert not stored, "a fresh browser had a layout kept"
+    assert 0 < boxes <= min(NODES[name], 5000)
+    if NODES[name] > 5000:
+        expect(page.locator("#page-label")).to_contain_text(f"page 1 of {NODES[name] // 5000}")
+
+    again_s, _, stored_again = open_graph(page, server, model_ids[name])  # the page loaded again, same browser
+    longest_again = max(page.evaluate("() => window.longTasks"), default=0.0)
+    expect(page.locator("#status")).to_contain_text("its layout kept from an earlier opening")
+    record_timing(
+        f"{name} ({NODES[name]} nodes)",
+        first_drawing_s=round(first_s, 2),
+        layout_ms=layout_ms,
+        boxes=boxes,
+        drawing=f"{size[0]}x{size[1]}",
+        longest_task_ms=round(longest),
+        reopened_s=round(again_s, 2),
+        longest_task_reopened_ms=round(longest_again),
+    )
+    assert stored_again, "the layout was not kept"
+    assert first_s <= DRAW_BOUNDS_S[name], f"{name} drawn in {first_s:.2f} s, past its bound of {DRAW_BOUNDS_S[name]} s"
+    assert again_s < first_s, f"reopened in {again_s:.2f} s, not faster than {first_s:.2f} s"
+    assert longest <= MAX_TASK_MS, f"a main-thread task of {longest:.0f} ms while {name} was drawn"
+    assert longest_again <= MAX_TASK_MS, f"a main-thread task of {longest_again:.0f} ms while {name} was drawn again"
