@@ -33,13 +33,12 @@ from service.http.request_body import body_chunks
 from service.imports.inputs import DEFAULT_DISPLAY_NAME, StagedFile, Upload
 from service.paths import check_relative_path
 from service.settings import Settings
-from service.writeback import start_writeback
+from service.writeback import Writeback
 
 MAX_PARTS_MARGIN = 8
 MAX_BOUNDARY_BYTES = 200  # RFC 2046 allows 70; the parser refuses more than 256
 MAX_DISPLAY_NAME = 200
 MAX_LOCATION_DEPTH = 64
-WRITEBACK_STEP = 16 << 20
 DRAIN_BYTES = 1 << 20  # read (and drop) up to this much past a limit, so the client sees the 413
 
 
@@ -55,7 +54,7 @@ class _PartWriter:
         self.header_value = b""
         self.headers: dict[bytes, bytes] = {}
         self.fd: int | None = None
-        self.written_back = 0  # bytes of the current part sent to disk early
+        self.writeback: Writeback | None = None  # the current part's file sent to disk as it is written
         self.hasher = HashThread()  # each part's SHA-256, computed beside the parsing and writing
         self.current: StagedFile | None = None
         self.locations: set[str] = set()
@@ -103,12 +102,12 @@ class _PartWriter:
             raise ProblemError(
                 "bad-request", f"unknown part {bounded(repr(name.decode('latin-1')), 100)}: only 'model' and 'external_data'"
             )
-        self.written_back = 0
         self.fd = _create(self.current.path, self.upload.model_path.parent)
+        self.writeback = Writeback(self.fd)
 
     # data callbacks
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
-        assert self.current is not None and self.fd is not None
+        assert self.current is not None and self.fd is not None and self.writeback is not None
         chunk = memoryview(data)[start:end]
         self.current.size += len(chunk)
         if self.current is self.upload.model and self.current.size > self.max_model:
@@ -118,18 +117,17 @@ class _PartWriter:
         self.hasher.update(chunk)
         while chunk:
             chunk = chunk[os.write(self.fd, chunk) :]
-        if self.current.size - self.written_back >= WRITEBACK_STEP:  # to disk now, so the commit's fsync is short
-            start_writeback(self.fd, self.written_back, self.current.size - self.written_back)
-            self.written_back = self.current.size
+        self.writeback.wrote(self.current.size)
 
     def on_part_end(self) -> None:
         if self.current is not None:
-            if self.fd is not None:  # the file's tail to disk too: the commit's fsync finds little left
-                start_writeback(self.fd, self.written_back, self.current.size - self.written_back)
+            if self.writeback is not None:
+                self.writeback.finish(self.current.size)
             self.current.sha256 = self.hasher.hexdigest()
         self.close()
 
     def close(self) -> None:
+        self.writeback = None
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None

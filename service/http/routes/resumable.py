@@ -37,10 +37,9 @@ from service.http.tus import (
     parse_metadata,
     require_tus,
 )
-from service.http.uploads import WRITEBACK_STEP
 from service.state import ServiceDep
 from service.store.partial_uploads import Appending, chunk_writer
-from service.writeback import start_writeback
+from service.writeback import Writeback
 
 router = APIRouter(tags=["uploads"])
 audit = logging.getLogger("service.audit")
@@ -220,20 +219,18 @@ class _Appender:
         self.appending = appending
         self.hasher = None if appending.digest is None else HashThread(appending.digest)
         self.write = chunk_writer(None if self.hasher is None else self.hasher.update)
-        self.written_back = appending.offset
+        self.writeback = Writeback(appending.fd, appending.offset)
         self.expires: float | None = None
 
     def consume(self, chunk: bytes) -> None:
         appending = self.appending
         self.write(appending.fd, chunk)
         appending.offset += len(chunk)
-        if appending.offset - self.written_back >= WRITEBACK_STEP:
-            start_writeback(appending.fd, self.written_back, appending.offset - self.written_back)
-            self.written_back = appending.offset
+        self.writeback.wrote(appending.offset)
 
     def end(self) -> None:
         try:
-            start_writeback(self.appending.fd, self.written_back, self.appending.offset - self.written_back)  # the tail too
+            self.writeback.finish(self.appending.offset)
             if self.hasher is not None:
                 self.hasher.wait()  # the digest has every byte written before it is kept
                 self.hasher.close()
