@@ -3,8 +3,9 @@
 // can draw and answer about like the main graph: each value with its
 // producer and consumers (positions in the body's order, the order a
 // function is written in), the function's inputs as graph inputs, at the
-// path `functions[i]`. And which function a node calls: the function of
-// the model with the node's domain and op type.
+// path `ModelProto.functions[i]`, as field paths name it (so a diagnostic's
+// field path finds a node of a body too). And which function a node calls:
+// the function of the model with the node's domain and op type.
 
 function functionNode(node, position) {
   return {
@@ -45,7 +46,7 @@ export function functionGraph(f, i) {
   }
   return {
     name: functionTitle(f),
-    path: `functions[${i}]`,
+    path: `ModelProto.functions[${i}]`,
     inputs: f.inputs.filter(Boolean),
     outputs: f.outputs.filter(Boolean),
     captures: [],
@@ -59,7 +60,7 @@ export function calleeFinder(functions) {
   const byName = new Map();
   functions.forEach((f, i) => {
     const key = `${f.domain || ""}\u0000${f.name}`;
-    if (!byName.has(key)) byName.set(key, { path: `functions[${i}]`, title: functionTitle(f) });
+    if (!byName.has(key)) byName.set(key, { path: `ModelProto.functions[${i}]`, title: functionTitle(f) });
   });
   return (node) => byName.get(`${node.domain || ""}\u0000${node.op_type}`) || null;
 }

@@ -210,7 +210,7 @@ function search({ query }) {
 
 // A field path names a node when `<graph path>.node[<file index>]` is its
 // prefix; inside a subgraph several prefixes match: the deepest graph wins.
-// Function bodies (ModelProto.functions[...]) are not graphs here: null.
+// A function body is a graph here too (function-graphs.js), at its own field path.
 function locateOne(fieldPath) {
   let found = null;
   for (const match of String(fieldPath || "").matchAll(/\.node\[(\d+)\]/g)) {
