@@ -70,7 +70,7 @@ export async function drawGraph(path, page, focus = null, keep = false) {
 }
 
 const RENDER_CHUNK = 400; // items (and as many edges) handed to the drawing per task: the page never stalls on a large one
-let selectedGroup = null; // the selected node's box
+const selectedGroups = new Set(); // the boxes marked selected, in the page or out of it (far from the view)
 let culling = null; // the drawing's parts, only those near the view in the page (culling.js)
 
 // the part of the drawing the canvas shows, in the drawing's units
@@ -99,6 +99,7 @@ async function render(layout, keep) {
   const edges = svg("g", { class: "edges" });
   const nodes = svg("g", { class: "nodes" });
   fill(scene, edges, nodes);
+  selectedGroups.clear(); // the old drawing's boxes are gone; this one's are marked as they are made
   culling = null;
   if (!keep) placeView(layout);
   const drawing = new Culling(viewInDrawing());
@@ -139,7 +140,10 @@ function itemGroup(item, path) {
   if (item.kind === "node") {
     group.dataset.position = String(item.position);
     group.dataset.path = path;
-    if (state.selected && state.selected.path === path && state.selected.position === item.position) group.classList.add("selected");
+    if (state.selected && state.selected.path === path && state.selected.position === item.position) {
+      group.classList.add("selected");
+      selectedGroups.add(group);
+    }
   } else group.dataset.value = item.value;
   if (item.page !== undefined && item.page !== null) group.dataset.page = String(item.page);
   group.append(svg("rect", { width: item.width, height: item.height, rx: item.kind === "node" ? 3 : 10 }));
@@ -176,11 +180,7 @@ function bodyGroup(body) {
   group.append(title);
   if (!body.layout) return group;
   group.append(svg("rect", { class: "body-frame", x: -4, y: -2, width: body.layout.width + 8, height: body.layout.height + 4, rx: 4 }));
-  const edges = svg("g", { class: "edges" });
-  edges.append(...body.layout.edges.filter((e) => e.points.length).map(edgePath));
-  const nodes = svg("g", { class: "nodes" });
-  nodes.append(...body.layout.items.map((item) => itemGroup(item, body.layout.path)));
-  group.append(edges, nodes);
+  group.append(...wholeDrawing(body.layout));
   return group;
 }
 
@@ -349,8 +349,8 @@ export async function goToNode(path, position, page) {
 
 async function selectNode(path, position, center) {
   const details = await ask("node", { path, position });
-  for (const old of document.querySelectorAll("#scene .item.selected")) old.classList.remove("selected");
-  if (selectedGroup) selectedGroup.classList.remove("selected"); // out of the page, far from the view, maybe
+  for (const old of selectedGroups) old.classList.remove("selected");
+  selectedGroups.clear();
   state.selected = details; // a node's box made from now on is marked if it is this one
   renderDetails(details);
   if (center && state.layout) {
@@ -359,6 +359,9 @@ async function selectNode(path, position, center) {
       state.layout.items.find((i) => i.kind === "node" && i.weights.some((w) => w.constant === position));
     if (item) centerOn(item);
   }
-  selectedGroup = document.querySelector(`#scene .item[data-path="${CSS.escape(path)}"][data-position="${position}"]`);
-  if (selectedGroup) selectedGroup.classList.add("selected");
+  const group = document.querySelector(`#scene .item[data-path="${CSS.escape(path)}"][data-position="${position}"]`);
+  if (group) {
+    group.classList.add("selected");
+    selectedGroups.add(group);
+  }
 }
