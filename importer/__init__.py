@@ -1,7 +1,8 @@
 """ONNX model importer: reads model files with its own protobuf reader.
 
 Public API: `load_model`, `load_model_bytes`, `load_model_stream`, `load_tensor`,
-`load_tensor_bytes`, the returned `OnnxModel` / `Tensor`, `Limits`, the one
+`load_tensor_bytes`, `open_model` with `load_opened_model` and
+`opened_external_locations` (open first, read later), the returned `OnnxModel` / `Tensor`, `Limits`, the one
 exception type `ModelImportError` with its `ErrorKind`, and the operator check
 `check_model` with its `Diagnostic` (`Severity`, `Code`), imported on first
 use (PEP 562: a process that only imports models does not pay for the
@@ -21,7 +22,17 @@ from importer.element_types import DataType
 from importer.errors import ErrorKind, ModelImportError
 from importer.graph import OnnxModel, ResolvedGraph, ResolvedNode, Value
 from importer.limits import Limits
-from importer.load import external_locations, load_model, load_model_bytes, load_model_stream, load_tensor, load_tensor_bytes
+from importer.load import (
+    external_locations,
+    load_model,
+    load_model_bytes,
+    load_model_stream,
+    load_opened_model,
+    load_tensor,
+    load_tensor_bytes,
+    open_model,
+    opened_external_locations,
+)
 from importer.tensor import SparseTensor, Tensor
 
 if TYPE_CHECKING:
@@ -56,8 +67,11 @@ __all__ = [
     "load_model",
     "load_model_bytes",
     "load_model_stream",
+    "load_opened_model",
     "load_tensor",
     "load_tensor_bytes",
+    "open_model",
+    "opened_external_locations",
 ]
 
 

@@ -1,6 +1,8 @@
 """The public entry points: import a model or a tensor file.
 
-Owns the sequence read -> bind external data -> resolve, and the one place
+Owns the sequence open -> read -> bind external data -> resolve (`open_model`
+and `load_opened_model` apart, for a caller that confines itself between
+opening its input and reading a byte of it), and the one place
 where an internal `ReadFailure` becomes the public `ModelImportError` (with
 the input's name and the root message of its field path). On any refusal
 every mapping opened so far is released.
@@ -37,12 +39,31 @@ def load_model(
 ) -> OnnxModel:
     """Import the model file at `path`; external data is looked up in
     `external_data_dir`, by default the model's own directory."""
-    name = os.fspath(path)
+    return load_opened_model(open_model(path, limits=limits), external_data_dir=external_data_dir, limits=limits)
+
+
+def open_model(path: str | os.PathLike[str], *, limits: Limits | None = None) -> DataOwner:
+    """Open (read or map) the model file at `path` without reading a byte of
+    its contents as protobuf: for `load_opened_model` or `opened_external_locations`.
+    Refuses what `load_model` refuses in opening (not found, not a regular
+    file, hard-linked unless allowed, too large)."""
     limits = limits or _DEFAULT_LIMITS
-    owner = open_file(path, name, allow_hard_links=limits.allow_hard_links)
+    return open_file(path, os.fspath(path), allow_hard_links=limits.allow_hard_links)
+
+
+def load_opened_model(
+    owner: DataOwner,
+    *,
+    external_data_dir: str | os.PathLike[str] | None = None,
+    limits: Limits | None = None,
+) -> OnnxModel:
+    """Import the model `open_model` opened (its name: the path it was opened
+    by); external data is looked up in `external_data_dir`, by default the
+    model's own directory. The owner is closed on a refusal."""
+    limits = limits or _DEFAULT_LIMITS
     if external_data_dir is None:  # the model's folder, worked out only when a tensor needs it
-        return _import_model(owner, name, None, limits, beside_model=True)
-    return _import_model(owner, name, os.fspath(external_data_dir), limits)
+        return _import_model(owner, owner.name, None, limits, beside_model=True)
+    return _import_model(owner, owner.name, os.fspath(external_data_dir), limits)
 
 
 def load_model_bytes(
@@ -80,9 +101,13 @@ def external_locations(path: str | os.PathLike[str], *, limits: Limits | None = 
     resolved. Refuses what `load_model` would refuse in reading the model
     and in checking each location (absolute, `..`, more than
     `max_external_files`)."""
-    name = os.fspath(path)
+    return opened_external_locations(open_model(path, limits=limits), limits=limits)
+
+
+def opened_external_locations(owner: DataOwner, *, limits: Limits | None = None) -> list[str]:
+    """`external_locations` of the model `open_model` opened; the owner is closed."""
+    name = owner.name
     limits = limits or _DEFAULT_LIMITS
-    owner = open_file(path, name, allow_hard_links=limits.allow_hard_links)
     was_collecting = pause_gc()
     try:
         ctx = ReadContext(owner.parse_buffer(), owner, limits)

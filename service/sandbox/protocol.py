@@ -55,9 +55,10 @@ class WorkerJob:
     sleep: float = 0.0  # test hook: the worker waits this long before reading
     spin: bool = False  # test hook: ... burning CPU instead of sleeping
     test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.sandbox.worker.main.try_forbidden)
-    test_code: str = ""  # test hook: Python run in place of the task once every wall is up; its `result` is reported
+    test_code: str = ""  # test hook: Python run in place of the task, its model open and every wall up; its `result` is reported
     worker_uid: int = WORKER_ID  # the identity a worker started as root takes once its inputs are open
     worker_gid: int = WORKER_ID
+    cgroups: tuple[tuple[str, str], ...] = ()  # the worker's own cgroups (service.sandbox.cgroups): (controller, its cgroup.procs)
 
     def __post_init__(self) -> None:
         # The worker resolves nothing against its current directory.

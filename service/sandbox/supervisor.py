@@ -7,9 +7,10 @@ kills it at the wall-clock deadline, receives the byte streams its header
 announces into the files the caller names, and classifies how it ended:
 
 - a result, an import error, or the worker's own report of a MemoryError;
-- a worker past its memory limit, ended by its own watchdog or killed by the
-  front end's (`service.sandbox.memory_watch`), or aborted by the compiled importer's
-  runtime after growing past half of it: `ResourceLimit` (memory);
+- a worker past its memory limit, ended by its own watchdog, killed by the
+  front end's (`service.sandbox.memory_watch`) or by the kernel in its memory cgroup
+  (`service.sandbox.cgroups`, made for each job where the service may), or aborted by the
+  compiled importer's runtime after growing past half of it: `ResourceLimit` (memory);
 - death by SIGXCPU (the soft CPU limit), by SIGKILL after at least the hard
   CPU limit of wall time (the hard CPU limit), or our kill at the deadline:
   `ResourceLimit`, with the limit named;
@@ -18,9 +19,10 @@ announces into the files the caller names, and classifies how it ended:
 - any other death (a signal, a non-zero exit, a broken result): `WorkerCrashed`.
 `WorkerOutcome.result` gives the worker's answer, or raises how it ended as a
 typed error (`service.errors`: `ImportFailed`, `StoreFull`, `ImportTooLarge`).
-The worker sets its limits and its seccomp filter itself (`service.sandbox.worker.main.main`;
-no preexec_fn) and reports what is in effect; `describe_isolation` turns that
-into /readyz's `network_isolation` and `worker_sandbox`, which `start` logs.
+The worker puts up its walls itself (`service.sandbox.worker.main.main`; no preexec_fn)
+and reports what is in effect; `describe_isolation` turns that into
+/readyz's `network_isolation` and `worker_sandbox`, which `start` logs
+(each wall missing, with a warning).
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ from typing import Literal
 from pydantic import ValidationError
 
 from service.errors import ImportFailed, ImportTooLarge, StoreFull, is_full
+from service.sandbox.cgroups import JobGroups, WorkerCgroups
 from service.sandbox.environment import secrets_withheld
 from service.sandbox.memory_watch import WorkerMemoryWatch
 from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, StageReport, Task, WorkerHeader, WorkerJob
 from service.sandbox.worker import main as worker
 from service.sandbox.worker import seccomp
-from service.sandbox.worker.confinement import LANDLOCK_PREFIX
+from service.sandbox.worker.confinement import LANDLOCK_PREFIX, network_isolation
 from service.sandbox.worker.memory_limit import EXIT_MEMORY
 from service.settings import TEST_HOOKS_VARIABLE, Settings
 
@@ -55,7 +58,11 @@ EXIT_GRACE_SECONDS = 1.0
 MAX_WORKER_OUTPUT = 64 << 10  # bytes of a worker's stdout and stderr logged; the rest is counted and dropped
 MAX_WORKER_LINES = 200
 MAX_LINE_CHARACTERS = 2000
-NETWORK_ISOLATION = ("namespace", "user-namespace")
+# The walls /readyz's worker_sandbox lists, in order (a worker reports those in effect).
+LAYERS = (
+    "user-namespace", "pid-namespace", "ipc-namespace", "mount-namespace", "uts-namespace", "cgroup-namespace",
+    "network-namespace", "minimal-root", "unprivileged", "memory-cgroup", "pids-cgroup", "landlock", "seccomp",
+)  # fmt: skip
 
 
 class SandboxUnavailable(RuntimeError):
@@ -101,11 +108,15 @@ class Sandbox:
         self.settings = settings
         self.context = multiprocessing.get_context("forkserver")
         self.isolation = "unknown"
+        self.cgroups: WorkerCgroups | None = None
 
     def start(self) -> None:
         """Start the fork server (preloaded) and check a worker can run."""
         # onnx and onnxruntime (the runtime extra; skipped where missing) load once here, not in every check worker
-        self.context.set_forkserver_preload(["importer", "service.sandbox.worker.main", "onnx", "onnxruntime"])
+        # its namespaces first, while it is one thread (numpy's OpenBLAS starts its own)
+        preload = ["service.sandbox.worker.fork_server", "importer", "service.sandbox.worker.main", "onnx", "onnxruntime"]
+        self.context.set_forkserver_preload(preload)
+        self.cgroups = WorkerCgroups.find()
         with secrets_withheld():  # the fork server starts here, and its workers never hold them
             self.isolation = self.probe(timeout=30.0)
         network, layers, abi = describe_isolation(self.isolation)
@@ -118,6 +129,12 @@ class Sandbox:
         if "seccomp" not in layers:
             reason = seccomp.UNAVAILABLE_REASON or "the kernel refused the filter"
             log.warning("seccomp unavailable: workers run without their system-call filter (%s)", reason)
+        missing = [layer for layer in LAYERS if layer not in layers and layer not in ("landlock", "seccomp", "network-namespace")]
+        if missing:
+            log.warning(
+                "worker walls unavailable here: %s (the kernel, the container's policy or the service's rights refuse them)",
+                ", ".join(missing),
+            )
         log.info("worker sandbox in effect: %s%s", ", ".join(layers) or "none", f" (Landlock ABI {abi})" if abi else "")
 
     @property
@@ -127,7 +144,7 @@ class Sandbox:
 
     @property
     def worker_sandbox(self) -> list[str]:
-        """What confines a worker, as the last probe found: network-namespace, user-namespace, landlock, seccomp."""
+        """What confines a worker, as the last probe found (LAYERS, in order)."""
         return describe_isolation(self.isolation)[1]
 
     @property
@@ -148,6 +165,17 @@ class Sandbox:
             max_static_output=settings.max_static_output,
         )
         return replace(limits, **details)  # type: ignore[arg-type]
+
+    def _groups(self, job: WorkerJob) -> tuple[WorkerJob, JobGroups | None]:
+        """The job's own cgroups (none where the service may not make them), and the job joining them."""
+        if self.cgroups is None:
+            return job, None
+        try:
+            groups = self.cgroups.make(job.memory)
+        except OSError as error:
+            log.warning("no cgroup for this worker (%s): its memory watch alone limits it", error)
+            return job, None
+        return replace(job, cgroups=groups.joined), groups
 
     def _fork(self, job: WorkerJob) -> tuple[multiprocessing.process.BaseProcess, Connection, WorkerOutput]:
         """A worker started on `job`: the process, the reading end of its
@@ -170,6 +198,7 @@ class Sandbox:
         """Run a job that answers with one header (a probe, or the test hook's code)."""
         if job.test_code and not self.settings.test_hooks:
             raise ValueError(f"the worker's test_code is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
+        job, groups = self._groups(job)
         process, reader, output = self._fork(job)
         try:
             if not reader.poll(timeout):
@@ -180,6 +209,8 @@ class Sandbox:
             _kill(process)
             process.join(timeout)
             output.finish()
+            if groups is not None:
+                WorkerCgroups.finish(groups)
 
     def run_checks(self, job: WorkerJob) -> tuple[list[StageReport], WorkerOutcome]:
         """Run a check worker (task "checks"): the stage reports it sent, and
@@ -215,6 +246,7 @@ class Sandbox:
         if job.test_action and not self.settings.test_hooks:
             raise ValueError(f"the worker's test_action is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
         started = time.monotonic()
+        job, groups = self._groups(job)
         process, reader, output = self._fork(job)
         assert process.pid is not None
         memory_watch = WorkerMemoryWatch(process.pid, job.memory, lambda: _kill(process))
@@ -255,10 +287,11 @@ class Sandbox:
         process.join()
         memory_watch.stop()
         output.finish()
+        killed_for_memory = groups is not None and WorkerCgroups.finish(groups)
         seconds = time.monotonic() - started
         if outcome is None or broken:
             exitcode = process.exitcode
-            if memory_watch.ran_out(-exitcode if exitcode is not None and exitcode < 0 else None):
+            if killed_for_memory or memory_watch.ran_out(-exitcode if exitcode is not None and exitcode < 0 else None):
                 exitcode = EXIT_MEMORY
             outcome = self._classify_death(exitcode, deadline_hit.is_set(), seconds, broken)
         outcome.seconds = seconds
@@ -290,23 +323,15 @@ class Sandbox:
 
 
 def describe_isolation(isolation: str) -> tuple[str, list[str], int]:
-    """A worker's report ("user-namespace+landlock-7+seccomp", "seccomp",
-    "unavailable", ...) as /readyz shows it: the network isolation (namespace,
-    user-namespace or unavailable), the layers in effect (network-namespace,
-    user-namespace, landlock, seccomp) and the Landlock ABI (0: none)."""
+    """A worker's report ("user-namespace+pid-namespace+...+landlock-7+seccomp",
+    "seccomp", "unavailable", ...) as /readyz shows it: the network isolation
+    (namespace, user-namespace or unavailable), the walls in effect (LAYERS,
+    in order) and the Landlock ABI (0: none)."""
     parts = isolation.split("+")
-    network = next((part for part in parts if part in NETWORK_ISOLATION), "unavailable")
     abi = next((int(part.removeprefix(LANDLOCK_PREFIX)) for part in parts if part.startswith(LANDLOCK_PREFIX)), 0)
-    layers = []
-    if network != "unavailable":
-        layers.append("network-namespace")
-    if network == "user-namespace":
-        layers.append("user-namespace")
-    if abi:
-        layers.append("landlock")
-    if seccomp.SECCOMP in parts:
-        layers.append("seccomp")
-    return network, layers, abi
+    present = set(parts) | ({"landlock"} if abi else set())
+    layers = [layer for layer in LAYERS if layer in present]
+    return network_isolation(layers), layers, abi
 
 
 class WorkerOutput:

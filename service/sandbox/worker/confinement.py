@@ -1,31 +1,37 @@
-"""The walls a worker puts up around itself before it reads anything of its job.
+"""The walls a worker puts up around itself once its inputs are open, before it parses a byte.
 
-In the order `service.sandbox.worker.main.main` calls them (and
-`make_undumpable`, which keeps the front end's and the fork server's memory
-out of reach):
+`confine(job)` puts them up in this order (`service.sandbox.worker.main.main` calls it; and
+`make_undumpable` keeps the front end's and the fork server's memory out of
+reach):
 
-1. `isolate_network`: a new network namespace (unprivileged: with a new user
-   namespace), or "unavailable" where neither is permitted;
-2. `keep_only_descriptors`: every inherited descriptor closed but its
-   connection to the front end, its stderr pipe and /dev/null; stdout and
-   stderr go to that pipe, which the front end reads, bounded, and logs as the
-   worker's lines (never raw into the service's log);
-3. `confine_files` (Landlock, `service.sandbox.worker.landlock`): it may read the files
-   beneath its model's folder and its external-data folder (its inputs) and
-   the Python code it may import lazily, and create, write, link, rename,
-   truncate, remove or run nothing anywhere; signals and abstract UNIX
-   sockets scoped to itself.
-   Before any thread starts, since a Landlock domain binds the thread that
-   asks and what it starts afterwards;
-4. the memory watchdog (`service.sandbox.memory_watch`), then `set_limits`
+1. `keep_only_descriptors` (called first, by main): every inherited
+   descriptor closed but its connection to the front end, its stderr pipe
+   and /dev/null; stdout and stderr go to that pipe, which the front end
+   reads, bounded, and logs as the worker's lines (never raw into the
+   service's log). Then main opens the model file (the importer's
+   `open_model`), as the service's own user, while the file is still in view;
+2. its own cgroups (`service.sandbox.cgroups`: all of its memory counted, its tasks
+   bounded), joined while the host's cgroup tree is still in view;
+3. its own namespaces (`service.sandbox.worker.namespaces`): user (unless root), IPC,
+   PID (it goes on as PID 1 of a new one, its parent standing by), mount,
+   UTS, cgroup and network;
+4. in its mount namespace, a minimal root (`service.sandbox.worker.minimal_root`): only the
+   model's folder, its external-data folder and the Python code, read-only;
+5. no privilege (`service.sandbox.worker.privileges`): its own uid and gid, every
+   capability set empty, the bounding set too, no_new_privs;
+6. Landlock's file policy (`service.sandbox.worker.landlock`): it may read the files
+   beneath those folders and create, write, link, rename, truncate, remove
+   or run nothing anywhere; signals and abstract UNIX sockets scoped to
+   itself. Before any thread starts, since a Landlock domain binds the
+   thread that asks and what it starts afterwards;
+7. the memory watchdog (`service.sandbox.memory_watch`), then `set_limits`
    (RLIMIT_DATA, CPU, NOFILE, FSIZE 0, CORE 0, NPROC 0);
-5. the seccomp filter (`service.sandbox.worker.seccomp`), last.
+8. the seccomp filter (`service.sandbox.worker.seccomp`), last: an allow-list.
 
-Then the worker opens its inputs (the importer), and `drop_identity` leaves
-root for an unprivileged uid and gid of the worker's own (`--worker-uid`,
-`--worker-gid`) where the service runs as root; the filter lets exactly that
-change through. What is in effect is reported as the isolation string
-(`combine_isolation`; `service.sandbox.supervisor.describe_isolation` reads it back).
+Each step the kernel refuses is left out, never fatal: what is in effect is
+reported as the isolation string (`combine_isolation`: "user-namespace+
+pid-namespace+...+landlock-7+seccomp"; `service.sandbox.supervisor.describe_isolation` reads
+it back for /readyz), and the service logs at start what is missing.
 """
 
 from __future__ import annotations
@@ -41,14 +47,18 @@ import importer
 import service
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.worker import landlock
+from service.sandbox.worker.memory_limit import open_own_status, watch_memory
+from service.sandbox.worker.minimal_root import pivot_to_minimal_root
+from service.sandbox.worker.namespaces import CLONE_NEWNS, enter_namespaces
+from service.sandbox.worker.privileges import UNPRIVILEGED, drop_privileges, unprivileged
+from service.sandbox.worker.seccomp import install_worker_filter
 
 NOFILE_MARGIN: Final = 64
-CLONE_NEWUSER: Final = 0x10000000
-CLONE_NEWNET: Final = 0x40000000
 PR_SET_DUMPABLE: Final = 4
+MINIMAL_ROOT: Final = "minimal-root"
 UNAVAILABLE: Final = "unavailable"
 LANDLOCK_PREFIX: Final = "landlock-"  # "landlock-7": the ABI in force
-UID_PREFIX: Final = "uid-"  # "uid-65534": the identity a root worker took once its inputs were open
+UID_PREFIX: Final = "uid-"  # "uid-65534": the identity the worker parses as
 
 
 def _code_folders() -> tuple[str, ...]:
@@ -72,17 +82,59 @@ def make_undumpable() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
 
 
-def isolate_network() -> str:
-    """Enter a new network namespace: "namespace", "user-namespace" or "unavailable"."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(CLONE_NEWNET) == 0:
-            return "namespace"
-        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
-            return "user-namespace"
-    except (OSError, AttributeError):
-        pass
-    return UNAVAILABLE
+def confine(job: WorkerJob) -> str:
+    """Steps 2 to 8 above; what is in effect, as the isolation string. In the
+    parent of a new PID namespace this never returns (it leaves as its child does)."""
+    cgroups = join_cgroups(job.cgroups)
+    namespaces = enter_namespaces(job.worker_uid, job.worker_gid)
+    status_fd = open_own_status()  # this process's (PID 1 of its namespace), before /proc is out of view
+    layers = [*namespaces.names, *cgroups]
+    if namespaces.has(CLONE_NEWNS):
+        try:
+            pivot_to_minimal_root(input_folders(job))
+            layers.append(MINIMAL_ROOT)
+        except OSError:
+            pass  # the kernel (or a container's policy) refused a mount: Landlock still confines reads
+    drop_privileges(job.worker_uid, job.worker_gid, namespaces)
+    if unprivileged():
+        layers.append(UNPRIVILEGED)
+    layers.append(f"{UID_PREFIX}{os.getuid()}")
+    layers.append(confine_files(job))
+    watch_memory(job.memory, status_fd)  # before the limits: RLIMIT_NPROC 0 forbids new threads
+    set_limits(job)
+    layers.append(install_worker_filter())
+    return combine_isolation(*layers)
+
+
+def network_isolation(layers: list[str]) -> str:
+    """/readyz's network_isolation: "namespace", "user-namespace" (one made through a user namespace) or "unavailable"."""
+    if "network-namespace" not in layers:
+        return UNAVAILABLE
+    return "user-namespace" if "user-namespace" in layers else "namespace"
+
+
+def join_cgroups(groups: tuple[tuple[str, str], ...]) -> list[str]:
+    """Move this process into its own cgroups ((controller, its `cgroup.procs`)
+    pairs); the layers joined ("memory-cgroup", "pids-cgroup")."""
+    joined = []
+    for controller, procs in groups:
+        try:
+            with open(procs, "w", encoding="ascii") as file:
+                file.write("0")
+        except OSError:
+            continue
+        joined.append(f"{controller}-cgroup")
+    return joined
+
+
+def input_folders(job: WorkerJob) -> list[str]:
+    """What the worker's minimal root holds: the code, and the job's input folders."""
+    folders = list(CODE_FOLDERS)
+    if job.task != "probe":
+        folders.append(job.directory)
+        if job.external_dir:
+            folders.append(job.external_dir)
+    return folders
 
 
 def keep_only_descriptors(keep: set[int], output: int | None) -> None:
@@ -106,13 +158,8 @@ def confine_files(job: WorkerJob) -> str:
     folder), never as the model file itself: a rule holds its inode until the
     kernel frees the worker's domain, a little after the worker exits, and an
     evicted or deleted upload would keep its space that long."""
-    read_trees = list(CODE_FOLDERS)
-    if job.task != "probe":
-        read_trees.append(job.directory)
-        if job.external_dir:
-            read_trees.append(job.external_dir)
     try:
-        return f"{LANDLOCK_PREFIX}{landlock.restrict_self(read_trees)}"
+        return f"{LANDLOCK_PREFIX}{landlock.restrict_self(input_folders(job))}"
     except landlock.LandlockUnavailable:
         return UNAVAILABLE
 
@@ -140,17 +187,6 @@ def set_limits(job: WorkerJob) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-
-
-def drop_identity(uid: int, gid: int) -> bool:
-    """Leave root for `uid`:`gid` (no supplementary groups) once the inputs are
-    open; nothing to do for any other user. True if the identity changed."""
-    if os.geteuid() != 0:
-        return False
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-    return True
 
 
 def combine_isolation(*parts: str) -> str:

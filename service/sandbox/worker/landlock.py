@@ -102,7 +102,8 @@ def handled_fs_rights(abi: int) -> int:
 def restrict_self(read_trees: Iterable[str]) -> int:
     """Restrict the calling thread (and what it starts later) to reading the
     trees beneath `read_trees`; returns the ABI in force. A path that does not
-    exist is left out (nothing beneath it can be read); one that is a file
+    exist, or that the caller may not reach, is left out (nothing beneath it
+    can be read); one that is a file
     grants reading that file only.
     Irreversible. Raises `LandlockUnavailable` where the kernel offers none."""
     abi = abi_version()
@@ -131,7 +132,7 @@ def restrict_self(read_trees: Iterable[str]) -> int:
 def _allow(ruleset: int, path: str, rights: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):
         return
     try:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):

@@ -1,25 +1,23 @@
 """The import worker: one fresh process per import, forked from the fork server.
 
-Owns `main(connection, job, output)`. Before reading anything it puts up its
-walls (`service.sandbox.worker.confinement`, which says what each does and in which order):
-a network namespace, only its own descriptors (stdout and stderr into
-`output`, a pipe the front end reads), Landlock's file policy, the memory
-watchdog (`service.sandbox.memory_watch`: RLIMIT_DATA alone can leave a worker
-crawling at its limit instead of failing), its rlimits, and last its seccomp
-filter (`service.sandbox.worker.seccomp`). It reports what is in effect as its
-header's `isolation` ("namespace+landlock-7+seccomp"; "unavailable" for
-none; `service.sandbox.supervisor.describe_isolation` reads it back). Then it does its
-task (`service.sandbox.protocol`): it opens its inputs through the importer,
-leaves root for its own unprivileged identity where it runs as root, and for
-an import sends a bounded header (the summary), then the tensor catalogue as
-a serialized SQLite database (with the findings of the `schema` and
-`security` check stages) and the converted tensor bytes; a graph task sends
-the graph document; a check worker (task "checks") narrows its file policy
-to the code before it leaves root, and runs the stages that need onnx and
-onnxruntime (`service.sandbox.worker.checks.run`). It never writes a file and never opens one except
-through the importer. Once its answer is written it leaves with `os._exit`,
-without tearing down its heap (a 200,000-node graph takes longer to free
-than to send).
+Owns `main(connection, job, output)`. It keeps only its own descriptors
+(stdout and stderr into `output`, a pipe the front end reads), opens its model
+file (the importer's `open_model`: opened, not read), then puts up its walls
+(`service.sandbox.worker.confinement`, which says what each does and in which order: its own
+cgroups, namespaces and minimal root, no privilege, Landlock, its memory
+watchdog and limits, and last its seccomp allow-list), and only then reads
+a byte of the model. It reports what is in effect as its header's
+`isolation` ("user-namespace+pid-namespace+...+seccomp"; "unavailable" for
+none; `service.sandbox.supervisor.describe_isolation` reads it back). Then it does its task
+(`service.sandbox.protocol`): for an import it sends a bounded header (the summary), then
+the tensor catalogue as a serialized SQLite database (with the findings of
+the `schema` and `security` check stages) and the converted tensor bytes; a
+graph task sends the graph document; a check worker (task "checks")
+narrows its file policy to the code once its inputs are mapped, and runs
+the stages that need onnx and onnxruntime (`service.sandbox.worker.checks.run`). It never
+writes a file and never opens one except through the importer. Once its
+answer is written it leaves with `os._exit`, without tearing down its heap
+(a 200,000-node graph takes longer to free than to send).
 """
 
 from __future__ import annotations
@@ -34,8 +32,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
+from typing import Literal
 
-from importer import ErrorKind, Limits, ModelImportError, OnnxModel, external_locations, load_model
+from importer import ErrorKind, Limits, ModelImportError, OnnxModel, load_opened_model, open_model, opened_external_locations
+from importer.data_owner import DataOwner
 from importer.op_schemas import schema_table
 from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.sandbox.protocol import CHANGED, CHUNK_BYTES, ImportFailure, SourceReport, StageReport, WorkerHeader, WorkerJob
@@ -43,9 +43,10 @@ from service.sandbox.worker import confinement
 from service.sandbox.worker.catalog import build_catalog
 from service.sandbox.worker.checks.run import import_stages, send_checks
 from service.sandbox.worker.graph import render_graph
-from service.sandbox.worker.memory_limit import EXIT_MEMORY, open_own_statm, watch_memory
-from service.sandbox.worker.seccomp import install_worker_filter
+from service.sandbox.worker.memory_limit import EXIT_MEMORY
 from service.sandbox.worker.summary import bounded_summary
+
+CHANGED_MESSAGE = "the model file changed between its check and its reading"
 
 
 def main(connection: Connection, job: WorkerJob, output: Connection | None = None) -> None:
@@ -53,17 +54,15 @@ def main(connection: Connection, job: WorkerJob, output: Connection | None = Non
     `output` (a pipe the front end reads) becomes the worker's stdout and stderr."""
     code = 0
     try:
-        network = confinement.isolate_network()  # before the filter, which forbids unshare
-        statm_fd = open_own_statm()  # before the file policy, which forbids it
-        confinement.keep_only_descriptors({connection.fileno(), statm_fd}, output.fileno() if output is not None else None)
-        files = confinement.confine_files(job)  # before any thread: Landlock binds the threads started after it
-        watch_memory(job.memory, statm_fd)  # before the limits: RLIMIT_NPROC 0 forbids new threads
-        confinement.set_limits(job)
-        isolation = confinement.combine_isolation(network, files, install_worker_filter(job.worker_uid, job.worker_gid))
+        confinement.keep_only_descriptors({connection.fileno()}, output.fileno() if output is not None else None)
+        opened = open_input(connection, job)
+        if opened is False:
+            return
+        isolation = confinement.confine(job)  # in the parent of a new PID namespace this does not return
         if job.task == "probe":
             send_header(connection, WorkerHeader(status="probe", isolation=isolation))
             return
-        if job.test_code:  # test hook: run code with every wall up, in place of the task
+        if job.test_code:  # test hook: run code with the model open and every wall up, in place of the task
             send_header(connection, WorkerHeader(status="probe", isolation=isolation, test_result=run_test_code(job.test_code)))
             return
         if job.test_action:  # test hook: try what the sandbox must stop
@@ -75,7 +74,7 @@ def main(connection: Connection, job: WorkerJob, output: Connection | None = Non
                     pass
             else:
                 time.sleep(job.sleep)
-        run_task(connection, job, isolation)
+        run_task(connection, job, isolation, opened)
     except MemoryError:
         gc.collect()
         try:
@@ -89,6 +88,39 @@ def main(connection: Connection, job: WorkerJob, output: Connection | None = Non
         connection.close()
         if code != 1:
             os._exit(code)
+
+
+def open_input(connection: Connection, job: WorkerJob) -> DataOwner | Literal[False] | None:
+    """The job's model file, opened (not read) while the worker is still the
+    service's user and the file in view: None for a probe; False once a
+    refusal (not found, not a regular file, a file other than the one the
+    front end checked) has been sent."""
+    if job.task == "probe":
+        return None
+    limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
+    try:
+        owner = open_model(os.path.join(job.directory, job.model), limits=limits)
+    except ModelImportError as error:
+        send_header(connection, WorkerHeader(status="error", error=_failure(error, job)))
+        return False
+    opened = owner.identity
+    if job.expected_model is not None and (opened is None or (opened.device, opened.inode) != job.expected_model):
+        owner.close()
+        failure = ImportFailure(kind=ErrorKind.IO.value, message=CHANGED_MESSAGE, input=job.display_name, reason=CHANGED)
+        send_header(connection, WorkerHeader(status="error", error=failure))
+        return False
+    return owner
+
+
+def _failure(error: ModelImportError, job: WorkerJob) -> ImportFailure:
+    return ImportFailure(
+        kind=error.kind.value,
+        message=error.message.replace(os.path.join(job.directory, job.model), job.display_name),  # no server paths
+        input=job.display_name,
+        offset=error.offset,
+        field_path=error.field_path,
+        reason=error.reason,
+    )
 
 
 def run_test_code(code: str) -> str:
@@ -140,43 +172,27 @@ def run_task(
     connection: Connection,
     job: WorkerJob,
     isolation: str,
-    leave_root: Callable[[int, int], bool] = confinement.drop_identity,
+    opened: DataOwner | None = None,
     narrow: Callable[[], bool] = confinement.narrow_to_code,
 ) -> None:
-    """Import the job's model and send the answer its task asks for. `leave_root`
-    takes the worker's identity once every input is open, and a check worker
-    `narrow`s its file policy to the code (in-process tests pass ones that
-    keep the test's own identity and files)."""
+    """Read the job's model (`opened`, else opened here) and send the answer
+    its task asks for. A check worker `narrow`s its file policy to the code
+    once its inputs are mapped (in-process tests pass one that keeps the
+    test's own files)."""
     model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
     limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
     try:
+        owner = opened if opened is not None else open_model(model_path, limits=limits)
         if job.task == "externals":  # which external files the model names: read the model only
-            send_header(
-                connection, WorkerHeader(status="ok", isolation=isolation, external_files=external_locations(model_path, limits=limits))
-            )
+            locations = opened_external_locations(owner, limits=limits)
+            send_header(connection, WorkerHeader(status="ok", isolation=isolation, external_files=locations))
             return
-        model = load_model(model_path, external_data_dir=job.external_dir, limits=limits)
+        model = load_opened_model(owner, external_data_dir=job.external_dir, limits=limits)
     except ModelImportError as error:
-        failure = ImportFailure(
-            kind=error.kind.value,
-            message=error.message.replace(model_path, job.display_name),  # no server paths
-            input=job.display_name,
-            offset=error.offset,
-            field_path=error.field_path,
-            reason=error.reason,
-        )
-        send_header(connection, WorkerHeader(status="error", error=failure))
+        send_header(connection, WorkerHeader(status="error", error=_failure(error, job)))
         return
-    narrowed = job.task == "checks" and narrow()  # before leaving root, which may leave the code's folders unreadable
-    if leave_root(job.worker_uid, job.worker_gid):  # every input is open (and mapped) now
-        isolation = confinement.combine_isolation(isolation, f"{confinement.UID_PREFIX}{job.worker_uid}")
+    narrowed = job.task == "checks" and narrow()
     with model:
-        opened = model.owners[0].identity
-        if job.expected_model is not None and (opened is None or (opened.device, opened.inode) != job.expected_model):
-            message = "the model file changed between its check and its reading"
-            failure = ImportFailure(kind=ErrorKind.IO.value, message=message, input=job.display_name, reason=CHANGED)
-            send_header(connection, WorkerHeader(status="error", error=failure))
-            return
         if job.task == "graph":
             send_graph(connection, model, job, isolation)
         elif job.task == "checks":

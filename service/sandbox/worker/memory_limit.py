@@ -2,9 +2,14 @@
 which says why both exist).
 
 Owns `watch_memory` (a daemon thread that ends the worker with `EXIT_MEMORY`
-once its data segment reaches 97% of its limit), `open_own_statm` and
-`data_bytes`. The thread is started before the limits are set: under
-RLIMIT_NPROC 0 an unprivileged process may not start a thread.
+once the memory it counts reaches 97% of its limit), `open_own_status` and
+`counted_bytes`: the worker's whole memory but the files it maps read-only,
+from /proc/PID/status: its data segment (`VmData`: private writable
+mappings, what RLIMIT_DATA counts) plus its resident shared memory
+(`RssShmem`: shared anonymous mappings, System V and POSIX shared memory,
+which neither RLIMIT_DATA nor `VmData` counts). The thread is started before
+the limits are set: under RLIMIT_NPROC 0 an unprivileged process may not
+start a thread.
 """
 
 from __future__ import annotations
@@ -16,25 +21,31 @@ import time
 EXIT_MEMORY = 86  # the worker ran out of memory (the parent's ResourceLimit "memory")
 THRESHOLD = 0.97
 INTERVAL_SECONDS = 0.02
-_PAGE = os.sysconf("SC_PAGE_SIZE")
+COUNTED = (b"VmData:", b"RssShmem:")  # in kB
 
 
-def data_bytes(statm_fd: int) -> int:
-    """The data segment's size: statm's sixth field (data + stack), in bytes."""
-    return int(os.pread(statm_fd, 256, 0).split()[5]) * _PAGE
+def counted_bytes(status_fd: int) -> int:
+    """The memory a worker is held to, in bytes, from its open /proc/PID/status."""
+    text = os.pread(status_fd, 4096, 0)
+    total = 0
+    for field in COUNTED:
+        start = text.find(field)
+        if start >= 0:
+            total += int(text[start + len(field) : text.index(b"kB", start)])
+    return total * 1024
 
 
-def open_own_statm() -> int:
-    """The worker's /proc/self/statm, opened before its file policy forbids it."""
-    return os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+def open_own_status() -> int:
+    """The worker's /proc/self/status, opened before its minimal root hides /proc."""
+    return os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
 
 
-def watch_memory(limit: int, statm_fd: int) -> None:
-    """Start the watchdog thread for a worker limited to `limit` bytes of data."""
+def watch_memory(limit: int, status_fd: int) -> None:
+    """Start the watchdog thread for a worker limited to `limit` bytes."""
     threshold = int(limit * THRESHOLD)
 
     def watch() -> None:
-        while data_bytes(statm_fd) < threshold:
+        while counted_bytes(status_fd) < threshold:
             time.sleep(INTERVAL_SECONDS)
         os._exit(EXIT_MEMORY)
 

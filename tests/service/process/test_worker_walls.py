@@ -1,10 +1,13 @@
 """The worker's walls in depth, with real workers: what a model that ran code
 in a worker would try, tried (tests/support/worker_attacks.py runs each attack in a
-fresh worker with every wall up, and once more without walls as the
-control), as root and as an unprivileged user; the worker's descriptors; its
-output kept out of the service's log; a root worker's identity once its
-inputs are open; /readyz reporting Landlock's ABI. Skipped only where the
-kernel offers no Landlock (then /readyz says so, and the service still
+fresh worker at the moment it would parse its model, with every wall up,
+and once more without walls as the control), as root and as an unprivileged
+user, leaving nothing behind on the host (no System V IPC object, no cgroup,
+no process); the privileges a worker holds as it parses (none); shared
+memory past the worker's cap ending it as out of memory, with its cgroup and
+with its memory watch alone; the worker's descriptors; its output kept out
+of the service's log; /readyz reporting Landlock's ABI. Skipped only where
+the kernel offers no Landlock (then /readyz says so, and the service still
 starts unless --require-landlock).
 """
 
@@ -68,8 +71,26 @@ def _run_attacks(folder: Path, as_nobody: bool) -> dict[str, dict[str, str]]:
     return outcomes
 
 
+def host_traces() -> dict[str, list[str]]:
+    """What a worker could leave on the host: System V IPC objects, worker cgroups, worker processes."""
+    ipc = {kind: Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:] for kind in ("shm", "msg", "sem")}
+    groups = [str(path) for path in Path("/sys/fs/cgroup").glob("**/onnx-worker-*")]
+    workers = [status.parent.name for status in Path("/proc").glob("[0-9]*/status") if _uid_of(status) == NOBODY]
+    return {**ipc, "cgroups": groups, "worker processes": workers}
+
+
+def _uid_of(status: Path) -> int | None:
+    try:
+        line = next(line for line in status.read_text().splitlines() if line.startswith("Uid:"))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1])
+
+
 def test_every_attack_fails_inside_a_worker_as_this_user(attack_folder: Path) -> None:
-    check_attack_outcomes(_run_attacks(attack_folder, as_nobody=False), may_trace=may_trace_anything())
+    before = host_traces()
+    check_attack_outcomes(_run_attacks(attack_folder, as_nobody=False), may_trace=may_trace_anything(), privileged=os.geteuid() == 0)
+    assert host_traces() == before
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="not root: the test above is the unprivileged run")
@@ -80,7 +101,7 @@ def test_every_attack_fails_inside_a_worker_as_an_unprivileged_user(attack_folde
     if probe.returncode != 0:
         reason = (probe.stderr.strip().splitlines() or ["no message"])[-1][-300:]
         pytest.skip(f"uid {NOBODY} cannot run this Python and this checkout (a folder on the way is private): {reason}")
-    check_attack_outcomes(_run_attacks(attack_folder, as_nobody=True), may_trace=False)
+    check_attack_outcomes(_run_attacks(attack_folder, as_nobody=True), may_trace=False, privileged=False)
 
 
 # -- the same sandbox in this process, for what the script does not show
@@ -110,9 +131,62 @@ result = repr(kinds)
 """
 
 
+PRIVILEGES = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+sets = (ctypes.c_uint32 * 6)()
+assert libc.capget(header, sets) == 0
+bounding = [capability for capability in range(64) if libc.prctl(23, capability, 0, 0, 0) == 1]
+ambient = [capability for capability in range(64) if libc.prctl(47, 1, capability, 0, 0) == 1]
+result = repr({
+    "uids": os.getresuid(), "gids": os.getresgid(), "groups": os.getgroups(), "pid": os.getpid(),
+    "capabilities": list(sets), "bounding": bounding, "ambient": ambient, "no_new_privs": libc.prctl(39, 0, 0, 0, 0),
+    "model open": sorted(os.listdir(FOLDER)),
+})
+"""
+
+
+def test_a_worker_holds_no_privilege_as_it_reads_its_model(sandbox: Sandbox) -> None:
+    held = eval(_code(sandbox, PRIVILEGES.replace("FOLDER", repr(str(SAMPLES)))))
+    assert 0 not in (*held["uids"], *held["gids"], *held["groups"]), held
+    if os.geteuid() == 0:
+        assert held["uids"] == (NOBODY,) * 3 and held["gids"] == (NOBODY,) * 3 and held["groups"] == [], held
+    assert held["capabilities"] == [0] * 6 and held["bounding"] == [] and held["ambient"] == [], held
+    assert held["no_new_privs"] == 1, held
+    assert held["pid"] == 1, held  # the first process of a PID namespace of its own
+    assert "add.onnx" in held["model open"], held
+
+
+SHARED_MEMORY = """
+import mmap
+mapping = mmap.mmap(-1, {size}, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+for offset in range(0, {size}, mmap.PAGESIZE):
+    mapping[offset] = 1
+result = "not stopped"
+"""
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["memory cgroup", "memory watch alone"])
+def test_shared_memory_past_the_cap_ends_the_worker_as_out_of_memory(sandbox: Sandbox, tmp_path: Path, cgroup: bool) -> None:
+    if cgroup and sandbox.cgroups is None:
+        pytest.skip("the service may make no cgroup here (not root, or a read-only cgroup file system)")
+    limit = 256 << 20
+    code = SHARED_MEMORY.format(size=limit * 3 // 2)
+    job = sandbox.job("import", directory=str(SAMPLES), model="add.onnx", display_name="add.onnx", memory=limit, test_code=code)
+    groups, sandbox.cgroups = sandbox.cgroups, sandbox.cgroups if cgroup else None
+    try:
+        outcome = sandbox.run(job, [tmp_path / "catalog", tmp_path / "converted"])
+    finally:
+        sandbox.cgroups = groups
+    assert outcome.status == "resource_limit" and outcome.limit == "memory", outcome
+    if cgroup:
+        assert outcome.header is None or "memory-cgroup" in outcome.header.isolation
+
+
 def test_a_worker_holds_only_its_own_descriptors(sandbox: Sandbox) -> None:
     kinds: dict[int, str] = eval(_code(sandbox, OPEN_DESCRIPTORS))
-    # stdin (/dev/null), stdout and stderr (the output pipe), the connection, /proc/self/statm.
+    # stdin (/dev/null), stdout and stderr (the output pipe), the connection, /proc/self/status.
     assert len(kinds) <= 5, kinds
     assert kinds[0] == "char" and kinds[1] == kinds[2] == "pipe", kinds
     assert "socket" not in kinds.values(), kinds

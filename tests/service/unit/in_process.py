@@ -18,10 +18,6 @@ from service.sandbox.supervisor import Sandbox, StreamsTooLarge, WorkerOutcome, 
 from service.sandbox.worker.main import run_task
 
 
-def _keep_identity(uid: int, gid: int) -> bool:
-    return False
-
-
 def _keep_files() -> bool:
     return False
 
@@ -61,7 +57,7 @@ class InProcessSandbox(Sandbox):
     @staticmethod
     def _work(writer: Connection, job: WorkerJob) -> None:
         try:
-            run_task(writer, job, "in-process", leave_root=_keep_identity, narrow=_keep_files)
+            run_task(writer, job, "in-process", narrow=_keep_files)
         except OSError:
             pass  # the reader stopped (streams too large)
         finally:
