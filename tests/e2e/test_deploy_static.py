@@ -25,6 +25,12 @@ runs them for real where a container engine can be started).
   accepts, the database URL and the object storage's keys from secretKeyRefs
   only, egress to DNS, PostgreSQL and the endpoint's port only, the HPA
   scaling the Deployment, the gc CronJob with the service's settings.
+- The seccomp profile (deploy/seccomp/onnx-import.json, tools/container_seccomp.py):
+  compose and both Deployments use it (Localhost, its path where the
+  DaemonSet puts it on each node, from a ConfigMap equal to the file); it
+  refuses by default, allows the calls the workers' namespaces and minimal
+  root need, and none of those it refuses; the DaemonSet's pods run with no
+  capability.
 - Across all three: the same port, the same uid, settings the service knows and
   accepts, memory >= workers x worker memory + front end, a stop grace period
   longer than an import, the project's version as the image tag.
@@ -269,6 +275,7 @@ def test_compose_service_is_hardened(compose_service: Json, dockerfile: Dockerfi
     assert service["read_only"] is True
     assert service["cap_drop"] == ["ALL"] and "cap_add" not in service
     assert "no-new-privileges:true" in service["security_opt"]
+    assert f"seccomp={SECCOMP_PROFILE.relative_to(REPO)}" in service["security_opt"], "the workers' namespaces need the profile"
     assert "privileged" not in service and "network_mode" not in service
     assert service["ipc"] == "none", "no writable /dev/shm"
     assert service["restart"] in ("always", "unless-stopped", "on-failure")
@@ -381,10 +388,17 @@ def one(by_kind: dict[str, list[Json]], kind: str) -> Json:
     return document
 
 
+def settings_map(by_kind: dict[str, list[Json]]) -> Json:
+    """The service's settings (the ConfigMap but the seccomp profile's)."""
+    (document,) = [d for d in by_kind["ConfigMap"] if d["metadata"]["name"] != "onnx-import-seccomp-profile"]
+    return document
+
+
 def test_kustomization_has_every_resource(by_kind: dict[str, list[Json]]) -> None:
     counts = {kind: len(documents) for kind, documents in by_kind.items()}
     assert counts == {
-        "ConfigMap": 1,
+        "ConfigMap": 2,  # the settings, the seccomp profile
+        "DaemonSet": 1,  # the seccomp profile's installer
         "Deployment": 1,
         "Service": 1,
         "HorizontalPodAutoscaler": 1,
@@ -439,7 +453,7 @@ def test_pods_run_unprivileged_on_a_read_only_root(by_kind: dict[str, list[Json]
     context = pod["securityContext"]
     assert context["runAsNonRoot"] is True and context["runAsUser"] == uid and context["runAsGroup"] == gid
     assert context["fsGroup"] == gid, "the store volume is writable by the service's group"
-    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert context["seccompProfile"] == LOCALHOST_PROFILE
     assert "hostNetwork" not in pod and "hostPID" not in pod and "hostIPC" not in pod
     for container in pod["containers"]:
         security = container["securityContext"]
@@ -447,18 +461,74 @@ def test_pods_run_unprivileged_on_a_read_only_root(by_kind: dict[str, list[Json]
         assert security["allowPrivilegeEscalation"] is False and security.get("privileged", False) is False
         assert security["readOnlyRootFilesystem"] is True
         assert security["capabilities"] == {"drop": ["ALL"]}
-        assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert security["seccompProfile"] == LOCALHOST_PROFILE
+
+
+SECCOMP_PROFILE = DEPLOY / "seccomp" / "onnx-import.json"
+LOCALHOST_PROFILE = {"type": "Localhost", "localhostProfile": "onnx-import/onnx-import.json"}
+KUBELET_SECCOMP = "/var/lib/kubelet/seccomp"  # the kubelet's default --seccomp-profile-root
+WORKER_NAMESPACE_CALLS = {"unshare", "clone", "clone3", "mount", "umount2", "pivot_root"}
+
+
+def test_the_seccomp_profile_refuses_by_default_and_allows_the_workers_walls() -> None:
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import container_seccomp  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+    profile = json.loads(SECCOMP_PROFILE.read_text())
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO" and profile["defaultErrnoRet"] == 1
+    assert {entry["architecture"] for entry in profile["archMap"]} == {"SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"}
+    assert all(entry["subArchitectures"] == [] for entry in profile["archMap"]), "no 32-bit or x32 calls"
+    (rule,) = profile["syscalls"]
+    assert rule["action"] == "SCMP_ACT_ALLOW" and "args" not in rule
+    allowed = set(rule["names"])
+    assert allowed >= WORKER_NAMESPACE_CALLS
+    assert not allowed & container_seccomp.REFUSED, allowed & container_seccomp.REFUSED
+    assert {
+        "ptrace",
+        "bpf",
+        "perf_event_open",
+        "kexec_load",
+        "init_module",
+        "setns",
+        "keyctl",
+        "io_uring_setup",
+    } <= container_seccomp.REFUSED
+    assert {"read", "openat", "mmap", "socket", "accept4", "epoll_wait", "clone", "futex", "seccomp", "landlock_restrict_self"} <= allowed
+
+
+def test_kubernetes_puts_the_seccomp_profile_on_every_node(by_kind: dict[str, list[Json]]) -> None:
+    profile = named(by_kind, "ConfigMap", "onnx-import-seccomp-profile")
+    assert json.loads(profile["data"]["onnx-import.json"]) == json.loads(SECCOMP_PROFILE.read_text())
+    installer = one(by_kind, "DaemonSet")
+    pod = pod_spec(installer)
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    assert volumes["host-seccomp"]["hostPath"] == {"path": KUBELET_SECCOMP, "type": "DirectoryOrCreate"}
+    assert volumes["profile"]["configMap"]["name"] == "onnx-import-seccomp-profile"
+    (install,) = pod["initContainers"]
+    script = install["command"][-1]
+    target = f"/host-seccomp/{LOCALHOST_PROFILE['localhostProfile']}"
+    assert "/host-seccomp/onnx-import" in script and "os.replace" in script and target.rsplit("/", 1)[1] in script
+    assert pod["automountServiceAccountToken"] is False and "hostNetwork" not in pod and "hostPID" not in pod
+    for container in pod_containers(installer):
+        security = container["securityContext"]
+        assert security["capabilities"] == {"drop": ["ALL"]}, container["name"]
+        assert security["allowPrivilegeEscalation"] is False and security["privileged"] is False
+        assert security["readOnlyRootFilesystem"] is True
+    (hold,) = pod["containers"]
+    assert hold["securityContext"]["runAsNonRoot"] is True and not hold.get("volumeMounts")
 
 
 def test_pods_write_only_the_store_and_tmp(by_kind: dict[str, list[Json]], tmp_path: Path) -> None:
     deployment = one(by_kind, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    settings = settings_from(one(by_kind, "ConfigMap")["data"], tmp_path)
+    settings = settings_from(settings_map(by_kind)["data"], tmp_path)
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert {path for path, m in mounts.items() if not m.get("readOnly")} == WRITABLE
-    data = mounts[one(by_kind, "ConfigMap")["data"]["ONNX_SERVICE_DATA_ROOT"]]
+    data = mounts[settings_map(by_kind)["data"]["ONNX_SERVICE_DATA_ROOT"]]
     assert data["readOnly"] is True and volumes[data["name"]]["persistentVolumeClaim"]["readOnly"] is True
     store = volumes[mounts[str(settings.store)]["name"]]["persistentVolumeClaim"]["claimName"]
     claims = {c["metadata"]["name"]: c for c in by_kind["PersistentVolumeClaim"]}
@@ -470,7 +540,7 @@ def test_pods_write_only_the_store_and_tmp(by_kind: dict[str, list[Json]], tmp_p
 
 def test_ports_and_probes_agree_with_the_image(by_kind: dict[str, list[Json]], dockerfile: Dockerfile, tmp_path: Path) -> None:
     exposed = int(dockerfile.runtime.all("EXPOSE")[0].arguments)
-    settings = settings_from(one(by_kind, "ConfigMap")["data"], tmp_path)
+    settings = settings_from(settings_map(by_kind)["data"], tmp_path)
     assert settings.port == exposed and settings.host == "0.0.0.0"
     (container,) = one(by_kind, "Deployment")["spec"]["template"]["spec"]["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -488,7 +558,7 @@ def test_ports_and_probes_agree_with_the_image(by_kind: dict[str, list[Json]], d
     assert port_number(service_port["targetPort"]) == exposed
     (rule,) = one(by_kind, "NetworkPolicy")["spec"]["ingress"]
     assert [port_number(p["port"]) for p in rule["ports"]] == [exposed]
-    assert container["envFrom"] == [{"configMapRef": {"name": one(by_kind, "ConfigMap")["metadata"]["name"]}}]
+    assert container["envFrom"] == [{"configMapRef": {"name": settings_map(by_kind)["metadata"]["name"]}}]
     assert container["image"] == f"onnx-import-service:{project_version()}"
 
 
@@ -526,7 +596,7 @@ def test_scaling_keeps_a_replica_through_disruptions(by_kind: dict[str, list[Jso
 
 def test_pod_resources_cover_the_workers(by_kind: dict[str, list[Json]], tmp_path: Path) -> None:
     deployment = one(by_kind, "Deployment")
-    settings = settings_from(one(by_kind, "ConfigMap")["data"], tmp_path)
+    settings = settings_from(settings_map(by_kind)["data"], tmp_path)
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     requests, limits = container["resources"]["requests"], container["resources"]["limits"]
@@ -567,7 +637,7 @@ def test_compose_and_kubernetes_configure_the_service_alike(compose_template: Js
     and the Deployment from its Secret (see below)."""
     environment = compose_template["environment"]
     assert set(environment) >= COMPOSE_ACCESS
-    assert {k: v for k, v in environment.items() if k not in COMPOSE_ACCESS} == one(by_kind, "ConfigMap")["data"]
+    assert {k: v for k, v in environment.items() if k not in COMPOSE_ACCESS} == settings_map(by_kind)["data"]
     assert all("${" not in str(v) for k, v in environment.items() if k not in COMPOSE_ACCESS), "the rest is fixed, as in the ConfigMap"
 
 
@@ -578,7 +648,7 @@ def test_pods_read_api_keys_from_a_secret(by_kind: dict[str, list[Json]]) -> Non
     pod = one(by_kind, "Deployment")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     environment = {e["name"]: e for e in container.get("env", [])}
-    assert "ONNX_SERVICE_ALLOW_ANONYMOUS" not in environment and "ONNX_SERVICE_ALLOW_ANONYMOUS" not in one(by_kind, "ConfigMap")["data"]
+    assert "ONNX_SERVICE_ALLOW_ANONYMOUS" not in environment and "ONNX_SERVICE_ALLOW_ANONYMOUS" not in settings_map(by_kind)["data"]
     key_file = Path(environment["ONNX_SERVICE_API_KEYS"]["value"])
     (mount,) = [m for m in container["volumeMounts"] if Path(m["mountPath"]) == key_file.parent]
     assert mount["readOnly"] is True and "subPath" not in mount
@@ -593,7 +663,10 @@ def test_pods_read_api_keys_from_a_secret(by_kind: dict[str, list[Json]]) -> Non
 FLEET = DEPLOY / "fleet"
 # The base's files that deploy/fleet holds copies of (kustomize refuses an overlay
 # that includes the folder it lies in): equal documents, comments aside.
-FLEET_COPIES = ["service.yaml", "hpa.yaml", "pdb.yaml", "pvc-models.yaml", "networkpolicy.yaml"]
+FLEET_COPIES = [
+    "service.yaml", "hpa.yaml", "pdb.yaml", "pvc-models.yaml", "networkpolicy.yaml",
+    "seccomp-profile-configmap.yaml", "seccomp-profile-daemonset.yaml",
+]  # fmt: skip
 # The settings in which the fleet's ConfigMap differs from the base's.
 FLEET_SETTINGS = {"ONNX_SERVICE_STORE", "ONNX_SERVICE_CACHE_DIR"}
 # What a pod may take from a Secret only: never a literal, never a ConfigMap.
@@ -689,7 +762,8 @@ def fleet_settings(container: Json, by_kind: dict[str, list[Json]], tmp_path: Pa
 def test_fleet_kustomization_has_every_resource(fleet: dict[str, list[Json]]) -> None:
     counts = {kind: len(documents) for kind, documents in fleet.items()}
     assert counts == {
-        "ConfigMap": 2,  # the settings, the object storage's endpoint
+        "ConfigMap": 3,  # the settings, the object storage's endpoint, the seccomp profile
+        "DaemonSet": 1,  # the seccomp profile's installer
         "Deployment": 1,
         "CronJob": 1,  # gc
         "Service": 1,
@@ -716,7 +790,7 @@ def test_fleet_copies_equal_the_base(fleet: dict[str, list[Json]], by_kind: dict
     the store and cache dir (the same keys: the database URL is not among them), the image."""
     for name in FLEET_COPIES:
         assert yaml_documents(FLEET / name) == yaml_documents(DEPLOY / name), f"deploy/fleet/{name} differs from deploy/{name}"
-    base, ours = one(by_kind, "ConfigMap"), named(fleet, "ConfigMap", one(by_kind, "ConfigMap")["metadata"]["name"])
+    base, ours = settings_map(by_kind), named(fleet, "ConfigMap", settings_map(by_kind)["metadata"]["name"])
     assert set(ours["data"]) == set(base["data"]), "the fleet's ConfigMap sets the base's settings, no more, no fewer"
     differing = {k for k in base["data"] if ours["data"][k] != base["data"][k]}
     assert differing == FLEET_SETTINGS
