@@ -17,7 +17,7 @@ from importer.element_types import DataType
 from importer.errors import ErrorKind, ModelImportError, ReadFailure, quote
 from importer.limits import Limits
 from importer.messages import Model
-from importer.source import open_confined
+from importer.source import ConfinedOpener, confined_descriptor, open_confined
 from importer.tensor import Tensor
 from importer.tensor_places import tensor_places
 
@@ -65,9 +65,10 @@ def _non_negative(entries: dict[str, str], key: str, tensor: Tensor) -> int | No
 class ExternalDataBinder:
     """Binds every external tensor of one model to its file's mapping."""
 
-    def __init__(self, directory: str | None, limits: Limits) -> None:
+    def __init__(self, directory: str | None, limits: Limits, opener: ConfinedOpener = confined_descriptor) -> None:
         self.directory = directory
         self.limits = limits
+        self.opener = opener
         self.owners: dict[str, DataOwner] = {}
 
     def bind(self, tensor: Tensor) -> None:
@@ -97,7 +98,11 @@ class ExternalDataBinder:
                 raise _refuse(f"more than max_external_files={self.limits.max_external_files} external files", tensor)
             try:
                 owner = open_confined(
-                    self.directory, location, allow_hard_links=self.limits.allow_hard_links, max_bytes=MAX_EXTERNAL_FILE_BYTES
+                    self.directory,
+                    location,
+                    allow_hard_links=self.limits.allow_hard_links,
+                    max_bytes=MAX_EXTERNAL_FILE_BYTES,
+                    opener=self.opener,
                 )
             except ModelImportError as error:
                 raise _refuse(f"external data file {quote(location)} {error.message}", tensor) from None

@@ -24,7 +24,7 @@ from importer.read_context import ReadContext
 from importer.read_model import read_model
 from importer.read_tensor import read_tensor
 from importer.resolve import GraphResolver, collect_opsets
-from importer.source import open_file
+from importer.source import ConfinedOpener, confined_descriptor, open_file
 from importer.tensor import Tensor
 
 BytesLike = bytes | bytearray | memoryview
@@ -56,14 +56,16 @@ def load_opened_model(
     *,
     external_data_dir: str | os.PathLike[str] | None = None,
     limits: Limits | None = None,
+    external_opener: ConfinedOpener = confined_descriptor,
 ) -> OnnxModel:
     """Import the model `open_model` opened (its name: the path it was opened
     by); external data is looked up in `external_data_dir`, by default the
-    model's own directory. The owner is closed on a refusal."""
+    model's own directory, each file opened by `external_opener` (by default
+    here, with `importer.source.confined_descriptor`'s rules). The owner is
+    closed on a refusal."""
     limits = limits or _DEFAULT_LIMITS
-    if external_data_dir is None:  # the model's folder, worked out only when a tensor needs it
-        return _import_model(owner, owner.name, None, limits, beside_model=True)
-    return _import_model(owner, owner.name, os.fspath(external_data_dir), limits)
+    directory = None if external_data_dir is None else os.fspath(external_data_dir)  # None: the model's folder, if a tensor needs it
+    return _import_model(owner, owner.name, directory, limits, beside_model=external_data_dir is None, opener=external_opener)
 
 
 def load_model_bytes(
@@ -153,22 +155,32 @@ def _byte_view(data: BytesLike, name: str) -> memoryview:
     return view.toreadonly()
 
 
-def _import_model(owner: DataOwner, name: str, directory: str | None, limits: Limits, *, beside_model: bool = False) -> OnnxModel:
+def _import_model(
+    owner: DataOwner,
+    name: str,
+    directory: str | None,
+    limits: Limits,
+    *,
+    beside_model: bool = False,
+    opener: ConfinedOpener = confined_descriptor,
+) -> OnnxModel:
     was_collecting = pause_gc()
     try:
-        return _read_bind_resolve(owner, name, directory, limits, beside_model)
+        return _read_bind_resolve(owner, name, directory, limits, beside_model, opener)
     finally:
         resume_gc(was_collecting)
 
 
-def _read_bind_resolve(owner: DataOwner, name: str, directory: str | None, limits: Limits, beside_model: bool) -> OnnxModel:
+def _read_bind_resolve(
+    owner: DataOwner, name: str, directory: str | None, limits: Limits, beside_model: bool, opener: ConfinedOpener
+) -> OnnxModel:
     owners = [owner]
     try:
         ctx = ReadContext(owner.parse_buffer(), owner, limits)
         model = read_model(ctx)
         if beside_model and ctx.external_tensors:
             directory = os.path.dirname(os.path.abspath(name))
-        binder = ExternalDataBinder(directory, limits)
+        binder = ExternalDataBinder(directory, limits, opener)
         try:
             for tensor in ctx.external_tensors:
                 try:

@@ -2,7 +2,9 @@
 
 Owns `open_file` (the model or tensor file a caller names) and
 `open_confined` (an external data file, which must stay inside its
-directory). Both open without blocking, so a FIFO is refused and never waited
+directory), whose first half, `confined_descriptor` (resolve, check, open),
+a caller may have done elsewhere: by a process that may read the file when
+the one that parses may not. Both open without blocking, so a FIFO is refused and never waited
 on; check on the open descriptor that it is a regular file; take the size
 from that descriptor; then read the file (up to 1 MiB) or map it read-only.
 They return a `DataOwner` whose `close()` releases the mapping, and whose
@@ -17,6 +19,7 @@ import contextlib
 import mmap
 import os
 import stat
+from collections.abc import Callable
 from typing import Final
 
 from importer.data_owner import DataOwner, FileIdentity
@@ -60,10 +63,14 @@ def _opened_path(fd: int, path: str | os.PathLike[str]) -> str:
     return opened
 
 
-def open_confined(directory: str, location: str, *, allow_hard_links: bool, max_bytes: int) -> DataOwner:
+ConfinedOpener = Callable[[str, str], tuple[int, str]]  # (directory, location) -> (open descriptor, its resolved path)
+
+
+def confined_descriptor(directory: str, location: str) -> tuple[int, str]:
     """Open `location` inside `directory`: every link resolved, the result
     inside the resolved directory and a regular file, and the file opened the
-    very one that was checked (same device and inode, not a link)."""
+    very one that was checked (same device and inode, not a link). The
+    descriptor (the caller closes it) and the resolved path."""
     kind = ErrorKind.EXTERNAL_DATA
     root = os.path.realpath(directory)
     path = os.path.realpath(os.path.join(root, location))
@@ -78,12 +85,26 @@ def open_confined(directory: str, location: str, *, allow_hard_links: bool, max_
     if not stat.S_ISREG(checked.st_mode):
         raise _refusal(kind, location, "is not a regular file")
     fd = _open(path, _OPEN_FLAGS | _NO_FOLLOW, kind, location)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (checked.st_dev, checked.st_ino):
+        os.close(fd)
+        raise _refusal(kind, location, "changed between its check and its opening")
+    return fd, path
+
+
+def open_confined(
+    directory: str, location: str, *, allow_hard_links: bool, max_bytes: int, opener: ConfinedOpener = confined_descriptor
+) -> DataOwner:
+    """`location` inside `directory`, opened by `opener` (`confined_descriptor`:
+    its rules), then checked on the descriptor (a regular file; one hard link
+    unless allowed) and read or mapped."""
+    fd, path = opener(directory, location)
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (checked.st_dev, checked.st_ino):
-            raise _refusal(kind, location, "changed between its check and its opening")
+        if not stat.S_ISREG(info.st_mode):
+            raise _refusal(ErrorKind.EXTERNAL_DATA, location, "is not a regular file")
         if info.st_nlink > 1 and not allow_hard_links:
-            raise _refusal(kind, location, f"has {info.st_nlink} hard links (refused unless allowed)", HARD_LINKED)
+            raise _refusal(ErrorKind.EXTERNAL_DATA, location, f"has {info.st_nlink} hard links (refused unless allowed)", HARD_LINKED)
         return _owner_from(fd, info, path, location, max_bytes)
     finally:
         os.close(fd)

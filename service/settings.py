@@ -272,7 +272,8 @@ class Settings:
     worker_uid: int = setting(
         WORKER_ID,
         INT,
-        "uid an import worker takes once its inputs are open, when the service runs as root (otherwise workers keep the service's)",
+        "uid an import worker takes once its inputs are open, before it parses, when the service runs as root"
+        " (otherwise workers keep the service's, in a user namespace of their own)",
         rule=within(1, 2**32 - 2),
     )
     worker_gid: int = setting(WORKER_ID, INT, "gid an import worker takes with --worker-uid", rule=within(1, 2**32 - 2))

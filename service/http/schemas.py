@@ -286,7 +286,9 @@ class Readiness(BaseModel):
     store_writable: bool
     network_isolation: str = Field(description="namespace, user-namespace or unavailable")
     worker_sandbox: list[str] = Field(
-        description="what confines an import worker: network-namespace, user-namespace, landlock, seccomp (empty: none of them)"
+        description="what confines an import worker, in this order: user-namespace, pid-namespace, ipc-namespace,"
+        " mount-namespace, uts-namespace, cgroup-namespace, network-namespace, minimal-root, unprivileged,"
+        " memory-cgroup, pids-cgroup, landlock, seccomp (empty: none of them)"
     )
     landlock_abi: int = Field(description="the Landlock ABI of the workers' file policy (0: none; the kernel offers no Landlock)")
     checked_seconds_ago: float = Field(description="age of the background check this answer reports (every few seconds)")

@@ -14,8 +14,9 @@ service's (memory, and pids), with
   answer, limit "memory");
 - pids: `pids.max` = `MAX_TASKS`: the worker's processes and threads in all.
 
-The worker joins them itself (writing 0 to each `cgroup.procs`) before it
-enters its cgroup namespace (`service.sandbox.worker.main`), so it is inside
+The worker joins them itself (writing 0 to each `tasks`, v1, or
+`cgroup.procs`, v2, while it is one thread) before it enters its cgroup
+namespace (`service.sandbox.worker.main`), so it is inside
 before it reads a byte; `finish` removes them once it has exited, so no group
 is left behind. Where the service cannot create groups (not root, a
 read-only cgroup file system in a container, v2 without the memory
@@ -54,13 +55,16 @@ class Controller:
 class JobGroups:
     """A worker's own groups (`joined`: what the worker joins, WorkerJob.cgroups)."""
 
-    folders: list[tuple[str, Path]]
+    folders: list[tuple[str, Path, bool]]  # (controller, its folder, whether cgroup v2)
     memory: Path | None
     v2: bool
 
     @property
     def joined(self) -> tuple[tuple[str, str], ...]:
-        return tuple((controller, str(folder / "cgroup.procs")) for controller, folder in self.folders)
+        """v1: `tasks` (moving the one thread that writes 0 there takes no
+        global lock; `cgroup.procs` waits for an RCU grace period, 2 to 15 ms
+        here); v2: `cgroup.procs`."""
+        return tuple((controller, str(folder / ("cgroup.procs" if v2 else "tasks"))) for controller, folder, v2 in self.folders)
 
 
 class WorkerCgroups:
@@ -90,7 +94,7 @@ class WorkerCgroups:
             for controller in self.controllers:
                 folder = controller.folder / name
                 folder.mkdir()
-                groups.folders.append((controller.name, folder))
+                groups.folders.append((controller.name, folder, controller.v2))
                 if controller.name == "memory":
                     _limit_memory(folder, memory, controller.v2)
                     groups.memory, groups.v2 = folder, controller.v2
@@ -110,7 +114,7 @@ class WorkerCgroups:
                 events = (groups.memory / ("memory.events" if groups.v2 else "memory.oom_control")).read_text()
                 counts = dict(line.split() for line in events.splitlines() if len(line.split()) == 2)
                 killed = int(counts.get("oom_kill", "0")) > 0
-        for _, folder in groups.folders:
+        for _, folder, _ in groups.folders:
             _remove(folder)
         return killed
 

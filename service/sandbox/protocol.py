@@ -52,8 +52,8 @@ class WorkerJob:
     checks: tuple[Stage, ...] = ("schema",)  # the stages asked for (service.checks.outcome.STAGES); each worker runs its own
     dims: tuple[tuple[str, int], ...] = ()  # the smoke run's bindings of symbolic dimensions
     max_static_output: int = 1 << 30  # the security stage's bound (--max-static-output)
-    sleep: float = 0.0  # test hook: the worker waits this long before reading
-    spin: bool = False  # test hook: ... burning CPU instead of sleeping
+    sleep: float = 0.0  # test hook: the worker waits this long before it opens its model
+    spin: bool = False  # test hook: ... burning CPU instead of sleeping, once its walls and limits are up
     test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.sandbox.worker.main.try_forbidden)
     test_code: str = ""  # test hook: Python run in place of the task, its model open and every wall up; its `result` is reported
     worker_uid: int = WORKER_ID  # the identity a worker started as root takes once its inputs are open

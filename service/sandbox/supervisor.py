@@ -32,6 +32,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailur
 from service.sandbox.worker import main as worker
 from service.sandbox.worker import seccomp
 from service.sandbox.worker.confinement import LANDLOCK_PREFIX, network_isolation
+from service.sandbox.worker.file_broker import READS_EXTERNAL_DATA, serve_requests
 from service.sandbox.worker.memory_limit import EXIT_MEMORY
 from service.settings import TEST_HOOKS_VARIABLE, Settings
 
@@ -179,14 +181,23 @@ class Sandbox:
 
     def _fork(self, job: WorkerJob) -> tuple[multiprocessing.process.BaseProcess, Connection, WorkerOutput]:
         """A worker started on `job`: the process, the reading end of its
-        connection, and the reader of its stdout and stderr."""
+        connection, and the reader of its stdout and stderr. A job that binds
+        external data gets a socket to open them through (`service.sandbox.worker.file_broker`),
+        answered by a thread of its own until the worker closes it."""
         reader, writer = self.context.Pipe(duplex=False)
         output_reader, output_writer = self.context.Pipe(duplex=False)
-        process = self.context.Process(target=worker.main, args=(writer, job, output_writer), daemon=True)
-        process.start()
-        writer.close()
-        output_writer.close()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if job.task in READS_EXTERNAL_DATA else (None, None)
+        process = self.context.Process(target=worker.main, args=(writer, job, output_writer, theirs), daemon=True)
+        try:
+            process.start()
+        finally:
+            writer.close()
+            output_writer.close()
+            if theirs is not None:
+                theirs.close()
         assert process.pid is not None
+        if ours is not None:
+            threading.Thread(target=serve_requests, args=(ours, job), name=f"file-broker-{process.pid}", daemon=True).start()
         return process, reader, WorkerOutput(output_reader, process.pid)
 
     def probe(self, timeout: float = 5.0) -> str:

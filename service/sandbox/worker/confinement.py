@@ -18,7 +18,9 @@ reach):
 4. in its mount namespace, a minimal root (`service.sandbox.worker.minimal_root`): only the
    model's folder, its external-data folder and the Python code, read-only;
 5. no privilege (`service.sandbox.worker.privileges`): its own uid and gid, every
-   capability set empty, the bounding set too, no_new_privs;
+   capability set empty, the bounding set too, no_new_privs. The external
+   data files the parse names are opened by the front end for it
+   (`service.sandbox.worker.file_broker`), as the service's user;
 6. Landlock's file policy (`service.sandbox.worker.landlock`): it may read the files
    beneath those folders and create, write, link, rename, truncate, remove
    or run nothing anywhere; signals and abstract UNIX sockets scoped to
@@ -84,7 +86,8 @@ def make_undumpable() -> None:
 
 def confine(job: WorkerJob) -> str:
     """Steps 2 to 8 above; what is in effect, as the isolation string. In the
-    parent of a new PID namespace this never returns (it leaves as its child does)."""
+    parent of a PID namespace made here this never returns (it leaves as its
+    child does)."""
     cgroups = join_cgroups(job.cgroups)
     namespaces = enter_namespaces(job.worker_uid, job.worker_gid)
     status_fd = open_own_status()  # this process's (PID 1 of its namespace), before /proc is out of view

@@ -37,11 +37,13 @@ from typing import Literal
 from importer import ErrorKind, Limits, ModelImportError, OnnxModel, load_opened_model, open_model, opened_external_locations
 from importer.data_owner import DataOwner
 from importer.op_schemas import schema_table
+from importer.source import ConfinedOpener, confined_descriptor
 from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.sandbox.protocol import CHANGED, CHUNK_BYTES, ImportFailure, SourceReport, StageReport, WorkerHeader, WorkerJob
 from service.sandbox.worker import confinement
 from service.sandbox.worker.catalog import build_catalog
 from service.sandbox.worker.checks.run import import_stages, send_checks
+from service.sandbox.worker.file_broker import FileBroker
 from service.sandbox.worker.graph import render_graph
 from service.sandbox.worker.memory_limit import EXIT_MEMORY
 from service.sandbox.worker.summary import bounded_summary
@@ -49,16 +51,20 @@ from service.sandbox.worker.summary import bounded_summary
 CHANGED_MESSAGE = "the model file changed between its check and its reading"
 
 
-def main(connection: Connection, job: WorkerJob, output: Connection | None = None) -> None:
+def main(connection: Connection, job: WorkerJob, output: Connection | None = None, files: socket.socket | None = None) -> None:
     """Do `job` and send the outcome over `connection`; then leave at once.
-    `output` (a pipe the front end reads) becomes the worker's stdout and stderr."""
+    `output` (a pipe the front end reads) becomes the worker's stdout and
+    stderr; `files` is the socket the front end opens external data files through."""
     code = 0
     try:
-        confinement.keep_only_descriptors({connection.fileno()}, output.fileno() if output is not None else None)
+        kept = {connection.fileno()} | ({files.fileno()} if files is not None else set())
+        confinement.keep_only_descriptors(kept, output.fileno() if output is not None else None)
+        if job.sleep and not job.spin:  # test hook: hold the worker before it opens anything
+            time.sleep(job.sleep)
         opened = open_input(connection, job)
         if opened is False:
             return
-        isolation = confinement.confine(job)  # in the parent of a new PID namespace this does not return
+        isolation = confinement.confine(job)  # in the parent of a PID namespace made here this does not return
         if job.task == "probe":
             send_header(connection, WorkerHeader(status="probe", isolation=isolation))
             return
@@ -67,14 +73,11 @@ def main(connection: Connection, job: WorkerJob, output: Connection | None = Non
             return
         if job.test_action:  # test hook: try what the sandbox must stop
             try_forbidden(job)
-        if job.sleep:  # test hook: hold the worker (sleeping, or burning CPU)
-            if job.spin:
-                until = time.monotonic() + job.sleep
-                while time.monotonic() < until:
-                    pass
-            else:
-                time.sleep(job.sleep)
-        run_task(connection, job, isolation, opened)
+        if job.sleep and job.spin:  # test hook: burn CPU under the worker's limits
+            until = time.monotonic() + job.sleep
+            while time.monotonic() < until:
+                pass
+        run_task(connection, job, isolation, opened, FileBroker(files).open if files is not None else confined_descriptor)
     except MemoryError:
         gc.collect()
         try:
@@ -173,12 +176,14 @@ def run_task(
     job: WorkerJob,
     isolation: str,
     opened: DataOwner | None = None,
+    external_opener: ConfinedOpener = confined_descriptor,
     narrow: Callable[[], bool] = confinement.narrow_to_code,
 ) -> None:
-    """Read the job's model (`opened`, else opened here) and send the answer
-    its task asks for. A check worker `narrow`s its file policy to the code
-    once its inputs are mapped (in-process tests pass one that keeps the
-    test's own files)."""
+    """Read the job's model (`opened`, else opened here), its external data
+    files opened by `external_opener` (through the front end's file broker,
+    in a sandboxed worker), and send the answer its task asks for. A check worker
+    `narrow`s its file policy to the code once its inputs are mapped
+    (in-process tests pass one that keeps the test's own files)."""
     model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
     limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
     try:
@@ -187,7 +192,7 @@ def run_task(
             locations = opened_external_locations(owner, limits=limits)
             send_header(connection, WorkerHeader(status="ok", isolation=isolation, external_files=locations))
             return
-        model = load_opened_model(owner, external_data_dir=job.external_dir, limits=limits)
+        model = load_opened_model(owner, external_data_dir=job.external_dir, limits=limits, external_opener=external_opener)
     except ModelImportError as error:
         send_header(connection, WorkerHeader(status="error", error=_failure(error, job)))
         return

@@ -94,20 +94,23 @@ def prepare_fork_server() -> None:
             _state["user namespace"] = True
         return  # it could not go back to its own PID namespace after a fork (that needs CAP_SYS_ADMIN over the host's)
     own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-    os.register_at_fork(before=_next_child_in_a_new_pid_namespace, after_in_parent=lambda: _back_to(own))
+    fork_server = os.getpid()  # the hooks are inherited by every worker: they act in the fork server alone
+    os.register_at_fork(before=lambda: _next_child_in_a_new_pid_namespace(fork_server), after_in_parent=lambda: _back_to(fork_server, own))
 
 
-def _next_child_in_a_new_pid_namespace() -> None:
+def _next_child_in_a_new_pid_namespace(fork_server: int) -> None:
     """A fresh PID namespace for the child about to be forked (refused: it is
     born in the fork server's own, and unshares one itself). Until `_back_to`,
     the fork server can start no thread (a thread must be in its process's
     PID namespace)."""
-    _unshare(CLONE_NEWPID)
+    if os.getpid() == fork_server:
+        _unshare(CLONE_NEWPID)
 
 
-def _back_to(namespace: int) -> None:
+def _back_to(fork_server: int, namespace: int) -> None:
     """Children in the fork server's own PID namespace again: the next unshare may make a new one."""
-    _libc.setns(ctypes.c_int(namespace), ctypes.c_int(CLONE_NEWPID))
+    if os.getpid() == fork_server:
+        _libc.setns(ctypes.c_int(namespace), ctypes.c_int(CLONE_NEWPID))
 
 
 def enter_namespaces(uid: int, gid: int) -> Namespaces:

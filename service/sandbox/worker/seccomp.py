@@ -92,6 +92,8 @@ ALLOWED: Final = (
     "getppid", "getuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "getpgrp", "getpgid", "getsid",
     "uname", "sysinfo", "getrusage", "times", "clock_gettime", "clock_getres", "gettimeofday", "time", "nanosleep",
     "getcpu", "arch_prctl", "capget", "getrlimit", "futex_waitv", "get_mempolicy",
+    # the file broker's socket pair (made before the filter; no socket can be made after it)
+    "sendmsg", "recvmsg", "sendto", "recvfrom",
 )  # fmt: skip
 # Allowed only with the conditions in build_filter.
 CONDITIONAL: Final = (
