@@ -18,7 +18,8 @@ The worker joins them itself (writing 0 to each `tasks`, v1, or
 `cgroup.procs`, v2, while it is one thread) before it enters its cgroup
 namespace (`service.sandbox.worker.main`), so it is inside
 before it reads a byte; `finish` removes them once it has exited, so no group
-is left behind. Where the service cannot create groups (not root, a
+is left behind (those of a front end killed meanwhile are removed by the
+next `find`). Where the service cannot create groups (not root, a
 read-only cgroup file system in a container, v2 without the memory
 controller delegated to the service's group), `find` gives None and the
 workers' memory watch (`service.sandbox.memory_watch`) counts shared memory
@@ -39,6 +40,7 @@ from typing import Final
 log = logging.getLogger("service.sandbox")
 MAX_TASKS: Final = 64  # a worker's processes and threads (onnxruntime runs one intra-op and one inter-op thread)
 REMOVE_ATTEMPTS: Final = 50
+PREFIX: Final = "onnx-worker-"  # onnx-worker-<the front end's pid>-<serial>
 _serial = itertools.count()
 
 
@@ -78,17 +80,20 @@ class WorkerCgroups:
 
     @classmethod
     def find(cls) -> WorkerCgroups | None:
-        """The service's groups where it may make its workers' (a trial group made and removed), else None."""
+        """The service's groups where it may make its workers' (a trial group
+        made and removed), else None. Groups left by a front end that is gone
+        (killed before it could remove its workers') are removed."""
         controllers = []
         for name in ("memory", "pids"):
             controller = _controller(name)
             if controller is not None and _can_make_groups(controller):
                 controllers.append(controller)
+                _remove_stale(controller.folder)
         return cls(controllers) if controllers else None
 
     def make(self, memory: int) -> JobGroups:
         """A new worker's groups, limits set."""
-        name = f"onnx-worker-{os.getpid()}-{next(_serial)}"
+        name = f"{PREFIX}{os.getpid()}-{next(_serial)}"
         groups = JobGroups([], None, False)
         try:
             for controller in self.controllers:
@@ -140,6 +145,15 @@ def _remove(folder: Path) -> None:
         except OSError:  # EBUSY: the worker's last task is still leaving
             time.sleep(0.01)
     log.warning("could not remove the worker's cgroup %s", folder)
+
+
+def _remove_stale(folder: Path) -> None:
+    """Remove the empty worker groups whose front end (the pid in their name) no longer runs."""
+    for group in folder.glob(f"{PREFIX}*"):
+        maker = group.name.removeprefix(PREFIX).split("-")[0]
+        if maker.isdigit() and not Path(f"/proc/{maker}").exists():
+            with contextlib.suppress(OSError):  # still holds a task (EBUSY), or another front end removed it
+                group.rmdir()
 
 
 def _controller(name: str) -> Controller | None:
@@ -204,7 +218,7 @@ def _cgroup_mounts() -> dict[str, tuple[str, str]]:
 
 
 def _can_make_groups(controller: Controller) -> bool:
-    trial = controller.folder / f"onnx-worker-{os.getpid()}-trial"
+    trial = controller.folder / f"{PREFIX}{os.getpid()}-trial"
     try:
         trial.mkdir()
     except OSError:

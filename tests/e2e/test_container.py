@@ -354,6 +354,10 @@ def test_health_turns_healthy_and_readyz_reports_the_worker_sandbox(running: Sta
     report.append(f"container: /readyz {json.dumps(body, sort_keys=True)}")
     assert body["status"] == "ready" and body["fork_server"] is True and body["store_writable"] is True
     assert "seccomp" in body["worker_sandbox"] and "landlock" in body["worker_sandbox"] and body["landlock_abi"] >= 1, body
+    # the service's seccomp profile (deploy/seccomp/onnx-import.json) lets the workers make their namespaces and root
+    walls = ("user-namespace", "pid-namespace", "ipc-namespace", "mount-namespace", "network-namespace", "minimal-root", "unprivileged")
+    assert [wall for wall in walls if wall not in body["worker_sandbox"]] == [], body
+    assert body["network_isolation"] == "user-namespace", body
 
 
 def test_an_import_from_the_read_only_data_root(running: Stack) -> None:
@@ -470,7 +474,8 @@ def test_every_attack_fails_inside_a_worker_in_the_container(running: Stack) -> 
     """tests/support/worker_attacks.py in the running container, as its user (uid 10001)."""
     from support.worker_walls import ATTACKS, check_attack_outcomes
 
-    check_attack_outcomes(running.exec_python(ATTACKS.read_text()), may_trace=False)  # uid 10001, no capabilities
+    # uid 10001, no capabilities, the service's seccomp profile: what needs a privilege fails to the control too
+    check_attack_outcomes(running.exec_python(ATTACKS.read_text()), may_trace=False, privileged=False, container=True)
 
 
 def test_the_front_end_fits_its_memory_budget(running: Stack, report: list[str]) -> None:

@@ -52,7 +52,7 @@ from service.sandbox.worker import landlock
 from service.sandbox.worker.memory_limit import open_own_status, watch_memory
 from service.sandbox.worker.minimal_root import pivot_to_minimal_root
 from service.sandbox.worker.namespaces import CLONE_NEWNS, enter_namespaces
-from service.sandbox.worker.privileges import UNPRIVILEGED, drop_privileges, unprivileged
+from service.sandbox.worker.privileges import UNPRIVILEGED, drop_privileges, empty_bounding_set, unprivileged
 from service.sandbox.worker.seccomp import install_worker_filter
 
 NOFILE_MARGIN: Final = 64
@@ -89,6 +89,7 @@ def confine(job: WorkerJob) -> str:
     parent of a PID namespace made here this never returns (it leaves as its
     child does)."""
     cgroups = join_cgroups(job.cgroups)
+    empty_bounding_set()  # while it may (as root, before it may have to leave root to make a user namespace)
     namespaces = enter_namespaces(job.worker_uid, job.worker_gid)
     status_fd = open_own_status()  # this process's (PID 1 of its namespace), before /proc is out of view
     layers = [*namespaces.names, *cgroups]

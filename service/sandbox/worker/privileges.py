@@ -54,7 +54,7 @@ class _Data(ctypes.Structure):
 
 def drop_privileges(uid: int, gid: int, namespaces: Namespaces) -> None:
     """Leave every privilege (see the module's text)."""
-    _empty_bounding_set()
+    empty_bounding_set()
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     if os.geteuid() == 0 and not namespaces.has(CLONE_NEWUSER):
         leave_root(uid, gid)
@@ -66,7 +66,8 @@ def drop_privileges(uid: int, gid: int, namespaces: Namespaces) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
-def _empty_bounding_set() -> None:
+def empty_bounding_set() -> None:
+    """Drop every capability from the bounding set, where the caller may (CAP_SETPCAP)."""
     for capability in range(MAX_CAPABILITIES):
         if _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
             number = ctypes.get_errno()

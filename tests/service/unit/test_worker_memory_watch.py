@@ -1,6 +1,7 @@
 """The front end's watch on a worker's memory (service.memory_watch), on real
 processes: a process that grows past 97% of its limit is killed and counted
-as out of memory; one that aborts after growing past half its limit (how the
+as out of memory, whether it grows its heap or touches shared memory
+(MAP_SHARED | MAP_ANONYMOUS, which neither RLIMIT_DATA nor VmData counts); one that aborts after growing past half its limit (how the
 compiled importer's runtime ends when an allocation fails under
 RLIMIT_DATA) counts as out of memory; one that aborts small does not."""
 
@@ -33,6 +34,21 @@ def _run(size_mib: int, end: str, limit_mib: int) -> tuple[WorkerMemoryWatch, in
 def test_a_process_past_its_limit_is_killed_as_out_of_memory() -> None:
     watch, status = _run(120, "time.sleep(30)", limit_mib=100)
     assert status == -signal.SIGKILL and watch.hit and watch.ran_out(signal.SIGKILL)
+
+
+SHARED = "import mmap; block = mmap.mmap(-1, {size} << 20, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS); block.write(b'x' * ({size} << 20))"
+
+
+def test_shared_memory_past_the_limit_is_killed_as_out_of_memory() -> None:
+    code = SHARED.format(size=120) + "; print('grown', flush=True); time.sleep(30)"
+    process = subprocess.Popen([sys.executable, "-c", "import time; " + code], stdout=subprocess.PIPE)
+    watch = WorkerMemoryWatch(process.pid, 100 * MIB, process.kill)
+    assert process.stdout is not None
+    process.stdout.readline()
+    process.wait(10)
+    process.stdout.close()
+    watch.stop()
+    assert process.returncode == -signal.SIGKILL and watch.hit and watch.peak >= 100 * MIB * 0.97
 
 
 def test_an_abort_after_growing_past_half_the_limit_is_out_of_memory() -> None:
