@@ -52,7 +52,7 @@ from service.sandbox.worker import landlock
 from service.sandbox.worker.memory_limit import open_own_status, watch_memory
 from service.sandbox.worker.minimal_root import pivot_to_minimal_root
 from service.sandbox.worker.namespaces import CLONE_NEWNS, enter_namespaces
-from service.sandbox.worker.privileges import UNPRIVILEGED, drop_privileges, empty_bounding_set, unprivileged
+from service.sandbox.worker.privileges import UNPRIVILEGED, drop_capabilities, drop_privileges, empty_bounding_set, unprivileged
 from service.sandbox.worker.seccomp import install_worker_filter
 
 NOFILE_MARGIN: Final = 64
@@ -90,7 +90,7 @@ def confine(job: WorkerJob) -> str:
     child does)."""
     cgroups = join_cgroups(job.cgroups)
     empty_bounding_set()  # while it may (as root, before it may have to leave root to make a user namespace)
-    namespaces = enter_namespaces(job.worker_uid, job.worker_gid)
+    namespaces = enter_namespaces(job.worker_uid, job.worker_gid, stand_by=drop_capabilities)
     status_fd = open_own_status()  # this process's (PID 1 of its namespace), before /proc is out of view
     layers = [*namespaces.names, *cgroups]
     if namespaces.has(CLONE_NEWNS):

@@ -4,36 +4,37 @@ mounts, host name, cgroup tree or network.
 Owns `prepare_fork_server()` and `enter_namespaces(uid, gid)`.
 
 The fork server (`service.sandbox.worker.fork_server`, its first preloaded module) calls
-`prepare_fork_server` once: where it is not root, it first enters a user
-namespace of its own, in which its uid and gid map to themselves (one uid,
-as an unprivileged process may map) and it holds the capabilities the next
-steps need; then, before each fork (`os.register_at_fork`), it unshares a
-new PID namespace for that child alone, so that every worker is born the
-first process (PID 1) of a PID namespace of its own: it sees no other
-process, and no signal, `ptrace` or `sched_setaffinity` can name one. The
-kernel ends every process in it when the worker ends.
+`prepare_fork_server` once. As root, before each fork (`os.register_at_fork`,
+so after every preloaded module, some of which start threads) it unshares a
+new PID namespace for that child alone, and goes back to its own after it
+(setns): every worker is born the first process (PID 1) of a PID namespace
+of its own, at no cost but two system calls. It sees no other process, and
+no signal, `ptrace` or `sched_setaffinity` can name one; the kernel ends
+every process in it when the worker ends. (Not as another user: going back
+would need CAP_SYS_ADMIN over the host's PID namespace. Its workers make
+their PID namespace themselves, below.)
 
 The worker calls `enter_namespaces` once its inputs are open. It unshares,
 in one call, the IPC, mount, UTS, cgroup and network namespaces (and the PID
 namespace, where the fork server could not give it one):
 
-- with CAP_SYS_ADMIN where it is (root on a host, or the fork server's user
-  namespace), without a user namespace of its own: as root it later leaves
-  root for its own uid and gid (`service.sandbox.worker.privileges`), a real unprivileged
-  identity on the host; in the fork server's user namespace it drops the
-  capabilities it holds there once the mounts are made;
-- otherwise (root in a container without CAP_SYS_ADMIN, say) in a new user
-  namespace too, mapped as above; as root it first leaves root for its
-  worker identity, so that the namespace's owner is that identity, never root;
+- as root with CAP_SYS_ADMIN (on a host), without a user namespace: it later
+  leaves root for its own uid and gid (`service.sandbox.worker.privileges`), a real
+  unprivileged identity on the host;
+- otherwise (a service user; root in a container without CAP_SYS_ADMIN) in
+  a new user namespace too, in which its uid and gid map to themselves (one
+  uid, as an unprivileged process may map); the capabilities that namespace
+  grants are dropped once the mounts are made. As root it first leaves root
+  for its worker identity, so that the namespace's owner is that identity;
 - where the kernel (or a container's seccomp profile) refuses that, a
   network namespace alone (with a user namespace if needed), else none: the
   worker reports what it got.
 
 Without a PID namespace from the fork server, the worker forks once more
-after unsharing one: the child is PID 1 and does the job; the parent
-(`_stand_by`) only waits for it and leaves the way it left (the same exit
-status, or the same signal), so the supervisor sees one worker. The child
-dies with it (PR_SET_PDEATHSIG).
+after unsharing one: the child is PID 1 and does the job; the parent drops
+every capability it holds, then (`_stand_by`) only waits for the child and
+leaves the way it left (the same exit status, or the same signal), so the
+supervisor sees one worker. The child dies with it (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import os
 import resource
 import select
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -54,6 +56,7 @@ CLONE_NEWUSER: Final = 0x10000000
 CLONE_NEWPID: Final = 0x20000000
 CLONE_NEWNET: Final = 0x40000000
 PR_SET_PDEATHSIG: Final = 1
+PR_SET_DUMPABLE: Final = 4
 # The reported names, in the order /readyz lists them.
 NAMES: Final = {
     CLONE_NEWUSER: "user-namespace",
@@ -67,7 +70,6 @@ NAMES: Final = {
 ALL_BUT_USER: Final = CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWNET
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_state = {"user namespace": False}  # the fork server's, inherited by every worker it forks
 
 
 @dataclass(frozen=True)
@@ -88,11 +90,7 @@ class Namespaces:
 def prepare_fork_server() -> None:
     """In the fork server, before it starts any thread (see the module's text)."""
     if os.geteuid() != 0:
-        uid, gid = os.geteuid(), os.getegid()
-        if _unshare(CLONE_NEWUSER):
-            _map_identity(uid, gid)
-            _state["user namespace"] = True
-        return  # it could not go back to its own PID namespace after a fork (that needs CAP_SYS_ADMIN over the host's)
+        return  # going back to its own PID namespace after a fork would need CAP_SYS_ADMIN over the host's
     own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     fork_server = os.getpid()  # the hooks are inherited by every worker: they act in the fork server alone
     os.register_at_fork(before=lambda: _next_child_in_a_new_pid_namespace(fork_server), after_in_parent=lambda: _back_to(fork_server, own))
@@ -113,14 +111,15 @@ def _back_to(fork_server: int, namespace: int) -> None:
         _libc.setns(ctypes.c_int(namespace), ctypes.c_int(CLONE_NEWPID))
 
 
-def enter_namespaces(uid: int, gid: int) -> Namespaces:
-    """Unshare what the kernel allows (see the module's text); in the
-    parent of a PID namespace made here this never returns."""
+def enter_namespaces(uid: int, gid: int, stand_by: Callable[[], None]) -> Namespaces:
+    """Unshare what the kernel allows (see the module's text). In the parent
+    of a PID namespace made here this never returns: it calls `stand_by`
+    (which leaves it no privilege), then waits for its child and leaves as it did."""
     born_first = os.getpid() == 1  # the fork server gave this worker a PID namespace of its own
-    inherited = (CLONE_NEWPID if born_first else 0) | (CLONE_NEWUSER if _state["user namespace"] else 0)
+    inherited = CLONE_NEWPID if born_first else 0
     wanted = ALL_BUT_USER & ~CLONE_NEWPID if born_first else ALL_BUT_USER
-    if (os.geteuid() == 0 or _state["user namespace"]) and _unshare(wanted):
-        return _into_pid_namespace(Namespaces(wanted | inherited), fork=not born_first)
+    if os.geteuid() == 0 and _unshare(wanted):
+        return _into_pid_namespace(Namespaces(wanted | inherited), not born_first, stand_by)
     left_root = False
     if os.geteuid() == 0:  # the user namespace is to be the worker identity's, not root's
         leave_root(uid, gid)
@@ -129,7 +128,7 @@ def enter_namespaces(uid: int, gid: int) -> Namespaces:
     for flags in (CLONE_NEWUSER | wanted, CLONE_NEWUSER | CLONE_NEWNET):
         if _unshare(flags):
             _map_identity(own_uid, own_gid)
-            return _into_pid_namespace(Namespaces(flags | inherited, left_root), fork=not born_first)
+            return _into_pid_namespace(Namespaces(flags | inherited, left_root), not born_first, stand_by)
     return Namespaces((CLONE_NEWNET if _unshare(CLONE_NEWNET) else 0) | inherited, left_root)
 
 
@@ -147,13 +146,19 @@ def _unshare(flags: int) -> bool:
 
 def _map_identity(uid: int, gid: int) -> None:
     """In a new user namespace: the caller's uid and gid map to themselves, and
-    setgroups is refused (as it must be for an unprivileged gid map)."""
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n")):
-        with open(f"/proc/self/{name}", "w", encoding="ascii") as file:
-            file.write(text)
+    setgroups is refused (as it must be for an unprivileged gid map). The
+    worker is not dumpable (`confinement.make_undumpable`), which makes its
+    /proc files root's: dumpable again for the three writes, then not."""
+    _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n")):
+            with open(f"/proc/self/{name}", "w", encoding="ascii") as file:
+                file.write(text)
+    finally:
+        _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-def _into_pid_namespace(entered: Namespaces, fork: bool) -> Namespaces:
+def _into_pid_namespace(entered: Namespaces, fork: bool, stand_by: Callable[[], None]) -> Namespaces:
     """Fork the PID namespace's first process (if this worker unshared one)
     and return in it; the parent stands by."""
     if not (fork and entered.has(CLONE_NEWPID)):
@@ -168,6 +173,7 @@ def _into_pid_namespace(entered: Namespaces, fork: bool) -> Namespaces:
             os._exit(1)
         os.close(alive_reader)
         return entered
+    stand_by()
     _stand_by(child, alive_writer)
     raise AssertionError("unreachable")  # _stand_by leaves the process
 

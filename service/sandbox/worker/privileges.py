@@ -58,6 +58,13 @@ def drop_privileges(uid: int, gid: int, namespaces: Namespaces) -> None:
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     if os.geteuid() == 0 and not namespaces.has(CLONE_NEWUSER):
         leave_root(uid, gid)
+    drop_capabilities()
+
+
+def drop_capabilities() -> None:
+    """Every capability set empty (the bounding set too, where it may) and no_new_privs."""
+    empty_bounding_set()
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = _Header(CAPABILITY_VERSION_3, 0)
     empty = (_Data * 2)()
     if _libc.capset(ctypes.byref(header), empty) != 0:

@@ -18,9 +18,11 @@ import json
 import logging
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,14 +63,39 @@ def _attack_folder() -> Iterator[Path]:
 attack_folder = pytest.fixture(_attack_folder)
 
 
-def _run_attacks(folder: Path, as_nobody: bool) -> dict[str, dict[str, str]]:
-    command = [sys.executable, str(ATTACKS), str(folder)]
-    if as_nobody:
-        command = [*AS_NOBODY, *command]
-    ran = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/")
+def _run_attacks(folder: Path, python: list[str] | None = None, env: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """The attacks script's outcomes: as this user, or as nobody with `python` (and `env`)."""
+    command = [*AS_NOBODY, *python, str(ATTACKS), str(folder)] if python else [sys.executable, str(ATTACKS), str(folder)]
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd="/", env=env)
     assert ran.returncode == 0, ran.stderr[-4000:]
     outcomes: dict[str, dict[str, str]] = json.loads(ran.stdout)
     return outcomes
+
+
+def _runs_as_nobody(python: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*AS_NOBODY, python, "-c", START_AGAIN], capture_output=True, text=True, timeout=60, cwd="/", env=env)
+
+
+def python_for_nobody(folder: Path) -> tuple[list[str], dict[str, str]] | str:
+    """An interpreter nobody may run with this checkout and its packages: this
+    one; else, where this one lies in a private folder (a pyenv under /root),
+    a venv of the system's Python of the same version (its ABI) reading this
+    venv's packages (a .pth file) and the checkout (PYTHONPATH). Else why not."""
+    if _runs_as_nobody(sys.executable).returncode == 0:
+        return [sys.executable], dict(os.environ)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    system = shutil.which(f"python{version}", path="/usr/bin:/usr/local/bin:/bin")
+    if system is None:
+        return f"uid {NOBODY} cannot run this Python (a folder on the way is private), and there is no system python{version}"
+    venv = folder / "nobody-venv"
+    subprocess.run([system, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    (next(venv.glob("lib/python*/site-packages")) / "checkout-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    folder.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    probe = _runs_as_nobody(str(venv / "bin" / "python"), env)
+    if probe.returncode != 0:
+        return f"uid {NOBODY} cannot run this checkout: {(probe.stderr.strip().splitlines() or ['no message'])[-1][-300:]}"
+    return [str(venv / "bin" / "python")], env
 
 
 def host_traces() -> dict[str, list[str]]:
@@ -77,6 +104,14 @@ def host_traces() -> dict[str, list[str]]:
     groups = [str(path) for path in Path("/sys/fs/cgroup").glob("**/onnx-worker-*")]
     workers = [status.parent.name for status in Path("/proc").glob("[0-9]*/status") if _uid_of(status) == NOBODY]
     return {**ipc, "cgroups": groups, "worker processes": workers}
+
+
+def assert_no_trace_left(before: dict[str, list[str]]) -> None:
+    """The host as `before`, once the script's own processes (its fork server) have gone."""
+    deadline = time.monotonic() + 10
+    while (after := host_traces()) != before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert after == before
 
 
 def _uid_of(status: Path) -> int | None:
@@ -89,19 +124,25 @@ def _uid_of(status: Path) -> int | None:
 
 def test_every_attack_fails_inside_a_worker_as_this_user(attack_folder: Path) -> None:
     before = host_traces()
-    check_attack_outcomes(_run_attacks(attack_folder, as_nobody=False), may_trace=may_trace_anything(), privileged=os.geteuid() == 0)
-    assert host_traces() == before
+    check_attack_outcomes(_run_attacks(attack_folder), may_trace=may_trace_anything(), privileged=os.geteuid() == 0)
+    assert_no_trace_left(before)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="not root: the test above is the unprivileged run")
 def test_every_attack_fails_inside_a_worker_as_an_unprivileged_user(attack_folder: Path) -> None:
     if shutil.which("setpriv") is None:
         pytest.skip("no setpriv (util-linux) to run as another user")
-    probe = subprocess.run([*AS_NOBODY, sys.executable, "-c", START_AGAIN], capture_output=True, text=True, timeout=60, cwd="/")
-    if probe.returncode != 0:
-        reason = (probe.stderr.strip().splitlines() or ["no message"])[-1][-300:]
-        pytest.skip(f"uid {NOBODY} cannot run this Python and this checkout (a folder on the way is private): {reason}")
-    check_attack_outcomes(_run_attacks(attack_folder, as_nobody=True), may_trace=False, privileged=False)
+    interpreter = Path(tempfile.mkdtemp(prefix="worker-attacks-python-", dir="/tmp"))
+    try:
+        found = python_for_nobody(interpreter)
+        if isinstance(found, str):
+            pytest.skip(found)
+        python, env = found
+        before = host_traces()
+        check_attack_outcomes(_run_attacks(attack_folder, python, env), may_trace=False, privileged=False)
+        assert_no_trace_left(before)
+    finally:
+        shutil.rmtree(interpreter, ignore_errors=True)
 
 
 # -- the same sandbox in this process, for what the script does not show
