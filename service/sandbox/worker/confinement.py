@@ -118,8 +118,8 @@ def network_isolation(layers: list[str]) -> str:
 
 
 def join_cgroups(groups: tuple[tuple[str, str], ...]) -> list[str]:
-    """Move this process into its own cgroups ((controller, its `cgroup.procs`)
-    pairs); the layers joined ("memory-cgroup", "pids-cgroup")."""
+    """Move this process into its own cgroups ((controller, its `tasks` or
+    `cgroup.procs`) pairs); the layers joined ("memory-cgroup", "pids-cgroup")."""
     joined = []
     for controller, procs in groups:
         try:

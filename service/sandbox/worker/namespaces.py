@@ -74,10 +74,9 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 @dataclass(frozen=True)
 class Namespaces:
-    """The namespaces the worker entered (CLONE_NEW* flags), and whether it left root to enter them."""
+    """The namespaces the worker entered (CLONE_NEW* flags)."""
 
     flags: int
-    left_root: bool = False
 
     def has(self, flag: int) -> bool:
         return bool(self.flags & flag)
@@ -120,16 +119,14 @@ def enter_namespaces(uid: int, gid: int, stand_by: Callable[[], None]) -> Namesp
     wanted = ALL_BUT_USER & ~CLONE_NEWPID if born_first else ALL_BUT_USER
     if os.geteuid() == 0 and _unshare(wanted):
         return _into_pid_namespace(Namespaces(wanted | inherited), not born_first, stand_by)
-    left_root = False
     if os.geteuid() == 0:  # the user namespace is to be the worker identity's, not root's
         leave_root(uid, gid)
-        left_root = True
     own_uid, own_gid = os.geteuid(), os.getegid()
     for flags in (CLONE_NEWUSER | wanted, CLONE_NEWUSER | CLONE_NEWNET):
         if _unshare(flags):
             _map_identity(own_uid, own_gid)
-            return _into_pid_namespace(Namespaces(flags | inherited, left_root), not born_first, stand_by)
-    return Namespaces((CLONE_NEWNET if _unshare(CLONE_NEWNET) else 0) | inherited, left_root)
+            return _into_pid_namespace(Namespaces(flags | inherited), not born_first, stand_by)
+    return Namespaces((CLONE_NEWNET if _unshare(CLONE_NEWNET) else 0) | inherited)
 
 
 def leave_root(uid: int, gid: int) -> None:
