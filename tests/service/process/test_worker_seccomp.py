@@ -94,6 +94,13 @@ def test_an_import_works_under_the_filter(sandbox: Sandbox, tmp_path: Path) -> N
     assert (tmp_path / "catalog").stat().st_size > 0
 
 
+def _command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def test_the_worker_holds_no_socket_but_its_file_broker(sandbox: Sandbox, tmp_path: Path) -> None:
     """The filter lets `sendmsg` and the like through; they find no socket to
     use but the one the front end opens external data files through."""
@@ -104,7 +111,8 @@ def test_the_worker_holds_no_socket_but_its_file_broker(sandbox: Sandbox, tmp_pa
         deadline = time.monotonic() + 10
         workers: list[int] = []
         while not workers and time.monotonic() < deadline:  # the fork server's child (and its child, where it made its PID namespace)
-            workers = [worker for server in children_of(os.getpid()) for worker in children_of(server)]
+            servers = [child for child in children_of(os.getpid()) if b"multiprocessing.forkserver" in _command_line(child)]
+            workers = [worker for server in servers for worker in children_of(server)]
             workers = [leaf for worker in workers for leaf in children_of(worker)] or workers
             time.sleep(0.02)
         assert workers, "no worker appeared"

@@ -98,20 +98,26 @@ def python_for_nobody(folder: Path) -> tuple[list[str], dict[str, str]] | str:
     return [str(venv / "bin" / "python")], env
 
 
-def host_traces() -> dict[str, list[str]]:
-    """What a worker could leave on the host: System V IPC objects, worker cgroups, worker processes."""
-    ipc = {kind: Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:] for kind in ("shm", "msg", "sem")}
-    groups = [str(path) for path in Path("/sys/fs/cgroup").glob("**/onnx-worker-*")]
-    workers = [status.parent.name for status in Path("/proc").glob("[0-9]*/status") if _uid_of(status) == NOBODY]
+def host_traces() -> dict[str, set[str]]:
+    """What a worker could leave on the host: System V IPC objects (key and id), worker cgroups, processes of the worker uid."""
+    ipc = {
+        kind: {" ".join(line.split()[:2]) for line in Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]}
+        for kind in ("shm", "msg", "sem")
+    }
+    groups = {str(path) for path in Path("/sys/fs/cgroup").glob("**/onnx-worker-*")}
+    workers = {status.parent.name for status in Path("/proc").glob("[0-9]*/status") if _uid_of(status) == NOBODY}
     return {**ipc, "cgroups": groups, "worker processes": workers}
 
 
-def assert_no_trace_left(before: dict[str, list[str]]) -> None:
-    """The host as `before`, once the script's own processes (its fork server) have gone."""
+def assert_no_trace_left(before: dict[str, set[str]]) -> None:
+    """Nothing on the host that was not there `before`, once the script's own processes (its fork server) have gone
+    (other processes of this machine, a test's PostgreSQL, may have removed theirs meanwhile)."""
     deadline = time.monotonic() + 10
-    while (after := host_traces()) != before and time.monotonic() < deadline:
+    while (
+        left := {kind: found - before[kind] for kind, found in host_traces().items() if found - before[kind]}
+    ) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert after == before
+    assert not left, left
 
 
 def _uid_of(status: Path) -> int | None:
