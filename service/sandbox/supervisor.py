@@ -131,7 +131,10 @@ class Sandbox:
         if "seccomp" not in layers:
             reason = seccomp.UNAVAILABLE_REASON or "the kernel refused the filter"
             log.warning("seccomp unavailable: workers run without their system-call filter (%s)", reason)
-        missing = [layer for layer in LAYERS if layer not in layers and layer not in ("landlock", "seccomp", "network-namespace")]
+        expected = [layer for layer in LAYERS if layer not in ("landlock", "seccomp", "network-namespace")]  # those warned of above
+        if os.geteuid() == 0:
+            expected.remove("user-namespace")  # a root worker leaves root for an identity of its own instead
+        missing = [layer for layer in expected if layer not in layers]
         if missing:
             log.warning(
                 "worker walls unavailable here: %s (the kernel, the container's policy or the service's rights refuse them)",
