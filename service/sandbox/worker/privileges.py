@@ -53,9 +53,8 @@ class _Data(ctypes.Structure):
 
 
 def drop_privileges(uid: int, gid: int, namespaces: Namespaces) -> None:
-    """Leave every privilege (see the module's text)."""
-    empty_bounding_set()
-    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    """Leave every privilege (see the module's text). The bounding set was
+    emptied before (`confinement.confine`), while this process still could."""
     if os.geteuid() == 0 and not namespaces.has(CLONE_NEWUSER):
         leave_root(uid, gid)
     drop_capabilities()

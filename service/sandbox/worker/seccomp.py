@@ -66,11 +66,13 @@ import sys
 import termios
 from typing import Any, Final
 
+from service.sandbox.worker.namespaces import ALL_BUT_USER, CLONE_NEWUSER
+
 SECCOMP = "seccomp"
 UNAVAILABLE = "unavailable"
 
 CLONE_THREAD: Final = 0x00010000
-CLONE_NAMESPACES: Final = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+CLONE_NAMESPACES: Final = CLONE_NEWUSER | ALL_BUT_USER
 PROT_EXEC: Final = mmap.PROT_EXEC
 MAP_ANONYMOUS: Final = mmap.MAP_ANONYMOUS
 LOW_32_BITS: Final = 0xFFFFFFFF
