@@ -162,6 +162,11 @@ class CheckStatus(BaseModel):
     errors: int
     warnings: int
     reason: str | None = Field(default=None, description="why a stage is incomplete or skipped")
+    ran_at: str | None = Field(default=None, description="when this tenant's run of the stage ended (ISO 8601, UTC)")
+    versions: dict[str, str] | None = Field(
+        default=None, description="the code that ran it: onnx-import-service (schema, security), onnx (shape), onnxruntime (runtime, smoke)"
+    )
+    dims: dict[str, int] | None = Field(default=None, description="the smoke run's dimension bindings (?dim=)")
 
 
 class DiagnosticPage(BaseModel):
@@ -191,7 +196,9 @@ class ModelSummary(BaseModel):
     tensors: list[TensorEntry] = Field(description="the first tensors in file order; GET links.tensors pages through all")
     diagnostics: DiagnosticsSummary = Field(description="every check stage's findings: counts, and the first ones with their places")
     checks: dict[str, CheckStatus] = Field(
-        default_factory=dict, description="each stage run at import (schema, security, shape, runtime, smoke): its status and counts"
+        default_factory=dict,
+        description="each stage this tenant ran on the model (schema, security, shape, runtime, smoke), its latest run: status, counts, "
+        "when and with what it ran; never another tenant's",
     )
     verdict: Literal["pass", "fail", "incomplete"] | None = Field(
         default=None, description="fail if any stage failed; else incomplete if any did not finish (fail closed); else pass"

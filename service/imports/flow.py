@@ -54,10 +54,12 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from service.checks.runs import CheckRuns, merged, stages_missing, summary_for
 from service.errors import BadInput, ImportFailed, ImportTooLarge, NotFound, StoreFull, bounded
 from service.imports.checks import CheckRequest, complete_checks, default_checks
 from service.imports.inputs import Upload
 from service.imports.summary import finish_summary
+from service.imports.tenant_checks import import_runs, keep_runs
 from service.paths import relative_below, resolve_under_root
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import IMPORT_STREAMS, ImportFailure, SourceReport, WorkerHeader, WorkerJob
@@ -141,10 +143,14 @@ async def import_upload(
         assert upload.model is not None
         async with service.limiter.admission():
             model_id = model_id_of("upload", upload.model.sha256, [(e.location, e.sha256) for e in upload.externals])
+            asked = checks or default_checks(service)
             if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):  # this tenant's own, again
-                return Imported(model_id, False, await stored_summary(service, model_id, upload.display_name))
+                runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(service.store.checks, tenant, model_id))
+                if not stages_missing(runs, asked.stages, asked.dims):
+                    return Imported(model_id, False, await stored_summary(service, tenant, model_id, upload.display_name))
             # Content another tenant holds is imported like new (a worker runs, the
-            # answer is 201): neither the status nor the time says it existed.
+            # answer is 201): neither the status nor the time says it existed. So is
+            # this tenant's own when it asks for stages it has not run on it.
             job = service.sandbox.job(
                 "import",
                 directory=str(work.files),
@@ -160,6 +166,7 @@ async def import_upload(
             )
             header = await run_worker(service, job, [work.catalog, work.converted], limit - upload.size)
             await complete_checks(service, job, header, work.catalog)
+            runs = await import_runs(job, header, work.catalog)
             unused = sorted({staged.location for staged in upload.externals} - set(header.external_files))
             if unused:
                 names = ", ".join(repr(location) for location in unused[:10])
@@ -169,8 +176,10 @@ async def import_upload(
             for location in header.external_files:
                 files[location] = _source(reports[location], work.relative(work.upload_external / location), True)
             await asyncio.sleep(hooks.pause)
+            if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):  # held already: what ran is added
+                return await held_again(service, tenant, model_id, upload.display_name, runs)
             owner = TenantRecord(tenant=tenant, input=upload.display_name, created_ns=time.time_ns())
-            return await commit(service, work, model_id, header, files, owner, upload.model.size, upload.model.sha256, hooks)
+            return await commit(service, work, model_id, header, files, owner, upload.model.size, upload.model.sha256, hooks, runs)
 
 
 async def import_path(
@@ -199,6 +208,7 @@ async def import_path(
             )
             header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes)
             await complete_checks(service, job, header, work.catalog)
+            runs = await import_runs(job, header, work.catalog)
             reports = worker_reports(header, path)
             files: dict[str, SourceFile] = {}
             for key, report in reports.items():
@@ -213,9 +223,9 @@ async def import_path(
             if await anyio.to_thread.run_sync(service.store.has, model_id):
                 await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
             if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):
-                return Imported(model_id, False, await stored_summary(service, model_id, path))
+                return await held_again(service, tenant, model_id, path, runs)
             owner = TenantRecord(tenant=tenant, input=path, created_ns=time.time_ns())
-            return await commit(service, work, model_id, header, files, owner, reports[MODEL_FILE_KEY].size, model_sha, hooks)
+            return await commit(service, work, model_id, header, files, owner, reports[MODEL_FILE_KEY].size, model_sha, hooks, runs)
 
 
 async def commit(
@@ -228,9 +238,12 @@ async def commit(
     model_size: int,
     model_sha256: str,
     hooks: ImportHooks,
+    runs: CheckRuns,
 ) -> Imported:
     """Store the work folder (unless that content is stored) and give the
-    tenant its record; `created` when the model is new for the tenant."""
+    tenant its record, with `runs` (this import's check stages) as its own
+    (laid over its earlier ones if it held the model meanwhile); `created`
+    when the model is new for the tenant."""
     assert header.summary is not None and len(header.streams) == len(IMPORT_STREAMS)
     if header.streams[1]:
         info = os.stat(work.converted)
@@ -247,25 +260,39 @@ async def commit(
         tensor_count=header.tensor_count,
         files=files,
     )
-    store_commit = functools.partial(service.store.commit, hold_uploaded=hooks.hold_uploaded)
+    earlier = CheckRuns.from_bytes(await anyio.to_thread.run_sync(service.store.checks, owner.tenant, model_id))
+    runs = merged(earlier, runs)
+    store_commit = functools.partial(service.store.commit, checks=runs.to_bytes(), hold_uploaded=hooks.hold_uploaded)
     created = await anyio.to_thread.run_sync(store_commit, work, model_id, record, _json_bytes(summary), owner)
     await anyio.to_thread.run_sync(service.store.touch, model_id)
     summary["input"] = owner.input  # stored content another tenant imported first has its name
-    return Imported(model_id, created, _json_bytes(summary))
+    return Imported(model_id, created, _json_bytes(summary_for(summary, runs, SUMMARY_TENSORS)))
+
+
+async def held_again(service: Service, tenant: str, model_id: str, display_name: str, runs: CheckRuns) -> Imported:
+    """A model the tenant holds, imported again: this import's stages laid over
+    its earlier runs, and its summary (200)."""
+    await keep_runs(service, tenant, model_id, runs)
+    return Imported(model_id, False, await stored_summary(service, tenant, model_id, display_name))
 
 
 def _json_bytes(document: object) -> bytes:
     return json.dumps(document, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-async def stored_summary(service: Service, model_id: str, display_name: str) -> bytes:
-    """The stored summary under the name this request gave the model (another
-    client's name for the same bytes is never shown); marks the model used."""
+async def stored_summary(service: Service, tenant: str, model_id: str, display_name: str) -> bytes:
+    """The stored summary as `tenant` sees it: under the name this request
+    gave the model, with the tenant's own check runs (another client's name
+    and checks for the same bytes are never shown); marks the model used. A
+    holding from before per-tenant runs shows the checks stored with the content."""
     try:
         body = await anyio.to_thread.run_sync(service.store.summary, model_id)
     except FileNotFoundError:
         raise NotFound("the model was evicted from the store meanwhile; post it again") from None
+    runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(service.store.checks, tenant, model_id))
     await anyio.to_thread.run_sync(service.store.touch, model_id)
     summary = json.loads(body)
     summary["input"] = display_name
+    if runs is not None:
+        summary_for(summary, runs, SUMMARY_TENSORS)
     return _json_bytes(summary)

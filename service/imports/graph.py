@@ -17,7 +17,8 @@ copied) is `NotFound` (404), as when it is removed before.
 
 The model's files are the ones recorded at import: the worker reports the
 identity of each file it read (size, mtime, inode, from its own descriptor),
-and a file that is not the one recorded is `ModelSourceChanged` (409).
+and a file that is not the one recorded is `ModelSourceChanged` (409)
+(`service.imports.stored_model`).
 """
 
 from __future__ import annotations
@@ -28,14 +29,10 @@ from contextlib import AsyncExitStack
 
 import anyio.to_thread
 
-from service.errors import ModelSourceChanged, NotFound, bounded
+from service.errors import NotFound
 from service.imports.flow import run_worker
-from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
-from service.sandbox.protocol import WorkerHeader
+from service.imports.stored_model import GONE, check_sources, stored_model_files
 from service.state import Service
-from service.store.records import StoredRecord
-
-GONE = "the model was removed from the store meanwhile"
 
 
 async def graph_document(service: Service, model_id: str, tenant: str) -> int:
@@ -57,45 +54,13 @@ async def graph_document(service: Service, model_id: str, tenant: str) -> int:
         raise NotFound(GONE) from None
 
 
-def _check_sources(record: StoredRecord, header: WorkerHeader) -> None:
-    """The files the worker read are the ones recorded at import (its own
-    fstat of what it read: size, mtime and inode of a data-root file; the size
-    of a stored one, immutable content whose local copy a backend may make afresh)."""
-    reports = {report.key: report for report in header.sources}
-    for key, item in record.files.items():
-        if key == CONVERTED_FILE_KEY:
-            continue
-        report = reports.get(key)
-        copied = item.in_store or bool(item.etag)  # a local copy of stored content, or of an object checked as fetched
-        seen = (item.size,) if copied else (item.size, item.mtime_ns, item.inode)
-        if report is None or (report.size, report.mtime_ns, report.inode)[: len(seen)] != seen:
-            raise ModelSourceChanged(f"the model's file {bounded(repr(key), 200)} changed since the import; import it again")
-
-
 async def _render(service: Service, model_id: str, tenant: str) -> None:
     record = await anyio.to_thread.run_sync(service.store.read_record, model_id)
     held = await anyio.to_thread.run_sync(service.store.holding, tenant, model_id)
     if record is None or held is None:
         raise NotFound(GONE)
     async with service.limiter.admission(), AsyncExitStack() as stack:
-        model_item = record.files[MODEL_FILE_KEY]
-        if model_item.in_store:  # an upload: its files are in the store (a remote backend's: copied here)
-            files = service.store.model_files(model_id)
-            try:
-                folder = await anyio.to_thread.run_sync(files.__enter__)
-            except FileNotFoundError:  # removed since its record was read: by a DELETE, an eviction, another replica
-                raise NotFound(GONE) from None
-            stack.push_async_callback(anyio.to_thread.run_sync, files.__exit__, None, None, None)
-            model_path, external_dir = str(folder.root / model_item.path), str(folder.upload_external)
-        elif service.bucket_root is not None:  # a data root in a bucket: the recorded objects, copied here
-            from service.imports.object_import import fetch_recorded  # the fleet extra's obstore
-
-            copies = stack.enter_context(service.store.work_folder())
-            limit = service.settings.max_upload_total
-            await anyio.to_thread.run_sync(fetch_recorded, service.bucket_root, record, copies, limit)
-            model_path, external_dir = str(copies.upload_model), str(copies.upload_external)
-        else:
-            model_path, external_dir = os.path.join(os.path.realpath(service.settings.data_root), model_item.path), None
+        model_path, external_dir = await stored_model_files(service, model_id, record, stack)
         work = stack.enter_context(service.store.work_folder())
         job = service.sandbox.job(
             "graph",
@@ -107,6 +72,6 @@ async def _render(service: Service, model_id: str, tenant: str) -> None:
             model_id=model_id,
         )
         header = await run_worker(service, job, [work.graph], service.settings.max_import_bytes)
-        _check_sources(record, header)
+        check_sources(record, header)
         if not await anyio.to_thread.run_sync(service.store.add_graph, model_id, work.graph, tenant):
             raise NotFound(GONE)

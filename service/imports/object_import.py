@@ -33,12 +33,13 @@ from service.imports.flow import (
     Imported,
     ImportHooks,
     commit,
+    held_again,
     make_room,
     model_id_of,
     run_worker,
-    stored_summary,
     worker_reports,
 )
+from service.imports.tenant_checks import import_runs
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.state import Service
 from service.store.layout import ModelFolder
@@ -81,6 +82,7 @@ async def import_object(
             )
             header = await run_worker(service, job, [work.catalog, work.converted], settings.max_import_bytes)
             await complete_checks(service, job, header, work.catalog)
+            runs = await import_runs(job, header, work.catalog)
             reports = worker_reports(header, path)
             files = {name: fetched[name].source() for name in reports}
             model_id = model_id_of("path", model.sha256, [(name, fetched[name].sha256) for name in reports if name != MODEL_FILE_KEY])
@@ -88,9 +90,9 @@ async def import_object(
             if await anyio.to_thread.run_sync(service.store.has, model_id):
                 await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
             if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):
-                return Imported(model_id, False, await stored_summary(service, model_id, path))
+                return await held_again(service, tenant, model_id, path, runs)
             owner = TenantRecord(tenant=tenant, input=path, created_ns=time.time_ns())
-            return await commit(service, work, model_id, header, files, owner, model.size, model.sha256, hooks)
+            return await commit(service, work, model_id, header, files, owner, model.size, model.sha256, hooks, runs)
 
 
 def fetch_recorded(root: BucketRoot, record: StoredRecord, folder: ModelFolder, max_bytes: int) -> None:

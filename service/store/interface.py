@@ -197,3 +197,9 @@ class Index(Protocol):
         """The model's graph was rendered for this tenant once."""
 
     def mark_graph_rendered(self, tenant: str, model_id: str) -> None: ...
+
+    def checks(self, tenant: str, model_id: str) -> bytes | None:
+        """The tenant's own check runs of the model (a `CheckRuns` document), None if it has none."""
+
+    def keep_checks(self, tenant: str, model_id: str, document: bytes) -> bool:
+        """Replace the tenant's check runs of the model (lock held); False if it does not hold it."""

@@ -136,6 +136,7 @@ class MemoryIndex:
         self.last_use: dict[str, int] = {}
         self.held: dict[str, dict[str, TenantRecord]] = {}  # tenant -> model id -> its record
         self.rendered: set[tuple[str, str]] = set()  # (tenant, model id)
+        self.check_runs: dict[tuple[str, str], bytes] = {}  # (tenant, model id) -> its CheckRuns document
         self.uploads: dict[str, float] = {}  # place -> when its upload began (monotonic)
         self.lock = threading.RLock()
 
@@ -174,6 +175,7 @@ class MemoryIndex:
         for models in self.held.values():
             models.pop(model_id, None)
         self.rendered = {(tenant, held) for tenant, held in self.rendered if held != model_id}
+        self.check_runs = {key: runs for key, runs in self.check_runs.items() if key[1] != model_id}
 
     def size(self, model_id: str) -> int:
         return self.sizes.get(model_id, 0)
@@ -231,6 +233,7 @@ class MemoryIndex:
 
     def let_go(self, tenant: str, model_id: str) -> bool:
         self.rendered.discard((tenant, model_id))
+        self.check_runs.pop((tenant, model_id), None)
         return self.held.get(tenant, {}).pop(model_id, None) is not None
 
     def held_by_anyone(self, model_id: str) -> bool:
@@ -255,3 +258,12 @@ class MemoryIndex:
 
     def mark_graph_rendered(self, tenant: str, model_id: str) -> None:
         self.rendered.add((tenant, model_id))
+
+    def checks(self, tenant: str, model_id: str) -> bytes | None:
+        return self.check_runs.get((tenant, model_id))
+
+    def keep_checks(self, tenant: str, model_id: str, document: bytes) -> bool:
+        if not self.holds(tenant, model_id):
+            return False
+        self.check_runs[(tenant, model_id)] = document
+        return True

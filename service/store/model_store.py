@@ -168,6 +168,15 @@ class Store:
         """The tenant's record of the model (the name it gave it), or None."""
         return self.index.holding(tenant, model_id)
 
+    def checks(self, tenant: str, model_id: str) -> bytes | None:
+        """The tenant's own check runs of the model (`service.checks.runs`), None if it has none."""
+        return self.index.checks(tenant, model_id)
+
+    def keep_checks(self, tenant: str, model_id: str, document: bytes) -> bool:
+        """Replace the tenant's check runs of the model; False if it no longer holds it."""
+        with self.index.locked():
+            return self.index.keep_checks(tenant, model_id, document)
+
     def graph_rendered(self, tenant: str, model_id: str) -> bool:
         return self.index.graph_rendered(tenant, model_id)
 
@@ -239,10 +248,19 @@ class Store:
     # --- writing
 
     def commit(
-        self, work: ModelFolder, model_id: str, record: StoredRecord, summary: bytes, owner: TenantRecord, *, hold_uploaded: float = 0.0
+        self,
+        work: ModelFolder,
+        model_id: str,
+        record: StoredRecord,
+        summary: bytes,
+        owner: TenantRecord,
+        *,
+        checks: bytes = b"",
+        hold_uploaded: float = 0.0,
     ) -> bool:
         """Store the finished work folder as `model_id` (unless that content is
-        stored already) and give `owner`'s tenant its record. True if the model
+        stored already) and give `owner`'s tenant its record, with `checks` (the
+        check runs of this import, `service.checks.runs`) as its own. True if the model
         is new for the tenant. A model over the store's cap is `StoreFull`; a
         full file system, the OSError (the problem map answers 507)."""
         work.summary.write_bytes(summary)
@@ -267,6 +285,8 @@ class Store:
                     self.uses_written += 1
                     installed = True
                 created = self.index.hold(owner, model_id)
+                if checks:
+                    self.index.keep_checks(owner.tenant, model_id, checks)
                 self._evict(keep=model_id, tenant=owner.tenant, free_wanted=self.min_free)
         finally:
             if not installed:

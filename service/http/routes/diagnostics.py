@@ -1,11 +1,13 @@
 """Route of the diagnostics resource: every check stage's findings.
 
-`GET /models/{id}/diagnostics` pages through every diagnostic the check
-stages found at import (`service.imports.checks`), stage by stage in the
-order they ran and each in file order, with its stage, severity, stable code,
+`GET /models/{id}/diagnostics` pages through every diagnostic this tenant's
+own runs of the check stages found (`service.checks.runs`: at import, or by
+`POST /models/{id}/checks`), stage by stage in the order they ran and each
+in file order, with its stage, severity, stable code,
 message, node, field path and byte offset; `severity=error` or `warning`
-and `stage=NAME` keep one kind. One indexed query of the model's catalogue
-per page. `format=sarif` (SARIF 2.1.0) and `format=junit` (JUnit XML) give
+and `stage=NAME` keep one kind. One read of the tenant's runs per page (a
+holding from before per-tenant runs: one indexed query of the model's
+catalogue). `format=sarif` (SARIF 2.1.0) and `format=junit` (JUnit XML) give
 the whole report for CI instead (`service.checks.sarif`, `service.checks.junit`),
 with each stage's status and the verdict, its findings cut at
 MAX_REPORT_FINDINGS (the report says how many more there are).
@@ -22,6 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from service.access.callers import ReadCaller
 from service.checks.junit import junit_report
 from service.checks.outcome import STAGES, Finding, Stage, results_of
+from service.checks.runs import CheckRuns
 from service.checks.sarif import sarif_report
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
@@ -62,8 +65,13 @@ def list_diagnostics(
     if format != "json":
         return _report(service, caller.tenant, model_id, format)
     after = seq_after("diagnostics", cursor)
-    with catalog_errors():
-        rows = catalog_of(service, model_id, caller.tenant).diagnostics(after, limit + 1, severity, stage)
+    runs = CheckRuns.from_bytes(service.store.checks(caller.tenant, model_id))
+    if runs is not None:
+        listed = runs.findings_of(severity, stage)
+        rows = [{"seq": seq, **finding} for seq, finding in enumerate(listed) if seq > after][: limit + 1]
+    else:  # a holding from before per-tenant runs: the findings stored with the content
+        with catalog_errors():
+            rows = catalog_of(service, model_id, caller.tenant).diagnostics(after, limit + 1, severity, stage)
     page = page_of(
         rows,
         limit,
@@ -85,6 +93,20 @@ def _report(service: Service, tenant: str, model_id: str, format: Literal["sarif
         raise ProblemError("not-found", "the model was evicted from the store meanwhile; post it again") from None
     held = service.store.holding(tenant, model_id)
     name = held.input if held is not None else str(summary.get("input", ""))
+    runs = CheckRuns.from_bytes(service.store.checks(tenant, model_id))
+    if runs is not None:
+        findings = [Finding.from_dict(item) for item in runs.findings[:MAX_REPORT_FINDINGS]]
+        results = runs.results()
+    else:  # a holding from before per-tenant runs: what is stored with the content
+        findings, results = _stored_findings(service, tenant, model_id), results_of(summary)
+    if format == "junit":
+        return Response(junit_report(name, results, findings), media_type=JUNIT_MEDIA_TYPE)
+    sha256 = (summary.get("model_file") or {}).get("sha256")
+    report = sarif_report(name, results, findings, model_id=model_id, model_sha256=sha256)
+    return JSONResponse(report, media_type=SARIF_MEDIA_TYPE)
+
+
+def _stored_findings(service: Service, tenant: str, model_id: str) -> list[Finding]:
     findings: list[Finding] = []
     catalog = catalog_of(service, model_id, tenant)
     after = -1
@@ -95,9 +117,4 @@ def _report(service: Service, tenant: str, model_id: str, format: Literal["sarif
             if not rows:
                 break
             after = int(str(rows[-1]["seq"]))
-    results = results_of(summary)
-    if format == "junit":
-        return Response(junit_report(name, results, findings), media_type=JUNIT_MEDIA_TYPE)
-    sha256 = (summary.get("model_file") or {}).get("sha256")
-    report = sarif_report(name, results, findings, model_id=model_id, model_sha256=sha256)
-    return JSONResponse(report, media_type=SARIF_MEDIA_TYPE)
+    return findings

@@ -1,10 +1,12 @@
-"""Routes of the models resource: import, list, summary, graph, delete.
+"""Routes of the models resource: import, list, summary, checks, graph, delete.
 
 `POST /models` (an upload, a data-root path, or finished resumable uploads:
 `service.http.upload_imports`; `service.imports.flow`; the check stages of
 `?checks=` and the smoke run's `?dim=` bindings, `service.imports.checks`),
 `GET /models` (this store's models, newest first, paged), `GET /models/{id}`
-(the bounded summary, a file served as is), `GET /models/{id}/graph` (the
+(the bounded summary, with this tenant's own check runs),
+`POST /models/{id}/checks` (stages run again on the stored model for this
+tenant: `service.imports.recheck`), `GET /models/{id}/graph` (the
 resolved graph, rendered on first request; `service.imports.graph`) and
 `DELETE /models/{id}` (the record and the bytes the store copied; nothing
 under the data root). Every GET also answers HEAD.
@@ -42,6 +44,7 @@ from service.imports.checks import CheckRequest
 from service.imports.flow import Imported, import_path, import_upload, stored_summary
 from service.imports.graph import graph_document
 from service.imports.inputs import Upload
+from service.imports.recheck import recheck
 from service.settings import Settings
 from service.state import Service, ServiceDep
 from service.store.byte_source import FileSource
@@ -251,7 +254,31 @@ def list_models(
 async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> Response:
     await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)  # the index may be a database
     held = await anyio.to_thread.run_sync(service.store.holding, caller.tenant, model_id)
-    summary = await stored_summary(service, model_id, held.input if held is not None else "")
+    summary = await stored_summary(service, caller.tenant, model_id, held.input if held is not None else "")
+    return summary_response(Imported(model_id, False, summary), 200)
+
+
+@router.post(
+    "/models/{model_id}/checks",
+    response_model=ModelSummary,
+    summary="Run check stages on a stored model for this tenant; its summary with the checks and verdict they give",
+    openapi_extra={"parameters": UPLOAD_BODY["parameters"]},
+    responses=problem_responses(400, 401, 403, 404, 409, 422, 500, 503),
+)
+async def post_checks(model_id: str, request: Request, service: ServiceDep, caller: ImportCaller) -> Response:
+    checks = check_request(request, service.settings)
+    await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)
+    try:
+        summary = await recheck(service, caller.tenant, model_id, checks)
+    except (ServiceError, OSError) as error:
+        problem = known_problem(error)
+        if problem is None:
+            raise
+        raise problem from None
+    audit.info(
+        "checks by %s: %s (model %s)", caller.tenant, ",".join(checks.stages), model_id,
+        extra={"fields": {"event": "checks", "tenant": caller.tenant, "stages": list(checks.stages), "model_id": model_id}},
+    )  # fmt: skip
     return summary_response(Imported(model_id, False, summary), 200)
 
 

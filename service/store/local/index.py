@@ -178,6 +178,12 @@ class LocalIndex:
     def let_go(self, tenant: str, model_id: str) -> bool:
         return self.tenants.remove(tenant, model_id)
 
+    def checks(self, tenant: str, model_id: str) -> bytes | None:
+        return self.tenants.checks(tenant, model_id)
+
+    def keep_checks(self, tenant: str, model_id: str, document: bytes) -> bool:
+        return self.tenants.keep_checks(tenant, model_id, document)
+
     def held_by_anyone(self, model_id: str) -> bool:
         return self.tenants.held_by_anyone(model_id)
 

@@ -10,6 +10,8 @@ Owns `TenantFolders`, the tenants' part of the local index
                             it once (a graph another tenant had rendered is
                             rendered again for T's first request, so its
                             timing says nothing of other tenants' views)
+    tenants/<T>/<id>.checks the check stages T ran on the model (`CheckRuns`,
+                            as JSON; replaced whole by each run)
 
 where <T> is the first 32 hex digits of the SHA-256 of the tenant's name (a
 name never becomes a path). Content (`models/<id>/`) is shared: two tenants
@@ -74,9 +76,28 @@ class TenantFolders:
     def _graph_mark(self, tenant: str, model_id: str) -> Path:
         return self.path(tenant, model_id).with_suffix(".graph")
 
+    def _checks_path(self, tenant: str, model_id: str) -> Path:
+        return self.path(tenant, model_id).with_suffix(".checks")
+
+    def checks(self, tenant: str, model_id: str) -> bytes | None:
+        if not MODEL_ID.fullmatch(model_id):
+            return None
+        try:
+            return self._checks_path(tenant, model_id).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def keep_checks(self, tenant: str, model_id: str, document: bytes) -> bool:
+        """The tenant's check runs of the model, replaced; False if it does not hold it."""
+        if not self.holds(tenant, model_id):
+            return False
+        write_file_atomically(self._checks_path(tenant, model_id), document)
+        return True
+
     def remove(self, tenant: str, model_id: str) -> bool:
-        with contextlib.suppress(FileNotFoundError):
-            self._graph_mark(tenant, model_id).unlink()
+        for mark in (self._graph_mark(tenant, model_id), self._checks_path(tenant, model_id)):
+            with contextlib.suppress(FileNotFoundError):
+                mark.unlink()
         try:
             self.path(tenant, model_id).unlink()
         except FileNotFoundError:
@@ -114,7 +135,7 @@ class TenantFolders:
     def forget(self, model_id: str) -> None:
         """Drop every tenant's record of a model (its content was evicted)."""
         for folder in self._tenant_folders():
-            for suffix in (".json", ".graph"):
+            for suffix in (".json", ".graph", ".checks"):
                 with contextlib.suppress(FileNotFoundError):
                     (folder / f"{model_id}{suffix}").unlink()
 

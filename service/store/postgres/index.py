@@ -228,3 +228,16 @@ class PostgresIndex:
         if _is_id(model_id):
             query = "UPDATE onnx_holdings SET graph_rendered = true WHERE tenant_key = %s AND model_id = %s"
             self.database.change(query, (tenant_key(tenant), model_id))
+
+    def checks(self, tenant: str, model_id: str) -> bytes | None:
+        if not _is_id(model_id):
+            return None
+        query = "SELECT checks FROM onnx_holdings WHERE tenant_key = %s AND model_id = %s"
+        row = self.database.one(query, (tenant_key(tenant), model_id))
+        return None if row is None or not row[0] else str(row[0]).encode()
+
+    def keep_checks(self, tenant: str, model_id: str, document: bytes) -> bool:
+        if not _is_id(model_id):
+            return False
+        query = "UPDATE onnx_holdings SET checks = %s WHERE tenant_key = %s AND model_id = %s"
+        return self.database.change(query, (document.decode(), tenant_key(tenant), model_id)) == 1

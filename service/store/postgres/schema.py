@@ -15,7 +15,8 @@ rolling upgrade. The tables, all named `onnx_*`:
     onnx_holdings   tenant (by key, `PostgresIndex.tenant_key`) holds model:
                     the tenant's record (`TenantRecord`, as JSON), when it took
                     it (its `created_ns`, ordering the tenant's listing) and
-                    whether the model's graph was rendered for it once. No
+                    whether the model's graph was rendered for it once, and
+                    the check stages it ran (`CheckRuns`, as JSON). No
                     foreign key to onnx_models: a holding may be written in the
                     same locked block before or after the model's record, and
                     dropping a model deletes its holdings itself
@@ -74,6 +75,9 @@ MIGRATIONS: list[list[str]] = [
             place text COLLATE "C" PRIMARY KEY,
             began timestamptz NOT NULL DEFAULT now()
         )""",
+    ],
+    [  # 2: each holding's own check runs (`CheckRuns`, as JSON; '' for none yet)
+        "ALTER TABLE onnx_holdings ADD COLUMN checks text NOT NULL DEFAULT ''",
     ],
 ]
 

@@ -1,0 +1,174 @@
+"""A tenant's own check runs of a model: what it asked, what ran, when, with what.
+
+Owns `CheckRuns`, the document the store keeps beside each tenant's record of
+a model (`Index.keep_checks`): every stage this tenant ran on these bytes, its
+latest run only (status, counts, reason, when it ran, the versions of the code
+that ran it, the smoke run's dimension bindings), and that run's findings.
+Content is shared between tenants, check results never are: another tenant's
+runs are neither shown nor reused, so neither a stage's answer nor its answer
+time says that someone else holds the same bytes.
+
+`stages_missing` says which stages of a request this tenant has not run (or ran
+the smoke run with other bindings); `merged` lays a new run over the earlier
+ones (stage by stage); `summary_for` gives a stored summary this tenant's
+`checks`, `verdict` and `diagnostics`. Pure: no I/O but the package versions
+read once from the installed metadata.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.checks.outcome import STAGES, Finding, Stage, StageResult, Status, verdict
+
+RUNS_FORMAT: Final = "onnx-service-checks/1"
+SERVICE_DISTRIBUTION: Final = "onnx-import-service"
+# The code each stage runs: ours for schema and security, onnx's strict shape
+# inference for shape, an onnxruntime session for runtime and smoke.
+STAGE_CODE: Final[dict[Stage, tuple[str, ...]]] = {
+    "schema": (SERVICE_DISTRIBUTION,),
+    "security": (SERVICE_DISTRIBUTION,),
+    "shape": ("onnx",),
+    "runtime": ("onnxruntime",),
+    "smoke": ("onnxruntime",),
+}
+BOUND_STAGES: Final[frozenset[Stage]] = frozenset({"smoke"})  # the stages that read `?dim=` bindings
+
+
+class StageRun(BaseModel):
+    """One stage's latest run for this tenant (the summary's `checks.NAME`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    status: Status
+    errors: int
+    warnings: int
+    reason: str = ""
+    ran_at: str  # ISO 8601, UTC, when the run began
+    versions: dict[str, str] = Field(default_factory=dict)  # distribution -> version of the code that ran it
+    dims: list[tuple[str, int]] = Field(default_factory=list)  # the bindings a smoke run used
+
+    def entry(self) -> dict[str, object]:
+        entry: dict[str, object] = {"status": self.status, "errors": self.errors, "warnings": self.warnings}
+        if self.reason:
+            entry["reason"] = self.reason
+        entry["ran_at"] = self.ran_at
+        entry["versions"] = dict(self.versions)
+        if self.dims:
+            entry["dims"] = {name: value for name, value in self.dims}
+        return entry
+
+    def result(self, stage: Stage) -> StageResult:
+        return StageResult(stage, self.status, reason=self.reason, errors=self.errors, warnings=self.warnings)
+
+
+class CheckRuns(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format: str = RUNS_FORMAT
+    stages: dict[Stage, StageRun] = Field(default_factory=dict)
+    findings: list[dict[str, Any]] = Field(default_factory=list)  # `Finding.as_dict()`, stage by stage in run order
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json().encode()
+
+    @classmethod
+    def from_bytes(cls, document: bytes | None) -> CheckRuns | None:
+        return None if not document else cls.model_validate_json(document)
+
+    def results(self) -> list[StageResult]:
+        return [self.stages[stage].result(stage) for stage in STAGES if stage in self.stages]
+
+    def verdict(self) -> str:
+        return verdict(self.results())
+
+    def findings_of(self, severity: str | None = None, stage: str | None = None) -> list[dict[str, Any]]:
+        return [
+            finding
+            for finding in self.findings
+            if (severity is None or finding.get("severity") == severity) and (stage is None or finding.get("stage") == stage)
+        ]
+
+
+@functools.cache
+def code_versions(stage: Stage) -> dict[str, str]:
+    """The installed versions of the code `stage` runs (a distribution not installed is left out)."""
+    found = {}
+    for distribution in STAGE_CODE[stage]:
+        try:
+            found[distribution] = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def runs_of(results: Iterable[StageResult], findings: Iterable[Finding], dims: Sequence[tuple[str, int]], ran_at: str) -> CheckRuns:
+    """One run's stages and findings as a `CheckRuns`."""
+    stages = {
+        result.stage: StageRun(
+            status=result.status,
+            errors=result.errors,
+            warnings=result.warnings,
+            reason=result.reason,
+            ran_at=ran_at,
+            versions=code_versions(result.stage),
+            dims=list(dims) if result.stage in BOUND_STAGES else [],
+        )
+        for result in results
+    }
+    listed = [finding.as_dict() for finding in findings if finding.stage in stages]
+    return CheckRuns(stages=dict(sorted(stages.items(), key=lambda item: STAGES.index(item[0]))), findings=_in_stage_order(listed))
+
+
+def merged(earlier: CheckRuns | None, later: CheckRuns) -> CheckRuns:
+    """`later`'s stages in place of the same stages of `earlier`; the others kept."""
+    if earlier is None:
+        return later
+    kept = {stage: run for stage, run in earlier.stages.items() if stage not in later.stages}
+    stages = {**kept, **later.stages}
+    findings = [finding for finding in earlier.findings if finding.get("stage") in kept] + later.findings
+    return CheckRuns(stages=dict(sorted(stages.items(), key=lambda item: STAGES.index(item[0]))), findings=_in_stage_order(findings))
+
+
+def stages_missing(runs: CheckRuns | None, asked: Sequence[Stage], dims: Sequence[tuple[str, int]]) -> tuple[Stage, ...]:
+    """The stages of a request this tenant has not run on the model (a smoke run
+    with other bindings counts as not run); `smoke` brings `runtime`."""
+    had = runs.stages if runs is not None else {}
+    missing = {
+        stage for stage in asked if stage not in had or (stage in BOUND_STAGES and had[stage].dims != [tuple(d) for d in dims])
+    }
+    if "smoke" in missing:
+        missing.add("runtime")
+    return tuple(stage for stage in STAGES if stage in missing)
+
+
+def summary_for(summary: dict[str, Any], runs: CheckRuns, items: int) -> dict[str, Any]:
+    """The stored summary as this tenant sees it: its own `checks`, `verdict`
+    and `diagnostics` (counts, and the first `items` findings)."""
+    summary["checks"] = {stage: run.entry() for stage, run in runs.stages.items()}
+    summary["verdict"] = runs.verdict()
+    summary["diagnostics"] = {
+        "errors": sum(run.errors for run in runs.stages.values()),
+        "warnings": sum(run.warnings for run in runs.stages.values()),
+        "items": runs.findings[:items],
+    }
+    counts = summary.setdefault("counts", {})
+    counts["diagnostics"] = len(runs.findings)
+    truncated = [name for name in summary.get("truncated", []) if name != "diagnostics"]
+    if len(runs.findings) > items:
+        truncated.append("diagnostics")
+    summary["truncated"] = truncated
+    return summary
+
+
+def _in_stage_order(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    order: dict[str, int] = {stage: index for index, stage in enumerate(STAGES)}
+    return sorted(findings, key=lambda finding: order.get(str(finding.get("stage")), len(STAGES)))

@@ -1,0 +1,53 @@
+"""Check stages run again on a stored model, for one tenant (`POST /models/{id}/checks`).
+
+Owns `recheck`: the stored model's files are imported again by a sandboxed
+worker with the stages asked (in an import slot, like any import; its
+catalogue and converted bytes are dropped), the files it read are checked to
+be the ones recorded, and the stages' results become this tenant's, in place
+of its earlier runs of the same stages (`service.imports.tenant_checks`).
+Nothing of the stored model changes, and no other tenant's runs are read.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AsyncExitStack
+
+import anyio.to_thread
+
+from service.errors import NotFound
+from service.imports.checks import CheckRequest, complete_checks
+from service.imports.flow import SUMMARY_TENSORS, run_worker, stored_summary
+from service.imports.stored_model import GONE, check_sources, stored_model_files
+from service.imports.tenant_checks import import_runs, keep_runs
+from service.sandbox.catalog_format import MODEL_FILE_KEY
+from service.state import Service
+
+
+async def recheck(service: Service, tenant: str, model_id: str, request: CheckRequest) -> bytes:
+    """Run `request`'s stages on the tenant's stored model; its summary with
+    the tenant's checks, these runs in place of its earlier ones of the same stages."""
+    record = await anyio.to_thread.run_sync(service.store.read_record, model_id)
+    held = await anyio.to_thread.run_sync(service.store.holding, tenant, model_id)
+    if record is None or held is None:
+        raise NotFound(GONE)
+    async with service.limiter.admission(), AsyncExitStack() as stack:
+        model_path, external_dir = await stored_model_files(service, model_id, record, stack)
+        work = stack.enter_context(service.store.work_folder())
+        job = service.sandbox.job(
+            "import",
+            directory=os.path.dirname(model_path),
+            model=os.path.basename(model_path),
+            display_name=held.input,  # the name this tenant gave it, never another tenant's
+            external_dir=external_dir,
+            allow_hard_links=record.files[MODEL_FILE_KEY].in_store or service.settings.allow_hard_links,  # the store's own files
+            summary_items=SUMMARY_TENSORS,
+            checks=request.stages,
+            dims=request.dims,
+        )
+        header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes)
+        check_sources(record, header)
+        await complete_checks(service, job, header, work.catalog)
+        runs = await import_runs(job, header, work.catalog)
+    await keep_runs(service, tenant, model_id, runs)
+    return await stored_summary(service, tenant, model_id, held.input)

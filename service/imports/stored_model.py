@@ -1,0 +1,63 @@
+"""A stored model's files, for a worker to read again, and the check that they
+are the ones recorded.
+
+Owns `stored_model_files` (the model and its external data as local paths:
+an upload's from the store, a remote backend's copied here; a data root in a
+bucket, its recorded objects copied here; a local data root, in place) and
+`check_sources` (the files the worker read are the ones recorded at import:
+`ModelSourceChanged` otherwise). The graph render (`service.imports.graph`)
+and the tenant's check runs (`service.imports.tenant_checks`) read a stored
+model this way.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AsyncExitStack
+
+import anyio.to_thread
+
+from service.errors import ModelSourceChanged, NotFound, bounded
+from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
+from service.sandbox.protocol import WorkerHeader
+from service.state import Service
+from service.store.records import StoredRecord
+
+GONE = "the model was removed from the store meanwhile"
+
+
+async def stored_model_files(service: Service, model_id: str, record: StoredRecord, stack: AsyncExitStack) -> tuple[str, str | None]:
+    """(the model file's path, its external data folder or None) for a worker,
+    valid until `stack` closes. NotFound if the model goes meanwhile."""
+    model_item = record.files[MODEL_FILE_KEY]
+    if model_item.in_store:  # an upload: its files are in the store (a remote backend's: copied here)
+        files = service.store.model_files(model_id)
+        try:
+            folder = await anyio.to_thread.run_sync(files.__enter__)
+        except FileNotFoundError:  # removed since its record was read: by a DELETE, an eviction, another replica
+            raise NotFound(GONE) from None
+        stack.push_async_callback(anyio.to_thread.run_sync, files.__exit__, None, None, None)
+        return str(folder.root / model_item.path), str(folder.upload_external)
+    if service.bucket_root is not None:  # a data root in a bucket: the recorded objects, copied here
+        from service.imports.object_import import fetch_recorded  # the fleet extra's obstore
+
+        copies = stack.enter_context(service.store.work_folder())
+        limit = service.settings.max_upload_total
+        await anyio.to_thread.run_sync(fetch_recorded, service.bucket_root, record, copies, limit)
+        return str(copies.upload_model), str(copies.upload_external)
+    return os.path.join(os.path.realpath(service.settings.data_root), model_item.path), None
+
+
+def check_sources(record: StoredRecord, header: WorkerHeader) -> None:
+    """The files the worker read are the ones recorded at import (its own
+    fstat of what it read: size, mtime and inode of a data-root file; the size
+    of a stored one, immutable content whose local copy a backend may make afresh)."""
+    reports = {report.key: report for report in header.sources}
+    for key, item in record.files.items():
+        if key == CONVERTED_FILE_KEY:
+            continue
+        report = reports.get(key)
+        copied = item.in_store or bool(item.etag)  # a local copy of stored content, or of an object checked as fetched
+        seen = (item.size,) if copied else (item.size, item.mtime_ns, item.inode)
+        if report is None or (report.size, report.mtime_ns, report.inode)[: len(seen)] != seen:
+            raise ModelSourceChanged(f"the model's file {bounded(repr(key), 200)} changed since the import; import it again")
