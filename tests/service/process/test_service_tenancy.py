@@ -3,7 +3,8 @@ a tenant's errors carry only its own names; a graph another tenant viewed is
 not faster to a tenant's first request (medians); per-tenant quotas
 (`--tenant-max-models`, `--tenant-max-bytes`: 507 naming the limit); one
 tenant's imports never evict another's models within its share; a graph
-render counts against `--max-import-bytes`; a graph racing DELETE never
+render counts against `--max-import-bytes`; each tenant's checks are its own
+and run when asked; a graph racing DELETE never
 answers 500 or a cut body; a catalogue deleted by another process is closed
 (its space freed)."""
 
@@ -104,6 +105,31 @@ def test_a_graph_another_tenant_viewed_is_no_faster_to_a_first_request(tenants: 
     # Before: 3.8 ms against 25.6 ms (0.15). Now both renders do the same work.
     ratio = statistics.median(viewed) / statistics.median(fresh)
     assert ratio > 0.6, (ratio, viewed, fresh)
+
+
+def test_a_tenants_checks_are_its_own_and_run_when_asked(tenants: Tenants) -> None:
+    """Through the real sandbox (the check worker's onnx and onnxruntime): bob
+    never sees alice's five stages on the same bytes; his re-POST and the
+    checks route run what he asks, and answer what ran."""
+    data = chain_model(6, seed=7)
+    with tenants.server.client() as client:
+        alice = client.post("/models?checks=schema,security,shape,runtime,smoke", files={"model": ("a.onnx", data)}, headers=tenants.alice)
+        bob = client.post("/models?checks=schema", files={"model": ("b.onnx", data)}, headers=tenants.bob)
+        assert alice.status_code == bob.status_code == 201 and alice.json()["id"] == bob.json()["id"]
+        model_id = bob.json()["id"]
+        assert set(alice.json()["checks"]) == {"schema", "security", "shape", "runtime", "smoke"}
+        assert set(client.get(f"/models/{model_id}", headers=tenants.bob).json()["checks"]) == {"schema"}
+        again = client.post("/models?checks=schema,runtime", files={"model": ("b.onnx", data)}, headers=tenants.bob)
+        assert again.status_code == 200 and set(again.json()["checks"]) == {"schema", "runtime"}
+        assert again.json()["checks"]["runtime"]["status"] == "pass"
+        assert set(again.json()["checks"]["runtime"]["versions"]) == {"onnxruntime"}
+        rechecked = client.post(f"/models/{model_id}/checks?checks=smoke", headers=tenants.bob)
+        assert rechecked.status_code == 200, rechecked.text
+        checks = rechecked.json()["checks"]
+        assert set(checks) == {"schema", "runtime", "smoke"} and rechecked.json()["verdict"] == "pass"
+        assert checks["runtime"]["ran_at"] > again.json()["checks"]["runtime"]["ran_at"]  # smoke brings runtime: run again
+        assert set(client.get(f"/models/{model_id}", headers=tenants.alice).json()["checks"]) == set(alice.json()["checks"])
+        assert client.post(f"/models/{model_id}/checks?checks=shape", headers=tenants.bob | {"Authorization": "Bearer x"}).status_code == 401
 
 
 @pytest.mark.parametrize("tenants", [("--tenant-max-models", "2")], indirect=True)
