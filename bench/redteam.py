@@ -423,6 +423,25 @@ def explorer(team: Team, label: str) -> None:
     print(f"SEE   {label}: tests/e2e/test_explorer_browser.py (browser-only; not run here)")
 
 
+@attack(16, "checks are each tenant's own")
+def tenant_checks(team: Team, label: str) -> None:
+    data = small_model(16_000)[0]
+    every = "schema,security,shape,runtime,smoke"
+    with team.client() as client:
+        alice = client.post(f"/models?checks={every}", files={"model": ("a.onnx", data)}, headers=team.alice)
+        bob = client.post("/models?checks=schema", files={"model": ("b.onnx", data)}, headers=team.bob)
+        model_id = bob.json()["id"]
+        seen = set(client.get(f"/models/{model_id}", headers=team.bob).json()["checks"])
+        again = client.post("/models?checks=runtime,smoke", files={"model": ("b.onnx", data)}, headers=team.bob)
+        rechecked = client.post(f"/models/{model_id}/checks?checks=shape", headers=team.bob)
+    own = alice.status_code == bob.status_code == 201 and seen == {"schema"}
+    team.report(own, f"{label}: bob's view", f"alice ran {every}, bob schema: bob sees {sorted(seen)}")
+    ran = set(again.json().get("checks", {})) if again.status_code == 200 else set()
+    team.report({"runtime", "smoke"} <= ran, f"{label}: re-POST", f"bob asks runtime,smoke again: {again.status_code}, checks {sorted(ran)}")
+    after = set(rechecked.json().get("checks", {})) if rechecked.status_code == 200 else set()
+    team.report("shape" in after, f"{label}: POST /checks", f"checks=shape: {rechecked.status_code}, checks {sorted(after)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="attack numbers to run, comma-separated (default: all)")
