@@ -442,6 +442,37 @@ def tenant_checks(team: Team, label: str) -> None:
     team.report("shape" in after, f"{label}: POST /checks", f"checks=shape: {rechecked.status_code}, checks {sorted(after)}")
 
 
+@attack(15, "reservations cannot evict")
+def reservations(team: Team, label: str) -> None:
+    server = team.server()  # default settings: --tenant-max-reserved 25%
+    tus = {"Tus-Resumable": "1.0.0"}
+    with team.client(server) as client:
+        bobs = [upload(client, team.bob, f"r{seed}.onnx", small_model(15_000 + seed)[0]).json()["id"] for seed in range(2)]
+        reserved, refusal = 0, None
+        for _ in range(32):  # alice reserves 1 GiB at a time, sending nothing, until refused
+            response = client.post("/uploads", headers={**tus, **team.alice, "Upload-Length": str(1 << 30)})
+            if response.status_code != 201:
+                refusal = response
+                break
+            reserved += 1
+        created = client.post("/uploads", headers={**tus, **team.bob, "Upload-Length": str(1 << 20)}).status_code
+        imported = upload(client, team.bob, "r2.onnx", small_model(15_002)[0])
+        bobs.append(imported.json().get("id", ""))
+        kept = [client.get(f"/models/{model_id}", headers=team.bob).status_code for model_id in bobs]
+    server.stop()
+    body = refusal.json() if refusal is not None else {}
+    team.report(
+        refusal is not None and refusal.status_code == 507 and body.get("limit") == "tenant_max_reserved",
+        f"{label}: alice's reservations",
+        f"{reserved} GiB reserved, then {refusal.status_code if refusal is not None else 'never refused'} {body.get('limit')}",
+    )
+    team.report(
+        created == 201 and imported.status_code == 201 and kept == [200, 200, 200],
+        f"{label}: bob after them",
+        f"his 1 MiB upload {created}, his import {imported.status_code}, his three models {kept}",
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="attack numbers to run, comma-separated (default: all)")

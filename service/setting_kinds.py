@@ -1,7 +1,7 @@
 """How a setting's text becomes a value: the kinds of value and the rules on them.
 
 Owns `Kind` (parse and show: text, level, path, size with a unit, seconds,
-switch), `Rule` (`within`, `one_of`), `SettingsError`, and the size
+fraction, switch), `Rule` (`within`, `one_of`), `SettingsError`, and the size
 helpers `parse_size` and `format_size` (`512MiB`, `2GiB`, `1.5G`, plain
 bytes). `service.settings` declares the settings with them.
 """
@@ -69,6 +69,18 @@ def _parse_int(text: str) -> int:
         raise SettingsError(f"{text!r} is not an integer") from None
 
 
+def _parse_fraction(text: str) -> float:
+    """`0.25` or `25%` -> 0.25."""
+    number = text.strip().removesuffix("%")
+    try:
+        value = float(number)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise SettingsError(f"{text!r} is not a fraction (0.25, or 25%)")
+    return value / 100 if number != text.strip() else value
+
+
 def _number(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -88,6 +100,7 @@ OPTIONAL_PATH: Kind[Path | None] = Kind(lambda text: Path(text) if text else Non
 INT: Kind[int] = Kind(_parse_int, str)
 SIZE: Kind[int] = Kind(parse_size, format_size)
 SECONDS: Kind[float] = Kind(_parse_seconds, _number)
+FRACTION: Kind[float] = Kind(_parse_fraction, lambda value: f"{value * 100:g}%")
 SWITCH: Kind[bool] = Kind(lambda text: text == "1", lambda on: "1" if on else "off")  # on only for exactly `1`
 
 

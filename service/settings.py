@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks
 from service.setting_kinds import (
+    FRACTION,
     GIB,
     INT,
     KIB,
@@ -201,6 +202,13 @@ class Settings:
     tenant_max_models: int = setting(
         0, INT, "models one tenant may hold (0: no cap); beyond it 507", rule=within(0, 10_000_000), shown="`0` (no cap)"
     )
+    tenant_max_reserved: float = setting(
+        0.25, FRACTION,
+        "share of the store's room (the free space above --store-min-free and what the store holds on that file system, at most "
+        "--store-max-bytes) that one tenant's open resumable uploads may declare (0.25 or 25%); beyond it 507. Creating an "
+        "upload never evicts a model",
+        rule=Rule(lambda share: 0 < share <= 1, "must be above 0 and at most 1 (100%)"),
+    )  # fmt: skip
     max_external_files: int = setting(1000, INT, "external data files one model may name", rule=within(1, 100_000))
     max_import_bytes: int = setting(
         32 * GIB,

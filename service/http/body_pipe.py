@@ -9,7 +9,9 @@ error `consume` raises is raised by the next `feed` (or by `finish`); the
 chunks after it are dropped unread. `finish` waits for the thread to have
 consumed everything and run `end` (in the thread: so a file it closes is
 never closed under a write); `abort` drops what is queued and lets the
-thread end on its own, for a request that ends early.
+thread end on its own, and `stop` also waits for it to have ended (`end` run:
+its file closed, so the bytes of a request refused are freed once its work
+folder is removed, before the answer), for a request that ends early.
 
 The one-shot handoff it replaces (a thread hop per chunk, the loop waiting
 for each chunk's write before reading the next) kept one core idle while
@@ -68,6 +70,11 @@ class BodyPipe:
         """Drop the chunks still queued; the thread runs `end` and stops."""
         self._aborted = True
         self._close()
+
+    async def stop(self) -> None:
+        """`abort`, then wait until the thread has ended (`end` run); its error is not raised."""
+        self.abort()
+        await asyncio.shield(self._finished)
 
     def _close(self) -> None:
         if not self._closed:

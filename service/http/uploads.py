@@ -9,7 +9,9 @@ relative locations the model names (subfolders allowed; the lexical rules of
 docs/import-rules.md §5, also on percent-decoded forms). Running byte counts: the model
 part past `max_upload`, or the body past `max_upload_total`, cuts the request
 off with 413. Every file is written into the request's work folder, which the
-caller removes on every path, so nothing of a refused upload is kept. Each
+caller removes on every path, so nothing of a refused upload is kept: a body
+cut short waits for the writing thread to close its file (`BodyPipe.stop`)
+before its error goes on, so its bytes are freed before the answer. Each
 file's SHA-256 is computed while it streams. A silent or too slow body is a
 408 (`service.http.request_body`); a full file system is an OSError the problem map answers with 507.
 """
@@ -212,7 +214,7 @@ async def receive_upload(request: Request, model_path: Path, external_dir: Path,
         await pipe.finish()
         parser.finalize()
     except ProblemError as error:
-        pipe.abort()
+        await pipe.stop()
         if error.problem.status == 413:
             await _drain(stream, DRAIN_BYTES)
             error.headers["Connection"] = "close"
@@ -222,7 +224,7 @@ async def receive_upload(request: Request, model_path: Path, external_dir: Path,
     except Exception as error:  # the parser's own errors: a broken body
         raise ProblemError("bad-request", f"the multipart body is malformed: {str(error)[:200]}") from None
     finally:
-        pipe.abort()  # a no-op once finished; else the thread drops what is queued and closes the file
+        await pipe.stop()  # at once once finished; else the thread drops what is queued and closes the file before the answer
     if upload.model is None:
         raise ProblemError("bad-request", "no 'model' part in the upload")
     if any(staged.sha256 == "" for staged in [upload.model, *upload.externals]):

@@ -123,10 +123,17 @@ def _source(report: SourceReport, path: str, in_store: bool) -> SourceFile:
 
 
 async def make_room(service: Service, tenant: str) -> None:
-    """Before an import: the store's free-space floor, evicting (what the tenant may evict) if need be."""
-    if not await anyio.to_thread.run_sync(service.store.make_room, tenant):
+    """Before an import, whose size is not known yet (a body to receive, a
+    worker's output): StoreFull unless the store's file system is above its
+    free-space floor, or evicting what the tenant may evict would bring it
+    back there. Nothing is evicted here: the commit evicts what the bytes
+    then received need (`Store.commit`), or refuses evicting nothing."""
+    if not await anyio.to_thread.run_sync(service.store.floor_reachable, tenant):
         floor = service.settings.store_min_free
-        raise StoreFull(f"the store's file system has less than {floor} bytes free and no model left to evict")
+        raise StoreFull(
+            f"the store's file system has less than {floor} bytes free (--store-min-free), and evicting every model this "
+            "tenant may evict would not free enough; nothing was evicted"
+        )
 
 
 async def import_upload(

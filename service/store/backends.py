@@ -83,5 +83,6 @@ def open_store(settings: Settings) -> Store:
         max_import_bytes=settings.max_import_bytes,
         tenant_max_bytes=settings.tenant_max_bytes,
         tenant_max_models=settings.tenant_max_models,
+        tenant_max_reserved=settings.tenant_max_reserved,
         local_reads=content.on_local_disk and not settings.database,
     )

@@ -10,10 +10,17 @@ the local `WorkArea`, and keeps, whatever the backend:
   record; content is shared, visibility is per tenant;
 - caps: `--max-import-bytes` per import (`ImportTooLarge`), the store's size
   cap and its free-space floor (`StoreFull`, after eviction), the tenant's
-  bytes and models (`TenantQuotaExceeded`);
+  bytes and models (`TenantQuotaExceeded`), and the share of the store's room
+  a tenant's open resumable uploads may reserve (`check_reservation`:
+  `--tenant-max-reserved`);
 - eviction, least recently used first, takes only what the tenant needing
   room may evict: its own models, those nobody holds, and those whose every
-  holder is over its quota; never a model of another tenant within its quota;
+  holder is over its quota; never a model of another tenant within its quota.
+  It is planned before anything goes, from the sizes in the index: a commit
+  evicts only what the bytes it holds need (the floor, and the cap as far as
+  the tenant may evict), and a request refused (507) has evicted nothing.
+  Before an import whose size is not known yet (`floor_reachable`) and at an
+  upload's creation, nothing is evicted;
 - a DELETE (`release`) drops the tenant's record, and the content once no
   tenant holds it;
 - content is put at a place of its own (`Content.new_place`), before the
@@ -66,6 +73,7 @@ class Store:
         max_import_bytes: int | None = None,
         tenant_max_bytes: int = 0,
         tenant_max_models: int = 0,
+        tenant_max_reserved: float = 1.0,
         local_reads: bool = True,
     ) -> None:
         self.content = content
@@ -76,6 +84,7 @@ class Store:
         self.max_import_bytes = max_import_bytes if max_import_bytes is not None else max_bytes
         self.tenant_max_bytes = tenant_max_bytes  # 0: no per-tenant cap
         self.tenant_max_models = tenant_max_models
+        self.tenant_max_reserved = tenant_max_reserved  # the share of `room()` one tenant's open uploads may declare
         # The index and the content answer from this machine's files or memory,
         # in microseconds: a read's lookups may run on the event loop (a thread
         # hop would cost more); else (PostgreSQL, object storage) in a thread.
@@ -134,19 +143,50 @@ class Store:
     def free_bytes(self) -> int:
         return self.work_area.free_bytes()
 
-    def make_room(self, tenant: str, keep: str | None = None, *, also: int = 0) -> bool:
-        """Evict least recently used models (that `tenant` may evict) until the
-        file system has `min_free` bytes free, and `also` more (the bytes
-        resumable uploads have reserved); False if it cannot (at once for
-        content elsewhere, on object storage: evicting it frees nothing here)."""
-        wanted = self.min_free + also
-        if self.free_bytes() >= wanted:
+    def room(self, uploads_held: int = 0) -> int:
+        """The bytes the store may use above its free-space floor: the file
+        system's free bytes, and what the store holds there already (the
+        `uploads_held` bytes of open uploads; the models, if their content is
+        on this disk), less the floor; at most the store's cap."""
+        held = uploads_held + (self.index.usage() if self.content.on_local_disk else 0)
+        return max(0, min(self.max_bytes, self.free_bytes() + held - self.min_free))
+
+    def floor_reachable(self, tenant: str) -> bool:
+        """Before an import whose size is not known yet (a body still to
+        receive, a worker still to write): the file system is above its
+        free-space floor, or evicting what `tenant` may evict would bring it
+        back there (content on this disk). Nothing is evicted here: the commit
+        evicts what the bytes it then holds need, or is refused evicting nothing."""
+        short = self.min_free - self.free_bytes()
+        if short <= 0:
             return True
         if not self.content.on_local_disk:
-            return False
+            return False  # content elsewhere: evicting it frees nothing here
         with self.index.locked():
-            self._evict(keep=keep or "", tenant=tenant, free_wanted=wanted)
-        return self.free_bytes() >= wanted
+            evictable = self._evictable_by(tenant)
+            return sum(self.index.size(model_id) for model_id in self.index.by_last_use() if evictable(model_id)) >= short
+
+    def check_reservation(self, length: int, *, awaited: int, held: int, tenant_declared: int) -> None:
+        """A new resumable upload of `length` bytes may be created, beside open
+        uploads that still await `awaited` bytes and hold `held`, the tenant's
+        declaring `tenant_declared`. TenantQuotaExceeded past the tenant's share
+        of `room()` (`--tenant-max-reserved`), StoreFull first unless the file
+        system has the bytes above its floor now. Never evicts: a reservation is not
+        room used, and lasts --upload-expiry."""
+        left = self.free_bytes() - self.min_free - awaited
+        if left < length:
+            raise StoreFull(
+                f"the store has {max(0, left)} bytes free above its free-space floor (--store-min-free) beside the {awaited} "
+                f"bytes open uploads still await, fewer than {length}; creating an upload evicts no model"
+            )
+        room = self.room(held)
+        share = int(room * self.tenant_max_reserved)
+        if tenant_declared + length > share:
+            raise TenantQuotaExceeded(
+                f"the tenant's open uploads declare {tenant_declared} bytes; {length} more would pass its share of the store's "
+                f"room, {share} bytes ({self.tenant_max_reserved:g} of {room}: --tenant-max-reserved)",
+                limit="tenant_max_reserved",
+            )
 
     # --- reading
 
@@ -261,8 +301,10 @@ class Store:
         """Store the finished work folder as `model_id` (unless that content is
         stored already) and give `owner`'s tenant its record, with `checks` (the
         check runs of this import, `service.checks.runs`) as its own. True if the model
-        is new for the tenant. A model over the store's cap is `StoreFull`; a
-        full file system, the OSError (the problem map answers 507)."""
+        is new for the tenant. A model over the store's cap is `StoreFull`, as
+        is one the file system cannot hold above its floor even once every
+        model the tenant may evict is gone (then nothing is evicted); a full
+        file system, the OSError (the problem map answers 507)."""
         work.summary.write_bytes(summary)
         size = tree_bytes(work.root) + len(record.model_dump_json().encode())
         size += len(str(size + 20))  # the size as the local index writes it
@@ -279,7 +321,9 @@ class Store:
             with self.index.locked():
                 if not self.index.holds(owner.tenant, model_id):
                     self._check_quota(owner.tenant, size, new_model=True)
-                if not self.index.has(model_id):
+                stored = self.index.has(model_id)
+                evicting = self._eviction_plan(owner.tenant, keep=model_id, adding=0 if stored else size)
+                if not stored:
                     self.content.install(place, work)
                     self.index.add_record(record.model_copy(update={"place": "" if place == model_id else place}), size)
                     self.uses_written += 1
@@ -287,7 +331,7 @@ class Store:
                 created = self.index.hold(owner, model_id)
                 if checks:
                     self.index.keep_checks(owner.tenant, model_id, checks)
-                self._evict(keep=model_id, tenant=owner.tenant, free_wanted=self.min_free)
+                self._evict(evicting)
         finally:
             if not installed:
                 self.content.discard(place)
@@ -347,9 +391,10 @@ class Store:
             place = self._place(model_id)
             if not self.content.has_graph(place):
                 self._check_quota(tenant, size, new_model=False)
+                evicting = self._eviction_plan(tenant, keep=model_id, adding=size)
                 self.content.add_graph(place, graph)
                 self.index.grow(model_id, size)
-                self._evict(keep=model_id, tenant=tenant, free_wanted=self.min_free)
+                self._evict(evicting)
             self.index.mark_graph_rendered(tenant, model_id)
         return True
 
@@ -386,27 +431,39 @@ class Store:
         }
         return lambda model_id: all(holder == own or holder in over for holder in holders.get(model_id, ()))
 
-    def _evict(self, keep: str, tenant: str, free_wanted: int = 0) -> None:
-        """Least recently used first, until the total is within the cap and the
-        file system has `free_wanted` bytes free; only models `tenant` may evict."""
-
-        if not self.content.on_local_disk:
-            free_wanted = 0  # the content is elsewhere: evicting it frees nothing on this file system
-
-        def enough() -> bool:
-            return self.index.usage() <= self.max_bytes and (free_wanted == 0 or self.free_bytes() >= free_wanted)
-
-        if enough():
-            return
+    def _eviction_plan(self, tenant: str, keep: str, adding: int) -> list[str]:
+        """What must go before the store takes `adding` more bytes whose files
+        are on the work area's file system already, least recently used first
+        among what `tenant` may evict (never `keep`), by the sizes in the index:
+        enough for the file system to have `min_free` bytes free (content on
+        this disk), and, as far as it goes, for the total to be within the cap.
+        StoreFull, with nothing evicted, if all of it would not make the floor."""
+        free_short = self.min_free - self.free_bytes() if self.content.on_local_disk else 0
+        wanted = max(free_short, self.index.usage() + adding - self.max_bytes)
+        if wanted <= 0:
+            return []
         evictable = self._evictable_by(tenant)
+        plan, freed = [], 0
         for model_id in self.index.by_last_use():
-            if enough():
+            if freed >= wanted:
                 break
-            if model_id == keep or not evictable(model_id):
-                continue
+            if model_id != keep and evictable(model_id):
+                plan.append(model_id)
+                freed += self.index.size(model_id)
+        if freed < free_short:
+            raise StoreFull(
+                f"the store's file system has {self.free_bytes()} bytes free, below its floor of {self.min_free} "
+                f"(--store-min-free), and evicting every model this tenant may evict ({freed} bytes) would not make room; "
+                "nothing was evicted"
+            )
+        return plan
+
+    def _evict(self, plan: list[str]) -> None:
+        """Evict the models of a plan (`_eviction_plan`)."""
+        for model_id in plan:
             record = self.index.record(model_id)
             if record is None:
-                continue
+                continue  # gone meanwhile (a DELETE)
             size = self.index.size(model_id)
             finish = self.content.remove(record.place or record.id)
             self.index.drop(model_id, size)
@@ -414,3 +471,5 @@ class Store:
                 finish()
             self.content.forget(record.place or record.id)
             log.info("evicted model %s (%d bytes) from the store", model_id, size)
+        if plan:
+            self.catalogs.sweep()  # closes the evicted catalogues this process held open: their space is freed

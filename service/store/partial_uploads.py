@@ -1,8 +1,9 @@
 """Resumable uploads in the making (tus 1.0, `/uploads`), on this machine's disk.
 
 Owns `PartialUploads`: create an upload of a declared length (counted
-against the tenant's `--max-open-uploads`, its missing bytes reserved against
-the store's free-space floor), look one up, append to one (`Appending`: one
+against the tenant's `--max-open-uploads`, its declared lengths against its
+share of the store's room, `--tenant-max-reserved`, its missing bytes reserved
+against the store's free-space floor; a creation never evicts), look one up, append to one (`Appending`: one
 writer at a time), link a finished one into an import's work folder, remove
 one, and the sweep of the expired (`--upload-expiry` after the last write).
 The layout, under `<local root>/uploads/` (beside the work area, on the same
@@ -41,12 +42,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
 from service.errors import (
     NotFound,
-    StoreFull,
     TenantQuotaExceeded,
     TooManyUploads,
     UploadBusy,
@@ -77,6 +78,15 @@ class UploadRecord(BaseModel):
     metadata: str  # Upload-Metadata as the client sent it (checked: ASCII keys, base64 values)
     filename: str  # its `filename`, decoded ("" without one)
     created_ns: int
+
+
+class Survey(NamedTuple):
+    """The open uploads, as a creation counts them."""
+
+    awaited: int  # bytes every upload still awaits (reserved: they count against the store's free space)
+    held: int  # bytes every upload holds (on the file system already)
+    tenant_open: int  # uploads of one tenant
+    tenant_declared: int  # their declared lengths
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,12 +210,15 @@ class PartialUploads:
     def create(self, tenant: str, length: int, metadata: str, filename: str) -> UploadState:
         """A new empty upload of `length` bytes. TooManyUploads past the
         tenant's count; TenantQuotaExceeded if the tenant's stored bytes, its
-        open uploads and this one would pass `--tenant-max-bytes`; StoreFull if the bytes every upload still awaits
-        (this one's included) would take the store below its free-space
-        floor, even after evicting what the tenant may evict."""
+        open uploads and this one would pass `--tenant-max-bytes`, or its open
+        uploads and this one its share of the store's room
+        (`--tenant-max-reserved`); StoreFull if the bytes every upload still
+        awaits (this one's included) would take the store below its free-space
+        floor. Nothing is evicted (`Store.check_reservation`)."""
         tenant_dir = self.root / tenant_folder_name(tenant)
         with self._creating():
-            reserved, open_now, declared = self._survey(tenant_dir)
+            survey = self._survey(tenant_dir)
+            open_now, declared = survey.tenant_open, survey.tenant_declared
             if open_now >= self.max_open:
                 raise TooManyUploads(f"the tenant has {open_now} uploads open, the most it may (--max-open-uploads); finish or DELETE one")
             cap = self.store.tenant_max_bytes
@@ -215,11 +228,7 @@ class PartialUploads:
                     f"{cap} (--tenant-max-bytes)",
                     limit="tenant_max_bytes",
                 )
-            if not self.store.make_room(tenant, also=reserved + length):
-                raise StoreFull(
-                    f"the store cannot hold {length} more bytes above its free-space floor (--store-min-free) beside the "
-                    f"{reserved} bytes other uploads still await"
-                )
+            self.store.check_reservation(length, awaited=survey.awaited, held=survey.held, tenant_declared=declared)
             tenant_dir.mkdir(parents=True, exist_ok=True)
             upload_id = secrets.token_hex(16)
             making = tenant_dir / f".{upload_id}.new-{secrets.token_hex(4)}"
@@ -387,10 +396,9 @@ class PartialUploads:
                     with contextlib.suppress(FileNotFoundError):
                         yield from (entry for entry in tenant_dir.iterdir() if UPLOAD_ID.fullmatch(entry.name))
 
-    def _survey(self, tenant_dir: Path | None) -> tuple[int, int, int]:
-        """(bytes every upload still awaits, uploads the tenant of `tenant_dir`
-        has open, their declared lengths), removing the expired ones met on the way."""
-        reserved, open_now, declared, now = 0, 0, 0, time.time()
+    def _survey(self, tenant_dir: Path | None) -> Survey:
+        """The open uploads (`tenant_dir`'s tenant's among them), removing the expired ones met on the way."""
+        reserved, held, open_now, declared, now = 0, 0, 0, 0, time.time()
         for folder in self._uploads():
             try:
                 length = self._record(folder).length
@@ -400,14 +408,15 @@ class PartialUploads:
             if self._expired(info, now) and self._remove_idle(folder, folder.name):
                 continue
             reserved += max(0, length - info.st_size)
+            held += info.st_size
             if folder.parent == tenant_dir:
                 open_now += 1
                 declared += length
-        return reserved, open_now, declared
+        return Survey(reserved, held, open_now, declared)
 
     def reserved(self) -> int:
         """Bytes the uploads still await (they count against the store's free space)."""
-        return self._survey(None)[0]
+        return self._survey(None).awaited
 
     def sweep(self) -> int:
         """Remove the expired uploads (not one a PATCH holds) and what a

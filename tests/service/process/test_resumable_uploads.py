@@ -411,7 +411,8 @@ def test_expired_uploads_are_refused_and_removed(tmp_path: Path) -> None:
 
 
 def test_max_open_uploads_and_the_space_reserved(tmp_path: Path) -> None:
-    args = ("--max-upload", "1024TiB", "--max-upload-total", "1024TiB", "--max-open-uploads", "3", "--store-min-free", "64MiB")
+    args = ("--max-upload", "1024TiB", "--max-upload-total", "1024TiB", "--max-open-uploads", "3", "--store-min-free", "64MiB",
+            "--store-max-bytes", "1024TiB", "--tenant-max-reserved", "100%")  # fmt: skip
     with serving(tmp_path / "store", SAMPLES, *args) as server, server.client() as client:
         free = os.statvfs(server.store).f_bavail * os.statvfs(server.store).f_frsize
         # the declared length of every upload counts: past the free space over the floor, 507
@@ -431,6 +432,33 @@ def test_max_open_uploads_and_the_space_reserved(tmp_path: Path) -> None:
         for url in (second, third, fourth):
             assert client.delete(url, headers=TUS).status_code == 204
         assert uploads_on_disk(server) == set()
+
+
+def test_a_tenants_reservations_leave_another_tenants_models_and_imports_alone(tmp_path: Path) -> None:
+    """The issue's attack, with default settings: alice reserves until she is
+    refused (her share of the store's room, --tenant-max-reserved, having sent
+    nothing); bob's models stay, and his new upload and import find room."""
+    auth = _keys(tmp_path / "keys.toml", "alice", "bob")
+    with serving(tmp_path / "store", SAMPLES, "--api-keys", str(tmp_path / "keys.toml")) as server, server.client() as client:
+        bobs = []
+        for seed in (351, 352):
+            response = client.post("/models", files={"model": ("b.onnx", add_model(seed))}, headers=auth["bob"])
+            assert response.status_code == 201, response.text
+            bobs.append(response.json()["id"])
+        refused = None
+        for _ in range(32):  # --max-open-uploads
+            response = client.post("/uploads", headers={**TUS, **auth["alice"], "Upload-Length": str(1 << 30)})
+            if response.status_code != 201:
+                refused = response
+                break
+        assert refused is not None, "alice reserved 32 GiB"
+        assert assert_problem(refused, 507, "tenant-quota-exceeded")["limit"] == "tenant_max_reserved"
+        create(client, 1 << 20, auth["bob"])
+        imported = client.post("/models", files={"model": ("c.onnx", add_model(353))}, headers=auth["bob"])
+        assert imported.status_code == 201, imported.text
+        for model_id in (*bobs, imported.json()["id"]):
+            assert client.get(f"/models/{model_id}", headers=auth["bob"]).status_code == 200
+        assert set(bobs) <= server.stored_contents()
 
 
 def _front_ends(server: ServiceProcess) -> list[int]:

@@ -307,3 +307,40 @@ def test_a_full_store_answers_507_evicts_and_recovers_without_a_restart(tmp_path
             assert_problem(upload, 507, "store-full")
             assert server.temporary_files() == []
             assert client.get(f"/models/{client.post('/models', json={'path': 'add.onnx'}).json()['id']}").status_code == 200
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting the small tmpfs for a full store needs root")
+def test_a_507_evicts_nothing_and_its_room_is_free_at_once(tmp_path: Path, data_root: Path) -> None:
+    """The issue's full store: an upload creation and a one-shot upload too
+    large for the room left are refused (507) with every model kept, and the
+    refused upload's bytes are freed before its answer, so that a small
+    upload right after it is a 201 (nothing evicted either)."""
+    model = (data_root / "add.onnx").read_bytes()
+    with (
+        small_tmpfs(tmp_path / "small", "24m") as disk,
+        serving(disk / "store", data_root, "--store-min-free", "1MiB") as server,
+        server.client() as client,
+    ):
+        kept = []
+        for seed in range(2):
+            values = np.random.default_rng(seed).standard_normal(250_000).astype(np.float32)  # 1 MB each
+            path = weights_model(data_root / f"kept{seed}.onnx", values)
+            response = client.post("/models", files={"model": (path.name, path.read_bytes())})
+            assert response.status_code == 201, response.text
+            kept.append(response.json()["id"])
+        fill(disk, leave=(1 << 20) + (3 << 20))  # about 3 MiB above the floor
+
+        def all_kept() -> bool:
+            return all(client.get(f"/models/{model_id}").status_code == 200 for model_id in kept)
+
+        creation = client.post("/uploads", headers={"Tus-Resumable": "1.0.0", "Upload-Length": str(8 << 20)})
+        assert "evicts no model" in assert_problem(creation, 507, "store-full")["detail"]
+        assert all_kept()
+        free_before = free_bytes(disk)
+        big = weights_model(data_root / "too-big.onnx", np.ones(2_500_000, dtype=np.float32))  # 10 MB
+        assert_problem(client.post("/models", files={"model": ("too-big.onnx", big.read_bytes())}), 507, "store-full")
+        assert free_bytes(disk) >= free_before - (256 << 10)  # its bytes gone before its answer
+        small = client.post("/models", files={"model": ("small.onnx", model)})
+        assert small.status_code == 201, small.text
+        assert all_kept()
+        assert server.temporary_files() == []

@@ -110,6 +110,25 @@ def test_an_abort_drops_what_is_queued_and_still_runs_end() -> None:
     assert recorder.ended_after is not None and recorder.ended_after <= 1  # at most the chunk being consumed
 
 
+def test_a_stop_returns_once_end_has_run() -> None:
+    """A request refused mid-body answers only after the thread closed its
+    file (`end`): its bytes are freed with its work folder, before the answer."""
+
+    async def scenario() -> tuple[Recorder, int | None]:
+        recorder = Recorder(fail_on=b"bad")
+        recorder.release.clear()  # the thread is in the middle of a write
+        pipe = BodyPipe(recorder.consume, recorder.end, window=1 << 20)
+        for chunk in (b"bad", b"z", b"z"):
+            await pipe.feed(chunk)
+        asyncio.get_running_loop().call_later(0.2, recorder.release.set)
+        await pipe.stop()  # its error is not raised: the request's own error goes on
+        return recorder, recorder.ended_after
+
+    recorder, ended_at_stop = asyncio.run(scenario())
+    assert ended_at_stop == 0  # end had run when stop returned; the chunks after the error were dropped
+    assert recorder.chunks == []
+
+
 def test_the_hash_thread_gives_one_digest_per_file() -> None:
     files = [bytes(range(256)) * 4000, b"", b"onnx" * 100_000]
     hasher = HashThread(window=64 << 10)  # smaller than a file: update waits for the thread now and then

@@ -2,7 +2,8 @@
 tus headers (`service.http.tus`), in process over a local store: offsets, one
 writer at a time, digests kept by the process that wrote (else hashed from
 disk, as another process's would be), hard links into a work folder, expiry
-and the sweep, the per-tenant count and the space reserved."""
+and the sweep, the per-tenant count, the space reserved, each tenant's share
+of the store's room, and creations that never evict."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from service.settings import Settings
 from service.store.backends import open_store
 from service.store.model_store import Store
 from service.store.partial_uploads import Appending, PartialUploads
+from service.store.records import SourceFile, StoredRecord, TenantRecord
 
 
 @pytest.fixture
@@ -140,6 +142,7 @@ def test_the_count_per_tenant_and_the_space_reserved(store: Store, tmp_path: Pat
     assert uploads.reserved() == 60 + 50 + 1
     monkeypatch.setattr(store, "free_bytes", lambda: 10_000)
     store.min_free = 9_000  # 1000 bytes over the floor, of which 111 reserved
+    store.tenant_max_reserved = 1.0  # bob may declare the whole room
     assert uploads.create("bob", 800, "", "").length == 800
     with pytest.raises(StoreFull):
         uploads.create("bob", 200, "", "")  # 111 + 800 + 200 reserved would take the store below its floor
@@ -162,6 +165,72 @@ def test_open_uploads_count_against_the_tenants_byte_cap(tmp_path: Path) -> None
         uploads.create("bob", 1000, "", "")  # another tenant's cap is its own
         uploads.remove("alice", first.upload_id)
         uploads.create("alice", 600, "", "")  # a removed upload no longer counts
+    finally:
+        store.close()
+
+
+def store_model(store: Store, tenant: str, content: bytes) -> str:
+    """`content` stored as `tenant`'s uploaded model; its id."""
+    model_id = hashlib.sha256(content).hexdigest()
+    with store.work_folder() as work:
+        work.files.mkdir()
+        work.upload_model.write_bytes(content)
+        info = os.stat(work.upload_model)
+        item = SourceFile(path="files/model.onnx", in_store=True, size=info.st_size, mtime_ns=info.st_mtime_ns, inode=info.st_ino)
+        record = StoredRecord(
+            id=model_id, input="m.onnx", created_ns=time.time_ns(), model_size=len(content),
+            model_sha256=model_id, tensor_count=0, files={"model": item},
+        )  # fmt: skip
+        store.commit(work, model_id, record, b"{}", TenantRecord(tenant=tenant, input="m.onnx", created_ns=time.time_ns()))
+    return model_id
+
+
+def test_a_tenants_open_uploads_take_at_most_its_share_of_the_room(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--tenant-max-reserved (a quarter by default) of the room: the free bytes
+    above the floor and what the store holds there (models, uploads' bytes),
+    at most --store-max-bytes. Another tenant's share is its own."""
+    assert store.tenant_max_reserved == 0.25  # the default
+    uploads = uploads_of(store, tmp_path)
+
+    def free_bytes() -> int:  # the bytes sent take free space
+        return 11_000 - sum(data.stat().st_size for data in (tmp_path / "store" / "uploads").rglob("data"))
+
+    monkeypatch.setattr(store, "free_bytes", free_bytes)
+    store.min_free = 1_000  # a room of 10,000 bytes: 2,500 each
+    first = uploads.create("alice", 2_000, "", "")
+    with pytest.raises(TenantQuotaExceeded) as refused:
+        uploads.create("alice", 501, "", "")
+    assert refused.value.limit == "tenant_max_reserved"
+    assert "evict" not in refused.value.detail
+    uploads.create("alice", 500, "", "")  # exactly its share
+    assert uploads.create("bob", 2_500, "", "").length == 2_500  # bob's share is his own
+    write(uploads.append("alice", first.upload_id, 0), b"x" * 2_000)  # its bytes sent still count, as the room they take
+    with pytest.raises(TenantQuotaExceeded):
+        uploads.create("alice", 1, "", "")
+    assert uploads.remove("alice", first.upload_id)
+    uploads.create("alice", 2_000, "", "")
+    store.max_bytes = 4_000  # the store's cap bounds the room too: 1,000 each
+    with pytest.raises(TenantQuotaExceeded):
+        uploads.create("carol", 1_001, "", "")
+
+
+def test_creating_an_upload_never_evicts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue: a creation refused for room evicted the creator's models
+    first. Now it is refused with nothing evicted, whoever holds what."""
+    store = open_store(Settings(store=str(tmp_path / "store"), store_min_free=0, tenant_max_reserved=1.0))
+    store.open()
+    try:
+        bobs = [store_model(store, "bob", bytes([seed]) * 50_000) for seed in range(2)]
+        uploads = uploads_of(store, tmp_path)
+        monkeypatch.setattr(store, "free_bytes", lambda: 10_000)  # evicting bob's 100 KB would have made room
+        store.min_free = 1_000  # 9,000 bytes free above the floor
+        uploads.create("alice", 8_000, "", "")
+        with pytest.raises(StoreFull) as refused:
+            uploads.create("bob", 1_001, "", "")  # 8,000 awaited: 1,000 left
+        assert "evicts no model" in refused.value.detail
+        assert all(store.has(model_id) for model_id in bobs)
+        assert uploads.create("bob", 1_000, "", "").length == 1_000
+        assert all(store.has(model_id) for model_id in bobs)
     finally:
         store.close()
 

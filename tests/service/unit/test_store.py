@@ -239,11 +239,69 @@ def test_the_work_area_is_empty_after_each_request(store: Store) -> None:
     assert leftovers == []
 
 
-def test_a_low_local_disk_evicts_only_content_that_frees_it(store: Store) -> None:
-    """Below the free-space floor, eviction of local content makes room; content on
-    object storage is shared by the fleet and frees nothing here: it stays, and the
-    import is refused (507) rather than emptying the bucket for one replica's disk."""
-    model_id, _ = commit(store, "alice", b"kept or evicted")
-    store.min_free = store.free_bytes() * 2 + (1 << 30)  # a floor no eviction can reach
-    assert not store.make_room("alice")
-    assert store.has(model_id) is not store.content.on_local_disk
+def test_below_the_floor_an_import_may_start_only_if_eviction_could_restore_it(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before an import's size is known nothing is evicted: it may go on while
+    evicting what the tenant may evict would bring the file system back above
+    its floor (content on this disk; content on object storage or in memory
+    frees nothing here), and is refused otherwise, everything kept."""
+    first, _ = commit(store, "alice", b"kept or evicted" * 1000)
+    second, _ = commit(store, "alice", b"kept too" * 1000)
+    bobs, _ = commit(store, "bob", b"bob's own" * 100_000)
+    free = 1 << 30
+    monkeypatch.setattr(store, "free_bytes", lambda: free)
+    store.min_free = free + store.usage() - 100_000  # only bob's 900 KB would reach it: not alice's to evict
+    assert not store.floor_reachable("alice")
+    store.min_free = free + 20_000  # alice's two models (23 KB) would
+    assert store.floor_reachable("alice") is store.content.on_local_disk
+    assert all(store.has(model_id) for model_id in (first, second, bobs))
+
+
+LOCAL_FREE = 10 << 20  # the file system's free bytes the next tests pretend, less what the store holds
+
+
+def local_store(folder: Path, monkeypatch: pytest.MonkeyPatch, **settings: int) -> Store:
+    """A local store whose file system has LOCAL_FREE bytes less its models' free:
+    evicting a model frees its bytes, as on a disk."""
+    store = open_store(Settings(store=str(folder / "store"), **{"store_min_free": 0, **settings}))  # type: ignore[arg-type]
+    store.open()
+    monkeypatch.setattr(store, "free_bytes", lambda: LOCAL_FREE - store.usage())
+    return store
+
+
+def test_a_commit_evicts_only_what_the_floor_needs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = local_store(tmp_path, monkeypatch)
+    try:
+        models = []
+        for seed in range(4):
+            models.append(commit(store, "alice", bytes([seed]) * 300_000)[0])
+            time.sleep(0.02)  # a last use apart from the others' (file times are coarse)
+        store.min_free = LOCAL_FREE - store.usage() + 450_000  # 450 KB short: two of alice's 300 KB models
+        latest, _ = commit(store, "alice", b"new" * 1000)
+        assert [store.has(model_id) for model_id in models] == [False, False, True, True]  # the least recently used, and no more
+        assert store.has(latest)
+    finally:
+        store.close()
+
+
+def test_a_commit_refused_for_room_evicts_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's store that evicted all it could and still answered 507: now
+    the 507 comes first, and every model stays (another tenant's within its
+    quota may not be evicted, and the tenant's own would not be enough)."""
+    store = local_store(tmp_path, monkeypatch)
+    try:
+        alices = [commit(store, "alice", bytes([seed]) * 300_000)[0] for seed in range(2)]
+        bobs, _ = commit(store, "bob", b"b" * 2_000_000)
+        store.min_free = LOCAL_FREE - store.usage() + 700_000  # alice's 600 KB would not reach it
+        with pytest.raises(StoreFull) as refused:
+            commit(store, "alice", b"new" * 1000)
+        assert "nothing was evicted" in refused.value.detail
+        assert all(store.has(model_id) for model_id in (*alices, bobs))
+        assert store.model_count() == 3
+        # a graph added under the same floor: refused alike, nothing evicted
+        with store.work_folder() as work:
+            work.graph.write_bytes(b"{}")
+            with pytest.raises(StoreFull):
+                store.add_graph(alices[0], work.graph, "alice")
+        assert store.model_count() == 3
+    finally:
+        store.close()
