@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 REPO = Path(__file__).resolve().parent.parent
@@ -471,6 +472,70 @@ def reservations(team: Team, label: str) -> None:
         f"{label}: bob after them",
         f"his 1 MiB upload {created}, his import {imported.status_code}, his three models {kept}",
     )
+
+
+def fanout_model(depth: int) -> bytes:
+    """Issue 35: functions f0 (one Relu) to f{depth}, each calling the previous twice; the graph calls f{depth} once."""
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid("fanout", 1)]
+    functions = [helper.make_function("fanout", "f0", ["x"], ["y"], [helper.make_node("Relu", ["x"], ["y"])], opsets[:1])]
+    for k in range(1, depth + 1):
+        twice = [helper.make_node(f"f{k - 1}", [a], [b], domain="fanout") for a, b in (("x", "t"), ("t", "y"))]
+        functions.append(helper.make_function("fanout", f"f{k}", ["x"], ["y"], twice, opsets))
+    value = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2]) for name in ("x", "y")]
+    graph = helper.make_graph([helper.make_node(f"f{depth}", ["x"], ["y"], domain="fanout")], "fanout", value[:1], value[1:])
+    model = helper.make_model(graph, opset_imports=opsets, functions=functions)
+    model.ir_version = 10
+    data: bytes = model.SerializeToString()
+    return data
+
+
+@attack(18, "function fan-out")
+def function_fanout(team: Team, label: str) -> None:
+    data = fanout_model(40)
+    with team.client() as client:
+        started = time.monotonic()
+        response = upload(client, team.alice, "fanout.onnx", data)  # the default checks: schema, shape, security
+        seconds = time.monotonic() - started
+    summary = response.json() if response.status_code in (200, 201) else {}
+    statuses = {stage: entry["status"] for stage, entry in summary.get("checks", {}).items()}
+    held = summary.get("verdict") == "fail" and statuses.get("security") == "fail" and statuses.get("shape") == "skipped" and seconds < 5
+    team.report(held, label, f"{len(data):,} B, 2^40 nodes once inlined: {response.status_code} in {seconds:.1f} s, "
+                f"verdict {summary.get('verdict')}, stages {statuses}")  # fmt: skip
+
+
+def training_model(location: str) -> bytes:
+    """Issue 35: an initializer of training_info[0].initialization whose external data is at `location`."""
+    weight = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4], data_location=TensorProto.EXTERNAL)
+    weight.external_data.add(key="location", value=location)
+    training = onnx.TrainingInfoProto()
+    declared = helper.make_tensor_value_info("w", TensorProto.FLOAT, [4])
+    training.initialization.CopyFrom(helper.make_graph([], "init", [], [declared], [weight]))
+    value = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [4]) for name in ("x", "y")]
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", value[:1], value[1:]),
+                              opset_imports=[helper.make_opsetid("", 21)])  # fmt: skip
+    model.ir_version = 10
+    model.training_info.append(training)
+    data: bytes = model.SerializeToString()
+    return data
+
+
+@attack(19, "training_info locations")
+def training_locations(team: Team, label: str) -> None:
+    place = "ModelProto.training_info[0].initialization.initializer[0]"
+    folder = team.root / "training"
+    folder.mkdir(exist_ok=True)
+    (folder / "model.onnx").write_bytes(training_model("w.bin"))
+    (folder / "w.bin").symlink_to("/etc/passwd")
+    with team.client() as client:
+        answers = {location: upload(client, team.alice, "training.onnx", training_model(location)) for location in
+                   ("/etc/passwd", "../../../../etc/passwd")}  # fmt: skip
+        answers["w.bin -> /etc/passwd (a link, imported by path)"] = client.post(
+            "/models", json={"path": "training/model.onnx"}, headers=team.alice
+        )
+    for what, response in answers.items():
+        body = response.json() if response.headers.get("content-type", "").endswith("json") else {}
+        held = response.status_code == 422 and body.get("kind") == "ExternalData" and body.get("field_path") == place
+        team.report(held, f"{label}: {what}", f"{response.status_code} {body.get('kind')} at {body.get('field_path')}")
 
 
 def main() -> int:

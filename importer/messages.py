@@ -2,7 +2,8 @@
 
 Owns the in-memory form of ModelProto, GraphProto, NodeProto, AttributeProto,
 ValueInfoProto, TypeProto (every member), OperatorSetIdProto,
-StringStringEntryProto and FunctionProto. Tensors live in `importer.tensor`.
+StringStringEntryProto, FunctionProto and TrainingInfoProto. Tensors live in
+`importer.tensor`.
 These objects keep file order and the fields exactly as read; graph
 resolution (`importer.resolve`) builds the resolved graph on top of them.
 Each object that can be named in an error keeps `offset`: the byte offset of
@@ -244,12 +245,34 @@ class Function(_Message):
         self.offset = offset
 
 
+class TrainingInfo(_Message):
+    """A TrainingInfoProto, as written: its `initialization` and `algorithm`
+    graphs (None when absent) and its two bindings. Not resolved: the
+    algorithm graph reads the main graph's initializers by name."""
+
+    __slots__ = ("initialization", "algorithm", "initialization_binding", "update_binding", "offset")
+
+    def __init__(
+        self,
+        initialization: Graph | None,
+        algorithm: Graph | None,
+        initialization_binding: list[StringStringEntry],
+        update_binding: list[StringStringEntry],
+        offset: int,
+    ) -> None:
+        self.initialization = initialization
+        self.algorithm = algorithm
+        self.initialization_binding = initialization_binding
+        self.update_binding = update_binding
+        self.offset = offset
+
+
 class Model(_Message):
     """A ModelProto as read; `ir_version` is None when the field is absent."""
 
     __slots__ = (
         "ir_version", "model_version", "producer_name", "producer_version", "domain", "doc_string",
-        "opset_import", "metadata_props", "graph", "functions",
+        "opset_import", "metadata_props", "graph", "functions", "training_info",
     )  # fmt: skip
 
     def __init__(
@@ -265,6 +288,7 @@ class Model(_Message):
         metadata_props: list[StringStringEntry],
         graph: Graph | None,
         functions: list[Function] | None = None,
+        training_info: list[TrainingInfo] | None = None,
     ) -> None:
         self.ir_version = ir_version
         self.model_version = model_version
@@ -276,3 +300,4 @@ class Model(_Message):
         self.metadata_props = metadata_props
         self.graph = graph
         self.functions = functions if functions is not None else []
+        self.training_info = training_info if training_info is not None else []

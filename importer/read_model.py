@@ -1,4 +1,4 @@
-"""Readers for ModelProto, GraphProto, NodeProto, OperatorSetIdProto and FunctionProto.
+"""Readers for ModelProto, GraphProto, NodeProto, OperatorSetIdProto, FunctionProto and TrainingInfoProto.
 
 Owns the message structure of a model file (docs/import-rules.md §2) and the model
 checks: ir_version present and at least 3, a graph present. Each nested
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from importer.errors import ReadFailure, invalid
-from importer.messages import Attribute, Function, Graph, Model, Node, OperatorSetId, StringStringEntry, ValueInfo
+from importer.messages import Attribute, Function, Graph, Model, Node, OperatorSetId, StringStringEntry, TrainingInfo, ValueInfo
 from importer.read_attribute import read_attribute
 from importer.read_context import ReadContext, check_nesting, too_deep
 from importer.read_tensor import read_sparse_tensor, read_string_pair, read_tensor
@@ -39,6 +39,7 @@ def read_model(ctx: ReadContext) -> Model:
     metadata: list[StringStringEntry] = []
     graph: Graph | None = None
     functions: list[Function] = []
+    training: list[TrainingInfo] = []
     fields = FieldCursor(buf, 0, len(buf))
     while fields.next():
         key, at, a, b, value = fields.key, fields.at, fields.start, fields.stop, fields.value
@@ -74,6 +75,11 @@ def read_model(ctx: ReadContext) -> Model:
                 functions.append(read_function(ctx, a, b, 1, at))
             except ReadFailure as failure:
                 raise failure.within(f"functions[{len(functions)}]", at) from None
+        elif key == 0xA2:
+            try:
+                training.append(read_training_info(ctx, a, b, 1, at))
+            except ReadFailure as failure:
+                raise failure.within(f"training_info[{len(training)}]", at) from None
     if ir_version is None:
         raise invalid("ir_version is absent", None, "ir_version")
     if ir_version < MIN_IR_VERSION:
@@ -91,6 +97,7 @@ def read_model(ctx: ReadContext) -> Model:
         metadata_props=metadata,
         graph=graph,
         functions=functions,
+        training_info=training,
     )
 
 
@@ -283,3 +290,32 @@ def read_function(ctx: ReadContext, start: int, stop: int, depth: int, offset: i
         elif key == 0x6A:
             overload = read_string(buf, a, b, at, "overload")
     return Function(name, domain, overload, doc_string, inputs, outputs, attribute_names, attributes, nodes, opsets, offset)
+
+
+def read_training_info(ctx: ReadContext, start: int, stop: int, depth: int, offset: int) -> TrainingInfo:
+    """Read a TrainingInfoProto, as written: its two graphs are read like the
+    main graph (their tensors, and their external data, too) but not resolved."""
+    check_nesting(ctx, depth)
+    initialization: Graph | None = None
+    algorithm: Graph | None = None
+    bindings: dict[int, list[StringStringEntry]] = {0x1A: [], 0x22: []}
+    fields = FieldCursor(ctx.buf, start, stop)
+    while fields.next():
+        key, at, a, b = fields.key, fields.at, fields.start, fields.stop
+        label = _TRAINING_FIELDS.get(key)
+        if label is None:
+            continue
+        try:
+            if key == 0x0A:
+                initialization = read_graph(ctx, a, b, depth + 1, at)
+            elif key == 0x12:
+                algorithm = read_graph(ctx, a, b, depth + 1, at)
+            else:
+                bindings[key].append(StringStringEntry(*read_string_pair(ctx, a, b, depth + 1)))
+        except ReadFailure as failure:
+            index = f"[{len(bindings[key])}]" if key in bindings else ""
+            raise failure.within(f"{label}{index}", at) from None
+    return TrainingInfo(initialization, algorithm, bindings[0x1A], bindings[0x22], offset)
+
+
+_TRAINING_FIELDS: Final = {0x0A: "initialization", 0x12: "algorithm", 0x1A: "initialization_binding", 0x22: "update_binding"}

@@ -3,7 +3,8 @@
 Owns `tensor_places`: initializers, sparse initializer parts, and the tensors
 of attributes (those whose items are tensors or sparse tensors, and those of
 the subgraphs in graph attributes; see `importer.attribute_types`), in the
-main graph and in function bodies, in file order, depth first. Used to name tensors (the service's catalogue)
+main graph, the graphs of `training_info` and function bodies, in file
+order, depth first. Used to name tensors (the service's catalogue)
 and to place errors about them (external data).
 """
 
@@ -41,6 +42,10 @@ class TensorPlace:
 def tensor_places(model: Model, root: str = "ModelProto") -> Iterator[TensorPlace]:
     if model.graph is not None:
         yield from _graph(model.graph, f"{root}.graph")
+    for index, training in enumerate(model.training_info):  # field 20, before the functions (25)
+        for field, graph in (("initialization", training.initialization), ("algorithm", training.algorithm)):
+            if graph is not None:
+                yield from _graph(graph, f"{root}.training_info[{index}].{field}")
     for index, function in enumerate(model.functions):
         yield from _nodes(function.node, f"{root}.functions[{index}]")
 

@@ -236,6 +236,11 @@ class Settings:
         "a model past it is flagged and never run (neither loaded by onnxruntime nor smoke-run)",
         rule=Rule(lambda size: size >= 1, "must be positive"),
     )  # fmt: skip
+    max_inlined_nodes: int = setting(
+        1_000_000, INT, "the security check's bound on the nodes a model's calls of its own functions expand to once inlined "
+        "(counted without inlining): a model past it fails and is handed to no other stage (shape, runtime, smoke skipped)",
+        rule=within(1, 10**12),
+    )  # fmt: skip
     header_timeout: float = setting(
         10.0, SECONDS, "seconds a client may take to send a request's headers; then the connection is closed", rule=within(0.1, 3600.0)
     )

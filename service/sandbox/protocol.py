@@ -52,6 +52,7 @@ class WorkerJob:
     checks: tuple[Stage, ...] = ("schema",)  # the stages asked for (service.checks.outcome.STAGES); each worker runs its own
     dims: tuple[tuple[str, int], ...] = ()  # the smoke run's bindings of symbolic dimensions
     max_static_output: int = 1 << 30  # the security stage's bound (--max-static-output)
+    max_inlined_nodes: int = 1_000_000  # the nodes calls of local functions may expand to (--max-inlined-nodes)
     sleep: float = 0.0  # test hook: the worker waits this long before it opens its model
     spin: bool = False  # test hook: ... burning CPU instead of sleeping, once its walls and limits are up
     test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.sandbox.worker.main.try_forbidden)

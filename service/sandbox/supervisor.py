@@ -168,6 +168,7 @@ class Sandbox:
             worker_uid=settings.worker_uid,
             worker_gid=settings.worker_gid,
             max_static_output=settings.max_static_output,
+            max_inlined_nodes=settings.max_inlined_nodes,
         )
         return replace(limits, **details)  # type: ignore[arg-type]
 

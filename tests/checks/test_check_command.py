@@ -4,7 +4,8 @@ sandboxed workers without a server, and answers by its exit status (0 pass,
 1 fail, 2 refused or incomplete, 64 a usage error) and its report (json,
 sarif validated against the official schema, junit), to standard output or
 `--output`; `--external-data-dir` finds external data elsewhere and
-`--dim` binds the smoke run's symbolic dimensions. `python -m importer
+`--dim` binds the smoke run's symbolic dimensions; a model whose function
+calls would inline past `--max-inlined-nodes` fails at once. `python -m importer
 check` keeps giving the operator check alone."""
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from support.fanout_model import fanout_model
 from support.sarif_schema import valid_sarif
 from support.service_harness import SAMPLES
+from support.training_info_model import FIELD_PATH as TRAINING_FIELD_PATH
+from support.training_info_model import training_info_model
 
 COMMAND = Path(sys.executable).with_name("onnx-import")
 ALL = "schema,security,shape,runtime,smoke"
@@ -84,6 +89,28 @@ def test_a_refused_file_exits_2_naming_the_place(tmp_path: Path) -> None:
     assert done.returncode == 2
     refusal = json.loads(done.stdout)["refused"]
     assert refusal["kind"] and refusal["input"] == "broken.onnx" and "offset" in refusal
+
+
+def test_a_model_whose_calls_inline_past_the_bound_fails_at_once_and_reaches_no_other_stage(tmp_path: Path) -> None:
+    model = tmp_path / "fanout.onnx"
+    onnx.save(fanout_model(40), str(model))  # 3 KB, 2^40 nodes once its functions are inlined
+    started = time.monotonic()
+    done = run("check", model)  # the default checks: schema, shape, security
+    assert time.monotonic() - started < 10  # the worker's CPU limit (60 s) is never reached
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "fail" and report["checks"]["shape"]["status"] == "skipped"
+    (finding,) = [item for item in report["diagnostics"] if item["code"] == "function-expansion-too-large"]
+    assert (finding["stage"], finding["field_path"]) == ("security", "ModelProto.graph.node[0]")
+
+
+def test_a_training_info_location_out_of_the_folder_exits_2_naming_the_place(tmp_path: Path) -> None:
+    model = tmp_path / "training.onnx"
+    onnx.save(training_info_model("../secret.bin"), str(model))
+    done = run("check", model)
+    assert done.returncode == 2
+    refusal = json.loads(done.stdout)["refused"]
+    assert (refusal["kind"], refusal["field_path"]) == ("ExternalData", TRAINING_FIELD_PATH)
 
 
 @pytest.mark.parametrize("args", [("check", "no-such.onnx"), ("check", str(SAMPLES / "add.onnx"), "--checks", "telepathy"),

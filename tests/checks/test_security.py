@@ -19,6 +19,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.field_places import assert_field_at
+from support.training_info_model import FIELD_PATH as TRAINING_FIELD_PATH
+from support.training_info_model import training_info_model
 
 import importer
 from importer import ErrorKind, ModelImportError
@@ -367,6 +369,40 @@ def test_locations_the_importer_refuses_never_reach_the_stage(tmp_path: Path) ->
             importer.load_model(path)
         assert refused.value.kind is ErrorKind.EXTERNAL_DATA
         assert refused.value.field_path == "ModelProto.graph.initializer[0]"
+
+
+# --- training_info: checked like the graph
+
+
+def test_a_training_info_location_the_importer_refuses_never_reaches_the_stage(tmp_path: Path) -> None:
+    path, _ = _write(tmp_path, training_info_model("/etc/passwd"))
+    with pytest.raises(ModelImportError) as refused:
+        importer.load_model(path)
+    assert (refused.value.kind, refused.value.field_path) == (ErrorKind.EXTERNAL_DATA, TRAINING_FIELD_PATH)
+
+
+def test_training_info_tensors_graphs_and_bindings_are_checked_like_the_graphs(tmp_path: Path) -> None:
+    marker = "*/_ORT_MEM_ADDR_/*"
+    (tmp_path / "*" / "_ORT_MEM_ADDR_").mkdir(parents=True)
+    (tmp_path / "*" / "_ORT_MEM_ADDR_" / "*").write_bytes(bytes(16))
+    callback = helper.make_node("PyOp", ["w"], ["u"], domain="com.example", name="run\u202e", module="os", class_name="Runner")
+    model = training_info_model(marker, initialization_nodes=[callback])
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    model.training_info[0].algorithm.doc_string = "ring \x07"
+    model.training_info[0].update_binding.add(key="b\x1b", value="w_new")
+    path, data = _write(tmp_path, model)
+    result = _stage(path)
+    assert result.status == "fail"
+    assert sorted(_codes(result)) == [
+        ("bidi-override-character", "error", "ModelProto.training_info[0].initialization.node[0].name"),
+        ("control-character", "warning", "ModelProto.training_info[0].algorithm.doc_string"),
+        ("control-character", "warning", "ModelProto.training_info[0].update_binding[1]"),
+        ("custom-operator-domain", "warning", "ModelProto.training_info[0].initialization.node[0].domain"),
+        ("external-data-memory-address", "error", f"{TRAINING_FIELD_PATH}.external_data[0]"),
+        ("python-callback-op", "error", "ModelProto.training_info[0].initialization.node[0].op_type"),
+    ]
+    for finding in result.findings:
+        assert_placed(data, finding)
 
 
 # --- operators

@@ -7,11 +7,15 @@ model (Range, ConstantOfShape, Expand) is flagged by `security` and never run; a
 by `shape` at its node; a model with external data loads in onnxruntime from
 the importer's memory; a smoke run past the worker's memory is `incomplete`;
 and without onnx and onnxruntime the stages that need them are `incomplete`,
-saying so, and the verdict is never `pass`.
+saying so, and the verdict is never `pass`. A 3 KB model whose function
+calls would inline to 2^40 nodes fails `security` at once, and no other
+stage is given it; an initializer of `training_info` at `/etc/passwd` is
+refused by the importer (issue 35).
 """
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +26,11 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support.fanout_model import fanout_model
 from support.sarif_schema import valid_sarif
-from support.service_harness import SAMPLES, ServiceProcess, serving
+from support.service_harness import SAMPLES, ServiceProcess, assert_problem, serving
+from support.training_info_model import FIELD_PATH as TRAINING_FIELD_PATH
+from support.training_info_model import training_info_model
 
 ALL = "schema,security,shape,runtime,smoke"
 
@@ -276,3 +283,36 @@ def test_a_declared_input_past_the_bound_loads_but_is_not_run(client: httpx.Clie
     assert checks["runtime"]["status"] == "pass", "loading makes no input: it runs"
     assert checks["smoke"]["status"] == "skipped" and "an input past --max-static-output" in checks["smoke"]["reason"]
     assert summary["verdict"] == "incomplete"
+
+
+def test_a_3_kb_model_of_two_to_the_40_inlined_nodes_fails_at_once_with_the_default_checks(client: httpx.Client, tmp_path: Path) -> None:
+    """Issue 35: 41 functions each calling the previous twice ran `shape` to the worker's CPU limit; counted, it fails in seconds."""
+    model = _write(fanout_model(40), tmp_path / "fanout.onnx")
+    assert model.stat().st_size < 4096
+    started = time.monotonic()
+    summary = post(client, model)  # the default checks: schema, shape, security
+    assert time.monotonic() - started < 5
+    checks = summary["checks"]
+    assert set(checks) == {"schema", "security", "shape"}
+    assert checks["security"]["status"] == "fail"
+    assert checks["shape"]["status"] == "skipped" and "--max-inlined-nodes" in checks["shape"]["reason"], checks["shape"]
+    assert summary["verdict"] == "fail"
+    (finding,) = [item for item in diagnostics(client, summary["id"], "security") if item["code"] == "function-expansion-too-large"]
+    assert (finding["severity"], finding["field_path"], finding["op_type"]) == ("error", "ModelProto.graph.node[0]", "f40")
+    assert model.read_bytes()[finding["offset"]] == (1 << 3) | 2, "the offset is the key of graph.node[0]"
+
+
+def test_every_stage_past_security_is_skipped_for_it_when_all_are_asked(client: httpx.Client, tmp_path: Path) -> None:
+    summary = post(client, _write(fanout_model(40, calls=2), tmp_path / "fanout2.onnx"), f"?checks={ALL}")
+    checks = summary["checks"]
+    for stage in ("shape", "runtime", "smoke"):
+        assert checks[stage]["status"] == "skipped" and "--max-inlined-nodes" in checks[stage]["reason"], checks[stage]
+    assert summary["verdict"] == "fail"
+
+
+def test_a_training_info_initializer_at_etc_passwd_is_refused(client: httpx.Client, tmp_path: Path) -> None:
+    model = _write(training_info_model("/etc/passwd"), tmp_path / "training.onnx")
+    response = client.post("/models", files=[("model", (model.name, model.read_bytes()))])
+    body = assert_problem(response, 422, "external-data")
+    assert (body["kind"], body["field_path"]) == ("ExternalData", TRAINING_FIELD_PATH)
+    assert model.read_bytes()[body["offset"]] == (5 << 3) | 2, "the offset is the key of the initializer"  # GraphProto.initializer

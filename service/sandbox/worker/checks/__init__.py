@@ -7,6 +7,7 @@ offset as the operator check does:
 
 - `security.security_stage(model, bounds)`: our own code over the resolved
   graph (outputs whose size constants fix, past `--max-static-output`;
+  calls of model-local functions that would inline past `--max-inlined-nodes`;
   external-data locations with onnxruntime's memory-address marker; custom
   domains and Python-callback ops; control and bidirectional-override
   characters; declared dimensions past a bound). Runs in the import's worker.

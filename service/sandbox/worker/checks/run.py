@@ -12,6 +12,10 @@ stage as it ends. A stage that breaks (a bug, MemoryError) is `incomplete`,
 never `pass`; a worker killed midway has delivered the stages it finished.
 Every stage's module is imported here, in the fork server (a worker that has
 left root for its own identity may no longer read the code's folders).
+No stage of the check worker is given a model whose calls of its own
+functions would expand, once inlined, past `--max-inlined-nodes` (onnx's
+inference and onnxruntime each inline every call: a 3 KB model can be 2^40
+nodes): `shape`, `runtime` and `smoke` are skipped, and `security` fails.
 The smoke run (and the runtime load, which folds constants) is refused when
 the security estimate finds an output past `--max-static-output`: such a
 model is flagged and never run; the smoke run alone when a declared input
@@ -29,7 +33,13 @@ from importer import OnnxModel, check_model
 from service.checks.outcome import IN_CHECK_WORKER, Finding, Stage, StageResult, incomplete
 from service.sandbox.protocol import StageReport, WorkerHeader, WorkerJob
 from service.sandbox.worker.checks.runtime import runtime_stage
-from service.sandbox.worker.checks.security import STATIC_OUTPUT_TOO_LARGE, SecurityBounds, oversized_outputs, security_stage
+from service.sandbox.worker.checks.security import (
+    STATIC_OUTPUT_TOO_LARGE,
+    SecurityBounds,
+    expansion_findings,
+    oversized_outputs,
+    security_stage,
+)
 from service.sandbox.worker.checks.shape import shape_stage
 from service.sandbox.worker.checks.smoke import smoke_stage
 
@@ -67,17 +77,34 @@ def import_stages(model: OnnxModel, job: WorkerJob) -> tuple[list[Finding], list
         results.append(_guarded("schema", lambda: _schema(model, schema_findings)))
         findings += schema_findings
     if "security" in job.checks:
-        result = _guarded("security", lambda: security_stage(model, SecurityBounds(max_static_output=job.max_static_output)))
+        bounds = SecurityBounds(max_static_output=job.max_static_output, max_inlined_nodes=job.max_inlined_nodes)
+        result = _guarded("security", lambda: security_stage(model, bounds))
         results.append(result)
         findings += result.findings
     return findings, results
 
 
-def _refusals(model: OnnxModel, job: WorkerJob) -> dict[str, StageResult]:
-    """The runtime stages that must not run, as their results: neither the load
-    (onnxruntime folds constants as it loads) nor the run of a model with an
-    output past --max-static-output; not the run of one whose declared inputs
-    are past it. Fail closed: without the estimate, neither runs."""
+def _refusals(model: OnnxModel, job: WorkerJob, stages: list[Stage]) -> dict[str, StageResult]:
+    """The stages of `stages` that must not run, as their results: none of
+    them for a model whose calls of its functions expand past
+    --max-inlined-nodes; neither the load (onnxruntime folds constants as it
+    loads) nor the run of a model with an output past --max-static-output; not
+    the run of one whose declared inputs are past it. Fail closed: without
+    the count, none runs; without the estimate, neither runtime stage."""
+    try:
+        expanding = expansion_findings(model, job.max_inlined_nodes)
+    except Exception as error:
+        reason = f"not run: the count of the functions' expansion did not complete ({type(error).__name__})"
+        return {stage: incomplete(stage, reason) for stage in stages}
+    if expanding:
+        finding = expanding[0]
+        reason = (
+            f"not run: the security check counts the model's function calls past --max-inlined-nodes at {finding.field_path}: "
+            f"{finding.message}"
+        )
+        return {stage: StageResult.ended(stage, "skipped", reason) for stage in stages}
+    if "runtime" not in stages and "smoke" not in stages:
+        return {}
     try:
         oversized = oversized_outputs(model, job.max_static_output)
     except Exception as error:
@@ -126,7 +153,7 @@ def send_checks(connection: Connection, model: OnnxModel, job: WorkerJob, isolat
     def send(result: StageResult) -> None:
         connection.send_bytes(StageReport.of(result).model_dump_json().encode())
 
-    refused = _refusals(model, job) if "runtime" in stages or "smoke" in stages else {}
+    refused = _refusals(model, job, stages) if stages else {}
     session: list[object | None] = [None]  # the runtime stage's session, for the smoke run
     loaded: StageResult | None = None
     for stage in stages:

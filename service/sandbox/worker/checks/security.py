@@ -1,8 +1,9 @@
 """The `security` stage: findings a registry acts on, each placed in the file.
 
 Owns the stage's codes (below, with their severities), `SecurityBounds`,
-`security_stage(model, bounds)` and `oversized_outputs(model, max_bytes)`
-(what the smoke run refuses to run). Pure Python over the importer's opened
+`security_stage(model, bounds)`, `oversized_outputs(model, max_bytes)`
+(what the smoke run refuses to run) and `expansion_findings(model, max_nodes)`
+(what no check worker stage is given). Pure Python over the importer's opened
 model: it reads no file and runs nothing. What each code means, and what a
 registry should do about it, is in docs/security-findings.md.
 
@@ -10,6 +11,9 @@ registry should do about it, is in docs/security-findings.md.
   (`static-output-too-large`, the estimate of
   `service.sandbox.worker.checks.static_size`), and declared inputs a smoke
   run would have to make that large (`static-input-too-large`);
+- calls of model-local functions that would expand, once inlined, to more
+  than `max_inlined_nodes` nodes (`function-expansion-too-large`, counted
+  without inlining by `service.sandbox.worker.checks.function_expansion`);
 - external-data locations naming onnxruntime's in-memory address marker
   (`external-data-memory-address`); every other unsafe location is refused
   by the importer itself before any stage runs;
@@ -19,6 +23,9 @@ registry should do about it, is in docs/security-findings.md.
   characters (`bidi-override-character`) or control characters
   (`control-character`);
 - declared dimensions past `max_declared_dim` (`declared-dim-too-large`).
+
+Every graph is looked at: the main graph and its subgraphs, function bodies,
+and the graphs (and binding names) of `training_info`.
 
 Big graphs are looked at in bulk: the strings of all nodes (and of all value
 declarations) are checked in one pass each, distinct op types, domains and
@@ -53,7 +60,9 @@ from importer.messages import (
     OperatorSetId,
     OptionalType,
     SequenceType,
+    StringStringEntry,
     TensorType,
+    TrainingInfo,
     TypeProto,
     ValueInfo,
 )
@@ -61,11 +70,13 @@ from importer.resolve import normalize_domain
 from importer.tensor_places import tensor_places
 from importer.wire import Buffer, FieldCursor, find_field
 from service.checks.outcome import Finding, Severity, StageResult, incomplete
+from service.sandbox.worker.checks.function_expansion import UNBOUNDED, function_expansion
 from service.sandbox.worker.checks.static_size import Oversized, byte_size, estimate_static_outputs
 
 # The stage's codes: stable tokens a registry acts on (docs/security-findings.md).
 STATIC_OUTPUT_TOO_LARGE: Final = "static-output-too-large"
 STATIC_INPUT_TOO_LARGE: Final = "static-input-too-large"
+FUNCTION_EXPANSION_TOO_LARGE: Final = "function-expansion-too-large"
 EXTERNAL_DATA_MEMORY_ADDRESS: Final = "external-data-memory-address"
 PYTHON_CALLBACK_OP: Final = "python-callback-op"
 CUSTOM_OPERATOR_DOMAIN: Final = "custom-operator-domain"
@@ -75,6 +86,7 @@ DECLARED_DIM_TOO_LARGE: Final = "declared-dim-too-large"
 
 SEVERITY: Final[dict[str, Severity]] = {
     STATIC_OUTPUT_TOO_LARGE: "error",
+    FUNCTION_EXPANSION_TOO_LARGE: "error",
     EXTERNAL_DATA_MEMORY_ADDRESS: "error",
     PYTHON_CALLBACK_OP: "error",
     BIDI_OVERRIDE_CHARACTER: "error",
@@ -108,6 +120,7 @@ _VALUE_INFO_KEYS: Final = {"name": 0x0A, "doc_string": 0x1A}
 _TENSOR_KEYS: Final = {"name": 0x42, "doc_string": 0x62, "external_data": 0x6A}
 _FUNCTION_KEYS: Final = {"name": 0x0A, "input": 0x22, "output": 0x2A, "attribute": 0x32, "doc_string": 0x42, "domain": 0x52}
 _OPSET_KEYS: Final = {"domain": 0x0A}
+_TRAINING_KEYS: Final = {"initialization_binding": 0x1A, "update_binding": 0x22}
 _MAX_LISTED_OPS: Final = 8
 # Attribute types that hold no tensor and no graph.
 _PLAIN_ATTRIBUTES: Final = frozenset({
@@ -131,13 +144,16 @@ class SecurityBounds:
     (`--max-static-output`, 1 GiB). `max_declared_dim`: the largest declared
     dimension, 2**31 - 1 by default: past it a dimension cannot be indexed by
     the 32-bit integers many kernels and accelerators use, and a single row
-    of float32 already takes 8 GiB."""
+    of float32 already takes 8 GiB. `max_inlined_nodes`: the nodes the
+    model's calls of its own functions may expand to once inlined
+    (`--max-inlined-nodes`, 1,000,000)."""
 
     max_static_output: int = 1 << 30
     max_declared_dim: int = 2**31 - 1
+    max_inlined_nodes: int = 1_000_000
 
     def __post_init__(self) -> None:
-        if self.max_static_output < 1 or self.max_declared_dim < 1:
+        if self.max_static_output < 1 or self.max_declared_dim < 1 or self.max_inlined_nodes < 1:
             raise ValueError("the security bounds must be positive")
 
 
@@ -168,6 +184,31 @@ def oversized_outputs(model: OnnxModel, max_bytes: int) -> list[Finding]:
     found.extend(_static_inputs(model, max_bytes))
     found.sort(key=lambda finding: finding.offset)
     return found
+
+
+def expansion_findings(model: OnnxModel, max_nodes: int) -> list[Finding]:
+    """A `function-expansion-too-large` error at the outermost call where the
+    nodes the model's calls of its own functions expand to, once inlined,
+    first pass `max_nodes` (or where one never ends), else nothing. No check
+    worker stage is given such a model: onnx's inference and onnxruntime
+    would each inline every call."""
+    expansion = function_expansion(model, max_nodes)
+    if expansion.node is None or expansion.callee is None:
+        return []
+    domain, name, overload = expansion.callee
+    called = f"function {quote(name)}" + (f" (overload {quote(overload)})" if overload else "") + f" of {_domain_name(domain)}"
+    bound = f"more than the {max_nodes:,} nodes --max-inlined-nodes allows"
+    if expansion.callee_nodes == UNBOUNDED:
+        message = f"this call of {called} never ends once inlined: the function calls itself, directly or through other functions"
+    elif expansion.callee_nodes > max_nodes:
+        message = f"this call of {called} expands to {expansion.callee_nodes:,} nodes once its functions are inlined, {bound}"
+    else:
+        in_all = "without end" if expansion.nodes == UNBOUNDED else f"to {expansion.nodes:,} nodes in all"
+        message = (
+            f"with this call of {called} ({expansion.callee_nodes:,} nodes once inlined), the model's calls of its functions "
+            f"pass the {max_nodes:,} nodes --max-inlined-nodes allows: they expand {in_all}"
+        )
+    return [_finding(FUNCTION_EXPANSION_TOO_LARGE, message, expansion.field_path, expansion.node.offset, expansion.node)]
 
 
 # --- sizes
@@ -266,12 +307,15 @@ class _Scan:
     def run(self) -> list[Finding]:
         model = self.model
         self.found.extend(oversized_outputs(model, self.bounds.max_static_output))
+        self.found.extend(expansion_findings(model, self.bounds.max_inlined_nodes))
         self._model_fields()
         for index, entry in enumerate(model.proto.opset_import):
             self._opset(entry, f"ModelProto.opset_import[{index}]")
         if self._may_hold_tensors():
             self._tensors()
         self._graph(model.graph.proto, model.graph.path)
+        for index, training in enumerate(model.proto.training_info):
+            self._training_info(training, f"ModelProto.training_info[{index}]")
         for index, function in enumerate(model.functions):
             self._function(function, f"ModelProto.functions[{index}]")
         self._custom_domains()
@@ -410,7 +454,7 @@ class _Scan:
     def _may_hold_tensors(self) -> bool:
         """False only when the model has no tensor at all: no initializer, no function, no attribute that may hold one."""
         proto = self.model.proto
-        if proto.functions:
+        if proto.functions or proto.training_info:
             return True
         if proto.graph is None:
             return False
@@ -500,6 +544,19 @@ class _Scan:
         for index, entry in enumerate(function.opset_import):
             self._opset(entry, f"{path}.opset_import[{index}]")
         self._nodes(function.node, path)
+
+    def _training_info(self, training: TrainingInfo, path: str) -> None:
+        """Its two graphs, like the main graph, and the names its bindings pair."""
+        for field in ("initialization", "algorithm"):
+            graph: Graph | None = getattr(training, field)
+            if graph is not None:
+                self._graph(graph, f"{path}.{field}")
+        for field, key in _TRAINING_KEYS.items():
+            entries: list[StringStringEntry] = getattr(training, field)
+            for index, entry in enumerate(entries):
+                at = _At(training.offset, path, key, field, index)
+                self._text(entry.key, "training binding key", at)
+                self._text(entry.value, "training binding value", at)
 
     def _custom_domains(self) -> None:
         for domain, (node, path, ops) in self.domains.items():
