@@ -538,6 +538,63 @@ def training_locations(team: Team, label: str) -> None:
         team.report(held, f"{label}: {what}", f"{response.status_code} {body.get('kind')} at {body.get('field_path')}")
 
 
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.extend(int(child) for child in (task / "children").read_text().split())
+    return found + [grandchild for child in found for grandchild in _descendants(child)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except OSError:
+        return False
+
+
+@attack(17, "one service per port")
+def one_service_per_port(team: Team, label: str) -> None:
+    first = team.server("--http-workers", "2")  # the default is the CPU count: two front ends on this port
+    assert first.process is not None
+    refusals = []
+    for http_workers in ("1", "2"):
+        command = [sys.executable, "-m", "service", "--port", str(first.port), "--http-workers", http_workers]
+        command += ["--store", str(team.base / f"second-store-{http_workers}"), "--data-root", str(team.root), "--api-keys", str(team.keys)]
+        second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+        refusals.append((http_workers, second.returncode, second.stderr.strip().splitlines()[-1:] or ["(nothing)"]))
+    answered_by_first = 0
+    for number in range(20):
+        request_id = f"redteam-17-{number}"
+        if httpx.get(f"{first.url}/healthz", headers={"X-Request-ID": request_id}, timeout=10).status_code == 200:
+            time.sleep(0.05)  # its log line
+            answered_by_first += f" {request_id} GET /healthz 200 " in first.log.read_text()
+    refused = all(code != 0 and "in use" in said[0] for _, code, said in refusals)
+    said = "; ".join(f"--http-workers {workers}: exit {code}, {said[0][:90]!r}" for workers, code, said in refusals)
+    answers = f"{answered_by_first}/20 GETs answered by the first"
+    team.report(refused and answered_by_first == 20, f"{label}: a second service", f"{said}; {answers}")
+    processes = _descendants(first.process.pid)
+    os.kill(first.process.pid, signal.SIGKILL)  # the supervisor alone
+    first.process.wait()
+    killed, free_after = time.monotonic(), None
+    while free_after is None and time.monotonic() - killed < 10:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", first.port))
+                free_after = time.monotonic() - killed
+            except OSError:
+                time.sleep(0.02)
+    time.sleep(2.0)
+    left = [pid for pid in processes if _running(pid)]
+    freed = f"free {free_after:.2f} s after" if free_after is not None else "still held 10 s after"
+    team.report(
+        free_after is not None and free_after < 2.0 and not left,
+        f"{label}: kill -9 of the supervisor",
+        f"the port {freed}; of its {len(processes)} processes, {len(left)} still running 2 s later",
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="attack numbers to run, comma-separated (default: all)")

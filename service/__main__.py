@@ -4,7 +4,9 @@
 
 Owns the process start: settings errors end the process with status 2 and a
 one-line message, and so does anonymous access on an address other than the
-loopback (without `--api-keys` it needs `--allow-anonymous` there); thread
+loopback (without `--api-keys` it needs `--allow-anonymous` there), and so
+does a port another process serves (`service.http.listeners`, which makes
+the listening sockets here, before anything else starts); thread
 pools of the numeric libraries are pinned to one thread before anything
 imports them (the fork server inherits that); logs are text or JSON lines
 (`--log-format`); uvicorn serves with the hardened h11 protocol of
@@ -143,7 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the app's lifespan (or the supervisor) handles it: never a kill
 
     from service.http.front_ends import prepare_shared_state, remove_shared_state, serve
+    from service.http.listeners import PortInUse, open_listeners
 
+    try:
+        listeners = open_listeners(settings.host, settings.port, settings.http_workers, backlog=2048)
+    except PortInUse as error:
+        print(f"python -m service: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"python -m service: cannot listen on {settings.host}:{settings.port}: {error.strerror or error}", file=sys.stderr)
+        return 2
     shared = prepare_shared_state(argv) if settings.http_workers > 1 else None  # before prometheus-client is imported
     try:
         from service.app import create_app
@@ -158,8 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         except SettingsError as error:
             print(f"python -m service: {error}", file=sys.stderr)
             return 2
-        serve(settings, app if shared is None else None, uvicorn_logging)
+        serve(settings, app if shared is None else None, uvicorn_logging, listeners)
     finally:
+        for listener in listeners:
+            listener.close()
         if shared is not None:
             remove_shared_state(shared)
     return 0

@@ -2,10 +2,10 @@
 
 Owns `serve(settings, app, log_config)`. One front end: uvicorn serves
 `app` in this process. Several: uvicorn's own multiprocess supervisor spawns
-N front-end processes, each listening on the port with a socket of its own
-(SO_REUSEPORT: the kernel spreads connections evenly, `OwnListener`; only a
-process of the same user may join the port, and the import workers run as
-another) and running its own app (`app_in_front_end`: the settings parsed
+N front-end processes, each handed a listening socket of its own, which the
+supervisor made (SO_REUSEPORT: the kernel spreads connections evenly,
+`OwnListener`; `service.http.listeners` refuses a port another process
+serves, and no other service can join the group) and running its own app (`app_in_front_end`: the settings parsed
 again from the same arguments, made undumpable, its own fork server). What
 they share:
 
@@ -22,7 +22,10 @@ they share:
 Signals: SIGTERM and SIGINT stop every front end (each finishes its
 requests); SIGHUP is passed on to each, which reloads its key file (a broken
 file keeps the keys in force), where uvicorn's supervisor would restart them.
-A front end that dies is replaced; one that fails to start stops the service.
+A front end that dies is replaced, on the same socket; one that fails to
+start stops the service. Each front end dies with the supervisor (SIGKILL,
+`service.sandbox.worker.lifeline`), its fork server and workers with it:
+after a `kill -9` of the supervisor no process of it holds the port.
 """
 
 from __future__ import annotations
@@ -34,12 +37,14 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from uvicorn.supervisors.multiprocess import Multiprocess
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 if TYPE_CHECKING:
     import asyncio
@@ -86,6 +91,41 @@ def hardened_protocol(
 
 
 class FrontEnds(Multiprocess):
+    """uvicorn's supervisor of front ends, each given the listening socket of
+    its place (its replacement too: connections waiting on that socket are
+    taken by the next front end, never left without one)."""
+
+    def __init__(self, config: uvicorn.Config, listeners: list[socket.socket]) -> None:
+        super().__init__(config, sockets=[])
+        self.listeners = listeners
+
+    def start_front_end(self, index: int) -> Process:
+        own = OwnListener(self.listeners[index], os.getpid())
+        process = Process(self.config, [own])  # type: ignore[list-item]  # uvicorn only passes it on to the spawned process
+        process.start()
+        return process
+
+    def init_processes(self) -> None:
+        self.processes = [self.start_front_end(index) for index in range(self.processes_num)]
+
+    def keep_subprocess_alive(self) -> None:
+        """uvicorn's own, but a front end replaced on the socket of the one that died."""
+        if self.should_exit.is_set():
+            return
+        for index, process in enumerate(self.processes):
+            if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
+                continue
+            process.kill()  # hung
+            process.join()
+            if process.exitcode == STARTUP_FAILURE:
+                log.error("front end [%s] failed to start: stopping the service", process.pid)
+                self.should_exit.set()
+                return
+            if self.should_exit.is_set():
+                return
+            log.info("front end [%s] died: replaced", process.pid)
+            self.processes[index] = self.start_front_end(index)
+
     def handle_hup(self) -> None:
         log.info("SIGHUP: passed on to %d front ends", len(self.processes))
         for process in self.processes:
@@ -93,9 +133,10 @@ class FrontEnds(Multiprocess):
                 os.kill(process.pid, signal.SIGHUP)
 
 
-def serve(settings: Settings, app: FastAPI | None, log_config: dict[str, Any]) -> None:
-    """Serve until SIGTERM or SIGINT: `app` in this process when
-    `--http-workers` is 1, else N spawned front ends."""
+def serve(settings: Settings, app: FastAPI | None, log_config: dict[str, Any], listeners: list[socket.socket]) -> None:
+    """Serve on `listeners` (`service.http.listeners`) until SIGTERM or
+    SIGINT: `app` in this process when `--http-workers` is 1, else N spawned
+    front ends, one listener each."""
     from service.http.protocol import protocol_class
 
     common: dict[str, Any] = {
@@ -105,57 +146,46 @@ def serve(settings: Settings, app: FastAPI | None, log_config: dict[str, Any]) -
         "log_config": log_config,
         "access_log": False,  # service.observability.request_log writes one line per request
     }
+    host, port = listeners[0].getsockname()[:2]
+    shown = f"[{host}]" if listeners[0].family == socket.AF_INET6 else host
+    # uvicorn's own line, which it logs only where it binds the port itself
+    logging.getLogger("uvicorn.error").info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port)
     if settings.http_workers == 1:
         assert app is not None
-        uvicorn.run(app, http=protocol_class(settings.header_timeout), **common)
+        server = uvicorn.Server(uvicorn.Config(app, http=protocol_class(settings.header_timeout), **common))
+        server.run(sockets=listeners)
+        if not server.started:
+            sys.exit(STARTUP_FAILURE)  # as uvicorn.run does
         return
     config = uvicorn.Config(
         f"{__name__}:app_in_front_end", factory=True, workers=settings.http_workers, http=f"{__name__}:hardened_protocol", **common
     )
-    family, _, _, _, address = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    reserved = _reuse_port_socket(family)
-    try:
-        reserved.bind(address)  # bound, never listening: the port stays ours while front ends come and go (and port 0 is resolved)
-        host, port = reserved.getsockname()[:2]
-        shown = f"[{host}]" if family == socket.AF_INET6 else host
-        # uvicorn's own line, which its supervisor would have logged on binding (the front ends do not)
-        logging.getLogger("uvicorn.error").info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port)
-        listener = OwnListener(family, (host, port), config.backlog)
-        FrontEnds(config, sockets=[listener]).run()  # type: ignore[list-item]  # uvicorn only passes it on to the spawned process
-    finally:
-        reserved.close()
+    FrontEnds(config, listeners).run()
 
 
-def _reuse_port_socket(family: int) -> socket.socket:
-    # proto named: asyncio sets TCP_NODELAY only on sockets that say TCP (else a
-    # response's head and body, two writes, wait 40 ms for a delayed ACK)
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    return sock
+def adopt_listener(sock: socket.socket, supervisor: int) -> socket.socket:
+    """In a spawned front end, first thing: die with the supervisor, then serve on `sock`."""
+    from service.sandbox.worker.lifeline import die_with_parent
 
-
-def listen_on(family: int, address: tuple[str, int], backlog: int) -> socket.socket:
-    """A listening socket of this front end's own on the service's address (SO_REUSEPORT)."""
-    sock = _reuse_port_socket(family)
-    sock.bind(address)
-    sock.listen(backlog)
+    die_with_parent(supervisor)
     return sock
 
 
 class OwnListener:
-    """Stands for the listening socket in a front end's arguments, and
-    becomes one of its own when unpickled in the spawned process
-    (`listen_on`, SO_REUSEPORT): the kernel then spreads new connections
-    evenly over the front ends. One socket shared by all, as uvicorn does,
-    lets whichever wakes first accept a whole burst of connections (40
-    keep-alive ones for good, measured), leaving the other cores idle."""
+    """Stands for a front end's listening socket in its arguments, and
+    arms its death with the supervisor when unpickled in the spawned process
+    (`adopt_listener`), before anything else runs there; the socket itself
+    is passed down as a descriptor. One socket per front end (SO_REUSEPORT):
+    the kernel spreads new connections evenly over them. One socket shared
+    by all, as uvicorn does, lets whichever wakes first accept a whole
+    burst of connections (40 keep-alive ones for good, measured), leaving
+    the other cores idle."""
 
-    def __init__(self, family: int, address: tuple[str, int], backlog: int) -> None:
-        self.family, self.address, self.backlog = family, address, backlog
+    def __init__(self, sock: socket.socket, supervisor: int) -> None:
+        self.sock, self.supervisor = sock, supervisor
 
-    def __reduce__(self) -> tuple[Any, tuple[int, tuple[str, int], int]]:
-        return (listen_on, (self.family, self.address, self.backlog))
+    def __reduce__(self) -> tuple[Any, tuple[socket.socket, int]]:
+        return (adopt_listener, (self.sock, self.supervisor))
 
 
 def prepare_shared_state(argv: list[str]) -> Path:

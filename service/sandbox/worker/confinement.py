@@ -20,7 +20,9 @@ reach):
 5. no privilege (`service.sandbox.worker.privileges`): its own uid and gid, every
    capability set empty, the bounding set too, no_new_privs. The external
    data files the parse names are opened by the front end for it
-   (`service.sandbox.worker.file_broker`), as the service's user;
+   (`service.sandbox.worker.file_broker`), as the service's user. Leaving
+   root clears the death signal main armed (`service.sandbox.worker.lifeline`):
+   it is set again;
 6. Landlock's file policy (`service.sandbox.worker.landlock`): it may read the files
    beneath those folders and create, write, link, rename, truncate, remove
    or run nothing anywhere; signals and abstract UNIX sockets scoped to
@@ -49,6 +51,7 @@ import importer
 import service
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.worker import landlock
+from service.sandbox.worker.lifeline import host_parent, rearm
 from service.sandbox.worker.memory_limit import open_own_status, watch_memory
 from service.sandbox.worker.minimal_root import pivot_to_minimal_root
 from service.sandbox.worker.namespaces import CLONE_NEWNS, enter_namespaces
@@ -99,7 +102,9 @@ def confine(job: WorkerJob) -> str:
             layers.append(MINIMAL_ROOT)
         except OSError:
             pass  # the kernel (or a container's policy) refused a mount: Landlock still confines reads
+    parent = host_parent(status_fd)  # still armed to die with it, so alive
     drop_privileges(job.worker_uid, job.worker_gid, namespaces)
+    rearm(parent, status_fd)  # leaving root cleared PR_SET_PDEATHSIG
     if unprivileged():
         layers.append(UNPRIVILEGED)
     layers.append(f"{UID_PREFIX}{os.getuid()}")

@@ -40,7 +40,7 @@ from importer.op_schemas import schema_table
 from importer.source import ConfinedOpener, confined_descriptor
 from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.sandbox.protocol import CHANGED, CHUNK_BYTES, ImportFailure, SourceReport, StageReport, WorkerHeader, WorkerJob
-from service.sandbox.worker import confinement
+from service.sandbox.worker import confinement, lifeline
 from service.sandbox.worker.catalog import build_catalog
 from service.sandbox.worker.checks.run import import_stages, send_checks
 from service.sandbox.worker.file_broker import FileBroker
@@ -55,6 +55,7 @@ def main(connection: Connection, job: WorkerJob, output: Connection | None = Non
     """Do `job` and send the outcome over `connection`; then leave at once.
     `output` (a pipe the front end reads) becomes the worker's stdout and
     stderr; `files` is the socket the front end opens external data files through."""
+    lifeline.die_with_fork_server()  # a worker never outlives the fork server (and so its front end)
     code = 0
     try:
         kept = {connection.fileno()} | ({files.fileno()} if files is not None else set())

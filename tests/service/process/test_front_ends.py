@@ -5,9 +5,11 @@ and SIGTERM stops them all."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -175,3 +177,105 @@ def test_port_0_is_resolved_once_and_logged_for_every_front_end(tmp_path: Path) 
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(30)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (front ends, resource tracker, fork servers, workers)."""
+    found = children_of(pid)
+    for child in list(found):
+        found.extend(descendants(child))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie, ended but not yet reaped by init, is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def start_second(port: int, tmp_path: Path, http_workers: int) -> subprocess.CompletedProcess[str]:
+    """A second `python -m service` on `port`: it must leave by itself, so a time limit."""
+    root = copy_samples(tmp_path / "second-root")
+    command = [sys.executable, "-m", "service", "--port", str(port), "--http-workers", str(http_workers)]
+    command += ["--store", str(tmp_path / "second-store"), "--data-root", str(root)]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=30)
+
+
+def assert_refused(second: subprocess.CompletedProcess[str], port: int) -> None:
+    assert second.returncode == 2, (second.returncode, second.stderr[-2000:])
+    lines = second.stderr.strip().splitlines()
+    assert lines == [f"python -m service: port 127.0.0.1:{port} is in use by another process"], second.stderr[-2000:]
+
+
+@pytest.mark.parametrize("http_workers", [1, FRONT_ENDS])
+def test_a_second_service_on_the_port_is_refused_and_the_first_keeps_it(several: ServiceProcess, tmp_path: Path, http_workers: int) -> None:
+    """Processes: the port is the kernel's to share or refuse, between two real
+    services (SO_REUSEPORT would let the second's front ends join the first's)."""
+    assert_refused(start_second(several.port, tmp_path, http_workers), several.port)
+    for number in range(20):  # new connections, each answered by a front end of the first: its log names the request
+        request_id = f"after-second-{http_workers}-{number}"
+        response = httpx.get(several.url + "/healthz", headers={"X-Request-ID": request_id}, timeout=10)
+        assert response.status_code == 200 and response.headers["x-request-id"] == request_id
+        wait_for(lambda request_id=request_id: f" {request_id} GET /healthz 200 " in several.log.read_text(), 10)
+
+
+@pytest.mark.parametrize("reuse_port", [False, True], ids=["plain", "reuseport"])
+@pytest.mark.parametrize("http_workers", [1, FRONT_ENDS])
+def test_a_port_another_program_listens_on_is_refused(tmp_path: Path, http_workers: int, reuse_port: bool) -> None:
+    """Processes: the service as started from the command line, against a
+    listener of another program (with SO_REUSEPORT, a group it could join)."""
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, int(reuse_port))
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        assert_refused(start_second(port, tmp_path, http_workers), port)
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            accepted, _ = other.accept()  # it still listens, and takes the port's connections
+            accepted.close()
+
+
+@pytest.mark.parametrize("http_workers", [1, FRONT_ENDS])
+def test_a_killed_supervisor_takes_every_process_and_the_port_with_it(tmp_path: Path, http_workers: int) -> None:
+    """Processes: `kill -9` of the real supervisor, with a worker busy in a
+    fork server of a front end; then the kernel's view of what is left."""
+    root = copy_samples(tmp_path / "root")
+    args = ("--http-workers", str(http_workers))
+    with serving(tmp_path / "store", root, *args, env={"ONNX_SERVICE_TEST_HOOKS": "1"}) as service:
+        assert service.process is not None
+        supervisor = service.process.pid
+        wait_for(lambda: http_workers == 1 or (len(front_ends(service)) == FRONT_ENDS and all_ready(service)))
+        spin = {"X-Test-Worker-Sleep": "spin:20"}  # a worker past its walls, burning CPU (it left root, if it was root)
+
+        def import_spinning() -> None:
+            with contextlib.suppress(httpx.HTTPError):  # its service is killed under it
+                httpx.post(service.url + "/models", json={"path": "add.onnx"}, headers=spin, timeout=60)
+
+        threading.Thread(target=import_spinning, daemon=True).start()
+        fork_servers = 1 if http_workers == 1 else FRONT_ENDS
+        worker_depth = 2 if http_workers == 1 else 3
+
+        def a_worker_spins() -> bool:
+            level = [supervisor]
+            for _ in range(worker_depth):
+                level = [child for pid in level for child in children_of(pid)]
+            return any(cpu_ticks(pid) >= 20 for pid in level if alive(pid))
+
+        wait_for(a_worker_spins, 30)
+        processes = descendants(supervisor)
+        assert len(processes) >= (http_workers if http_workers > 1 else 0) + fork_servers + 1, processes
+        os.kill(supervisor, signal.SIGKILL)
+        service.process.wait(5)
+        deadline = time.monotonic() + 2.0
+        while True:  # the port, bound as a server binds it
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind(("127.0.0.1", service.port))
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "the port is still held 2 s after the supervisor's kill"
+            time.sleep(0.05)
+        wait_for(lambda: not [pid for pid in processes if alive(pid)], 5)
