@@ -1,7 +1,7 @@
 """The store's policy (`service.store.model_store.Store`) over each backend:
-commits, sharing between tenants, caps, eviction, release, graphs. In
-process, on the local folder backend, the in-memory one and a fleet's
-(S3 and PostgreSQL) alike."""
+commits, sharing between tenants, caps, eviction, release, graphs, each
+tenant's own check runs. In process, on the local folder backend, the
+in-memory one and a fleet's (S3 and PostgreSQL) alike."""
 
 from __future__ import annotations
 
@@ -303,5 +303,42 @@ def test_a_commit_refused_for_room_evicts_nothing(tmp_path: Path, monkeypatch: p
             with pytest.raises(StoreFull):
                 store.add_graph(alices[0], work.graph, "alice")
         assert store.model_count() == 3
+    finally:
+        store.close()
+
+
+def test_runs_are_the_holders_own(store: Store) -> None:
+    model_id, _ = commit(store, "alice", b"shared bytes")
+    commit(store, "bob", b"shared bytes")
+    assert store.checks("alice", model_id) is None
+    assert store.keep_checks("alice", model_id, b'{"alice": 1}')
+    assert store.checks("alice", model_id) == b'{"alice": 1}'
+    assert store.checks("bob", model_id) is None
+    assert store.keep_checks("bob", model_id, b'{"bob": 1}')
+    assert store.keep_checks("bob", model_id, b'{"bob": 2}')  # replaced whole
+    assert (store.checks("alice", model_id), store.checks("bob", model_id)) == (b'{"alice": 1}', b'{"bob": 2}')
+    assert not store.keep_checks("carol", model_id, b"{}")  # carol holds nothing
+    assert store.checks("carol", model_id) is None
+
+
+def test_runs_go_with_the_holding(store: Store) -> None:
+    model_id, _ = commit(store, "alice", b"shared bytes")
+    commit(store, "bob", b"shared bytes")
+    store.keep_checks("alice", model_id, b'{"alice": 1}')
+    store.keep_checks("bob", model_id, b'{"bob": 1}')
+    assert store.release("alice", model_id)
+    assert store.checks("alice", model_id) is None and store.checks("bob", model_id) == b'{"bob": 1}'
+    commit(store, "alice", b"shared bytes")  # held again: no runs until its import keeps them
+    assert store.checks("alice", model_id) is None
+
+
+def test_an_evicted_models_runs_are_gone(tmp_path: Path, make_store: MakeStore) -> None:
+    store = make_store(tmp_path, store_max_bytes=1 << 20)
+    try:
+        first, _ = commit(store, "alice", b"a" * 600_000)
+        store.keep_checks("alice", first, b'{"first": 1}')
+        commit(store, "alice", b"b" * 600_000)  # takes the store past its cap: the first goes
+        assert not store.has(first)
+        assert store.checks("alice", first) is None
     finally:
         store.close()

@@ -17,7 +17,7 @@ import onnx
 import pytest
 from fastapi.testclient import TestClient
 from in_process import InProcessSandbox
-from test_app_in_process import SAMPLES, problem, upload
+from test_app_in_process import SAMPLES, problem
 
 from service.app import create_app
 from service.settings import Settings
@@ -51,7 +51,7 @@ def post(client: TestClient, headers: dict[str, str], checks: str, path: Path = 
 
 
 def test_a_tenant_sees_only_the_stages_it_ran(tenants: tuple[TestClient, InProcessSandbox]) -> None:
-    client, sandbox = tenants
+    client, _ = tenants
     first = post(client, ALICE, "schema,security,shape")
     assert first.status_code == 201, first.text
     model_id = first.json()["id"]
@@ -146,4 +146,5 @@ def _shape_error_model() -> bytes:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    return model.SerializeToString()
+    data: bytes = model.SerializeToString()
+    return data
