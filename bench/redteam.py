@@ -438,7 +438,9 @@ def tenant_checks(team: Team, label: str) -> None:
     own = alice.status_code == bob.status_code == 201 and seen == {"schema"}
     team.report(own, f"{label}: bob's view", f"alice ran {every}, bob schema: bob sees {sorted(seen)}")
     ran = set(again.json().get("checks", {})) if again.status_code == 200 else set()
-    team.report({"runtime", "smoke"} <= ran, f"{label}: re-POST", f"bob asks runtime,smoke again: {again.status_code}, checks {sorted(ran)}")
+    team.report(
+        {"runtime", "smoke"} <= ran, f"{label}: re-POST", f"bob asks runtime,smoke again: {again.status_code}, checks {sorted(ran)}"
+    )
     after = set(rechecked.json().get("checks", {})) if rechecked.status_code == 200 else set()
     team.report("shape" in after, f"{label}: POST /checks", f"checks=shape: {rechecked.status_code}, checks {sorted(after)}")
 
