@@ -10,7 +10,12 @@
             ...
 
 Every error answer raises `ServiceError` (status, kind, detail, offset,
-field_path, and the whole problem); a 503, a connection that could not be
+field_path, and the whole problem); what the client itself refuses to act on
+is a `ClientRefusal`, a subclass: `CrossOriginURL` (a URL handed out on
+another origin than the client's: nothing is sent there) and
+`ResumeBoundExceeded` (a resumable upload past its bound on bytes and
+requests). Imports take `checks=` and `dim=`, and `recheck` runs check
+stages again on a stored model. A 503, a connection that could not be
 made and, for idempotent requests, a reset one are retried with a bounded
 backoff (`Retry`, `service.client.retry`; each retry told to `on_retry=`). Uploads above `resumable_above` bytes
 are resumable (tus 1.0: `service.client.resumable`), also by a later process
@@ -24,9 +29,9 @@ service.
 
 from __future__ import annotations
 
-from service.client._common import ServiceError
+from service.client._common import ClientRefusal, CrossOriginURL, ResumeBoundExceeded, ServiceError
 from service.client.aio import AsyncClient
 from service.client.retry import Retry, RetryNote
 from service.client.sync import Client
 
-__all__ = ["AsyncClient", "Client", "Retry", "RetryNote", "ServiceError"]
+__all__ = ["AsyncClient", "Client", "ClientRefusal", "CrossOriginURL", "ResumeBoundExceeded", "Retry", "RetryNote", "ServiceError"]

@@ -2,9 +2,13 @@
 
 Commands:
   import MODEL [--external-data FILE ... | --external-data-dir DIR]
-         [--resumable-above SIZE] [--resume-store DIR]
+         [--resumable-above SIZE] [--resume-store DIR] [--checks A,B] [--dim NAME:VALUE ...]
                                             upload; prints the summary JSON
-  import-path NAME                          import a model under the data root; prints the summary JSON
+  import-path NAME [--checks A,B] [--dim NAME:VALUE ...]
+                                            import a model under the data root; prints the summary JSON
+  recheck ID [--checks A,B] [--dim NAME:VALUE ...]
+                                            run check stages again on a stored model; prints the summary
+                                            JSON; exit 0 the verdict is pass, 1 fail, 2 incomplete
   tensor ID NAME -o FILE.npy [--raw]        a tensor's .npy file (or raw bytes), written atomically
   graph ID -o FILE                          the graph document (JSON, as the service sends it), written atomically
   diagnostics ID [--format json|sarif|junit] [-o FILE]
@@ -27,9 +31,15 @@ same command run again after the process was killed continues where the
 service stopped receiving (the state is kept in `--resume-store`, by default
 under $XDG_CACHE_HOME/onnx-import/uploads).
 
+`--checks` names the check stages (comma-separated or repeated; default the
+service's) and `--dim` binds a symbolic dimension of the smoke run.
+
 Owns the process contract, as `python -m importer`'s: on success the output
-and exit 0; when the service refuses (any problem answer), nothing on
-standard output, the problem JSON as one line on standard error, and exit 2.
+and exit 0 (`recheck`: 0, 1 or 2 by the verdict, as `onnx-import check`);
+when the service refuses (any problem answer), or the client refuses what it
+answered (an upload URL on another origin, a resumable upload past its
+bound: a problem of the same shape, status 0), nothing on standard output,
+the problem JSON as one line on standard error, and exit 2.
 A service that cannot be reached (once the retries are spent), or a local
 file that cannot be read or sent: one line on standard error, exit 1 (the
 retries' lines come before that line). Each external data file is sent
@@ -59,6 +69,8 @@ from service.client.sync import Client
 
 EXIT_REFUSED = 2
 EXIT_UNREACHABLE = 1
+EXIT_OF_VERDICT = {"pass": 0, "fail": 1}  # `recheck`, as `onnx-import check` (service/checks/command.py); else 2, incomplete
+EXIT_INCOMPLETE = 2
 # Sizes as the service's settings read them: 1k is 1000 bytes, 1KiB 1024.
 SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 1 << 10, "m": 10**6, "mb": 10**6, "mib": 1 << 20}
 SIZE_UNITS |= {"g": 10**9, "gb": 10**9, "gib": 1 << 30, "t": 10**12, "tb": 10**12, "tib": 1 << 40}
@@ -71,6 +83,14 @@ def parse_size(text: str) -> int:
     if match is None or match.group(2).lower() not in SIZE_UNITS:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size (a number with an optional unit such as KiB, MiB, GiB)")
     return int(float(match.group(1)) * SIZE_UNITS[match.group(2).lower()])
+
+
+def parse_dim(text: str) -> tuple[str, int]:
+    """`batch:4` -> ("batch", 4); the name may hold colons, the value is a whole number."""
+    name, colon, value = text.rpartition(":")
+    if not colon or not name or not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME:VALUE (a symbolic dimension and a whole number)")
+    return name, int(value)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,6 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the longest backoff (default {defaults.max_delay})",
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    checked = argparse.ArgumentParser(add_help=False)
+    checked.add_argument(
+        "--checks", action="append", default=None, metavar="A,B", help="check stages, comma-separated or repeated (default: the service's)"
+    )
+    checked.add_argument(
+        "--dim", action="append", type=parse_dim, default=[], metavar="NAME:VALUE", help="a symbolic dimension's value for the smoke run"
+    )
     shows_progress = argparse.ArgumentParser(add_help=False)
     shows_progress.add_argument(
         "--progress",
@@ -103,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="draw a progress bar on standard error (default: when it is a terminal)",
     )
-    upload = commands.add_parser("import", help="upload a model file; prints its summary", parents=[shows_progress])
+    upload = commands.add_parser("import", help="upload a model file; prints its summary", parents=[shows_progress, checked])
     upload.add_argument("model", type=Path)
     external = upload.add_mutually_exclusive_group()
     external.add_argument(
@@ -122,8 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     upload.add_argument(
         "--resume-store", type=Path, default=None, metavar="DIR", help="where unfinished uploads are remembered (default: the cache folder)"
     )
-    by_path = commands.add_parser("import-path", help="import a model under the service's data root; prints its summary")
+    by_path = commands.add_parser("import-path", help="import a model under the service's data root; prints its summary", parents=[checked])
     by_path.add_argument("name")
+    recheck = commands.add_parser("recheck", help="run check stages again on a stored model; prints its summary", parents=[checked])
+    recheck.add_argument("id")
     tensor = commands.add_parser("tensor", help="download one tensor", parents=[shows_progress])
     tensor.add_argument("id")
     tensor.add_argument("name", help="the tensor's ONNX name (or its alias)")
@@ -178,15 +207,19 @@ def upload(client: Client, args: argparse.Namespace, progress: ProgressOption) -
         from service.client.external_dir import named_files
 
         external_data = named_files(args.model, args.external_data_dir)
-    return json.dumps(client.import_file(args.model, external_data=external_data, progress=progress), indent=1) + "\n"
+    summary = client.import_file(args.model, external_data=external_data, progress=progress, checks=args.checks, dim=dict(args.dim))
+    return json.dumps(summary, indent=1) + "\n"
 
 
-def run(client: Client, args: argparse.Namespace, progress: ProgressOption) -> bytes:
-    """The command's standard output."""
+def run(client: Client, args: argparse.Namespace, progress: ProgressOption) -> tuple[bytes, int]:
+    """The command's standard output and exit status."""
     if args.command == "import":
-        return upload(client, args, progress).encode()
+        return upload(client, args, progress).encode(), 0
     if args.command == "import-path":
-        return (json.dumps(client.import_path(args.name), indent=1) + "\n").encode()
+        return (json.dumps(client.import_path(args.name, checks=args.checks, dim=dict(args.dim)), indent=1) + "\n").encode(), 0
+    if args.command == "recheck":
+        summary = client.recheck(args.id, checks=args.checks, dim=dict(args.dim))
+        return (json.dumps(summary, indent=1) + "\n").encode(), EXIT_OF_VERDICT.get(str(summary.get("verdict")), EXIT_INCOMPLETE)
     if args.command == "tensor":
         format = "raw" if args.raw else "npy"
         write_atomically(args.output, client.tensor_bytes(args.id, args.name, field_path=args.field_path, format=format, progress=progress))
@@ -195,13 +228,13 @@ def run(client: Client, args: argparse.Namespace, progress: ProgressOption) -> b
     elif args.command == "diagnostics":
         report = diagnostics(client, args)
         if args.output is None:
-            return report
+            return report, 0
         write_atomically(args.output, [report])
     elif args.command == "list":
-        return listing(client, args)
+        return listing(client, args), 0
     else:
         client.delete(args.id)
-    return b""
+    return b"", 0
 
 
 def tell_retry(note: RetryNote) -> None:
@@ -224,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     retry = Retry(attempts=args.retries, backoff=args.retry_backoff, max_delay=args.retry_max_delay)
     try:
         with Client(args.url, token=args.token, retry=retry, on_retry=tell_retry, **options) as client:
-            output = run(client, args, progress)
+            output, status = run(client, args, progress)
     except ServiceError as error:
         sys.stderr.write(json.dumps(error.problem) + "\n")
         return EXIT_REFUSED
@@ -233,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_UNREACHABLE
     sys.stdout.buffer.write(output)
     sys.stdout.flush()
-    return 0
+    return status
 
 
 if __name__ == "__main__":

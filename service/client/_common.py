@@ -1,9 +1,13 @@
-"""What the synchronous and asynchronous clients share: the error type, URLs
+"""What the synchronous and asynchronous clients share: the error types, URLs
 and the upload's parts.
 
 Owns `ServiceError` (every error answer of the service, or of whatever stands
-in front of it, as one exception carrying the problem's members),
-`retry_after_seconds` (an answer's `Retry-After`), `tensor_path` (a tensor's ONNX name as one
+in front of it, as one exception carrying the problem's members), its
+subclass `ClientRefusal` for what the client itself will not do with an
+answer (`CrossOriginURL`: a URL to follow on another origin than the
+client's; `ResumeBoundExceeded`: a resumable upload that would send more than
+its bound), `on_origin` (the origin rule), `check_params` (the `?checks=` and
+`?dim=` of an import or a recheck), `retry_after_seconds` (an answer's `Retry-After`), `tensor_path` (a tensor's ONNX name as one
 percent-encoded path segment, as docs/http-api.md specifies) and
 `upload_parts` (an external data file's location: its path relative to the
 model's folder, unless given).
@@ -14,9 +18,10 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import json
+import operator
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -29,7 +34,10 @@ if TYPE_CHECKING:
 Json = dict[str, Any]
 PathLike = str | os.PathLike[str]
 ExternalData = Mapping[str, PathLike] | Iterable[PathLike] | None
+Checks = Sequence[str] | str | None
+Dims = Mapping[str, int] | None
 DEFAULT_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class ServiceError(Exception):
@@ -74,6 +82,99 @@ class ServiceError(Exception):
             problem = {"detail": response.content[:500].decode("utf-8", "replace")}
         problem.setdefault("status", response.status_code)
         return cls(response.status_code, problem, retry_after=retry_after_seconds(response))
+
+
+class ClientRefusal(ServiceError):
+    """Something the service answered that the client will not act on. No
+    HTTP status is the reason: `status` is 0, `kind` names the refusal and
+    `problem` is a problem object of the client's making, in the service's
+    shape (the command line prints it as it prints the service's)."""
+
+    KIND = "ClientRefusal"
+    TITLE = "refused by the client"
+
+    def __init__(self, detail: str, **members: object) -> None:
+        super().__init__(0, {"title": self.TITLE, "kind": self.KIND, "status": 0, "detail": detail, **members})
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+class CrossOriginURL(ClientRefusal):
+    """A URL the service handed out (an upload's `Location`, or one kept in
+    the resume store by an earlier run) on another scheme, host or port than
+    the client's base URL: no request, token or byte is sent there.
+    `origin` is the client's, `other` the URL's, `url` the URL as given."""
+
+    KIND = "CrossOriginURL"
+    TITLE = "a URL on another origin was refused"
+
+    def __init__(self, origin: str, url: str, what: str) -> None:
+        self.origin, self.other, self.url = origin, origin_of(httpx.URL(url)), url
+        detail = f"{what} is on {self.other}, not on the service's origin {origin}: refused, nothing was sent there"
+        super().__init__(detail, origin=origin, other_origin=self.other, url=url)
+
+
+class ResumeBoundExceeded(ClientRefusal):
+    """A resumable upload of one file that would pass its bound: more bytes
+    sent than twice the file and one PATCH's, or more PATCH requests than its
+    pieces and a number of resumes (a service whose offset goes forward, then
+    back). `name`, `size`, `sent` (bytes), `patches` and the two bounds tell
+    where it stopped; the upload is kept, for a later run."""
+
+    KIND = "ResumeBoundExceeded"
+    TITLE = "a resumable upload passed its bound"
+
+    def __init__(self, why: str, *, name: str, size: int, sent: int, patches: int, max_bytes: int, max_patches: int) -> None:
+        self.name, self.size, self.sent, self.patches = name, size, sent, patches
+        self.max_bytes, self.max_patches = max_bytes, max_patches
+        detail = (
+            f"gave up uploading {name!r} ({size:,} bytes) after {patches} PATCH requests sending {sent:,} bytes: {why} "
+            f"(at most {max_bytes:,} bytes, twice the file and one PATCH's, and {max_patches} PATCH requests)"
+        )
+        members = {"name": name, "size": size, "sent": sent, "patches": patches, "max_bytes": max_bytes, "max_patches": max_patches}
+        super().__init__(detail, **members)
+
+
+def origin_of(url: httpx.URL) -> str:
+    """`scheme://host:port`, the port written even when it is the scheme's default."""
+    port = url.port or DEFAULT_PORTS.get(url.scheme)
+    return f"{url.scheme}://{url.host}:{port}"
+
+
+def on_origin(base: str | httpx.URL, url: str) -> str | None:
+    """`url`, a URL the service handed out, as the client may request it:
+    a relative one as it is (resolved against the base URL as every request
+    is), one naming a host resolved against `base`, kept only if its scheme,
+    host and port are the base URL's; None for one on another origin."""
+    target = httpx.URL(url)
+    if not target.scheme and not target.host:
+        return url
+    resolved = httpx.URL(base).join(target)
+    return str(resolved) if origin_of(resolved) == origin_of(httpx.URL(base)) else None
+
+
+def kept_on_origin(base: httpx.URL, request: httpx.Request) -> httpx.Request:
+    """`request` if it goes to `base`'s origin, else `CrossOriginURL` (what the
+    clients check of every request the resumable steps make, however its URL came)."""
+    if origin_of(request.url) != origin_of(base):
+        raise CrossOriginURL(origin_of(base), str(request.url), f"the URL of a {request.method}")
+    return request
+
+
+def check_params(checks: Checks, dim: Dims) -> httpx.QueryParams:
+    """The query of an import or a recheck: `checks` (stage names, or one
+    comma-separated string) as one `checks=a,b`; each of `dim` as
+    `dim=NAME:VALUE`. The service judges the names and values (400)."""
+    params = []
+    if checks is not None:
+        names = [checks] if isinstance(checks, str) else list(checks)
+        if not all(isinstance(name, str) for name in names):
+            raise TypeError(f"checks are stage names (strings), not {checks!r}")
+        params.append(("checks", ",".join(part.strip() for name in names for part in name.split(",") if part.strip())))
+    for name, value in (dim or {}).items():
+        params.append(("dim", f"{name}:{operator.index(value)}"))
+    return httpx.QueryParams(tuple(params))
 
 
 def _str_or_none(value: object) -> str | None:

@@ -25,11 +25,15 @@ import numpy as np
 
 from service.client._common import (
     DEFAULT_TIMEOUT,
+    Checks,
+    Dims,
     ExternalData,
     Json,
     PathLike,
+    check_params,
     diagnostics_params,
     headers_for,
+    kept_on_origin,
     model_path,
     next_page,
     open_parts,
@@ -99,16 +103,19 @@ class AsyncClient:
         filename: str | None = None,
         resumable: bool | None = None,
         progress: ProgressOption = None,
+        checks: Checks = None,
+        dim: Dims = None,
     ) -> Json:
         """Upload a model file (and its external data files); its summary.
-        `resumable` and `progress` as `Client.import_file`'s."""
+        `resumable`, `progress`, `checks` and `dim` as `Client.import_file`'s."""
         parts = upload_parts(path, external_data)
+        params = check_params(checks, dim)
         name = filename or Path(path).name
         files = import_parts(Path(path), name, parts)
         with reporting(progress, name) as report:
             if chooses_resumable(resumable, files, self.resumable_above):
                 service = str(self._http.base_url)
-                upload = ResumableImport(service, files, self.resume_store, self.retry, report, automatic=resumable is None)
+                upload = ResumableImport(service, files, self.resume_store, self.retry, report, automatic=resumable is None, params=params)
                 try:
                     return await self._run(upload.steps())
                 except ResumableUnsupported:
@@ -117,12 +124,16 @@ class AsyncClient:
             def request() -> Generator[httpx.Request]:
                 with contextlib.ExitStack() as opened:
                     tally = Tally(report, sum(file.size for file in files)) if report is not None else None
-                    yield self._http.build_request("POST", "/models", files=open_parts(opened, path, name, parts, tally))
+                    yield self._http.build_request("POST", "/models", files=open_parts(opened, path, name, parts, tally), params=params)
 
             return await self._json(request)
 
-    async def import_path(self, name: str) -> Json:
-        return await self._json(self._one("POST", "/models", json={"path": name}))
+    async def import_path(self, name: str, *, checks: Checks = None, dim: Dims = None) -> Json:
+        return await self._json(self._one("POST", "/models", json={"path": name}, params=check_params(checks, dim)))
+
+    async def recheck(self, model_id: str, *, checks: Checks = None, dim: Dims = None) -> Json:
+        """`Client.recheck`'s twin: the stages run again on a stored model; its summary."""
+        return await self._json(self._one("POST", model_path(model_id) + "/checks", params=check_params(checks, dim)))
 
     # -- reading
 
@@ -201,7 +212,8 @@ class AsyncClient:
 
     async def _call(self, call: Call) -> Answer:
         content = read_slice(call.body) if call.body is not None else None
-        request = self._http.build_request(call.method, call.url, headers=call.headers, json=call.json, content=content)
+        request = self._http.build_request(call.method, call.url, headers=call.headers, json=call.json, content=content, params=call.params)
+        kept_on_origin(self._http.base_url, request)
         try:
             return await self._http.send(request)
         except httpx.TransportError as error:

@@ -10,6 +10,10 @@ own HTTP client and sleep. What it decides:
 
 - a file's upload is found again through the `ResumeStore` (HEAD: its offset;
   404 or 410: created anew), else created (`POST /uploads`);
+- the client stays on its origin: an upload URL on another scheme, host or
+  port than the client's base URL is never requested. A `Location` there is
+  `CrossOriginURL`, before anything is sent or kept; one kept by an earlier
+  run is forgotten, and the upload created anew;
 - each PATCH sends at most `PATCH_BYTES`, read from the file `READ_BYTES` at
   a time as the request is written (never the whole file in memory);
 - a PATCH cut off (a dropped connection, a reset, a timeout), or answered
@@ -19,6 +23,11 @@ own HTTP client and sleep. What it decides:
   when the service holds more than before, else after a doubling backoff
   (`Retry-After` when the service sent one), at most `MAX_STALLS` times in a
   row;
+- the loop is bounded whatever the service's offsets do (forward, then
+  back): a file's PATCHes send at most twice its bytes and one PATCH's
+  (`PATCH_BYTES`), and there are at most its pieces and `MAX_RESUMES` of
+  them; the PATCH that would pass either is not sent (`ResumeBoundExceeded`,
+  the upload kept);
 - the import is retried on 503 (per `Retry`) and on connection errors; once
   it has succeeded, or refused the uploaded content (400, 413, 422: the
   service removes the uploads then), the resume entries are forgotten; any
@@ -29,6 +38,8 @@ own HTTP client and sleep. What it decides:
 from __future__ import annotations
 
 import base64
+import logging
+import math
 import os
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -37,7 +48,7 @@ from typing import TypeVar
 
 import httpx
 
-from service.client._common import Json, ServiceError, retry_after_seconds
+from service.client._common import CrossOriginURL, Json, ResumeBoundExceeded, ServiceError, on_origin, origin_of, retry_after_seconds
 from service.client.progress import Progress
 from service.client.resume_store import ResumeStore, fingerprint
 from service.client.retry import Retry
@@ -50,6 +61,7 @@ MAX_STALLS = 8  # consecutive failed PATCHes after which the service holds no mo
 MAX_BACKOFF = 30.0  # seconds, the longest wait between two of them
 SETTLE_SECONDS = 0.25  # after a failed PATCH, the offset is asked again this much later, until it stays put
 MAX_SETTLE_LOOKS = 120
+MAX_RESUMES = 64  # PATCH requests of a file beyond its pieces (ceil(size / PATCH_BYTES)): resumes after a cut, a 409, a 5xx
 OFFSET_CONTENT_TYPE = "application/offset+octet-stream"
 RETRIED_PATCH = frozenset({408, 409, 429})  # and every 5xx
 # The import's refusals of what was uploaded (a bad model, an unused external file, too many bytes): the
@@ -58,6 +70,7 @@ RETRIED_PATCH = frozenset({408, 409, 429})  # and every 5xx
 FORGOTTEN_AFTER_REFUSAL = frozenset({400, 413, 422})
 
 T = TypeVar("T")
+log = logging.getLogger("service.client")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +91,7 @@ class Call:
     headers: dict[str, str]
     json: Json | None = None
     body: FileSlice | None = None
+    params: httpx.QueryParams | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +165,39 @@ def failure(answer: Answer) -> Exception:
     return ServiceError.from_response(answer) if isinstance(answer, httpx.Response) else answer
 
 
+@dataclass(slots=True)
+class Budget:
+    """What one file's resume loop has spent (`sent` bytes read into PATCH
+    bodies, `patches` sent) and may spend."""
+
+    part: Part
+    max_bytes: int
+    max_patches: int
+    sent: int = 0
+    patches: int = 0
+
+    @classmethod
+    def of(cls, part: Part, patch_bytes: int) -> Budget:
+        return cls(part, 2 * part.size + patch_bytes, math.ceil(part.size / patch_bytes) + MAX_RESUMES)
+
+    def spend(self, length: int) -> None:
+        """Count one more PATCH of `length` bytes, or raise if it would pass a bound."""
+        if self.sent + length > self.max_bytes:
+            why = f"{length:,} more would pass the bound on bytes"
+        elif self.patches >= self.max_patches:
+            why = "one more would pass the bound on PATCH requests"
+        else:
+            self.patches += 1
+            return
+        part = self.part
+        counts = {"sent": self.sent, "patches": self.patches, "max_bytes": self.max_bytes, "max_patches": self.max_patches}
+        raise ResumeBoundExceeded(why, name=part.name, size=part.size, **counts)
+
+
 class ResumableImport:
     """One import of `parts` (the model first) to the service at `service`
-    (the client's base URL, part of each upload's fingerprint)."""
+    (the client's base URL, part of each upload's fingerprint), with `params`
+    (the import's query: its checks)."""
 
     def __init__(
         self,
@@ -165,8 +209,10 @@ class ResumableImport:
         *,
         automatic: bool = False,
         patch_bytes: int = PATCH_BYTES,
+        params: httpx.QueryParams | None = None,
     ) -> None:
         self.service = service
+        self.params = params or None
         self.parts = parts
         self.store = store
         self.retry = retry
@@ -186,7 +232,7 @@ class ResumableImport:
         request: Json = {"upload": upload_id(urls[0])}
         if len(self.parts) > 1:
             request["external_data"] = {part.name: upload_id(url) for part, url in zip(self.parts[1:], urls[1:], strict=True)}
-        answer = yield from self._asked(Call("POST", "/models", {}, json=request))
+        answer = yield from self._asked(Call("POST", "/models", {}, json=request, params=self.params))
         if isinstance(answer, httpx.Response) and (answer.is_success or answer.status_code in FORGOTTEN_AFTER_REFUSAL):
             for key in self.keys:
                 self.store.forget(key)
@@ -200,8 +246,14 @@ class ResumableImport:
     def _upload(self, part: Part, key: str, before: int) -> Steps[str]:
         """The URL of `part`'s upload once the service holds all of it."""
         created = False
+        budget = Budget.of(part, self.patch_bytes)
         while True:
             url = self.store.get(key)
+            if url is not None and on_origin(self.service, url) is None:
+                elsewhere, here = origin_of(httpx.URL(url)), origin_of(httpx.URL(self.service))
+                log.warning("the upload URL kept for %r is on %s, not on %s: not followed, forgotten", part.name, elsewhere, here)
+                self.store.forget(key)
+                url = None
             offset = None
             if url is not None:
                 offset = yield from self._offset(url, part)
@@ -214,7 +266,7 @@ class ResumableImport:
                 offset = 0
             assert url is not None
             self._tell(before + offset)
-            if (yield from self._send(part, url, offset, before)):
+            if (yield from self._send(part, url, offset, before, budget)):
                 return url
             self.store.forget(key)  # the service no longer has it: create it anew
 
@@ -258,17 +310,23 @@ class ResumableImport:
         if self.automatic and status_of(answer) in (404, 405):
             raise ResumableUnsupported()
         if isinstance(answer, httpx.Response) and answer.status_code == 201 and answer.headers.get("Location"):
-            return answer.headers["Location"]
+            location = answer.headers["Location"]
+            followed = on_origin(self.service, location)
+            if followed is None:
+                raise CrossOriginURL(origin_of(httpx.URL(self.service)), location, "the Location of POST /uploads")
+            return followed
         raise failure(answer)
 
-    def _send(self, part: Part, url: str, offset: int, before: int) -> Steps[bool]:
+    def _send(self, part: Part, url: str, offset: int, before: int, budget: Budget) -> Steps[bool]:
         """PATCH from `offset` until the service holds the whole file (True),
-        or False when the upload is gone from the service."""
+        or False when the upload is gone from the service; within `budget`."""
         stalls = 0
         while offset < part.size:
             length = min(self.patch_bytes, part.size - offset)
+            budget.spend(length)
             headers = tus_headers(**{"Upload-Offset": str(offset), "Content-Type": OFFSET_CONTENT_TYPE, "Content-Length": str(length)})
-            answer = yield Call("PATCH", url, headers, body=FileSlice(part.path, offset, length, self._telling_from(before + offset)))
+            body = FileSlice(part.path, offset, length, self._telling_from(before + offset, budget))
+            answer = yield Call("PATCH", url, headers, body=body)
             assert answer is not None
             status = status_of(answer)
             held: int | None
@@ -317,9 +375,18 @@ class ResumableImport:
             yield Pause(wait)
             attempt += 1
 
-    def _telling_from(self, start: int) -> Callable[[int], None]:
-        """What a PATCH body tells as it reads: the bytes before it, plus those read."""
-        return lambda read: self._tell(start + read)
+    def _telling_from(self, start: int, budget: Budget) -> Callable[[int], None]:
+        """What a PATCH body tells as it reads: the bytes before it, plus those
+        read; and what it read to `budget`."""
+        counted = 0
+
+        def on_read(read: int) -> None:
+            nonlocal counted
+            budget.sent += read - counted
+            counted = read
+            self._tell(start + read)
+
+        return on_read
 
     def _tell(self, done: int) -> None:
         if self.report is not None:

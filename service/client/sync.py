@@ -3,7 +3,8 @@
 Owns the blocking methods, one per route of docs/http-api.md: `import_file`
 (one multipart POST, or resumable uploads above `resumable_above` bytes:
 `service.client.resumable`, run here with blocking sends and sleeps),
-`import_path`, `models`, `summary`, `graph` (and `graph_bytes`, as sent),
+`import_path`, `recheck` (check stages run again on a stored model),
+`models`, `summary`, `graph` (and `graph_bytes`, as sent),
 `diagnostics` (the findings, paged) and `diagnostics_report` (SARIF or
 JUnit), `tensors` (a paged iterator), `tensor` (a `numpy.ndarray` read from
 the `.npy` form), `tensor_bytes` (streamed chunks) and `delete`. Uploads and
@@ -27,11 +28,15 @@ import numpy as np
 
 from service.client._common import (
     DEFAULT_TIMEOUT,
+    Checks,
+    Dims,
     ExternalData,
     Json,
     PathLike,
+    check_params,
     diagnostics_params,
     headers_for,
+    kept_on_origin,
     model_path,
     next_page,
     open_parts,
@@ -104,6 +109,8 @@ class Client:
         filename: str | None = None,
         resumable: bool | None = None,
         progress: ProgressOption = None,
+        checks: Checks = None,
+        dim: Dims = None,
     ) -> Json:
         """Upload a model file (and its external data files) and return its
         summary. `external_data`: files under the model's folder (each sent
@@ -113,14 +120,18 @@ class Client:
         after a dropped connection, and by a later process after this one was
         killed), False as one multipart request; None (default) chooses by
         size (`resumable_above`). `progress`: a callback `(done_bytes,
-        total_bytes)`, or True for a bar on standard error."""
+        total_bytes)`, or True for a bar on standard error. `checks`: the
+        check stages to run (names, or one comma-separated string; default
+        the service's), `dim`: {name: value} of the smoke run's symbolic
+        dimensions."""
         parts = upload_parts(path, external_data)
+        params = check_params(checks, dim)
         name = filename or Path(path).name
         files = import_parts(Path(path), name, parts)
         with reporting(progress, name) as report:
             if chooses_resumable(resumable, files, self.resumable_above):
                 service = str(self._http.base_url)
-                upload = ResumableImport(service, files, self.resume_store, self.retry, report, automatic=resumable is None)
+                upload = ResumableImport(service, files, self.resume_store, self.retry, report, automatic=resumable is None, params=params)
                 try:
                     return self._run(upload.steps())
                 except ResumableUnsupported:
@@ -129,13 +140,21 @@ class Client:
             def request() -> Generator[httpx.Request]:
                 with contextlib.ExitStack() as opened:
                     tally = Tally(report, sum(file.size for file in files)) if report is not None else None
-                    yield self._http.build_request("POST", "/models", files=open_parts(opened, path, name, parts, tally))
+                    yield self._http.build_request("POST", "/models", files=open_parts(opened, path, name, parts, tally), params=params)
 
             return self._json(request)
 
-    def import_path(self, name: str) -> Json:
-        """Import the model at `name`, a path under the service's data root."""
-        return self._json(self._one("POST", "/models", json={"path": name}))
+    def import_path(self, name: str, *, checks: Checks = None, dim: Dims = None) -> Json:
+        """Import the model at `name`, a path under the service's data root
+        (`checks` and `dim` as `import_file`'s)."""
+        return self._json(self._one("POST", "/models", json={"path": name}, params=check_params(checks, dim)))
+
+    def recheck(self, model_id: str, *, checks: Checks = None, dim: Dims = None) -> Json:
+        """Run check stages again on a stored model (`POST /models/{id}/checks`):
+        its summary, whose `checks` and `verdict` are those of the stages just
+        run (each stage's entry with its `ran_at`). `checks` and `dim` as
+        `import_file`'s."""
+        return self._json(self._one("POST", model_path(model_id) + "/checks", params=check_params(checks, dim)))
 
     # -- reading
 
@@ -218,7 +237,8 @@ class Client:
 
     def _call(self, call: Call) -> Answer:
         content = read_slice(call.body) if call.body is not None else None
-        request = self._http.build_request(call.method, call.url, headers=call.headers, json=call.json, content=content)
+        request = self._http.build_request(call.method, call.url, headers=call.headers, json=call.json, content=content, params=call.params)
+        kept_on_origin(self._http.base_url, request)
         try:
             return self._http.send(request)
         except httpx.TransportError as error:
