@@ -597,6 +597,43 @@ def one_service_per_port(team: Team, label: str) -> None:
     )
 
 
+@attack(20, "client origin and resume loop")
+def client_origin(team: Team, label: str) -> None:
+    """The Python client against a hostile tus service of the loopback
+    (tests/support/hostile_tus.py): a Location on another port, and an offset
+    going forward, then back, forever."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.hostile_tus import HostileTus, Mode
+
+    from service.client import Client, ClientRefusal, CrossOriginURL, ResumeBoundExceeded, Retry
+
+    model = team.base / "client-attack" / "model.onnx"
+    model.parent.mkdir()
+    model.write_bytes(os.urandom(4 << 20))
+    quick = Retry(attempts=0, backoff=0.01)
+    modes: list[Mode] = ["elsewhere", "seesaw"]
+    for mode in modes:
+        store = team.base / "client-attack" / f"resume-{mode}"
+        started = time.monotonic()
+        with HostileTus(mode) as hostile, Client(hostile.url, token="redteam-token", retry=quick, resume_store=store) as client:
+            try:
+                client.import_file(model, resumable=True)
+                error: Exception | None = None
+            except (ClientRefusal, httpx.HTTPError) as refused:
+                error = refused
+            took = time.monotonic() - started
+            time.sleep(0.2)
+        kept = len(list(store.iterdir())) if store.exists() else 0
+        if mode == "elsewhere":
+            held = isinstance(error, CrossOriginURL) and hostile.elsewhere.connections == 0 and kept == 0
+            detail = f"{type(error).__name__}; connections to the other port {hostile.elsewhere.connections}, resume entries {kept}"
+            team.report(held, f"{label}: Location on another port", detail)
+        else:
+            held = isinstance(error, ResumeBoundExceeded) and hostile.received <= 2 * (4 << 20) + (128 << 20) and took < 30
+            detail = f"{type(error).__name__} after {hostile.patches()} PATCHes, {hostile.received:,} bytes of a 4 MiB file, {took:.1f} s"
+            team.report(held, f"{label}: offset forward, then back", detail)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="attack numbers to run, comma-separated (default: all)")
