@@ -1,8 +1,9 @@
-"""Red-team campaign (issue 19): every attack of the issue, against live servers.
+"""Red-team campaign: every attack of issue 19 (1 to 14) and of issue 35 (15
+to 20: tenants and clients), against live servers.
 
 Starts its own servers (`python -m service`, sandbox on; loopback, free ports,
-temporary stores; six in all, at most three at once: the one most attacks
-share and those of attacks 9 to 11 with their own settings) with an API-key
+temporary stores; at most three at once: the one most attacks share and
+those of attacks that need settings, a port or a store of their own) with an API-key
 file of two tenants (alice, bob: import, read, delete) and an operator key
 (metrics), runs each attack, each bounded in time, and prints one
 line per attack (or per worker wall): HELD or BROKE, its name, and the figure
@@ -424,25 +425,19 @@ def explorer(team: Team, label: str) -> None:
     print(f"SEE   {label}: tests/e2e/test_explorer_browser.py (browser-only; not run here)")
 
 
-@attack(16, "checks are each tenant's own")
-def tenant_checks(team: Team, label: str) -> None:
-    data = small_model(16_000)[0]
-    every = "schema,security,shape,runtime,smoke"
-    with team.client() as client:
-        alice = client.post(f"/models?checks={every}", files={"model": ("a.onnx", data)}, headers=team.alice)
-        bob = client.post("/models?checks=schema", files={"model": ("b.onnx", data)}, headers=team.bob)
-        model_id = bob.json()["id"]
-        seen = set(client.get(f"/models/{model_id}", headers=team.bob).json()["checks"])
-        again = client.post("/models?checks=runtime,smoke", files={"model": ("b.onnx", data)}, headers=team.bob)
-        rechecked = client.post(f"/models/{model_id}/checks?checks=shape", headers=team.bob)
-    own = alice.status_code == bob.status_code == 201 and seen == {"schema"}
-    team.report(own, f"{label}: bob's view", f"alice ran {every}, bob schema: bob sees {sorted(seen)}")
-    ran = set(again.json().get("checks", {})) if again.status_code == 200 else set()
-    team.report(
-        {"runtime", "smoke"} <= ran, f"{label}: re-POST", f"bob asks runtime,smoke again: {again.status_code}, checks {sorted(ran)}"
-    )
-    after = set(rechecked.json().get("checks", {})) if rechecked.status_code == 200 else set()
-    team.report("shape" in after, f"{label}: POST /checks", f"checks=shape: {rechecked.status_code}, checks {sorted(after)}")
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.extend(int(child) for child in (task / "children").read_text().split())
+    return found + [grandchild for child in found for grandchild in _descendants(child)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except OSError:
+        return False
 
 
 @attack(15, "reservations cannot evict")
@@ -473,6 +468,69 @@ def reservations(team: Team, label: str) -> None:
         created == 201 and imported.status_code == 201 and kept == [200, 200, 200],
         f"{label}: bob after them",
         f"his 1 MiB upload {created}, his import {imported.status_code}, his three models {kept}",
+    )
+
+
+@attack(16, "checks are each tenant's own")
+def tenant_checks(team: Team, label: str) -> None:
+    data = small_model(16_000)[0]
+    every = "schema,security,shape,runtime,smoke"
+    with team.client() as client:
+        alice = client.post(f"/models?checks={every}", files={"model": ("a.onnx", data)}, headers=team.alice)
+        bob = client.post("/models?checks=schema", files={"model": ("b.onnx", data)}, headers=team.bob)
+        model_id = bob.json()["id"]
+        seen = set(client.get(f"/models/{model_id}", headers=team.bob).json()["checks"])
+        again = client.post("/models?checks=runtime,smoke", files={"model": ("b.onnx", data)}, headers=team.bob)
+        rechecked = client.post(f"/models/{model_id}/checks?checks=shape", headers=team.bob)
+    own = alice.status_code == bob.status_code == 201 and seen == {"schema"}
+    team.report(own, f"{label}: bob's view", f"alice ran {every}, bob schema: bob sees {sorted(seen)}")
+    ran = set(again.json().get("checks", {})) if again.status_code == 200 else set()
+    team.report(
+        {"runtime", "smoke"} <= ran, f"{label}: re-POST", f"bob asks runtime,smoke again: {again.status_code}, checks {sorted(ran)}"
+    )
+    after = set(rechecked.json().get("checks", {})) if rechecked.status_code == 200 else set()
+    team.report("shape" in after, f"{label}: POST /checks", f"checks=shape: {rechecked.status_code}, checks {sorted(after)}")
+
+
+@attack(17, "one service per port")
+def one_service_per_port(team: Team, label: str) -> None:
+    first = team.server("--http-workers", "2")  # the default is the CPU count: two front ends on this port
+    assert first.process is not None
+    refusals = []
+    for http_workers in ("1", "2"):
+        command = [sys.executable, "-m", "service", "--port", str(first.port), "--http-workers", http_workers]
+        command += ["--store", str(team.base / f"second-store-{http_workers}"), "--data-root", str(team.root), "--api-keys", str(team.keys)]
+        second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+        refusals.append((http_workers, second.returncode, second.stderr.strip().splitlines()[-1:] or ["(nothing)"]))
+    answered_by_first = 0
+    for number in range(20):
+        request_id = f"redteam-17-{number}"
+        if httpx.get(f"{first.url}/healthz", headers={"X-Request-ID": request_id}, timeout=10).status_code == 200:
+            time.sleep(0.05)  # its log line
+            answered_by_first += f" {request_id} GET /healthz 200 " in first.log.read_text()
+    refused = all(code != 0 and "in use" in said[0] for _, code, said in refusals)
+    said = "; ".join(f"--http-workers {workers}: exit {code}, {said[0][:90]!r}" for workers, code, said in refusals)
+    answers = f"{answered_by_first}/20 GETs answered by the first"
+    team.report(refused and answered_by_first == 20, f"{label}: a second service", f"{said}; {answers}")
+    processes = _descendants(first.process.pid)
+    os.kill(first.process.pid, signal.SIGKILL)  # the supervisor alone
+    first.process.wait()
+    killed, free_after = time.monotonic(), None
+    while free_after is None and time.monotonic() - killed < 10:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", first.port))
+                free_after = time.monotonic() - killed
+            except OSError:
+                time.sleep(0.02)
+    time.sleep(2.0)
+    left = [pid for pid in processes if _running(pid)]
+    freed = f"free {free_after:.2f} s after" if free_after is not None else "still held 10 s after"
+    team.report(
+        free_after is not None and free_after < 2.0 and not left,
+        f"{label}: kill -9 of the supervisor",
+        f"the port {freed}; of its {len(processes)} processes, {len(left)} still running 2 s later",
     )
 
 
@@ -538,63 +596,6 @@ def training_locations(team: Team, label: str) -> None:
         body = response.json() if response.headers.get("content-type", "").endswith("json") else {}
         held = response.status_code == 422 and body.get("kind") == "ExternalData" and body.get("field_path") == place
         team.report(held, f"{label}: {what}", f"{response.status_code} {body.get('kind')} at {body.get('field_path')}")
-
-
-def _descendants(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            found.extend(int(child) for child in (task / "children").read_text().split())
-    return found + [grandchild for child in found for grandchild in _descendants(child)]
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
-    except OSError:
-        return False
-
-
-@attack(17, "one service per port")
-def one_service_per_port(team: Team, label: str) -> None:
-    first = team.server("--http-workers", "2")  # the default is the CPU count: two front ends on this port
-    assert first.process is not None
-    refusals = []
-    for http_workers in ("1", "2"):
-        command = [sys.executable, "-m", "service", "--port", str(first.port), "--http-workers", http_workers]
-        command += ["--store", str(team.base / f"second-store-{http_workers}"), "--data-root", str(team.root), "--api-keys", str(team.keys)]
-        second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
-        refusals.append((http_workers, second.returncode, second.stderr.strip().splitlines()[-1:] or ["(nothing)"]))
-    answered_by_first = 0
-    for number in range(20):
-        request_id = f"redteam-17-{number}"
-        if httpx.get(f"{first.url}/healthz", headers={"X-Request-ID": request_id}, timeout=10).status_code == 200:
-            time.sleep(0.05)  # its log line
-            answered_by_first += f" {request_id} GET /healthz 200 " in first.log.read_text()
-    refused = all(code != 0 and "in use" in said[0] for _, code, said in refusals)
-    said = "; ".join(f"--http-workers {workers}: exit {code}, {said[0][:90]!r}" for workers, code, said in refusals)
-    answers = f"{answered_by_first}/20 GETs answered by the first"
-    team.report(refused and answered_by_first == 20, f"{label}: a second service", f"{said}; {answers}")
-    processes = _descendants(first.process.pid)
-    os.kill(first.process.pid, signal.SIGKILL)  # the supervisor alone
-    first.process.wait()
-    killed, free_after = time.monotonic(), None
-    while free_after is None and time.monotonic() - killed < 10:
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", first.port))
-                free_after = time.monotonic() - killed
-            except OSError:
-                time.sleep(0.02)
-    time.sleep(2.0)
-    left = [pid for pid in processes if _running(pid)]
-    freed = f"free {free_after:.2f} s after" if free_after is not None else "still held 10 s after"
-    team.report(
-        free_after is not None and free_after < 2.0 and not left,
-        f"{label}: kill -9 of the supervisor",
-        f"the port {freed}; of its {len(processes)} processes, {len(left)} still running 2 s later",
-    )
 
 
 @attack(20, "client origin and resume loop")
