@@ -1,41 +1,52 @@
-"""The `onnx-import` command: the check stages on a local model, without a server.
+"""The `onnx-import` command: the check stages on local models, without a server.
 
-    onnx-import check MODEL [--external-data-dir DIR] [--checks schema,shape,...]
-                            [--dim NAME:VALUE ...] [--format json|sarif|junit] [--output FILE]
+    onnx-import check PATH... [--external-data-dir DIR] [--checks schema,shape,...]
+                              [--dim NAME:VALUE ...] [--format json|sarif|junit] [--output FILE]
 
-Runs the same sandboxed workers as the service (`service.sandbox`): the
+Each PATH is a model file or a folder (every `.onnx` file under it, its
+external data found beside it). Every model runs through the same sandboxed
+workers as the service (`service.sandbox`), one sandbox for them all: the
 import's worker (the importer, `schema`, `security`), then a check worker
 (`shape`, `runtime`, `smoke`), each with the service's default limits
 (`--worker-memory`, `--worker-cpu-seconds`, `--worker-timeout` change them).
-Exit status: 0 the verdict is pass, 1 fail, 2 refused (the importer refused
-the file: its typed error is printed) or incomplete (a stage did not finish),
-64 a usage error.
+One report for all (`service.checks.report`): JSON (one model file named:
+its object; else a list), SARIF (`service.checks.sarif`: one run, an
+artifact per model, named by its path relative to the working directory) or
+JUnit (`service.checks.junit`); a refused model is a result there. Exit
+status: the worst model's, 0 pass, 1 fail, 2 refused (the importer refused
+the file: its typed error is the result) or incomplete (a stage did not
+finish), 64 a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from service.checks.junit import junit_report
-from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, Finding, StageResult, parse_checks, parse_dims, verdict
-from service.checks.sarif import sarif_report
+from service.checks.junit import junit_log
+from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, Finding, StageResult, parse_checks, parse_dims
+from service.checks.report import ModelChecks, Refusal, exit_status
+from service.checks.sarif import artifact_uri, sarif_log
 from service.setting_kinds import SettingsError
 
-EXIT_PASS, EXIT_FAIL, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2, 64
-EXIT_OF_VERDICT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "incomplete": EXIT_REFUSED}
+if TYPE_CHECKING:
+    from service.sandbox.supervisor import Sandbox
+
+EXIT_USAGE = 64
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onnx-import", description="Check an ONNX model in the service's sandboxed workers.")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check", help="run the check stages on a model file")
-    check.add_argument("model", type=Path, help="the .onnx file")
+    check.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="a .onnx file, or a folder: every .onnx file under it")
     check.add_argument("--external-data-dir", type=Path, help="where its external data files are (default: beside the model)")
     check.add_argument("--checks", action="append", help=f"stages, comma-separated or repeated, among {', '.join(STAGES)} "
                        f"(default {DEFAULT_CHECKS})")  # fmt: skip
@@ -61,60 +72,111 @@ def _findings(catalog: Path) -> list[Finding]:
         connection.close()
 
 
-def check(args: argparse.Namespace) -> tuple[int, str]:
-    """Run the stages; the exit status and the report's text."""
+def models_of(paths: Sequence[Path]) -> list[Path]:
+    """The model files `paths` name: a file as it is, a folder as every `.onnx`
+    file under it (sorted, links to folders not followed); each once, in order."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            under = sorted(item for item in path.rglob("*.onnx") if item.is_file())
+            if not under:
+                raise ChecksError(f"no .onnx file under the folder {str(path)!r}")
+            found += under
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise ChecksError(f"no model file or folder {str(path)!r}")
+    unique: dict[Path, Path] = {}
+    for path in found:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
+
+
+def shown(path: Path) -> str:
+    """The path as a report names it: relative to the working directory when
+    it is under it, else absolute; `/`-separated."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return absolute.as_posix()
+
+
+def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch: Path) -> ModelChecks:
+    """One model through the import's worker, then a check worker."""
     from service.sandbox.check_run import check_worker_results
+
+    model = path.resolve()
+    name = shown(path)
+    uri = artifact_uri(name) if not Path(name).is_absolute() else Path(name).as_uri()
+    external = args.external_data_dir.resolve() if args.external_data_dir else None
+    job = sandbox.job(
+        "import",
+        directory=str(model.parent),
+        model=model.name,
+        display_name=model.name,
+        external_dir=str(external) if external else None,
+        allow_hard_links=True,  # the caller's own files, on the caller's own machine
+        checks=args.stages,
+        dims=args.dims,
+    )
+    catalog = scratch / "catalog"
+    outcome = sandbox.run(job, [catalog, scratch / "converted"])
+    if outcome.status != "ok" or outcome.header is None:
+        error = outcome.error
+        refusal = error.model_dump(exclude_none=True) if error is not None else {"kind": outcome.status, "message": outcome.detail}
+        return ModelChecks(name, refusal=Refusal.from_dict(refusal), uri=uri)
+    results: list[StageResult] = [report.result() for report in outcome.header.checks]
+    findings = _findings(catalog)
+    checked = check_worker_results(sandbox, job)
+    results += checked
+    findings += [finding for result in checked for finding in result.findings]
+    results.sort(key=lambda result: STAGES.index(result.stage))
+    return ModelChecks(name, results, findings, uri=uri)
+
+
+def _document(model: ModelChecks) -> dict[str, object]:
+    """A model's JSON report."""
+    if model.refusal is not None:
+        return {"input": model.name, "verdict": "refused", "refused": {"input": Path(model.name).name, **model.refusal.as_dict()}}
+    return {
+        "input": model.name,
+        "verdict": model.verdict,
+        "checks": {result.stage: {**result.as_dict(), "seconds": round(result.seconds, 3)} for result in model.results},
+        "diagnostics": [finding.as_dict() for finding in model.findings],
+    }
+
+
+def check(args: argparse.Namespace) -> tuple[int, str]:
+    """Run the stages on every model; the exit status and the report's text."""
     from service.sandbox.supervisor import Sandbox
     from service.settings import load_settings
 
-    model = args.model.resolve()
-    if not model.is_file():
-        raise ChecksError(f"no model file {str(args.model)!r}")
-    stages = parse_checks(args.checks or DEFAULT_CHECKS)
-    dims = parse_dims(args.dim)
-    external = args.external_data_dir.resolve() if args.external_data_dir else None
+    paths = models_of(args.paths)
+    args.stages = parse_checks(args.checks or DEFAULT_CHECKS)
+    args.dims = parse_dims(args.dim)
+    models: list[ModelChecks] = []
     with tempfile.TemporaryDirectory(prefix="onnx-import-") as scratch:
-        flags = ["--data-root", str(model.parent), "--store", str(Path(scratch) / "store"), "--workers", "1"]
+        flags = ["--data-root", str(paths[0].resolve().parent), "--store", str(Path(scratch) / "store"), "--workers", "1"]
         flags += ["--worker-memory", args.worker_memory, "--worker-cpu-seconds", args.worker_cpu_seconds]
         flags += ["--worker-timeout", args.worker_timeout]
         sandbox = Sandbox(load_settings(flags, environ={}))
         sandbox.start()
-        job = sandbox.job(
-            "import",
-            directory=str(model.parent),
-            model=model.name,
-            display_name=model.name,
-            external_dir=str(external) if external else None,
-            allow_hard_links=True,  # the caller's own files, on the caller's own machine
-            checks=stages,
-            dims=dims,
-        )
-        catalog = Path(scratch) / "catalog"
-        outcome = sandbox.run(job, [catalog, Path(scratch) / "converted"])
-        if outcome.status != "ok" or outcome.header is None:
-            error = outcome.error
-            refusal = error.model_dump(exclude_none=True) if error is not None else {"kind": outcome.status, "message": outcome.detail}
-            return EXIT_REFUSED, json.dumps({"input": model.name, "refused": refusal}, indent=1, ensure_ascii=False) + "\n"
-        results: list[StageResult] = [report.result() for report in outcome.header.checks]
-        findings = _findings(catalog)
-        checked = check_worker_results(sandbox, job)
-    results += checked
-    findings += [finding for result in checked for finding in result.findings]
-    results.sort(key=lambda result: STAGES.index(result.stage))
-    outcome_verdict = verdict(results)
+        for index, path in enumerate(paths):
+            work = Path(scratch) / f"model-{index}"
+            work.mkdir()
+            models.append(check_model(sandbox, path, args, work))
+    status = exit_status(models)
     if args.format == "sarif":
-        text = json.dumps(sarif_report(model.name, results, findings), indent=1, ensure_ascii=False) + "\n"
+        base = Path.cwd().as_uri().rstrip("/") + "/"
+        text = json.dumps(sarif_log(models, base_uri=base), indent=1, ensure_ascii=False) + "\n"
     elif args.format == "junit":
-        text = junit_report(model.name, results, findings)
+        text = junit_log(models)
     else:
-        document = {
-            "input": model.name,
-            "verdict": outcome_verdict,
-            "checks": {result.stage: result.as_dict() for result in results},
-            "diagnostics": [finding.as_dict() for finding in findings],
-        }
+        one = len(args.paths) == 1 and not args.paths[0].is_dir()
+        document: object = _document(models[0]) if one else [_document(model) for model in models]
         text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
-    return EXIT_OF_VERDICT[outcome_verdict], text
+    return status, text
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,6 +52,7 @@ class StageRun(BaseModel):
     ran_at: str  # ISO 8601, UTC, when the run began
     versions: dict[str, str] = Field(default_factory=dict)  # distribution -> version of the code that ran it
     dims: list[tuple[str, int]] = Field(default_factory=list)  # the bindings a smoke run used
+    seconds: float = 0.0  # how long the stage took (the reports' stage times)
 
     def entry(self) -> dict[str, object]:
         entry: dict[str, object] = {"status": self.status, "errors": self.errors, "warnings": self.warnings}
@@ -64,7 +65,7 @@ class StageRun(BaseModel):
         return entry
 
     def result(self, stage: Stage) -> StageResult:
-        return StageResult(stage, self.status, reason=self.reason, errors=self.errors, warnings=self.warnings)
+        return StageResult(stage, self.status, reason=self.reason, errors=self.errors, warnings=self.warnings, seconds=self.seconds)
 
 
 class CheckRuns(BaseModel):
@@ -121,6 +122,7 @@ def runs_of(results: Iterable[StageResult], findings: Iterable[Finding], dims: S
             ran_at=ran_at,
             versions=code_versions(result.stage),
             dims=list(dims) if result.stage in BOUND_STAGES else [],
+            seconds=round(max(result.seconds, 0.0), 3),
         )
         for result in results
     }

@@ -29,6 +29,7 @@ Choices the specification leaves open, made here:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from importlib import metadata
@@ -36,12 +37,18 @@ from typing import Final
 from urllib.parse import quote
 
 from importer.diagnostics import bounded
-from service.checks.outcome import Finding, StageResult, verdict
+from service.checks.outcome import Finding, StageResult
+from service.checks.report import ModelChecks, worst
+from service.checks.rules import MODEL_REFUSED, RULES
 
 SARIF_SCHEMA: Final = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SARIF_VERSION: Final = "2.1.0"
 TOOL_NAME: Final = "onnx-import"
 DISTRIBUTION: Final = "onnx-import-service"
+INFORMATION_URI: Final = "https://onnx-import.example/docs/checks.md"  # the project's address, as its problem types use
+DOCS_URI: Final = "https://onnx-import.example/docs/"
+BASE_ID: Final = "SRCROOT"  # what the artifacts' relative URIs are relative to (a checkout's root, the working directory)
+FINGERPRINT: Final = "onnxImportFinding/v1"  # partialFingerprints' key: code, field path, node name and stage
 
 
 def _tool_version() -> str:
@@ -96,12 +103,32 @@ def artifact_uri(model_name: str) -> str:
     return "/".join(segments) or "model"
 
 
-def _rule(finding: Finding) -> dict[str, object]:
+def _plain(markdown: str) -> str:
+    """A rule's markdown as plain text: code spans and links unmarked."""
+    return re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown).replace("`", "")
+
+
+def _rule(code: str, stage: str) -> dict[str, object]:
+    """The reportingDescriptor of `code` (its row of `RULES`; a code missing
+    there, which a test forbids, still gets a description and help)."""
+    known = RULES.get(code)
+    meaning = known.meaning if known else f"A finding of the {stage} check (see docs/checks.md)."
+    action = known.action if known else "Read the finding's message."
+    severity = known.severity if known else "error"
+    properties: dict[str, object] = {"stage": known.stage if known else stage, "tags": ["onnx", known.stage if known else stage]}
+    if known is not None and known.security_severity is not None:
+        properties["tags"] = ["onnx", "security"]
+        properties["security-severity"] = known.security_severity
+    document = "security-findings.md" if properties["stage"] == "security" else "checks.md"
     return {
-        "id": finding.code,
-        "name": "".join(part.capitalize() for part in finding.code.split("-")) or finding.code,
-        "shortDescription": {"text": f"{finding.stage} check: {finding.code.replace('-', ' ')}"},
-        "properties": {"stage": finding.stage},
+        "id": code,
+        "name": "".join(part.capitalize() for part in code.split("-")) or code,
+        "shortDescription": {"text": f"{properties['stage']} check: {code.replace('-', ' ')}"},
+        "fullDescription": {"text": _plain(meaning), "markdown": meaning},
+        "help": {"text": _plain(action), "markdown": action},
+        "helpUri": f"{DOCS_URI}{document}#codes",
+        "defaultConfiguration": {"level": "warning" if severity == "warning" else "error"},
+        "properties": properties,
     }
 
 
@@ -109,6 +136,11 @@ _NOTIFICATIONS: Final[dict[str, str]] = {
     "stage-incomplete": "A check stage did not finish (a crash, a limit, a missing dependency): its results are missing.",
     "stage-skipped": "A check stage was not run, for the reason given.",
     "findings-not-listed": "A check stage counted more findings than it lists.",
+}
+_NOTIFICATION_HELP: Final[dict[str, str]] = {
+    "stage-incomplete": "The verdict is incomplete: read the reason, raise the limit or install what is missing, and run again.",
+    "stage-skipped": "The verdict is incomplete unless another stage failed: the reason says what the stage refused to run.",
+    "findings-not-listed": "The report lists the first findings of the stage only; fix those and run again to see the rest.",
 }
 
 
@@ -118,6 +150,33 @@ def _check(result: StageResult) -> dict[str, object]:
     if isinstance(entry.get("reason"), str):
         entry["reason"] = visible(str(entry["reason"]))
     return entry
+
+
+def fingerprint(*parts: str) -> str:
+    """A stable key of a finding across runs and offsets: the same code at the
+    same field of the same node keeps it when unrelated bytes move."""
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _place(location: dict[str, object], offset: int, field_path: str, name: str | None = None) -> dict[str, object]:
+    """A result's location: the byte of the field's key in the artifact, and the field path."""
+    logical: dict[str, object] = {"fullyQualifiedName": field_path, "kind": "element"}
+    if name:
+        logical["name"] = visible(name)
+    return {
+        "physicalLocation": {"artifactLocation": dict(location), "region": {"byteOffset": max(offset, 0)}},
+        "logicalLocations": [logical],
+    }
+
+
+def _notification(location: dict[str, object], descriptor: str, level: str, text: str, result: StageResult) -> dict[str, object]:
+    return {
+        "descriptor": {"id": descriptor},
+        "level": level,
+        "message": {"text": text},
+        "locations": [{"physicalLocation": {"artifactLocation": dict(location)}}],
+        "properties": {"stage": result.stage, "status": result.status},
+    }
 
 
 def sarif_report(
@@ -131,100 +190,141 @@ def sarif_report(
 ) -> dict[str, object]:
     """The SARIF log (a JSON-ready dict) of one model's check `results` and
     their `findings` (every stage's, in any order; listed in that order)."""
-    uri = artifact_uri(model_name)
+    model = ModelChecks(model_name, tuple(results), tuple(findings), model_id=model_id, sha256=model_sha256)
+    return sarif_log([model], tool_version=tool_version)
+
+
+def sarif_log(
+    models: Sequence[ModelChecks],
+    *,
+    base_uri: str | None = None,
+    tool_version: str = TOOL_VERSION,
+    category: str = TOOL_NAME,
+) -> dict[str, object]:
+    """The SARIF log of several models' checks: one run, one artifact per
+    model, a result per listed finding and per refused model. `base_uri`
+    (an absolute `file:` URI ending in `/`) is what the artifacts' relative
+    URIs are relative to (`originalUriBaseIds`: the command line's working
+    directory); the service knows none and leaves it to the reader."""
     rules: list[dict[str, object]] = []
     rule_index: dict[str, int] = {}
     sarif_results: list[dict[str, object]] = []
-    listed: dict[str, int] = {}
-    for finding in findings:
-        index = rule_index.get(finding.code)
-        if index is None:
-            index = rule_index[finding.code] = len(rules)
-            rules.append(_rule(finding))
-        listed[finding.stage] = listed.get(finding.stage, 0) + 1
-        logical: dict[str, object] = {"fullyQualifiedName": finding.field_path, "kind": "element"}
-        node_name = None if finding.node_name is None else _clean(finding.node_name)
-        if node_name:
-            logical["name"] = visible(node_name)
-        sarif_results.append(
-            {
-                "ruleId": finding.code,
-                "ruleIndex": index,
-                "level": "warning" if finding.severity == "warning" else "error",
-                "message": {"text": visible(bounded(finding.message)) or finding.code},
-                "locations": [
-                    {
-                        "physicalLocation": {
-                            "artifactLocation": {"uri": uri, "index": 0},
-                            "region": {"byteOffset": max(finding.offset, 0)},
-                        },
-                        "logicalLocations": [logical],
-                    }
-                ],
-                "properties": {
-                    "stage": finding.stage,
-                    "node_name": node_name,
-                    "op_type": None if finding.op_type is None else _clean(finding.op_type),
-                    "domain": None if finding.domain is None else _clean(finding.domain),
-                },
-            }
-        )
-
+    artifacts: list[dict[str, object]] = []
     notifications: list[dict[str, object]] = []
     used: set[str] = set()
+    described: list[dict[str, object]] = []
+    timings: list[dict[str, object]] = []
 
-    def notify(descriptor: str, level: str, text: str, result: StageResult) -> None:
-        used.add(descriptor)
-        notifications.append(
-            {
-                "descriptor": {"id": descriptor},
-                "level": level,
-                "message": {"text": text},
-                "properties": {"stage": result.stage, "status": result.status},
-            }
-        )
+    def rule_of(code: str, stage: str) -> int:
+        index = rule_index.get(code)
+        if index is None:
+            index = rule_index[code] = len(rules)
+            rules.append(_rule(code, stage))
+        return index
 
-    for result in results:
-        reason = visible(bounded(result.reason)) or "no reason given"
-        if result.status == "incomplete":
-            notify("stage-incomplete", "error", f"The {result.stage} check did not finish: {reason}", result)
-        elif result.status == "skipped":
-            notify("stage-skipped", "warning", f"The {result.stage} check was skipped: {reason}", result)
-        counted = result.errors + result.warnings
-        if counted > listed.get(result.stage, 0):
-            notify(
-                "findings-not-listed",
-                "note",
-                f"The {result.stage} check found {counted} problems ({result.errors} errors, {result.warnings} warnings);"
-                f" {listed.get(result.stage, 0)} are listed.",
-                result,
+    for artifact_index, model in enumerate(models):
+        uri = model.uri if model.uri is not None else artifact_uri(model.name)
+        location: dict[str, object] = {"uri": uri, "index": artifact_index}
+        if ":" not in uri.split("/", 1)[0]:  # relative: to the working directory, or the repository's root
+            location["uriBaseId"] = BASE_ID
+        artifact: dict[str, object] = {"location": {key: value for key, value in location.items() if key != "index"}}
+        artifact["roles"] = ["analysisTarget"]
+        if model.sha256:
+            artifact["hashes"] = {"sha-256": model.sha256.lower()}
+        artifacts.append(artifact)
+
+        if model.refusal is not None:
+            refusal = model.refusal
+            field_path = refusal.field_path or "ModelProto"
+            message = visible(bounded(f"{refusal.kind}: {refusal.message}")) or refusal.kind
+            sarif_results.append(
+                {
+                    "ruleId": MODEL_REFUSED,
+                    "ruleIndex": rule_of(MODEL_REFUSED, "import"),
+                    "level": "error",
+                    "message": {"text": message},
+                    "locations": [_place(location, refusal.offset or 0, field_path)],
+                    "partialFingerprints": {FINGERPRINT: fingerprint(MODEL_REFUSED, _clean(refusal.kind), _clean(field_path))},
+                    "properties": {"kind": _clean(refusal.kind), "field_path": _clean(field_path), "offset": refusal.offset},
+                }
             )
 
-    artifact: dict[str, object] = {"location": {"uri": uri}, "roles": ["analysisTarget"]}
-    if model_sha256:
-        artifact["hashes"] = {"sha-256": model_sha256.lower()}
-    driver: dict[str, object] = {"name": TOOL_NAME, "version": tool_version, "rules": rules}
+        listed: dict[str, int] = {}
+        for finding in model.findings:
+            listed[finding.stage] = listed.get(finding.stage, 0) + 1
+            node_name = None if finding.node_name is None else _clean(finding.node_name)
+            sarif_results.append(
+                {
+                    "ruleId": finding.code,
+                    "ruleIndex": rule_of(finding.code, finding.stage),
+                    "level": "warning" if finding.severity == "warning" else "error",
+                    "message": {"text": visible(bounded(finding.message)) or finding.code},
+                    "locations": [_place(location, finding.offset, finding.field_path, node_name)],
+                    "partialFingerprints": {
+                        FINGERPRINT: fingerprint(finding.code, _clean(finding.field_path), node_name or "", finding.stage)
+                    },
+                    "properties": {
+                        "stage": finding.stage,
+                        "node_name": node_name,
+                        "op_type": None if finding.op_type is None else _clean(finding.op_type),
+                        "domain": None if finding.domain is None else _clean(finding.domain),
+                    },
+                }
+            )
+
+        def notify(descriptor: str, level: str, text: str, result: StageResult, location: dict[str, object] = location) -> None:
+            used.add(descriptor)
+            notifications.append(_notification(location, descriptor, level, text, result))
+
+        for result in model.results:
+            reason = visible(bounded(result.reason)) or "no reason given"
+            if result.status == "incomplete":
+                notify("stage-incomplete", "error", f"The {result.stage} check did not finish: {reason}", result)
+            elif result.status == "skipped":
+                notify("stage-skipped", "warning", f"The {result.stage} check was skipped: {reason}", result)
+            counted = result.errors + result.warnings
+            if counted > listed.get(result.stage, 0):
+                notify(
+                    "findings-not-listed",
+                    "note",
+                    f"The {result.stage} check found {counted} problems ({result.errors} errors, {result.warnings} warnings);"
+                    f" {listed.get(result.stage, 0)} are listed.",
+                    result,
+                )
+
+        entry: dict[str, object] = {"artifactIndex": artifact_index, "verdict": model.verdict}
+        entry["checks"] = {result.stage: _check(result) for result in model.results}
+        if model.refusal is not None:
+            entry["refused"] = {key: _clean(value) if isinstance(value, str) else value for key, value in model.refusal.as_dict().items()}
+        if model.model_id is not None:
+            entry["model_id"] = model.model_id
+        described.append(entry)
+        timings.append(
+            {"artifactIndex": artifact_index, "seconds": {result.stage: round(max(result.seconds, 0.0), 3) for result in model.results}}
+        )
+
+    driver: dict[str, object] = {"name": TOOL_NAME, "version": tool_version, "informationUri": INFORMATION_URI, "rules": rules}
     if used:
-        driver["notifications"] = [{"id": name, "shortDescription": {"text": _NOTIFICATIONS[name]}} for name in sorted(used)]
-    run_properties: dict[str, object] = {
-        "verdict": verdict(results),
-        "checks": {result.stage: _check(result) for result in results},
-    }
-    if model_id is not None:
-        run_properties["model_id"] = model_id
-    invocation: dict[str, object] = {"executionSuccessful": all(result.status != "incomplete" for result in results)}
+        driver["notifications"] = [
+            {
+                "id": name,
+                "shortDescription": {"text": _NOTIFICATIONS[name]},
+                "fullDescription": {"text": _NOTIFICATIONS[name]},
+                "help": {"text": _NOTIFICATION_HELP[name]},
+            }
+            for name in sorted(used)
+        ]
+    run_properties: dict[str, object] = {"verdict": worst(model.verdict for model in models), "models": described}
+    if len(described) == 1:  # one model: its checks and id at the top, as before several models
+        run_properties["checks"] = described[0]["checks"]
+        if "model_id" in described[0]:
+            run_properties["model_id"] = described[0]["model_id"]
+    invocation: dict[str, object] = {"executionSuccessful": all(model.finished for model in models)}
     if notifications:
         invocation["toolExecutionNotifications"] = notifications
-    return {
-        "$schema": SARIF_SCHEMA,
-        "version": SARIF_VERSION,
-        "runs": [
-            {
-                "tool": {"driver": driver},
-                "invocations": [invocation],
-                "artifacts": [artifact],
-                "results": sarif_results,
-                "properties": run_properties,
-            }
-        ],
-    }
+    invocation["properties"] = {"stage_seconds": timings}
+    run: dict[str, object] = {"tool": {"driver": driver}, "automationDetails": {"id": f"{category}/"}}
+    if base_uri is not None:
+        run["originalUriBaseIds"] = {BASE_ID: {"uri": base_uri}}
+    run.update({"invocations": [invocation], "artifacts": artifacts, "results": sarif_results, "properties": run_properties})
+    return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}

@@ -3,8 +3,11 @@ runs it: `onnx-import check MODEL` runs the check stages in the service's
 sandboxed workers without a server, and answers by its exit status (0 pass,
 1 fail, 2 refused or incomplete, 64 a usage error) and its report (json,
 sarif validated against the official schema, junit), to standard output or
-`--output`; `--external-data-dir` finds external data elsewhere and
-`--dim` binds the smoke run's symbolic dimensions; a model whose function
+`--output`; many files and folders make one report (a refused model a result
+in it) whose exit status is the worst model's; `--external-data-dir` finds external data elsewhere and
+`--dim` binds the smoke run's symbolic dimensions, and dimensions without a
+name by input and axis (`--dim x[0]:2`); a binding the model has no place
+for exits 64; a model whose function
 calls would inline past `--max-inlined-nodes` fails at once. `python -m importer
 check` keeps giving the operator check alone."""
 
@@ -22,6 +25,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from support.fanout_model import fanout_model
+from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
 from support.service_harness import SAMPLES
 from support.training_info_model import FIELD_PATH as TRAINING_FIELD_PATH
@@ -70,6 +74,7 @@ def test_reports_go_to_a_file_as_sarif_or_junit(tmp_path: Path) -> None:
     assert run("check", model, "--format", "sarif", "--output", sarif).returncode == 1
     log = valid_sarif(sarif.read_text(encoding="utf-8"))
     assert any(result["ruleId"] == "declared-type-conflict" for result in log["runs"][0]["results"])
+    assert multitool_errors(log) == []  # GitHub code scanning's rules
     junit = run("check", model, "--format", "junit")
     assert junit.returncode == 1
     assert ET.fromstring(junit.stdout.encode()).find("testsuite/testcase/failure") is not None
@@ -80,6 +85,76 @@ def test_external_data_elsewhere(tmp_path: Path) -> None:
     assert run("check", tmp_path / "model.onnx", "--checks", "runtime").returncode == 2, "refused: its external data is missing"
     done = run("check", tmp_path / "model.onnx", "--checks", "runtime", "--external-data-dir", SAMPLES / "external")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_many_paths_files_and_folders_make_one_report_with_the_worst_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files and folders (every .onnx under a folder, external data beside it)
+    through the same workers; one report; the worst model's exit status."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(SAMPLES / "external", tmp_path / "models" / "external")
+    shutil.copy(SAMPLES / "add.onnx", tmp_path / "models" / "add.onnx")
+    wrong_type(tmp_path / "wrong.onnx")
+    broken = tmp_path / "models" / "nested" / "broken.onnx"
+    broken.parent.mkdir()
+    broken.write_bytes((SAMPLES / "add.onnx").read_bytes()[:120])
+
+    passing = run("check", "models/external", "models/add.onnx")
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    assert [(item["input"], item["verdict"]) for item in json.loads(passing.stdout)] == [
+        ("models/external/model.onnx", "pass"),
+        ("models/add.onnx", "pass"),
+    ]
+    assert all(isinstance(entry["seconds"], float) for item in json.loads(passing.stdout) for entry in item["checks"].values())
+    assert run("check", "models/add.onnx", "wrong.onnx").returncode == 1
+
+    sarif = run("check", "models", "wrong.onnx", "--format", "sarif")
+    assert sarif.returncode == 2, sarif.stderr
+    log = valid_sarif(sarif.stdout)
+    (sarif_run,) = log["runs"]
+    assert [artifact["location"]["uri"] for artifact in sarif_run["artifacts"]] == [
+        "models/add.onnx",
+        "models/external/model.onnx",
+        "models/nested/broken.onnx",
+        "wrong.onnx",
+    ]
+    assert sarif_run["originalUriBaseIds"]["SRCROOT"]["uri"] == tmp_path.resolve().as_uri() + "/"
+    refused = [result for result in sarif_run["results"] if result["ruleId"] == "model-refused"]
+    assert [result["locations"][0]["physicalLocation"]["artifactLocation"]["index"] for result in refused] == [2]
+    assert [entry["verdict"] for entry in sarif_run["properties"]["models"]] == ["pass", "pass", "refused", "fail"]
+    stage_seconds = sarif_run["invocations"][0]["properties"]["stage_seconds"]
+    assert set(stage_seconds[0]["seconds"]) == {"schema", "security", "shape"} and stage_seconds[2]["seconds"] == {}
+    assert multitool_errors(log) == []
+
+    junit = run("check", "models", "--format", "junit")
+    assert junit.returncode == 2
+    suites = {suite.attrib["name"]: suite for suite in ET.fromstring(junit.stdout.encode())}
+    assert [case.attrib["name"] for case in suites["onnx-import.import"].iter("testcase")] == [
+        "models/add.onnx",
+        "models/external/model.onnx",
+        "models/nested/broken.onnx",
+    ]
+    assert len(list(suites["onnx-import.import"].iter("failure"))) == 1
+    assert float(suites["onnx-import.shape"].attrib["time"]) > 0
+    assert run("check", "models/nested/none").returncode == 64
+    (tmp_path / "empty").mkdir()
+    empty = run("check", "empty")
+    assert empty.returncode == 64 and "no .onnx file under" in empty.stderr
+
+
+def test_a_refused_model_is_a_result_in_sarif_and_a_failure_in_junit(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes((SAMPLES / "add.onnx").read_bytes()[:120])
+    sarif = run("check", broken, "--format", "sarif")
+    assert sarif.returncode == 2
+    log = valid_sarif(sarif.stdout)
+    (result,) = log["runs"][0]["results"]
+    assert (result["ruleId"], result["level"]) == ("model-refused", "error")
+    assert result["properties"]["kind"] and result["locations"][0]["physicalLocation"]["region"]["byteOffset"] >= 0
+    assert multitool_errors(log) == []
+    junit = run("check", broken, "--format", "junit")
+    assert junit.returncode == 2
+    (failure,) = ET.fromstring(junit.stdout.encode()).iter("failure")
+    assert "byte offset" in failure.attrib["message"]
 
 
 def test_a_refused_file_exits_2_naming_the_place(tmp_path: Path) -> None:

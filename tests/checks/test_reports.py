@@ -134,7 +134,12 @@ def test_a_passing_model_is_a_valid_successful_run_without_results() -> None:
     assert run["tool"]["driver"]["name"] == TOOL_NAME
     assert run["tool"]["driver"]["version"] == "1.2.3"
     assert run["results"] == []
-    assert run["invocations"] == [{"executionSuccessful": True}]
+    assert run["invocations"] == [
+        {
+            "executionSuccessful": True,
+            "properties": {"stage_seconds": [{"artifactIndex": 0, "seconds": {"schema": 0.0, "security": 0.0, "shape": 0.0}}]},
+        }
+    ]
     assert run["artifacts"][0]["location"]["uri"] == "model.onnx"
     assert run["artifacts"][0]["hashes"] == {"sha-256": SHA}
     assert run["properties"]["verdict"] == "pass"
@@ -180,7 +185,7 @@ def test_a_failing_model_places_every_finding() -> None:
         assert rules[result["ruleIndex"]]["id"] == finding.code
         assert result["level"] == finding.severity
         (location,) = result["locations"]
-        assert location["physicalLocation"]["artifactLocation"] == {"uri": uri, "index": 0}
+        assert location["physicalLocation"]["artifactLocation"] == {"uri": uri, "index": 0, "uriBaseId": "SRCROOT"}
         assert location["physicalLocation"]["region"] == {"byteOffset": finding.offset}
         (logical,) = location["logicalLocations"]
         assert logical["fullyQualifiedName"] == finding.field_path
