@@ -146,12 +146,27 @@ install_postgres() {
         echo "note: no PostgreSQL (/usr/lib/postgresql/*/bin/initdb: Debian's postgresql, installed as root); the fleet tests will be skipped"
 }
 
+# The SARIF reports' tests validate them with Microsoft's SARIF Multitool
+# (tests/support/sarif_multitool.py), an npm package installed into
+# .cache/sarif-multitool: npm from Debian's nodejs and npm, as root.
+install_sarif_multitool() {
+    [ -x .cache/sarif-multitool/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool ] && return
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "installing Debian's nodejs and npm for the SARIF Multitool"
+        apt_install nodejs npm || { echo "note: no npm (Debian's npm, installed as root); the SARIF Multitool checks will be skipped"; return 0; }
+    fi
+    echo "installing @microsoft/sarif-multitool@5.7.0 into .cache/sarif-multitool"
+    npm install --prefix .cache/sarif-multitool --no-audit --no-fund @microsoft/sarif-multitool@5.7.0 >/dev/null ||
+        echo "note: npm could not install @microsoft/sarif-multitool; the SARIF Multitool checks will be skipped"
+}
+
 run_tests() {
     setup
     install_exporters
     install_browser
     install_curl
     install_postgres
+    install_sarif_multitool
     echo "== ruff"
     .venv/bin/ruff check .
     echo "== mypy --strict"
