@@ -27,6 +27,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.fanout_model import fanout_model
+from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem, serving
 from support.training_info_model import FIELD_PATH as TRAINING_FIELD_PATH
@@ -184,6 +185,12 @@ def test_reports_for_ci(client: httpx.Client, models: dict[str, Path]) -> None:
     (run,) = log["runs"]
     assert run["properties"]["verdict"] == "fail"
     assert any(result["ruleId"] == "static-output-too-large" and result["level"] == "error" for result in run["results"])
+    assert multitool_errors(log) == []  # GitHub code scanning's rules (Microsoft's SARIF Multitool)
+    assert log["runs"][0]["tool"]["driver"]["rules"][0]["fullDescription"]["text"]
+    sound = post(client, SAMPLES / "add.onnx")
+    passing = valid_sarif(client.get(f"/models/{sound['id']}/diagnostics", params={"format": "sarif"}).content)
+    assert passing["runs"][0]["properties"]["verdict"] == "pass" and passing["runs"][0]["results"] == []
+    assert multitool_errors(passing) == []
     junit = client.get(f"/models/{summary['id']}/diagnostics", params={"format": "junit"})
     assert junit.status_code == 200
     root = ET.fromstring(junit.content)
