@@ -5,11 +5,14 @@ diagnostic of any stage: stable code, severity, message, node, field path and
 byte offset), `StageResult` (a stage's status and findings) and `verdict`,
 which fails closed: a stage asked for that did not finish, or was not run,
 makes the verdict `incomplete`, never `pass`. `parse_checks` reads `schema,shape,...` as a
-request or a setting gives it.
+request or a setting gives it; `parse_dims` the smoke run's `NAME:VALUE` and
+`INPUT[AXIS]:VALUE` bindings, and `DimensionBindingError` is one the model has
+no place for.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -198,12 +201,40 @@ def parse_checks(values: Sequence[str] | str) -> tuple[Stage, ...]:
     return tuple(stage for stage in STAGES if stage in asked)
 
 
+DIMENSION_BINDING: Final = "DimensionBinding"  # the check worker's error kind for a binding the model has no place for
+_AXIS_BINDING: Final = re.compile(r"(.*)\[([0-9]{1,6})\]", re.DOTALL)
+
+
+class DimensionBindingError(ChecksError):
+    """A `dim=` binding that names no symbolic dimension of the model and no
+    free axis of one of its inputs: a usage error (exit 64, HTTP 400), known
+    only once the model is read (the check worker reports it)."""
+
+
+def dim_target(key: str) -> tuple[str, int | None]:
+    """What a binding's key names: `(INPUT, AXIS)` for `INPUT[AXIS]`, else `(NAME, None)`, a symbolic dimension's name."""
+    matched = _AXIS_BINDING.fullmatch(key)
+    return (matched.group(1), int(matched.group(2))) if matched else (key, None)
+
+
 def parse_dims(values: Sequence[str]) -> tuple[tuple[str, int], ...]:
-    """`NAME:VALUE` bindings of symbolic dimensions (the smoke run's), each value 0 or more."""
+    """The smoke run's dimension bindings, each value 0 or more: `NAME:VALUE`
+    binds the symbolic dimension NAME wherever it appears; `INPUT[AXIS]:VALUE`
+    binds axis AXIS of input INPUT (a dimension without a name). The value is
+    what follows the last ':' (a name may hold ':'), and a left side ending in
+    `[DIGITS]` is an axis binding (kept as `INPUT[AXIS]`, the axis without
+    leading zeros). A later binding of the same key wins."""
     bound: dict[str, int] = {}
     for value in values:
         name, colon, number = value.rpartition(":")
-        if not colon or not name or not number.isdigit() or len(number) > 12:
-            raise ChecksError(f"a dimension is bound as NAME:VALUE, with VALUE a whole number: not {value[:100]!r}")
+        if not colon or not name or not (number.isascii() and number.isdigit()) or len(number) > 12:
+            raise ChecksError(
+                f"a dimension is bound as NAME:VALUE or INPUT[AXIS]:VALUE, with VALUE a whole number: not {value[:100]!r}"
+            )
+        target, axis = dim_target(name)
+        if axis is not None:
+            if not target:
+                raise ChecksError(f"an axis binding names its input, INPUT[AXIS]:VALUE: not {value[:100]!r}")
+            name = f"{target}[{axis}]"
         bound[name] = int(number)
     return tuple(sorted(bound.items()))

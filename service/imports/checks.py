@@ -9,7 +9,10 @@ folder's catalogue, after the import worker's, and the summary gets
 `checks: {stage: {status, errors, warnings[, reason]}}` and one `verdict`.
 Fail closed: a check worker that crashes, hits a limit or breaks the
 protocol leaves every stage it did not report `incomplete`, with the reason,
-and the verdict is then never `pass`; the import itself stands.
+and the verdict is then never `pass`; the import itself stands. A request
+with `?dim=` bindings runs the check worker whatever its stages, which reads
+them against the model: one the model has no place for is BadInput (400),
+before anything is stored.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from service.checks.outcome import IN_CHECK_WORKER, STAGES, Finding, Stage, parse_checks, verdict
+from service.checks.outcome import IN_CHECK_WORKER, STAGES, DimensionBindingError, Finding, Stage, parse_checks, verdict
+from service.errors import BadInput, bounded
 from service.sandbox.catalog_format import DIAGNOSTIC_COLUMNS, diagnostic_row
 from service.sandbox.check_run import check_worker_results
 from service.sandbox.protocol import WorkerHeader, WorkerJob
@@ -55,9 +59,12 @@ async def complete_checks(service: Service, job: WorkerJob, header: WorkerHeader
     `catalog`, and give `header.summary` its `checks` and `verdict`."""
     assert header.summary is not None
     results = [report.result() for report in header.checks]
-    if any(stage in IN_CHECK_WORKER for stage in job.checks):
+    if any(stage in IN_CHECK_WORKER for stage in job.checks) or job.dims:
         async with service.limiter.slot():
-            checked = await anyio.to_thread.run_sync(check_worker_results, service.sandbox, job)
+            try:
+                checked = await anyio.to_thread.run_sync(check_worker_results, service.sandbox, job)
+            except DimensionBindingError as error:
+                raise BadInput(bounded(str(error), 400)) from None  # the request's names, which may be long
         findings = [finding for result in checked for finding in result.findings]
         if findings:
             await anyio.to_thread.run_sync(_append_findings, catalog, findings)

@@ -5,6 +5,9 @@ Runs the stages of a job that need onnx or onnxruntime (`shape`, `runtime`,
 `StageResult` per stage asked, in order: the one the worker reported, or,
 fail closed, `incomplete` with the reason the worker did not deliver it (it
 crashed, ran out of memory, CPU or time, or could not read the model).
+A job with dimension bindings runs the worker even when it asks for none of
+those stages: the bindings are read against the model there, and one the
+model has no place for raises DimensionBindingError (a usage error).
 Shared by the service's imports and the `onnx-import` command.
 """
 
@@ -13,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from service.checks.outcome import IN_CHECK_WORKER, StageResult, incomplete
+from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, StageResult, incomplete
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox
 
@@ -21,13 +24,16 @@ log = logging.getLogger("service.sandbox")
 
 
 def check_worker_results(sandbox: Sandbox, job: WorkerJob) -> list[StageResult]:
-    """Run `job`'s check-worker stages (blocking; call from a thread)."""
+    """Run `job`'s check-worker stages (blocking; call from a thread); raise
+    DimensionBindingError for a binding of `job.dims` the model has no place for."""
     wanted = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
-    if not wanted:
+    if not wanted and not job.dims:
         return []
     check_job = replace(job, task="checks", hash_sources=False, sleep=0.0, spin=False, test_action="")
     reports, outcome = sandbox.run_checks(check_job)
     log.info("checks of %r: %s in %.3f s", job.display_name[:100], outcome.status, outcome.seconds)
+    if outcome.error is not None and outcome.error.kind == DIMENSION_BINDING:
+        raise DimensionBindingError(outcome.error.message)
     delivered: dict[str, StageResult] = {}
     for report in reports:
         try:

@@ -241,6 +241,8 @@ class Sandbox:
                     reports.append(StageReport.model_validate_json(frame))
                     continue
                 header = WorkerHeader.model_validate_json(frame)
+                if header.status == "error" and header.error is not None and not reports:  # before any stage: the model, or a binding
+                    return WorkerOutcome("error", header=header, error=header.error)
                 if header.status != "ok":
                     raise WorkerProtocolError(f"unexpected status {header.status!r}")
                 return WorkerOutcome("ok", header=header)

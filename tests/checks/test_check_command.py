@@ -198,3 +198,35 @@ def test_usage_errors_exit_64(args: tuple[str, ...]) -> None:
 def test_python_m_importer_check_keeps_the_operator_check_alone() -> None:
     done = subprocess.run([sys.executable, "-m", "importer", "check", str(SAMPLES / "add.onnx")], capture_output=True, text=True)
     assert done.returncode == 0 and set(json.loads(done.stdout)) == {"diagnostics"}
+
+
+def unnamed_reshape(path: Path) -> Path:
+    """x: float [?, ?] (dimensions without names), reshaped to [2, -1]: one element cannot be."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="halves")],
+        "unnamed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, None])],
+        [helper.make_tensor("shape", TensorProto.INT64, [2], [2, -1])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("checks", ["smoke", "schema"])
+def test_a_binding_the_model_has_no_place_for_exits_64(tmp_path: Path, checks: str) -> None:
+    # Known only once the model is read: the check worker reports it, whatever the stages asked.
+    done = run("check", wrong_type(tmp_path / "wrong.onnx"), "--checks", checks, "--dim", "nosuch:5")
+    assert done.returncode == 64 and not done.stdout, done.stderr
+    assert done.stderr.startswith("onnx-import: unknown dimension binding nosuch:5: ") and "'batch'" in done.stderr
+
+
+def test_dimensions_without_names_are_bound_by_input_and_axis(tmp_path: Path) -> None:
+    model = unnamed_reshape(tmp_path / "unnamed.onnx")
+    done = run("check", model, "--checks", "smoke", "--dim", "x[0]:2", "--dim", "x[1]:3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["checks"]["smoke"]["status"] == "pass"
+    done = run("check", model, "--checks", "smoke")
+    assert done.returncode == 1, done.stderr
+    [finding] = [item for item in json.loads(done.stdout)["diagnostics"] if item["stage"] == "smoke"]
+    assert finding["code"] == "smoke-run-failed" and "--dim x[0]:VALUE" in finding["message"]

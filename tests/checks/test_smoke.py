@@ -14,6 +14,14 @@
   (a sequence input) skips the stage with the reason.
 - An output whose type or shape is not the declared one, and a run that
   fails, are error findings at the output's or the node's place.
+- Sequences and maps are judged by their declared types: a scikit-learn
+  classifier's ZipMap output (a list of dicts) passes, element by element; a
+  key of another type fails at the output; a sequence that comes as an
+  OrtValue is judged by its type's name.
+- A dimension without a name is bound by input and axis (`x[0]`); a failed
+  run or a shape unlike its declaration names the dimensions that took 1
+  unbound and the binding of each; a binding the model has no place for is
+  DimensionBindingError, not a stage result.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from onnx import TensorProto, helper, numpy_helper
 from test_runtime import direct_load, real_models, relative
 
 import importer
-from service.checks.outcome import verdict
+from service.checks.outcome import DimensionBindingError, verdict
 from service.sandbox.worker.checks.runtime import runtime_stage
 from service.sandbox.worker.checks.smoke import (
     NO_SESSION,
@@ -386,3 +394,119 @@ def test_what_the_stage_cannot_make_or_run_is_skipped_or_incomplete_with_the_rea
     result = smoke_stage(OutOfMemory(), model, {})
     assert result.status == "incomplete" and "out of memory" in result.reason
     assert verdict([result]) == "incomplete"
+
+
+# --- sequences and maps, judged by their declared types
+
+
+def _classifier() -> bytes:
+    """A scikit-learn LogisticRegression fitted on four rows, converted by
+    skl2onnx with its defaults: `output_label` (int64 [N]) and
+    `output_probability`, ZipMap's sequence(map(int64, tensor(float)))."""
+    from skl2onnx import to_onnx
+    from sklearn.linear_model import LogisticRegression
+
+    rows = np.array([[0, 0], [1, 1], [0, 1], [1, 0]], dtype=np.float32)
+    fitted = LogisticRegression().fit(rows, np.array([0, 1, 0, 1]))
+    data: bytes = to_onnx(fitted, rows[:1], target_opset=17).SerializeToString()
+    return data
+
+
+def test_a_scikit_learn_classifier_with_its_zipmap_output_passes() -> None:
+    data = _classifier()
+    declared = onnx.load_from_string(data).graph.output[1].type
+    assert declared.sequence_type.elem_type.map_type.key_type == TensorProto.INT64  # skl2onnx's default ZipMap output
+    result, sink = _smoke(data)
+    assert (result.status, result.findings) == ("pass", []), result
+    labels, probabilities = sink
+    assert isinstance(labels, np.ndarray) and labels.dtype == np.int64 and labels.shape == (1,)  # N took 1: one row
+    assert isinstance(probabilities, list) and len(probabilities) == 1  # ... one map
+    [row] = probabilities
+    assert set(row) == {0, 1} and abs(sum(row.values()) - 1) < 1e-5
+
+
+def test_a_map_element_unlike_its_declaration_is_an_error_at_the_output() -> None:
+    # The session runs the classifier as converted (int64 keys); the model the
+    # stage compares with declares string keys, as a label-encoded ZipMap would.
+    runs = importer.load_model_bytes(_classifier())
+    _, session = runtime_stage(runs)
+    proto = onnx.load_from_string(_classifier())
+    proto.graph.output[1].type.sequence_type.elem_type.map_type.key_type = TensorProto.STRING
+    declares = importer.load_model_bytes(proto.SerializeToString())
+    result = smoke_stage(session, declares, {})
+    [finding] = result.findings
+    place = (finding.code, finding.field_path, finding.offset)
+    assert place == (SMOKE_OUTPUT_TYPE, "ModelProto.graph.output[1]", declares.graph.proto.output[1].offset)
+    assert "element [0] has the key 0 (an int), declared STRING keys" in finding.message and result.status == "fail"
+
+
+def _sequence_model(declared: int) -> bytes:
+    """SequenceConstruct of a float input; its output declared a sequence of `declared` tensors."""
+    graph = helper.make_graph(
+        [helper.make_node("SequenceConstruct", ["x"], ["seq"])],
+        "g",
+        [_info("x", shape=[2])],
+        [helper.make_tensor_sequence_value_info("seq", declared, [2])],
+    )
+    data: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return data
+
+
+def test_a_sequence_from_an_ortvalue_is_judged_by_its_type_name() -> None:
+    # No output declares a map: the run goes through run_with_ort_values, whose
+    # sequence gives no elements, only its type's name (seq(tensor(float))).
+    result, sink = _smoke(_sequence_model(TensorProto.FLOAT))
+    assert result.status == "pass" and str(sink[0].data_type()) == "seq(tensor(float))"  # type: ignore[attr-defined]
+    _, session = runtime_stage(importer.load_model_bytes(_sequence_model(TensorProto.FLOAT)))
+    declares = importer.load_model_bytes(_sequence_model(TensorProto.INT64))
+    [finding] = smoke_stage(session, declares, {}).findings
+    assert (finding.code, finding.field_path) == (SMOKE_OUTPUT_TYPE, "ModelProto.graph.output[0]")
+    assert "declared seq(tensor(int64)), the run gave seq(tensor(float))" in finding.message
+
+
+# --- dimensions without a name
+
+
+def _unnamed_reshape() -> bytes:
+    """x: float [?, ?], dimensions without names (as silero_vad declares), reshaped to [2, -1]."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="halves")],
+        "g",
+        [_info("x", shape=[None, None])],  # type: ignore[list-item]
+        [_info("y", shape=[2, None])],  # type: ignore[list-item]
+        [helper.make_tensor("shape", TensorProto.INT64, [2], [2, -1])],
+    )
+    data: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return data
+
+
+def test_dimensions_without_names_are_bound_by_input_and_axis() -> None:
+    result, sink = _smoke(_unnamed_reshape(), dims={"x[0]": 2, "x[1]": 3})
+    assert (result.status, result.findings) == ("pass", []), result
+    assert _as_numpy(sink[0]).shape == (2, 3)
+    # Unbound, both take 1, and one element cannot be cut in two halves: the
+    # finding says which dimensions took 1 and the binding of each.
+    result, _ = _smoke(_unnamed_reshape())
+    [finding] = result.findings
+    assert (result.status, finding.code, finding.node_name) == ("fail", SMOKE_RUN_FAILED, "halves")
+    assert "failed (unbound, these dimensions took 1: axis 0 of input 'x' (--dim x[0]:VALUE, ?dim=x%5B0%5D:VALUE)" in finding.message
+    assert "axis 1 of input 'x' (--dim x[1]:VALUE, ?dim=x%5B1%5D:VALUE)" in finding.message
+    # Bound otherwise (2 x 1 elements), the run passes; bound to 1 by the request, no hint is given.
+    assert _smoke(_unnamed_reshape(), dims={"x[0]": 2})[0].status == "pass"
+    [bound_to_one] = _smoke(_unnamed_reshape(), dims={"x[0]": 1, "x[1]": 1})[0].findings
+    assert bound_to_one.code == SMOKE_RUN_FAILED and "took 1" not in bound_to_one.message
+
+
+def test_an_output_shape_at_a_default_dimension_names_the_binding() -> None:
+    # y declares [2, 3] and is Identity(x) of x [N, 3]: N took 1, and --dim N:2 would give the declared shape.
+    data = _identities({"x": TensorProto.FLOAT}, ["N", 3], declared=[2, 3])
+    [finding] = _smoke(data)[0].findings
+    assert finding.code == SMOKE_OUTPUT_SHAPE and "these dimensions took 1: 'N' (--dim N:VALUE, ?dim=N:VALUE)" in finding.message
+    assert _smoke(data, dims={"N": 2})[0].status == "pass"
+
+
+def test_a_binding_the_model_has_no_place_for_is_no_stage_result() -> None:
+    model = importer.load_model_bytes(_unnamed_reshape())
+    _, session = runtime_stage(model)
+    with pytest.raises(DimensionBindingError, match="unknown dimension binding nosuch:5"):
+        smoke_stage(session, model, {"nosuch": 5})

@@ -10,7 +10,10 @@ and without onnx and onnxruntime the stages that need them are `incomplete`,
 saying so, and the verdict is never `pass`. A 3 KB model whose function
 calls would inline to 2^40 nodes fails `security` at once, and no other
 stage is given it; an initializer of `training_info` at `/etc/passwd` is
-refused by the importer (issue 35).
+refused by the importer (issue 35). A `?dim=` binding the model has no
+place for is a 400 on POST /models and POST /models/{id}/checks, and a
+dimension without a name is bound by input and axis (`?dim=x%5B0%5D:2`,
+issue 36).
 """
 
 from __future__ import annotations
@@ -323,3 +326,30 @@ def test_a_training_info_initializer_at_etc_passwd_is_refused(client: httpx.Clie
     body = assert_problem(response, 422, "external-data")
     assert (body["kind"], body["field_path"]) == ("ExternalData", TRAINING_FIELD_PATH)
     assert model.read_bytes()[body["offset"]] == (5 << 3) | 2, "the offset is the key of the initializer"  # GraphProto.initializer
+
+
+def unnamed_reshape(path: Path) -> Path:
+    """x: float [?, ?] (dimensions without names), reshaped to [2, -1]."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="halves")],
+        "unnamed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, None])],
+        [helper.make_tensor("shape", TensorProto.INT64, [2], [2, -1])],
+    )
+    return _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_a_binding_the_model_has_no_place_for_is_a_400_and_an_axis_binding_is_taken(
+    client: httpx.Client, models: dict[str, Path], tmp_path: Path
+) -> None:
+    """A process test: the binding is read against the model in the check worker, and its refusal travels back as a 400."""
+    files = [("model", ("symbolic_relu.onnx", models["relu"].read_bytes()))]
+    refused = assert_problem(client.post("/models?checks=smoke&dim=nosuch:5", files=files), 400, "bad-request")
+    assert refused["detail"].startswith("unknown dimension binding nosuch:5: ") and "'batch'" in refused["detail"]
+    held = post(client, symbolic_relu(tmp_path / "held.onnx", "held_relu"), "?checks=schema")  # bytes no other test posts
+    recheck = client.post(f"/models/{held['id']}/checks?checks=smoke&dim=nosuch:5")
+    assert "unknown dimension binding nosuch:5" in assert_problem(recheck, 400, "bad-request")["detail"]
+    assert "smoke" not in client.get(f"/models/{held['id']}").json()["checks"]  # nothing of the refused run is kept
+    bound = post(client, unnamed_reshape(tmp_path / "unnamed.onnx"), "?checks=smoke&dim=x%5B0%5D:2&dim=x%5B1%5D:3")
+    assert bound["checks"]["smoke"]["status"] == "pass" and bound["checks"]["smoke"]["dims"] == {"x[0]": 2, "x[1]": 3}

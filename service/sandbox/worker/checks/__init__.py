@@ -16,7 +16,10 @@ offset as the operator check does:
 - `runtime.runtime_stage(model)`: an onnxruntime session made from the
   model's bytes, every external initializer given from the importer's own
   memory, so onnxruntime opens no file.
-- `smoke.smoke_stage(session, model, dims)`: one run on synthetic inputs.
+- `smoke.smoke_stage(session, model, dims)`: one run on synthetic inputs,
+  its dimensions bound by `dims` as `dim_bindings` places them (a binding
+  the model has no place for is the request's error, DimensionBindingError,
+  which `run` reports before any stage).
 
 The last three import onnx or onnxruntime (the `runtime` extra) and run in a
 check worker of their own (`run`), so that a crash or a limit there makes the

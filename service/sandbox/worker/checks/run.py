@@ -20,6 +20,10 @@ The smoke run (and the runtime load, which folds constants) is refused when
 the security estimate finds an output past `--max-static-output`: such a
 model is flagged and never run; the smoke run alone when a declared input
 is past it (the run would have to be given that much).
+Before any stage, the job's dimension bindings are placed in the model
+(`dim_bindings.resolve_bindings`): one the model has no place for is sent as
+an `error` header of kind DIMENSION_BINDING and no stage runs (a usage
+error: the front end answers 400, `onnx-import check` exits 64).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 from importer import OnnxModel, check_model
-from service.checks.outcome import IN_CHECK_WORKER, Finding, Stage, StageResult, incomplete
-from service.sandbox.protocol import StageReport, WorkerHeader, WorkerJob
+from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, Finding, Stage, StageResult, incomplete
+from service.sandbox.protocol import ImportFailure, StageReport, WorkerHeader, WorkerJob
+from service.sandbox.worker.checks.dim_bindings import resolve_bindings
 from service.sandbox.worker.checks.runtime import runtime_stage
 from service.sandbox.worker.checks.security import (
     STATIC_OUTPUT_TOO_LARGE,
@@ -149,6 +154,13 @@ def send_checks(connection: Connection, model: OnnxModel, job: WorkerJob, isolat
     """Run the check worker's stages of `job`, sending each result as it ends
     (the worker has narrowed its file policy already: `confinement.narrow_to_code`)."""
     stages = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
+    try:
+        resolve_bindings(model, dict(job.dims))
+    except DimensionBindingError as error:
+        failure = ImportFailure(kind=DIMENSION_BINDING, message=str(error), input=job.display_name)
+        refusal = WorkerHeader(status="error", isolation=isolation, error=failure)
+        connection.send_bytes(refusal.model_dump_json(exclude_defaults=True).encode())
+        return
 
     def send(result: StageResult) -> None:
         connection.send_bytes(StageReport.of(result).model_dump_json().encode())

@@ -6,7 +6,11 @@ then each output's actual type and shape compared with its declaration.
 
 Synthetic inputs: every dimension of a declared shape is its value; a
 symbolic one (`dim_param`) takes its value from `dims` (the request's
-`dim=NAME:VALUE`), else 1; an unknown one 1. Values: 1 for the float types
+`dim=NAME:VALUE`), else 1; one without a name from `dims`' axis binding
+(`dim=INPUT[AXIS]:VALUE`), else 1 (`dim_bindings`: a binding the model has no
+place for raises DimensionBindingError, a usage error, not a stage result).
+A failed run, or an output shape unlike its declaration, names the
+dimensions that took 1 unbound and the binding that would change each. Values: 1 for the float types
 (bfloat16 and float8 given as bit patterns), 0 for the integer types, False,
 and "" for strings. An optional input of a tensor type gets that tensor. The
 stage is `skipped`, with the reason, when an input cannot be made: a
@@ -21,13 +25,21 @@ numpy arrays, or onnxruntime's `OrtValue` where numpy has no dtype).
 Outputs: a declared tensor type must be a tensor of that element type and
 rank, each declared dimension of that value, and each symbolic dimension the
 same wherever its name appears (among the inputs as made and the outputs). A
-declared sequence must be a sequence. Optional, map and undeclared outputs
-are not compared.
+declared sequence must be a sequence and a declared map a map, and their
+contents are judged by the declared types: element by element when the run
+gives Python values (a list of dicts for skl2onnx's ZipMap output,
+sequence(map(int64, tensor(float))): each element a dict, each key an int,
+each value a float), else by onnxruntime's name of the value's type
+(`seq(map(int64,tensor(float)))`). The numpy API, which gives those values,
+runs the model when an output declares a map and every input is of a type
+numpy has (or a string); else `run_with_ort_values`. Optional and undeclared
+outputs are not compared.
 
 Codes (stable, kebab-case; each finding is an error):
 
 - `smoke-run-failed`: the run failed (placed at the node onnxruntime names);
-- `smoke-output-type`: an output's kind or element type is not the declared one;
+- `smoke-output-type`: an output's kind or element type is not the declared
+  one (for a sequence or map, the first element, key or value that is not);
 - `smoke-output-shape`: an output's rank or a dimension is not the declared one.
 
 `incomplete` (fail closed) when memory runs out or on an exception the stage
@@ -40,6 +52,7 @@ import ctypes
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -47,8 +60,9 @@ import numpy.typing as npt
 
 import importer
 from importer.element_types import BITS_PER_ELEMENT, DataType, has_native_numpy_dtype, raw_layout_dtype
-from importer.messages import OptionalType, SequenceType, TensorType, TypeProto
-from service.checks.outcome import Finding, StageResult, incomplete
+from importer.messages import MapType, OpaqueType, OptionalType, SequenceType, TensorType, TypeProto
+from service.checks.outcome import DimensionBindingError, Finding, StageResult, incomplete
+from service.sandbox.worker.checks.dim_bindings import Bindings, default_hint, resolve_bindings
 from service.sandbox.worker.checks.runtime import finding_at_message, load_onnxruntime
 
 SMOKE_RUN_FAILED: Final = "smoke-run-failed"
@@ -62,8 +76,29 @@ _OUT_OF_MEMORY: Final = re.compile(r"bad_alloc|Failed to allocate memory|out of 
 _ORT_TYPE: Final = re.compile(r"tensor\((\w+)\)")
 _FLOAT_TYPES: Final = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.COMPLEX64, DataType.COMPLEX128})
 _BFLOAT16_ONE: Final = 0x3F80
-# What an output is, as the run gave it: kind ("tensor", "sequence", "none", "other"), element type, shape.
-_Actual = tuple[str, int | None, tuple[int, ...] | None]
+_MAX_JUDGED: Final = 100_000  # the elements, keys and values of one output judged one by one
+
+
+@dataclass(frozen=True, slots=True)
+class _Actual:
+    """What an output is, as the run gave it."""
+
+    kind: str  # "tensor", "sequence", "map", "none", "other"
+    element: int | None = None  # a tensor's element type (DataType value)
+    shape: tuple[int, ...] | None = None  # a tensor's
+    value: object = None  # a sequence or map of the numpy API: judged element by element
+    type_text: str = ""  # onnxruntime's name of a sequence's or map's type (an OrtValue's)
+
+
+@dataclass(slots=True)
+class _Defaults:
+    """The dimensions of the synthetic inputs that took 1 unbound."""
+
+    names: dict[str, None]
+    axes: list[tuple[str, int]]
+
+    def hint(self) -> str:
+        return default_hint(self.names, self.axes)
 
 
 class _Skip(Exception):
@@ -102,15 +137,17 @@ def _smoke_stage(
     run: Any = session
     try:
         ort = load_onnxruntime()
-        bound = dict(dims)
+        bindings = resolve_bindings(model, dims)
+        bound = dict(bindings.names)
+        defaults = _Defaults({}, [])
         try:
-            feeds, types = _feeds(model, bound, inputs)
+            feeds, types = _feeds(model, bound, bindings, defaults, inputs)
         except _Skip as skip:
             return StageResult.ended("smoke", "skipped", str(skip))
         except _TooLarge as limit:
             return incomplete("smoke", str(limit))
         try:
-            actual = _run(ort, run, feeds, types, outputs_sink)
+            actual = _run(ort, run, feeds, types, outputs_sink, _declares_a_map(model))
         except _Skip as skip:
             return StageResult.ended("smoke", "skipped", str(skip))
         except MemoryError:
@@ -122,11 +159,14 @@ def _smoke_stage(
             if _OUT_OF_MEMORY.search(message):
                 return incomplete("smoke", f"out of memory during the run: {message}")
             result = StageResult("smoke")
-            result.add(finding_at_message(model, "smoke", SMOKE_RUN_FAILED, f"the run on {_what(inputs)} failed: {message}"))
+            hint = f" ({defaults.hint()})" if defaults.hint() else ""  # first: onnxruntime's message may be long, and is bounded
+            result.add(finding_at_message(model, "smoke", SMOKE_RUN_FAILED, f"the run on {_what(inputs)} failed{hint}: {message}"))
             return result.finish()
         result = StageResult("smoke")
-        _compare(model, actual, bound, result)
+        _compare(model, actual, bound, result, f"; {defaults.hint()}" if defaults.hint() else "")
         return result.finish()
+    except DimensionBindingError:
+        raise  # a usage error, which the check worker reports before any stage runs (run.send_checks)
     except MemoryError:
         return incomplete("smoke", "out of memory")
     except Exception as error:
@@ -141,9 +181,14 @@ def _what(inputs: Mapping[str, object] | None) -> str:
 
 
 def _feeds(
-    model: importer.OnnxModel, bound: dict[str, int], given: Mapping[str, np.ndarray[Any, Any]] | None
+    model: importer.OnnxModel,
+    bound: dict[str, int],
+    bindings: Bindings,
+    defaults: _Defaults,
+    given: Mapping[str, np.ndarray[Any, Any]] | None,
 ) -> tuple[dict[str, np.ndarray[Any, Any]], dict[str, int]]:
-    """The inputs of the run by name, and each one's element type (DataType value)."""
+    """The inputs of the run by name, and each one's element type (DataType
+    value); the dimensions that took 1 unbound are noted in `defaults`."""
     feeds: dict[str, np.ndarray[Any, Any]] = {}
     types: dict[str, int] = {}
     total = 0
@@ -163,7 +208,7 @@ def _feeds(
                 raise _Skip(f"input {value.name!r} is {_kind(value.type)}: the smoke run makes tensor inputs only")
             if tensor.shape is None:
                 raise _Skip(f"input {value.name!r} declares no shape: the smoke run cannot make it")
-            shape = tuple(_dim(dim, bound) for dim in tensor.shape)
+            shape = tuple(_dim(dim, bound, bindings, defaults, value.name, axis) for axis, dim in enumerate(tensor.shape))
             data_type = _data_type(tensor.elem_type, value.name)
             dtype = _synthetic_dtype(data_type)
             total += int(np.prod(shape, dtype=np.float64) * dtype.itemsize)
@@ -196,11 +241,16 @@ def _kind(declared: TypeProto | None) -> str:
     return {"SequenceType": "a sequence", "OptionalType": "an optional", "MapType": "a map"}.get(type(declared).__name__, "opaque")
 
 
-def _dim(dim: int | str | None, bound: dict[str, int]) -> int:
-    if isinstance(dim, int):
-        return dim if dim >= 0 else 1
+def _dim(dim: int | str | None, bound: dict[str, int], bindings: Bindings, defaults: _Defaults, name: str, axis: int) -> int:
+    if isinstance(dim, int) and dim >= 0:
+        return dim
+    if (name, axis) in bindings.axes:
+        return bindings.axes[(name, axis)]
     if isinstance(dim, str):
+        if dim not in bound:
+            defaults.names.setdefault(dim)
         return bound.setdefault(dim, 1)
+    defaults.axes.append((name, axis))
     return 1
 
 
@@ -235,11 +285,21 @@ def _synthetic(data_type: DataType, shape: tuple[int, ...], dtype: np.dtype[Any]
 # --- the run
 
 
-def _run(ort: Any, session: Any, feeds: dict[str, np.ndarray[Any, Any]], types: dict[str, int], sink: list[object] | None) -> list[_Actual]:
-    """Run once; each output as (kind, element type, shape)."""
+def _run(
+    ort: Any,
+    session: Any,
+    feeds: dict[str, np.ndarray[Any, Any]],
+    types: dict[str, int],
+    sink: list[object] | None,
+    maps: bool = False,
+) -> list[_Actual]:
+    """Run once; each output as it came. The numpy API runs the model when an
+    input is a string (onnxruntime makes no OrtValue of strings), and when an
+    output declares a map (`maps`: only that API gives its contents) and numpy
+    has every input's type; else `run_with_ort_values`."""
     strings = [name for name, code in types.items() if code == DataType.STRING]
-    if strings:  # onnxruntime makes no OrtValue of strings: the numpy API takes them
-        odd = [name for name, code in types.items() if not has_native_numpy_dtype(DataType(code)) and code != DataType.STRING]
+    odd = [name for name, code in types.items() if not has_native_numpy_dtype(DataType(code)) and code != DataType.STRING]
+    if strings or (maps and not odd):
         if odd:
             raise _Skip(f"inputs {strings[0]!r} (strings) and {odd[0]!r} ({DataType(types[odd[0]]).name}) cannot be given in one run")
         outputs = session.run(None, feeds)
@@ -257,9 +317,10 @@ def _run(ort: Any, session: Any, feeds: dict[str, np.ndarray[Any, Any]], types: 
     results = session.run_with_ort_values(None, values)
     actual = [_actual_of_ortvalue(value) for value in results]
     if sink is not None:
-        for value, (kind, element, _) in zip(results, actual, strict=True):
+        for value, seen in zip(results, actual, strict=True):
+            element = seen.element
             native = element is not None and (has_native_numpy_dtype(DataType(element)) or element == DataType.STRING)
-            sink.append(value.numpy() if kind == "tensor" and native else value)  # else numpy has no dtype: the OrtValue
+            sink.append(value.numpy() if seen.kind == "tensor" and native else value)  # else numpy has no dtype: the OrtValue
     return actual
 
 
@@ -308,12 +369,15 @@ def _element_of_ort(type_name: str) -> int | None:
 
 def _actual_of_ortvalue(value: Any) -> _Actual:
     if not value.has_value():
-        return ("none", None, None)
+        return _Actual("none")
     if value.is_tensor():
-        return ("tensor", _element_of_ort(str(value.data_type())), tuple(int(size) for size in value.shape()))
-    if value.is_tensor_sequence():
-        return ("sequence", None, None)
-    return ("other", None, None)
+        return _Actual("tensor", _element_of_ort(str(value.data_type())), tuple(int(size) for size in value.shape()))
+    text = str(value.data_type())
+    if value.is_tensor_sequence() or text.startswith("seq("):
+        return _Actual("sequence", type_text=text)
+    if text.startswith("map("):
+        return _Actual("map", type_text=text)
+    return _Actual("other", type_text=text)
 
 
 _NUMPY_ELEMENT: Final = {
@@ -325,35 +389,63 @@ _NUMPY_ELEMENT: Final = {
 }  # fmt: skip
 
 
+def _element_of_array(array: npt.NDArray[Any]) -> int | None:
+    element = DataType.STRING if array.dtype.kind in "OUS" else _NUMPY_ELEMENT.get(array.dtype)
+    return int(element) if element is not None else None
+
+
 def _actual_of_python(output: object) -> _Actual:
-    """An output of the numpy API: an array, a list (a sequence), a dict or list of dicts (maps), None."""
+    """An output of the numpy API: an array, a list (a sequence: of arrays, or of dicts for maps), a dict (a map), None."""
     if output is None:
-        return ("none", None, None)
+        return _Actual("none")
     if isinstance(output, np.ndarray):
-        array: npt.NDArray[Any] = output
-        element = DataType.STRING if array.dtype.kind in "OUS" else _NUMPY_ELEMENT.get(array.dtype)
-        return ("tensor", int(element) if element is not None else None, tuple(array.shape))
-    if isinstance(output, list) and not any(isinstance(item, dict) for item in output):
-        return ("sequence", None, None)
-    return ("other", None, None)
+        return _Actual("tensor", _element_of_array(output), tuple(output.shape))
+    if isinstance(output, list):
+        return _Actual("sequence", value=output)
+    if isinstance(output, dict):
+        return _Actual("map", value=output)
+    return _Actual("other")
+
+
+def _declares_a_map(model: importer.OnnxModel) -> bool:
+    return any(_holds_a_map(value.type) for value in model.graph.outputs)
+
+
+def _holds_a_map(declared: TypeProto | None) -> bool:
+    if isinstance(declared, MapType):
+        return True
+    if isinstance(declared, (SequenceType, OptionalType)):
+        return _holds_a_map(declared.elem_type)
+    return False
 
 
 # --- the comparison
 
 
-def _compare(model: importer.OnnxModel, actual: list[_Actual], bound: dict[str, int], result: StageResult) -> None:
+def _compare(model: importer.OnnxModel, actual: list[_Actual], bound: dict[str, int], result: StageResult, hint: str = "") -> None:
+    """Each output against its declaration; `hint` (the dimensions that took 1 unbound) ends a shape finding."""
     graph = model.graph
-    for index, (value, (kind, element, shape)) in enumerate(zip(graph.outputs, actual, strict=False)):
+    for index, (value, seen) in enumerate(zip(graph.outputs, actual, strict=False)):
         declared = value.type
         info = graph.proto.output[index]
         place = f"{graph.path}.output[{index}]"
+        kind, element, shape = seen.kind, seen.element, seen.shape
 
         def error(code: str, message: str, name: str = value.name, at: str = place, offset: int = info.offset) -> None:
             result.add(Finding("smoke", "error", code, f"output {name!r}: {message}", field_path=at, offset=offset))
 
-        if isinstance(declared, SequenceType):
-            if kind != "sequence":
-                error(SMOKE_OUTPUT_TYPE, f"declared a sequence, the run gave {_article(kind)}")
+        if isinstance(declared, (SequenceType, MapType)):
+            wanted = "sequence" if isinstance(declared, SequenceType) else "map"
+            if kind != wanted:
+                error(SMOKE_OUTPUT_TYPE, f"declared {_article(wanted)}, the run gave {_article(kind)}")
+            elif seen.type_text:
+                named = _ort_type_text(declared)
+                if named is not None and seen.type_text.replace(" ", "") != named:
+                    error(SMOKE_OUTPUT_TYPE, f"declared {named}, the run gave {seen.type_text}")
+            else:
+                problem = _judge(declared, seen.value, "", [0])
+                if problem is not None:
+                    error(SMOKE_OUTPUT_TYPE, problem)
             continue
         if not isinstance(declared, TensorType) or declared.sparse:
             continue
@@ -366,22 +458,100 @@ def _compare(model: importer.OnnxModel, actual: list[_Actual], bound: dict[str, 
             continue
         if len(declared.shape) != len(shape):
             declared_text = f"rank {len(declared.shape)} {_shape_text(declared.shape)}"
-            error(SMOKE_OUTPUT_SHAPE, f"declared {declared_text}, the run gave rank {len(shape)} {list(shape)}")
+            error(SMOKE_OUTPUT_SHAPE, f"declared {declared_text}, the run gave rank {len(shape)} {list(shape)}{hint}")
             continue
         for axis, (dim, size) in enumerate(zip(declared.shape, shape, strict=True)):
             if isinstance(dim, int) and dim >= 0 and dim != size:
-                error(SMOKE_OUTPUT_SHAPE, f"dimension {axis} is declared {dim}, the run gave {size} (shape {list(shape)})")
+                error(SMOKE_OUTPUT_SHAPE, f"dimension {axis} is declared {dim}, the run gave {size} (shape {list(shape)}){hint}")
             elif isinstance(dim, str):
                 expected = bound.setdefault(dim, size)
                 if expected != size:
-                    message = f"dimension {axis} is {dim!r}, which is {expected} elsewhere; the run gave {size} (shape {list(shape)})"
+                    message = f"dimension {axis} is {dim!r}, which is {expected} elsewhere; the run gave {size} (shape {list(shape)}){hint}"
                     error(SMOKE_OUTPUT_SHAPE, message)
 
 
+def _ort_type_text(declared: TypeProto | None) -> str | None:
+    """onnxruntime's name of a declared type (`seq(map(int64,tensor(float)))`), None where the declaration leaves it open."""
+    if isinstance(declared, TensorType):
+        return None if declared.sparse or not declared.elem_type else f"tensor({_type_name(declared.elem_type).lower()})"
+    if isinstance(declared, SequenceType):
+        inner = _ort_type_text(declared.elem_type)
+        return None if inner is None else f"seq({inner})"
+    if isinstance(declared, MapType):
+        inner = _ort_type_text(declared.value_type)
+        return None if inner is None or not declared.key_type else f"map({_type_name(declared.key_type).lower()},{inner})"
+    return None
+
+
+_INTEGERS: Final = frozenset(
+    {DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64}
+)
+_REALS: Final = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16})
+
+
+def _judge(declared: TypeProto | None, value: object, where: str, judged: list[int]) -> str | None:
+    """The first element, key or value of `value` (the numpy API's list, dict
+    or scalar) that is not of the `declared` type, as a message; None when
+    all are (or the declaration leaves them open). `judged` counts the items
+    seen: past _MAX_JUDGED the rest are not judged."""
+    judged[0] += 1
+    if judged[0] > _MAX_JUDGED or declared is None or isinstance(declared, OpaqueType):
+        return None
+    at = f"element {where}" if where else "the value"
+    if isinstance(declared, OptionalType):
+        return None if value is None else _judge(declared.elem_type, value, where, judged)
+    if isinstance(declared, SequenceType):
+        if not isinstance(value, list):
+            return f"{at} is {_python_kind(value)}, declared a sequence"
+        for position, item in enumerate(value):
+            problem = _judge(declared.elem_type, item, f"{where}[{position}]", judged)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(declared, MapType):
+        if not isinstance(value, dict):
+            return f"{at} is {_python_kind(value)}, declared a map of {_type_name(declared.key_type)} keys"
+        for key, item in value.items():
+            if not _scalar_of(declared.key_type, key):
+                return f"{at} has the key {key!r:.60} ({_python_kind(key)}), declared {_type_name(declared.key_type)} keys"
+            problem = _judge(declared.value_type, item, f"{where}[{key!r:.60}]", judged)
+            if problem is not None:
+                return problem
+        return None
+    if declared.sparse or not declared.elem_type:
+        return None
+    if isinstance(value, np.ndarray):
+        element = _element_of_array(value)
+        if element is not None and element != declared.elem_type:
+            return f"{at} is a tensor of {_type_name(element)}, declared {_type_name(declared.elem_type)}"
+        return None
+    if not _scalar_of(declared.elem_type, value):
+        return f"{at} is {_python_kind(value)} {value!r:.60}, declared {_type_name(declared.elem_type)}"
+    return None
+
+
+def _scalar_of(code: int, value: object) -> bool:
+    """Whether the numpy API's scalar `value` (a key, or a map's value) can be of element type `code`."""
+    if code == DataType.STRING:
+        return isinstance(value, (str, bytes))
+    if code == DataType.BOOL:
+        return isinstance(value, (bool, np.bool_))
+    if code in _INTEGERS:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if code in _REALS:
+        return isinstance(value, (float, np.floating))
+    return True  # a type the numpy API gives no scalar of: not judged
+
+
+def _python_kind(value: object) -> str:
+    if isinstance(value, np.ndarray):
+        return "a tensor"
+    name = type(value).__name__
+    return {list: "a sequence", dict: "a map", type(None): "no value"}.get(type(value), f"{'an' if name[:1] in 'aeiou' else 'a'} {name}")
+
+
 def _article(kind: str) -> str:
-    return {"tensor": "a tensor", "sequence": "a sequence", "none": "no value"}.get(kind, "a map or another non-tensor value")
-
-
+    return {"tensor": "a tensor", "sequence": "a sequence", "map": "a map", "none": "no value"}.get(kind, "another non-tensor value")
 def _type_name(code: int) -> str:
     try:
         return DataType(code).name
