@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes.util
+import json
 import os
 import re
 import shutil
@@ -376,6 +377,24 @@ def test_the_installed_wheel_is_what_runs(packaged: Packaged, report: list[str])
         assert Path(line).is_relative_to(packaged.venv), f"imported from {line}, not the fresh install"
     assert not Path(where.stdout.split()[0]).is_relative_to(REPO)
     report.extend(packaged.notes)
+
+
+def test_a_plain_install_runs_the_default_checks(packaged: Packaged, tmp_path: Path) -> None:
+    """The wheel installed without extras: `onnx-import check` runs the default
+    checks (schema, shape, security) to a pass; shape's onnx is a dependency."""
+    model = tmp_path / "plain.onnx"
+    model.write_bytes(uploaded_model())
+    done = subprocess.run(
+        [str(packaged.venv / "bin" / "onnx-import"), "check", "plain.onnx"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONSAFEPATH": "1", **{k: v for k, v in os.environ.items() if k.startswith("OPENBLAS_")}},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "pass" and set(report["checks"]) == {"schema", "security", "shape"}
 
 
 def test_readiness_reports_the_sandbox(packaged: Packaged, client: httpx.Client, report: list[str]) -> None:
