@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.checks.junit import junit_log
-from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, Finding, StageResult, parse_checks, parse_dims
+from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, Finding, StageResult, incomplete, parse_checks, parse_dims
 from service.checks.report import ModelChecks, Refusal, exit_status
 from service.checks.sarif import artifact_uri, sarif_log
 from service.setting_kinds import SettingsError
@@ -102,13 +102,19 @@ def shown(path: Path) -> str:
         return absolute.as_posix()
 
 
+def report_uri(name: str) -> str:
+    """A report's artifact URI for a path as `shown` gives it: relative (to
+    the working directory, SARIF's `SRCROOT`), or a `file:` URI outside it."""
+    return Path(name).as_uri() if Path(name).is_absolute() else artifact_uri(name)
+
+
 def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch: Path) -> ModelChecks:
     """One model through the import's worker, then a check worker."""
     from service.sandbox.check_run import check_worker_results
 
     model = path.resolve()
     name = shown(path)
-    uri = artifact_uri(name) if not Path(name).is_absolute() else Path(name).as_uri()
+    uri = report_uri(name)
     external = args.external_data_dir.resolve() if args.external_data_dir else None
     job = sandbox.job(
         "import",
@@ -122,10 +128,11 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
     )
     catalog = scratch / "catalog"
     outcome = sandbox.run(job, [catalog, scratch / "converted"])
-    if outcome.status != "ok" or outcome.header is None:
-        error = outcome.error
-        refusal = error.model_dump(exclude_none=True) if error is not None else {"kind": outcome.status, "message": outcome.detail}
-        return ModelChecks(name, refusal=Refusal.from_dict(refusal), uri=uri)
+    if outcome.status == "error" and outcome.error is not None:  # the importer refused the file
+        return ModelChecks(name, refusal=Refusal.from_dict(outcome.error.model_dump(exclude_none=True)), uri=uri)
+    if outcome.status != "ok" or outcome.header is None:  # the worker did not answer (a limit, a crash): no stage finished
+        reason = f"the import's worker ended without an answer ({outcome.status}): {outcome.detail or 'no detail'}"
+        return ModelChecks(name, [incomplete(stage, reason) for stage in args.stages], uri=uri)
     results: list[StageResult] = [report.result() for report in outcome.header.checks]
     findings = _findings(catalog)
     checked = check_worker_results(sandbox, job)

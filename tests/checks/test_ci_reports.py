@@ -21,6 +21,7 @@ from support.sarif_schema import valid_sarif
 
 from importer.diagnostics import Code
 from service.checks import rules
+from service.checks.command import report_uri, shown
 from service.checks.junit import junit_log
 from service.checks.outcome import Finding, StageResult, incomplete
 from service.checks.report import ModelChecks, Refusal, exit_status, worst
@@ -209,3 +210,23 @@ def test_the_multitool_check_is_live() -> None:
     for rule in log["runs"][0]["tool"]["driver"]["rules"]:
         del rule["fullDescription"], rule["help"]
     assert any(error.startswith("GH2012") for error in multitool_errors(log))
+
+
+def test_the_command_line_names_a_path_as_given_relative_to_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "repo"
+    (work / "models" / "vad").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    assert shown(Path("models/vad/model.onnx")) == "models/vad/model.onnx"
+    assert shown(work / "models" / "vad" / "model.onnx") == "models/vad/model.onnx"  # absolute, under the working directory
+    assert shown(Path("models/../models/vad/model.onnx")) == "models/vad/model.onnx"
+    outside = shown(Path("../elsewhere/my model.onnx"))
+    assert outside == (tmp_path / "elsewhere" / "my model.onnx").as_posix()
+    assert report_uri("models/vad/model.onnx") == "models/vad/model.onnx"
+    assert report_uri(outside) == (tmp_path / "elsewhere" / "my model.onnx").as_uri()
+    models = [failing("models/vad/model.onnx"), ModelChecks(outside, [_finished("schema", DOMAIN)], [DOMAIN], uri=report_uri(outside))]
+    log = valid_sarif(sarif_log(models, base_uri=work.as_uri() + "/"))
+    assert [artifact["location"] for artifact in log["runs"][0]["artifacts"]] == [
+        {"uri": "models/vad/model.onnx", "uriBaseId": "SRCROOT"},
+        {"uri": report_uri(outside)},  # outside the base: an absolute file URI of its own
+    ]
+    assert multitool_errors(log) == []
