@@ -1,13 +1,19 @@
 """The check results as a SARIF 2.1.0 log, for CI and code-scanning tools.
 
-Owns `sarif_report` (one run of the tool `onnx-import`: a rule per distinct
-code, a result per listed finding placed by byte offset and field path, the
-model as the one artifact, and an invocation that fails closed: any stage
-that did not finish makes `executionSuccessful` false, with an error
-notification giving its reason) and `visible`, which both reports use to
-render text taken from the model (names, messages) so that control and
-bidirectional-override characters show as escapes instead of acting on the
-reader's screen.
+Owns `sarif_log`, the one function that makes the SARIF of the command line
+and of the service (`sarif_report` is its one-model form): one run of the
+tool `onnx-import` over any number of models (`service.checks.report`), an
+artifact per model, a rule per distinct code with its description and help
+from `service.checks.rules` (and `security-severity` for security codes), a
+result per listed finding placed by byte offset and field path with
+`partialFingerprints`, an `error` result of the rule `model-refused` at the
+refused byte for a model the importer refused, and an invocation that fails
+closed: any stage that did not finish makes `executionSuccessful` false, with
+an error notification giving its reason. GitHub code scanning's rules (the
+SARIF Multitool's `Gh;Sarif`) find no error in it. Also `visible`, which
+both reports use to render text taken from the model (names, messages) so
+that control and bidirectional-override characters show as escapes instead
+of acting on the reader's screen.
 
 Choices the specification leaves open, made here:
 
@@ -18,6 +24,16 @@ Choices the specification leaves open, made here:
   `/`, each segment percent-encoded (`:` and `\\` included, so a name never
   reads as a scheme or a Windows path), empty and `.` segments dropped, `..`
   resolved lexically and dropped where it would climb above the base.
+  It is relative to `SRCROOT` (`uriBaseId`), which the command line gives
+  as its working directory (`originalUriBaseIds`) and the service leaves to
+  the reader (a checkout's root, for code scanning); a caller may give an
+  absolute `file:` URI instead (the command line, for a path outside its
+  working directory), which has no base.
+- `partialFingerprints.onnxImportFinding/v1` hashes the code, field path,
+  node name and stage, not the offset or message: an alert stays the same
+  alert when unrelated bytes move or a message's numbers change.
+- Stage times go in the invocation's `properties.stage_seconds`, per artifact;
+  the verdicts (the worst, and each model's) in the run's `properties`.
 - The logical location's `fullyQualifiedName` is the field path
   (`ModelProto.graph.node[17]`), its `name` the node's name when it has one,
   made `visible` (viewers show it); the result's `properties.node_name`,
