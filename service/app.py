@@ -7,7 +7,7 @@ request log and request id, outermost; `X-Content-Type-Options: nosniff` on
 every response; `Tus-Resumable` on those under `/uploads`; a client gone
 mid-request logged once at INFO), the routers
 (`service.http.routes`: models, tensors, diagnostics, resumable uploads,
-health, and ui: the explorer at `/` and the offline `/docs` and `/redoc`),
+health, hooks (the MLflow registry's webhook, `service.registry`), and ui: the explorer at `/` and the offline `/docs` and `/redoc`),
 the sweep of expired resumable uploads, and the OpenAPI document with
 problems under `application/problem+json`.
 """
@@ -33,12 +33,13 @@ from service.background import every
 from service.http.openapi import openapi_with_problems
 from service.http.problems import DisconnectMiddleware, install_problem_handlers
 from service.http.protocol import NoSniffMiddleware
-from service.http.routes import diagnostics, health, models, resumable, tensors, ui
+from service.http.routes import diagnostics, health, hooks, models, resumable, tensors, ui
 from service.http.tus import TusHeaderMiddleware
 from service.imports.limiter import ImportLimiter
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.observability.request_log import RequestLogMiddleware
+from service.registry.hook import RegistryHook
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.state import Service
@@ -95,8 +96,13 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
             settings.data_root, settings.store, settings.workers, settings.queue,
             f"{len(keys.keys)} API keys" if not keys.anonymous else "anonymous (no API keys)",
         )  # fmt: skip
+        hook = app.state.registry_hook = RegistryHook(app.state.service) if settings.mlflow_url else None
         try:
-            async with readiness.running(), sweeping(app.state.service.partial_uploads, min(60.0, settings.upload_expiry / 4)):
+            async with (
+                readiness.running(),
+                sweeping(app.state.service.partial_uploads, min(60.0, settings.upload_expiry / 4)),
+                hook.running() if hook is not None else contextlib.nullcontext(),
+            ):
                 yield
         finally:
             app.state.service.data_root_files.close()
@@ -123,6 +129,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
     app.include_router(diagnostics.router)
     app.include_router(resumable.router)
     app.include_router(health.router)
+    app.include_router(hooks.router)
     app.include_router(ui.router)
     app.openapi = lambda: openapi_with_problems(app)  # type: ignore[method-assign]
     return app

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -278,6 +279,38 @@ class Settings:
         "without --api-keys, serve anonymously on a non-loopback address too (refused at start otherwise)",
         shown="off",
     )
+    public_url: str = setting(
+        "", TEXT, "the service's base URL as others reach it (http(s)://HOST[:PORT][/PREFIX]), for the links it writes elsewhere "
+        "(the MLflow report tag); empty: those links are relative (/models/...)",
+        rule=Rule(lambda url: url == "" or url.startswith(("http://", "https://")), "must be empty or an http(s):// URL"),
+        shown="none (relative links)",
+    )  # fmt: skip
+    mlflow_url: str = setting(
+        "", TEXT, "the MLflow tracking server whose registry webhooks POST /hooks/mlflow takes (docs/registry.md); models are "
+        "fetched through it only. Its auth: MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD",
+        rule=Rule(lambda url: url == "" or url.startswith(("http://", "https://")), "must be empty or an http(s):// URL"),
+        shown="none (the hook is off)",
+    )  # fmt: skip
+    mlflow_webhook_secret: str = setting(
+        "", TEXT, "the MLflow webhook's secret (HMAC-SHA256 of each delivery); or --mlflow-webhook-secret-file",
+        shown="none", flag=False,
+    )  # fmt: skip
+    mlflow_webhook_secret_file: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "file holding the MLflow webhook's secret (trailing newline ignored)",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none",
+    )  # fmt: skip
+    mlflow_tenant: str = setting(
+        "mlflow", TEXT, "the tenant the MLflow hook imports and checks models as",
+        rule=Rule(lambda name: bool(name) and len(name) <= 200 and name.isprintable(), "must be a tenant name"),
+    )  # fmt: skip
+    mlflow_checks: str = setting(
+        ",".join(STAGES), TEXT, f"check stages the MLflow hook runs on each new model version: any of {', '.join(STAGES)}",
+        rule=Rule(_names_stages, f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
+    )  # fmt: skip
+    mlflow_alias: str = setting(
+        "validated", TEXT, "the registered-model alias the MLflow hook moves to a version that passes (never to one that does not)",
+        rule=Rule(lambda name: bool(re.fullmatch(r"[A-Za-z0-9_-]{1,255}", name)), "must be letters, digits, _ or -"),
+    )  # fmt: skip
     log_level: str = setting("info", LEVEL, f"{', '.join(LOG_LEVELS)}; debug also logs each request", rule=one_of(*LOG_LEVELS))
     log_format: str = setting(
         "text", LEVEL, "text, or json (one JSON object per line: requests, audit events)", rule=one_of("text", "json")
@@ -335,6 +368,10 @@ class Settings:
             raise SettingsError("--store-backend memory keeps everything in the process: give it neither s3:// nor --database")
         if self.max_upload_total < self.max_upload:
             raise SettingsError("--max-upload-total must be at least --max-upload")
+        if self.mlflow_url and not (self.mlflow_webhook_secret or self.mlflow_webhook_secret_file):
+            raise SettingsError(
+                "--mlflow-url needs the webhook's secret: ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET or --mlflow-webhook-secret-file"
+            )
         if self.debug_worker_sleep != 0 and not self.test_hooks:
             raise SettingsError(f"--debug-worker-sleep is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
 

@@ -7,7 +7,8 @@ or onnxruntime, and only inside the functions that run them. (ruff's banned-api 
 lint run; this test proves the rule holds on the tree as committed.)
 
 The service's layers: the worker package (what runs in the fork) holds nothing
-of the front end; below `service.http` nothing sees the web framework; routes
+of the front end; below `service.http` (and in `service.registry`, the MLflow
+hook's use case) nothing sees the web framework; routes
 never touch store paths; only `service.store` names and opens store files."""
 
 from __future__ import annotations
@@ -76,7 +77,10 @@ def test_the_check_stages_import_onnx_only_when_they_run() -> None:
 # --- the service's layers (each package's docstring says what it may import)
 
 SERVICE = REPO / "service"
-FRONT_END = ("service.http", "service.imports", "service.store", "service.state", "service.access", "service.observability", "service.app")
+FRONT_END = (
+    "service.http", "service.imports", "service.store", "service.state", "service.access", "service.observability", "service.app",
+    "service.registry",
+)  # fmt: skip
 WEB = {"fastapi", "starlette", "uvicorn", "h11", "python_multipart"}
 STORE_INTERNALS = ("service.store.local", "service.store.files", "service.store.work_area", "service.store.layout")
 # The store's file and folder names (service.store.layout, service.store.local): nobody else spells them.
@@ -106,7 +110,7 @@ def test_the_worker_package_holds_nothing_of_the_front_end() -> None:
 
 
 def test_below_http_nothing_knows_the_web_framework() -> None:
-    for folder in ("imports", "store", "sandbox"):
+    for folder in ("imports", "store", "sandbox", "registry"):
         for path in _under(folder):
             modules = _modules(path)
             found = {name for name in modules if name.split(".")[0] in WEB or name.startswith("service.http")}

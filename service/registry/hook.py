@@ -1,0 +1,153 @@
+"""The MLflow hook of one front-end process: `RegistryHook`.
+
+Owns what a delivery starts: `take` (signature, then the delivery id marked
+in the shared `Deliveries`: a replay is not validated again), `start` (the
+validation as a background task; the route has answered 202 already), the
+validation itself (`service.registry.version_import`, then the verdict's
+tags, then the alias, moved only to a version that passes), and the
+background loop (`running`) that writes kept verdicts (`PendingWrites`) and
+prunes old delivery markers. Its state is under the service's local root
+(`registry/`), shared by every front-end process. A validation under way
+when the service stops is given the verdict incomplete (kept, written at
+the next start if MLflow does not take it now).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from service.background import every
+from service.checks.outcome import parse_checks
+from service.errors import BadInput, ImportFailed, ImportTooLarge, Overloaded, ServiceError
+from service.imports.checks import CheckRequest
+from service.registry.deliveries import Deliveries
+from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
+from service.registry.pending import PendingWrites, WriteBack, write_back
+from service.registry.signature import verify_delivery
+from service.registry.sources import Refused
+from service.registry.verdict import imported, not_imported
+from service.registry.version_import import import_version
+from service.settings import Settings
+from service.state import Service
+
+log = logging.getLogger("service")
+
+LOOP_SECONDS = 5.0  # how often kept verdicts are written again
+OVERLOADED_WAITS = (5.0, 10.0, 20.0, 30.0, 60.0)  # seconds waited for import capacity before the verdict is incomplete
+REFUSED_KINDS = {"Malformed", "InvalidModel", "Unsupported", "ExternalData"}  # importer refusals: the model, not the service
+
+
+def webhook_secret(settings: Settings) -> str:
+    """The secret from its variable, else its file (one trailing newline dropped)."""
+    if settings.mlflow_webhook_secret:
+        return settings.mlflow_webhook_secret
+    assert settings.mlflow_webhook_secret_file is not None
+    return settings.mlflow_webhook_secret_file.read_text().removesuffix("\n")
+
+
+class RegistryHook:
+    def __init__(self, service: Service, api: MlflowApi | None = None) -> None:
+        settings = service.settings
+        self.service = service
+        self.secret = webhook_secret(settings)
+        self.api = api or MlflowApi(settings.mlflow_url)
+        root = Path(settings.local_root) / "registry"
+        self.deliveries = Deliveries(root / "deliveries")
+        self.pending = PendingWrites(root / "pending")
+        self.checks = CheckRequest(parse_checks(settings.mlflow_checks))
+        self.tasks: dict[asyncio.Task[None], tuple[str, str]] = {}
+
+    def take(self, delivery_id: str | None, timestamp: str | None, signature: str | None, body: bytes) -> bool:
+        """Unsigned (signature.py) unless MLflow signed it; False for a delivery already taken."""
+        verify_delivery(self.secret, delivery_id, timestamp, signature, body, time.time())
+        assert delivery_id is not None
+        return self.deliveries.first(delivery_id)
+
+    def start(self, name: str, version: str) -> None:
+        """Validate the version in the background."""
+        task = asyncio.create_task(self.validate(name, version), name=f"mlflow-{name}-{version}")
+        self.tasks[task] = (name, version)
+        task.add_done_callback(self.tasks.pop)
+
+    async def validate(self, name: str, version: str) -> None:
+        settings = self.service.settings
+        log.info("mlflow: validating %s version %s as tenant %s", name, version, settings.mlflow_tenant)
+        alias = ""
+        try:
+            result = await self._imported(name, version)
+        except Refused as error:
+            verdict, tags = "refused", not_imported("refused", str(error))
+        except (ImportTooLarge, BadInput) as error:
+            verdict, tags = "refused", not_imported("refused", error.detail)
+        except ImportFailed as error:
+            kind = error.failure.kind
+            verdict = "refused" if kind in REFUSED_KINDS and error.limit is None else "incomplete"
+            tags = not_imported(verdict, f"{kind}: {error.detail}")
+        except MlflowUnavailable as error:
+            verdict, tags = "incomplete", not_imported("incomplete", f"MLflow did not answer: {error}")
+        except MlflowRefused as error:
+            verdict, tags = "refused", not_imported("refused", str(error))
+        except ServiceError as error:
+            verdict, tags = "incomplete", not_imported("incomplete", f"{type(error).__name__}: {error.detail}")
+        except asyncio.CancelledError:
+            self.pending.keep(WriteBack(name, version, not_imported("incomplete", "the service stopped during the validation")))
+            raise
+        except Exception as error:  # a bug of ours: still a verdict, never silence
+            log.exception("mlflow: the validation of %s version %s broke", name, version)
+            verdict, tags = "incomplete", not_imported("incomplete", f"internal error: {type(error).__name__}")
+        else:
+            model_id, summary = result
+            verdict, tags = imported(summary, model_id, settings.public_url)
+            alias = settings.mlflow_alias if verdict == "pass" else ""
+        said = f" ({tags.get('onnx_import.reason', '')[:200]})" if verdict != "pass" else ""
+        log.info("mlflow: %s version %s: %s%s", name, version, verdict, said)
+        await self.write(WriteBack(name, version, tags, alias))
+
+    async def _imported(self, name: str, version: str) -> tuple[str, bytes]:
+        for wait in (*OVERLOADED_WAITS, None):
+            try:
+                result = await import_version(self.service, self.api, self.service.settings.mlflow_tenant, name, version, self.checks)
+            except Overloaded:
+                if wait is None:
+                    raise
+                log.info("mlflow: no import capacity for %s version %s; again in %.0f s", name, version, wait)
+                await asyncio.sleep(wait)
+            else:
+                return result.model_id, result.summary
+        raise AssertionError("unreachable")
+
+    async def write(self, write: WriteBack) -> None:
+        """Write the verdict now, else keep it for the background loop."""
+        try:
+            await write_back(self.api, write)
+        except MlflowUnavailable as error:
+            log.warning("mlflow: the verdict of %s version %s is kept to write later: %s", write.name, write.version, error)
+            self.pending.keep(write)
+        except MlflowRefused as error:
+            log.error("mlflow: MLflow refused the verdict of %s version %s: %s", write.name, write.version, error)
+
+    async def tick(self) -> None:
+        try:
+            await self.pending.drain(self.api)
+            self.deliveries.prune()
+        except Exception:  # the loop goes on: the next tick tries again
+            log.exception("mlflow: the background loop's write-back broke")
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The background loop while the block runs; then validations under way are stopped (incomplete)."""
+        try:
+            async with every(LOOP_SECONDS, self.tick, "mlflow-pending"):
+                yield
+        finally:
+            for task in list(self.tasks):
+                task.cancel()
+            for task in list(self.tasks):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await self.api.close()

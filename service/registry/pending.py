@@ -1,0 +1,121 @@
+"""The verdicts still to write to MLflow, kept on disk: `WriteBack`, `PendingWrites`, `write_back`.
+
+A version's verdict is its tags (`onnx_import.*`) and, when it passes, the
+alias moved to it. `write_back` writes the other tags, then the alias, and
+`onnx_import.verdict` last: a reader that sees the verdict sees the rest. When MLflow does not
+answer past the client's retries, the write is kept in a folder under the
+service's state (`pending_write`, one JSON file per version, written to a
+temporary name and renamed), and `PendingWrites.drain` tries each again
+later (the hook's background loop, in every front-end process: a file is
+taken under a non-waiting `flock`, so one process writes it). A write MLflow
+refuses (the version deleted meanwhile) is dropped, logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
+from service.registry.verdict import VERDICT
+
+log = logging.getLogger("service")
+
+
+@dataclass(frozen=True, slots=True)
+class WriteBack:
+    name: str
+    version: str
+    tags: dict[str, str] = field(default_factory=dict)
+    alias: str = ""  # moved to the version when set (it passed)
+
+
+async def write_back(api: MlflowApi, write: WriteBack) -> None:
+    """The tags, the alias, and the verdict tag last (once it is there, the rest
+    is); MlflowUnavailable if MLflow did not answer."""
+    last = [(key, value) for key, value in write.tags.items() if key == VERDICT]
+    for key, value in write.tags.items():
+        if key == VERDICT:
+            continue
+        await api.set_tag(write.name, write.version, key, value)
+    if write.alias:
+        await api.set_alias(write.name, write.alias, write.version)
+    for key, value in last:
+        await api.set_tag(write.name, write.version, key, value)
+
+
+class PendingWrites:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, write: WriteBack) -> Path:
+        return self.folder / (hashlib.sha256(f"{write.name}\0{write.version}".encode()).hexdigest() + ".json")
+
+    def keep(self, write: WriteBack) -> None:
+        """Keep `write` until `drain` writes it (in place of an earlier one for the same version)."""
+        path = self._path(write)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        with open(temporary, "w") as out:
+            json.dump(asdict(write), out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+
+    def waiting(self) -> list[Path]:
+        return sorted(self.folder.glob("*.json"))
+
+    async def drain(self, api: MlflowApi) -> int:
+        """Write every kept write MLflow now takes; how many were written."""
+        written = 0
+        for path in self.waiting():
+            with _taken(path) as fd:
+                if fd is None:
+                    continue  # another process is writing it, or wrote it
+                try:
+                    write = WriteBack(**json.loads(os.read(fd, 1 << 20)))
+                except (ValueError, TypeError) as error:
+                    log.error("mlflow: a kept write-back %s is unreadable (%s); dropped", path.name, error)
+                    path.unlink(missing_ok=True)
+                    continue
+                try:
+                    await write_back(api, write)
+                except MlflowUnavailable as error:
+                    log.warning("mlflow: the verdict of %s version %s is still not written: %s", write.name, write.version, error)
+                    return written  # MLflow is down: the others wait too
+                except MlflowRefused as error:
+                    log.error("mlflow: the verdict of %s version %s was refused (%s); dropped", write.name, write.version, error)
+                else:
+                    log.info("mlflow: the kept verdict of %s version %s is written", write.name, write.version)
+                    written += 1
+                path.unlink(missing_ok=True)
+        return written
+
+
+@contextlib.contextmanager
+def _taken(path: Path) -> Iterator[int | None]:
+    """`path` open and locked by this process, or None (gone, or locked elsewhere)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield None
+            return
+        if not os.path.exists(path) or os.fstat(fd).st_ino != os.stat(path).st_ino:
+            yield None  # written and removed, or replaced, meanwhile
+            return
+        yield fd
+    finally:
+        os.close(fd)

@@ -1,0 +1,278 @@
+"""The MLflow registry gate against a real MLflow server (`POST /hooks/mlflow`).
+
+Processes are the point: MLflow (`mlflow server`, SQLite, its artifact
+proxy) sends its own signed webhooks to a real service, which answers 202,
+validates in the background in its sandboxed workers and writes the verdict
+back through MLflow's REST API; and the last test stops MLflow in the middle
+of a validation and starts it again. One MLflow server serves the module (a
+start costs about 30 s), the stop/restart test has its own.
+
+Shown here: a passing version (runs:/ source, one .onnx file) and one logged
+with `mlflow.onnx.log_model` whose weights are external data (models:/m-...,
+the MLmodel's onnx flavour) are tagged pass and given `validated`; a failing
+one is tagged fail and never given it; a version whose real source is a
+file:// path is refused with the reason; forged, unsigned and stale
+deliveries are 401 and change nothing; a replayed delivery is not validated
+twice; a signed delivery whose `source` names a local file is not fetched
+from there (MLflow's record of the version is, and it is refused); and a
+verdict MLflow could not take while it was down is written once it is back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from support.mlflow_server import MlflowServer
+from support.service_harness import ServiceProcess, model_id_of
+from support.small_models import weight_model
+
+from service.registry.signature import signature_of
+
+mlflow = pytest.importorskip("mlflow", reason="the mlflow test dependency is not installed")
+
+SECRET = "the-webhook-secret"
+VERDICT = "onnx_import.verdict"
+
+
+def range_bomb() -> bytes:
+    """One Range node asking for 4.3e9 floats: security fails it."""
+    start, limit, delta = (numpy_helper.from_array(np.array(value, np.float32), name) for name, value in
+                           (("start", 0.0), ("limit", 4.3e9), ("delta", 1.0)))  # fmt: skip
+    graph = helper.make_graph(
+        [helper.make_node("Range", ["start", "limit", "delta"], ["y"], name="bomb")], "range_bomb", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [start, limit, delta],
+    )  # fmt: skip
+    data: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    return data
+
+
+def client_of(server: MlflowServer) -> Any:
+    return mlflow.MlflowClient(tracking_uri=server.url, registry_uri=server.url)
+
+
+def register_folder(server: MlflowServer, folder: Path, name: str, files: dict[str, bytes]) -> str:
+    """A run whose artifacts hold `files` under model/, registered as a new version of `name` (runs:/RUN/model)."""
+    client = client_of(server)
+    for file_name, data in files.items():
+        (folder / file_name).write_bytes(data)
+    run = client.create_run(client.get_experiment_by_name("Default").experiment_id)
+    client.log_artifacts(run.info.run_id, str(folder), artifact_path="model")
+    client.set_terminated(run.info.run_id)
+    if not client.search_registered_models(filter_string=f"name = '{name}'"):
+        client.create_registered_model(name)
+    return str(client.create_model_version(name, f"runs:/{run.info.run_id}/model", run_id=run.info.run_id).version)
+
+
+def register_local(server: MlflowServer, folder: Path, name: str) -> str:
+    """A version whose source is a file:// path (a run of an experiment that stores artifacts on local disk)."""
+    client = client_of(server)
+    experiment = client.create_experiment(f"local-{uuid.uuid4().hex[:8]}", artifact_location=folder.as_uri())
+    run = client.create_run(experiment)
+    client.set_terminated(run.info.run_id)
+    client.create_registered_model(name)
+    return str(client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run.info.run_id).version)
+
+
+def tags_when_validated(server: MlflowServer, name: str, version: str, timeout: float = 120.0) -> dict[str, str]:
+    client = client_of(server)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tags: dict[str, str] = client.get_model_version(name, version).tags
+        if VERDICT in tags:
+            return tags
+        time.sleep(0.5)
+    raise AssertionError(f"{name} version {version} was not given a verdict in {timeout} s")
+
+
+def alias_version(server: MlflowServer, name: str, alias: str = "validated") -> str | None:
+    response = httpx.get(f"{server.url}/api/2.0/mlflow/registered-models/alias", params={"name": name, "alias": alias})
+    return str(response.json()["model_version"]["version"]) if response.status_code == 200 else None
+
+
+def delivery(name: str, version: str, source: str, *, secret: str = SECRET, at: float | None = None) -> tuple[bytes, dict[str, str]]:
+    """A model_version.created delivery signed as MLflow signs it."""
+    payload = {"entity": "model_version", "action": "created", "timestamp": "2026-01-01T00:00:00+00:00",
+               "data": {"name": name, "version": version, "source": source, "run_id": "", "tags": {}, "description": ""}}  # fmt: skip
+    body = json.dumps(payload).encode()
+    delivery_id, timestamp = str(uuid.uuid4()), str(int(at if at is not None else time.time()))
+    headers = {"Content-Type": "application/json", "X-MLflow-Delivery-Id": delivery_id, "X-MLflow-Timestamp": timestamp,
+               "X-MLflow-Signature": signature_of(secret, delivery_id, timestamp, body)}  # fmt: skip
+    return body, headers
+
+
+def validations_logged(service: ServiceProcess, name: str) -> int:
+    return service.log.read_text().count(f"mlflow: validating {name} version")
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def quiet(mlflow_server: MlflowServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Versions registered before the webhook exists (MLflow delivers nothing for them): the tests deliver by hand."""
+    folder = tmp_path_factory.mktemp("quiet")
+    return {
+        "quiet": register_folder(mlflow_server, folder, "quiet", {"model.onnx": weight_model(31)}),
+        "quiet-file": register_local(mlflow_server, tmp_path_factory.mktemp("local-artifacts"), "quiet-file"),
+    }
+
+
+@pytest.fixture(scope="module")
+def service(mlflow_server: MlflowServer, quiet: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    # --mlflow-tenant anonymous: the service has no API keys, so the report links the tags name are readable here
+    folder = tmp_path_factory.mktemp("service")
+    service = ServiceProcess(
+        folder / "store", folder, "--mlflow-url", mlflow_server.url, "--mlflow-tenant", "anonymous",
+        env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET},
+    ).start()  # fmt: skip
+    try:
+        client_of(mlflow_server).create_webhook(
+            "onnx-import", service.url + "/hooks/mlflow", events=["model_version.created"], secret=SECRET
+        )
+        time.sleep(1.5)  # MLflow's list of webhooks is cached 1 s (MLFLOW_WEBHOOK_CACHE_TTL)
+        yield service
+    finally:
+        service.stop()
+
+
+def test_a_passing_version_is_tagged_pass_and_given_the_alias(mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path) -> None:
+    version = register_folder(mlflow_server, tmp_path, "gate-pass", {"model.onnx": weight_model(1)})
+    tags = tags_when_validated(mlflow_server, "gate-pass", version)
+    assert tags[VERDICT] == "pass", tags
+    assert tags["onnx_import.checks"] == "schema=pass,security=pass,shape=pass,runtime=pass,smoke=pass"
+    assert "onnx_import.reason" not in tags
+    model_id = tags["onnx_import.model_id"]
+    assert tags["onnx_import.report"] == f"/models/{model_id}/diagnostics?format=sarif"
+    report = httpx.get(service.url + tags["onnx_import.report"], timeout=30)
+    assert report.status_code == 200 and report.json()["version"] == "2.1.0"
+    assert alias_version(mlflow_server, "gate-pass") == version
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # mlflow.onnx.log_model's own warnings about type hints
+def test_a_version_logged_with_external_data_passes(mlflow_server: MlflowServer, service: ServiceProcess) -> None:
+    mlflow.set_tracking_uri(mlflow_server.url)
+    with mlflow.start_run():
+        info = mlflow.onnx.log_model(onnx.load_from_string(weight_model(2, 4096)), name="model", registered_model_name="gate-external")
+    version = str(info.registered_model_version)
+    tags = tags_when_validated(mlflow_server, "gate-external", version)
+    assert tags[VERDICT] == "pass", tags
+    # the id the service gave it counts the model and its external data file, as MLflow holds them
+    folder = client_of(mlflow_server).get_logged_model(info.model_id).artifact_location.removeprefix("mlflow-artifacts:/")
+    proxy = f"{mlflow_server.url}/api/2.0/mlflow-artifacts/artifacts"
+    names = [entry["path"] for entry in httpx.get(proxy, params={"path": folder}).json()["files"]]
+    data_files = [name for name in names if name.endswith(".data")]
+    assert len(data_files) == 1, names
+    files = {name: httpx.get(f"{proxy}/{folder}/{name}").content for name in ["model.onnx", *data_files]}
+    assert tags["onnx_import.model_id"] == model_id_of(files["model.onnx"], {data_files[0]: files[data_files[0]]})
+    assert alias_version(mlflow_server, "gate-external") == version
+
+
+def test_a_failing_version_is_tagged_fail_and_never_given_the_alias(
+    mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path
+) -> None:
+    passing = register_folder(mlflow_server, tmp_path, "gate-fail", {"model.onnx": weight_model(3)})
+    assert tags_when_validated(mlflow_server, "gate-fail", passing)[VERDICT] == "pass"
+    (tmp_path / "model.onnx").unlink()
+    failing = register_folder(mlflow_server, tmp_path, "gate-fail", {"bomb.onnx": range_bomb()})
+    tags = tags_when_validated(mlflow_server, "gate-fail", failing)
+    assert tags[VERDICT] == "fail", tags
+    assert "security=fail" in tags["onnx_import.checks"]
+    assert tags["onnx_import.reason"].startswith("security failed"), tags["onnx_import.reason"]
+    assert tags["onnx_import.report"].endswith("/diagnostics?format=sarif")
+    assert alias_version(mlflow_server, "gate-fail") == passing  # still the version that passed
+
+
+def test_a_version_whose_source_is_a_local_path_is_refused(mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path) -> None:
+    version = register_local(mlflow_server, tmp_path, "gate-local")
+    tags = tags_when_validated(mlflow_server, "gate-local", version)
+    assert tags[VERDICT] == "refused", tags
+    assert "is a local path" in tags["onnx_import.reason"]
+    assert "onnx_import.model_id" not in tags
+    assert alias_version(mlflow_server, "gate-local") is None
+
+
+def test_forged_and_stale_deliveries_are_401_and_a_replay_validates_once(
+    mlflow_server: MlflowServer, service: ServiceProcess, quiet: dict[str, str]
+) -> None:
+    version = quiet["quiet"]
+    url = service.url + "/hooks/mlflow"
+    forged = delivery("quiet", version, "runs:/x/model", secret="not-the-secret")
+    stale = delivery("quiet", version, "runs:/x/model", at=time.time() - 600)
+    unsigned_body, unsigned_headers = delivery("quiet", version, "runs:/x/model")
+    del unsigned_headers["X-MLflow-Signature"]
+    body, headers = delivery("quiet", version, "runs:/x/model")
+    tampered = body.replace(b'"version": "' + version.encode(), b'"version": "9')
+    for attempt_body, attempt_headers in (forged, stale, (unsigned_body, unsigned_headers), (tampered, headers)):
+        response = httpx.post(url, content=attempt_body, headers=attempt_headers)
+        assert response.status_code == 401, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+    assert "more than 300 s" in httpx.post(url, content=stale[0], headers=stale[1]).json()["detail"]
+    time.sleep(2)
+    assert VERDICT not in client_of(mlflow_server).get_model_version("quiet", version).tags
+    assert validations_logged(service, "quiet") == 0
+    assert httpx.post(url, content=body, headers=headers).status_code == 202  # the genuine one, after the forged ones
+    assert tags_when_validated(mlflow_server, "quiet", version)[VERDICT] == "pass"
+    replay = httpx.post(url, content=body, headers=headers)
+    assert replay.status_code == 200 and replay.json()["status"] == "duplicate"
+    time.sleep(1)
+    assert validations_logged(service, "quiet") == 1
+
+
+def test_a_delivery_naming_a_local_file_fetches_what_mlflow_records(
+    mlflow_server: MlflowServer, service: ServiceProcess, quiet: dict[str, str], tmp_path: Path
+) -> None:
+    local = tmp_path / "good.onnx"
+    local.write_bytes(weight_model(41))  # a model that would pass, if the service read the payload's source
+    body, headers = delivery("quiet-file", quiet["quiet-file"], local.as_uri())
+    assert httpx.post(service.url + "/hooks/mlflow", content=body, headers=headers).status_code == 202
+    tags = tags_when_validated(mlflow_server, "quiet-file", quiet["quiet-file"])
+    assert tags[VERDICT] == "refused", tags
+    assert "is a local path" in tags["onnx_import.reason"] and str(local) not in tags["onnx_import.reason"]
+    assert alias_version(mlflow_server, "quiet-file") is None
+
+
+def test_a_verdict_mlflow_missed_while_down_is_written_when_it_is_back(tmp_path_factory: pytest.TempPathFactory) -> None:
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow-restart")).start()
+    folder = tmp_path_factory.mktemp("restart-service")
+    service = ServiceProcess(
+        folder / "store", folder, "--mlflow-url", server.url, "--debug-worker-sleep", "3",
+        env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET, "ONNX_SERVICE_TEST_HOOKS": "1"},
+    )  # fmt: skip
+    try:
+        version = register_folder(server, tmp_path_factory.mktemp("restart-model"), "restarted", {"model.onnx": weight_model(51)})
+        service.start()
+        body, headers = delivery("restarted", version, "runs:/x/model")
+        assert httpx.post(service.url + "/hooks/mlflow", content=body, headers=headers).status_code == 202
+        deadline = time.monotonic() + 60
+        while "models:/restarted/1 fetched through MLflow" not in service.log.read_text():
+            assert time.monotonic() < deadline, service.log.read_text()[-2000:]
+            time.sleep(0.1)
+        server.stop()  # the workers still sleep: the verdict comes while MLflow is down
+        deadline = time.monotonic() + 60
+        while "is kept to write later" not in service.log.read_text():
+            assert time.monotonic() < deadline, service.log.read_text()[-2000:]
+            time.sleep(0.2)
+        server.start()
+        tags = tags_when_validated(server, "restarted", version, timeout=60)
+        assert tags[VERDICT] == "pass", tags
+        assert alias_version(server, "restarted") == version
+        assert "the kept verdict of restarted version 1 is written" in service.log.read_text()
+    finally:
+        service.stop()
+        server.stop()

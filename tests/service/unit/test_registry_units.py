@@ -1,0 +1,195 @@
+"""The MLflow hook's pieces in process: the signature MLflow sends, the shared
+delivery markers, the MLmodel reader, where a source may lead, and the kept
+write-backs (tests/service/process/test_registry_mlflow.py runs them against
+a real MLflow server)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import multiprocessing
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.registry.deliveries import KEEP_SECONDS, Deliveries
+from service.registry.mlflow_api import MlflowApi, MlflowUnavailable, auth_headers
+from service.registry.mlmodel import MlmodelError, onnx_model_path
+from service.registry.pending import PendingWrites, WriteBack
+from service.registry.signature import Unsigned, signature_of, verify_delivery
+from service.registry.sources import Refused, artifact_folder, confined, model_file
+
+SECRET = "s3cret"
+NOW = 1_800_000_000.0
+
+
+def _mlflow_signature(secret: str, delivery_id: str, timestamp: str, payload: str) -> str:
+    """MLflow's own formula (mlflow/webhooks/delivery.py), written out."""
+    digest = hmac.new(secret.encode(), f"{delivery_id}.{timestamp}.{payload}".encode(), hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def test_the_signature_is_mlflows_and_is_checked() -> None:
+    body = json.dumps({"entity": "model_version", "action": "created", "data": {"name": "m", "version": "1"}})
+    signature = signature_of(SECRET, "d1", str(int(NOW)), body.encode())
+    assert signature == _mlflow_signature(SECRET, "d1", str(int(NOW)), body)
+    verify_delivery(SECRET, "d1", str(int(NOW)), signature, body.encode(), NOW)
+    cases = [
+        ("other", "d1", str(int(NOW)), body.encode(), "does not match"),  # another secret
+        (SECRET, "d2", str(int(NOW)), body.encode(), "does not match"),  # the id is signed
+        (SECRET, "d1", str(int(NOW)), body.encode() + b" ", "does not match"),  # the body is signed
+    ]
+    for secret, delivery_id, timestamp, signed_body, said in cases:
+        with pytest.raises(Unsigned, match=said):
+            verify_delivery(secret, delivery_id, timestamp, signature_of(SECRET, "d1", str(int(NOW)), body.encode()), signed_body, NOW)
+    stale = str(int(NOW) - 301)
+    with pytest.raises(Unsigned, match="more than 300 s"):
+        verify_delivery(SECRET, "d1", stale, signature_of(SECRET, "d1", stale, body.encode()), body.encode(), NOW)
+    future = str(int(NOW) + 301)
+    with pytest.raises(Unsigned, match="more than 300 s"):
+        verify_delivery(SECRET, "d1", future, signature_of(SECRET, "d1", future, body.encode()), body.encode(), NOW)
+    with pytest.raises(Unsigned, match="lacks X-MLflow-Signature"):
+        verify_delivery(SECRET, "d1", str(int(NOW)), None, body.encode(), NOW)
+
+
+def _take(folder: str, delivery_id: str, results: Any) -> None:
+    results.put(Deliveries(Path(folder)).first(delivery_id))
+
+
+def test_a_delivery_is_taken_once_across_processes(tmp_path: Path) -> None:
+    """Eight processes given the same delivery: one takes it."""
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    processes = [context.Process(target=_take, args=(str(tmp_path), "same-id", results)) for _ in range(8)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(10)
+    assert sorted(results.get(timeout=5) for _ in processes) == [False] * 7 + [True]
+    deliveries = Deliveries(tmp_path)
+    assert deliveries.first("another-id")
+    marker = tmp_path / hashlib.sha256(b"another-id").hexdigest()
+    now = time.time()
+    os.utime(marker, (now - KEEP_SECONDS - 1, now - KEEP_SECONDS - 1))
+    assert deliveries.prune(now) == 1  # older than any timestamp the signature check lets through
+    assert deliveries.prune(now) == 0
+    assert not deliveries.first("same-id")  # the recent one is kept
+
+
+MLMODEL = """artifact_path: mlflow-artifacts:/0/models/m-1/artifacts
+flavors:
+  onnx:
+    code: null
+    data: model.onnx
+    onnx_version: 1.23.2
+    providers:
+    - CPUExecutionProvider
+  python_function:
+    data: other.onnx
+    loader_module: mlflow.onnx
+model_id: m-1
+"""
+
+
+def test_the_mlmodel_reader_takes_the_onnx_flavours_path_only() -> None:
+    assert onnx_model_path(MLMODEL) == "model.onnx"
+    assert onnx_model_path(MLMODEL.replace("data: model.onnx", "data: 'sub/model.onnx'")) == "sub/model.onnx"
+    assert onnx_model_path("flavors:\n  sklearn:\n    data: model.pkl\n") is None
+    assert onnx_model_path("data: top.onnx\nflavors:\n  python_function:\n    data: x.onnx\n") is None
+    with pytest.raises(MlmodelError, match="not a plain scalar"):
+        onnx_model_path("flavors:\n  onnx:\n    data: *anchor\n")
+    with pytest.raises(MlmodelError, match="more than"):
+        onnx_model_path("#" * (1 << 20))
+
+
+def test_paths_stay_inside_the_versions_artifacts() -> None:
+    assert confined("0/models/m-1/artifacts", "p") == "0/models/m-1/artifacts"
+    for path in ("0/../1", "../x", "a//b", "./a", "a/%2e%2e/b", "a/%252e%252e/b", "/abs", "a\\..\\b"):
+        with pytest.raises(Refused, match="leaves the version's artifacts"):
+            confined(path, "p")
+    listing = [{"path": "model.onnx", "is_dir": False}, {"path": "MLmodel", "is_dir": False}]
+    assert model_file(None, listing) == "model.onnx"
+    assert model_file("flavors:\n  onnx:\n    data: net.onnx\n", listing) == "net.onnx"
+    with pytest.raises(Refused, match="leaves"):
+        model_file("flavors:\n  onnx:\n    data: ../../1/secret.onnx\n", listing)
+    with pytest.raises(Refused, match=r"2 \.onnx files"):
+        model_file(None, [*listing, {"path": "b.onnx", "is_dir": False}])
+    with pytest.raises(Refused, match=r"no \.onnx file"):
+        model_file(None, [{"path": "MLmodel", "is_dir": False}])
+
+
+class _Api(MlflowApi):
+    """MLflow's answers, without a server."""
+
+    def __init__(self, runs: dict[str, str]) -> None:
+        super().__init__("http://127.0.0.1:5000", environ={})
+        self.runs = runs
+
+    async def run_artifact_uri(self, run_id: str) -> str:
+        return self.runs[run_id]
+
+
+@pytest.mark.parametrize(
+    ("source", "run_uri", "said"),
+    [
+        ("file:///etc/model", "", "is a local path"),
+        ("/srv/models/m", "", "is a local path"),
+        ("s3://bucket/m", "", "is in S3"),
+        ("https://elsewhere.example/m.onnx", "", "scheme 'https' is not fetched"),
+        ("mlflow-artifacts://10.0.0.9:80/0/m", "", "another host"),
+        ("runs:/r1/model", "file:///var/mlruns/0/r1/artifacts", "is a local path"),
+        ("runs:/r1/../../other", "mlflow-artifacts:/0/r1/artifacts", "leaves the version's artifacts"),
+    ],
+)
+def test_sources_are_refused_unless_they_lead_to_mlflows_artifact_proxy(source: str, run_uri: str, said: str) -> None:
+    with pytest.raises(Refused, match=said):
+        asyncio.run(artifact_folder(_Api({"r1": run_uri}), {"source": source}))
+
+
+def test_sources_that_lead_to_the_proxy() -> None:
+    api = _Api({"r1": "mlflow-artifacts:/0/r1/artifacts"})
+    assert asyncio.run(artifact_folder(api, {"source": "runs:/r1/model"})) == "0/r1/artifacts/model"
+    assert asyncio.run(artifact_folder(api, {"source": "mlflow-artifacts:/0/r1/artifacts/m"})) == "0/r1/artifacts/m"
+    assert asyncio.run(artifact_folder(api, {"source": "mlflow-artifacts://127.0.0.1:5000/0/x"})) == "0/x"
+
+
+def test_mlflows_auth_conventions() -> None:
+    assert auth_headers({"MLFLOW_TRACKING_TOKEN": "t"}) == {"Authorization": "Bearer t"}
+    assert auth_headers({"MLFLOW_TRACKING_USERNAME": "u", "MLFLOW_TRACKING_PASSWORD": "p"}) == {"Authorization": "Basic dTpw"}
+    assert auth_headers({}) == {}
+
+
+def test_a_write_mlflow_does_not_take_is_kept_and_written_later(tmp_path: Path) -> None:
+    pending = PendingWrites(tmp_path)
+    write = WriteBack("m", "3", {"onnx_import.verdict": "pass", "onnx_import.checks": "schema=pass"}, "validated")
+    pending.keep(write)
+    pending.keep(write)  # the same version again: one entry
+    assert len(pending.waiting()) == 1
+    calls: list[tuple[str, ...]] = []
+
+    class Down(MlflowApi):
+        async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
+            raise MlflowUnavailable("down")
+
+    class Up(MlflowApi):
+        async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
+            calls.append(("tag", name, version, key, value))
+
+        async def set_alias(self, name: str, alias: str, version: str) -> None:
+            calls.append(("alias", name, alias, version))
+
+    assert asyncio.run(pending.drain(Down("http://127.0.0.1:1", environ={}))) == 0
+    assert len(pending.waiting()) == 1
+    assert asyncio.run(pending.drain(Up("http://127.0.0.1:1", environ={}))) == 1
+    assert pending.waiting() == []
+    assert calls == [  # the verdict last: whoever sees it sees the rest
+        ("tag", "m", "3", "onnx_import.checks", "schema=pass"),
+        ("alias", "m", "validated", "3"),
+        ("tag", "m", "3", "onnx_import.verdict", "pass"),
+    ]
