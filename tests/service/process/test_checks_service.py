@@ -18,6 +18,8 @@ issue 36).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -200,6 +202,34 @@ def test_reports_for_ci(client: httpx.Client, models: dict[str, Path]) -> None:
     suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
     assert suites["onnx-import.security"].find("testcase/failure") is not None
     assert suites["onnx-import.smoke"].find("testcase/skipped") is not None
+
+
+def test_the_command_line_and_the_service_make_the_same_sarif(client: httpx.Client, models: dict[str, Path]) -> None:
+    """The same model and stages: the same rules, results and fingerprints
+    from `onnx-import check` as from ?format=sarif; only the artifact (and the
+    base the command line knows, the stage times, the service's model id) differ."""
+    checks = "schema,security,shape"
+    model = models["wrong"]
+    summary = post(client, model, f"?checks={checks}")
+    served = valid_sarif(client.get(f"/models/{summary['id']}/diagnostics", params={"format": "sarif"}).content)
+    command = Path(sys.executable).with_name("onnx-import")
+    done = subprocess.run(
+        [str(command), "check", model.name, "--checks", checks, "--format", "sarif"],
+        cwd=model.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    local = valid_sarif(done.stdout)
+    served_run, local_run = served["runs"][0], local["runs"][0]
+    assert served_run["results"] and served_run["results"] == local_run["results"]
+    assert served_run["tool"] == local_run["tool"]
+    assert served_run["automationDetails"] == local_run["automationDetails"]
+    assert served_run["properties"]["checks"] == local_run["properties"]["checks"]
+    assert served_run["artifacts"][0]["location"] == local_run["artifacts"][0]["location"] == {"uri": model.name, "uriBaseId": "SRCROOT"}
+    assert "originalUriBaseIds" not in served_run and local_run["originalUriBaseIds"]["SRCROOT"]["uri"] == model.parent.as_uri() + "/"
+    assert multitool_errors(served) == multitool_errors(local) == []
 
 
 def test_the_smoke_run_binds_dimensions_and_a_run_past_the_memory_limit_is_incomplete(
