@@ -62,6 +62,7 @@ class StageRun(BaseModel):
         entry["versions"] = dict(self.versions)
         if self.dims:
             entry["dims"] = {name: value for name, value in self.dims}
+        entry["seconds"] = self.seconds
         return entry
 
     def result(self, stage: Stage) -> StageResult:
@@ -144,9 +145,7 @@ def stages_missing(runs: CheckRuns | None, asked: Sequence[Stage], dims: Sequenc
     """The stages of a request this tenant has not run on the model (a smoke run
     with other bindings counts as not run); `smoke` brings `runtime`."""
     had = runs.stages if runs is not None else {}
-    missing = {
-        stage for stage in asked if stage not in had or (stage in BOUND_STAGES and had[stage].dims != [tuple(d) for d in dims])
-    }
+    missing = {stage for stage in asked if stage not in had or (stage in BOUND_STAGES and had[stage].dims != [tuple(d) for d in dims])}
     if "smoke" in missing:
         missing.add("runtime")
     return tuple(stage for stage in STAGES if stage in missing)

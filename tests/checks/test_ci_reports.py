@@ -9,6 +9,7 @@ failure); several models in one report, with the worst verdict."""
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -26,6 +27,7 @@ from service.checks.junit import junit_log
 from service.checks.outcome import Finding, StageResult, incomplete
 from service.checks.report import ModelChecks, Refusal, exit_status, worst
 from service.checks.rules import MODEL_REFUSED, RULES
+from service.checks.runs import CheckRuns, runs_of
 from service.checks.sarif import FINGERPRINT, sarif_log, sarif_report
 from service.sandbox.worker.checks import shape
 
@@ -230,3 +232,22 @@ def test_the_command_line_names_a_path_as_given_relative_to_the_working_director
         {"uri": report_uri(outside)},  # outside the base: an absolute file URI of its own
     ]
     assert multitool_errors(log) == []
+
+
+def test_the_service_keeps_each_stage_time_for_its_reports() -> None:
+    """A tenant's stored runs (service/checks/runs.py) keep each stage's time:
+    the summary's `checks.STAGE.seconds`, and the reports made from the runs."""
+    results = [_finished("schema", seconds=0.01234), _finished("security", CALLBACK, seconds=0.5)]
+    runs = CheckRuns.from_bytes(runs_of(results, [CALLBACK], (), "2026-01-01T00:00:00.000Z").to_bytes())
+    assert runs is not None
+    assert [entry["seconds"] for entry in (run.entry() for run in runs.stages.values())] == [0.012, 0.5]
+    log: Any = sarif_report("m.onnx", runs.results(), [Finding.from_dict(item) for item in runs.findings])
+    assert log["runs"][0]["invocations"][0]["properties"]["stage_seconds"] == [
+        {"artifactIndex": 0, "seconds": {"schema": 0.012, "security": 0.5}}
+    ]
+    suites = {suite.attrib["name"]: suite for suite in ET.fromstring(junit_log([ModelChecks("m.onnx", runs.results())]).encode())}
+    assert suites["onnx-import.security"].attrib["time"] == "0.500"
+    old = json.loads(runs.to_bytes())
+    for stage in old["stages"].values():
+        del stage["seconds"]  # a run stored before stage times
+    assert CheckRuns.model_validate(old).stages["schema"].seconds == 0.0
