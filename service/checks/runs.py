@@ -145,7 +145,9 @@ def stages_missing(runs: CheckRuns | None, asked: Sequence[Stage], dims: Sequenc
     """The stages of a request this tenant has not run on the model (a smoke run
     with other bindings counts as not run); `smoke` brings `runtime`."""
     had = runs.stages if runs is not None else {}
-    missing = {stage for stage in asked if stage not in had or (stage in BOUND_STAGES and had[stage].dims != [tuple(d) for d in dims])}
+    missing = {
+        stage for stage in asked if stage not in had or (stage in BOUND_STAGES and had[stage].dims != [tuple(d) for d in dims])
+    }
     if "smoke" in missing:
         missing.add("runtime")
     return tuple(stage for stage in STAGES if stage in missing)
