@@ -9,6 +9,7 @@ failure); several models in one report, with the worst verdict."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -22,13 +23,15 @@ from support.sarif_schema import valid_sarif
 
 from importer.diagnostics import Code
 from service.checks import rules
-from service.checks.command import report_uri, shown
+from service.checks.command import check_model, report_uri, shown
 from service.checks.junit import junit_log
 from service.checks.outcome import Finding, StageResult, incomplete
 from service.checks.report import ModelChecks, Refusal, exit_status, worst
 from service.checks.rules import MODEL_REFUSED, RULES
 from service.checks.runs import CheckRuns, runs_of
 from service.checks.sarif import FINGERPRINT, sarif_log, sarif_report
+from service.sandbox.protocol import ImportFailure
+from service.sandbox.supervisor import WorkerOutcome
 from service.sandbox.worker.checks import shape
 
 STAGE_MODULES = {
@@ -251,3 +254,32 @@ def test_the_service_keeps_each_stage_time_for_its_reports() -> None:
     for stage in old["stages"].values():
         del stage["seconds"]  # a run stored before stage times
     assert CheckRuns.model_validate(old).stages["schema"].seconds == 0.0
+
+
+class _EndedSandbox:
+    """A sandbox whose import worker ends as `outcome` says (the command line's mapping of it is what is tested)."""
+
+    def __init__(self, outcome: WorkerOutcome) -> None:
+        self.outcome = outcome
+
+    def job(self, task: str, **details: object) -> dict[str, object]:
+        return {"task": task, **details}
+
+    def run(self, job: object, streams: object) -> WorkerOutcome:
+        return self.outcome
+
+
+def test_a_refusal_is_a_result_and_a_worker_without_an_answer_leaves_every_stage_incomplete(tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"\x08\x07")
+    args = argparse.Namespace(external_data_dir=None, stages=("schema", "security", "shape"), dims=())
+    error = ImportFailure(kind="Truncated", message="cut short", input="m.onnx", offset=2, field_path="ModelProto.graph")
+    refused = check_model(_EndedSandbox(WorkerOutcome("error", error=error)), model, args, tmp_path)  # type: ignore[arg-type]
+    assert (refused.verdict, refused.refusal, refused.results) == ("refused", Refusal("Truncated", "cut short", "ModelProto.graph", 2), ())
+    ended = WorkerOutcome("resource_limit", detail="the import ran past the 0.1 s deadline")
+    killed = check_model(_EndedSandbox(ended), model, args, tmp_path)  # type: ignore[arg-type]
+    assert killed.refusal is None and killed.verdict == "incomplete" and exit_status([killed]) == 2
+    assert [(result.stage, result.status) for result in killed.results] == [(stage, "incomplete") for stage in args.stages]
+    assert all("resource_limit" in result.reason and "0.1 s deadline" in result.reason for result in killed.results)
+    log = valid_sarif(sarif_log([killed]))
+    assert log["runs"][0]["results"] == [] and log["runs"][0]["invocations"][0]["executionSuccessful"] is False
