@@ -2,27 +2,34 @@
 
 The payload's `source` is never fetched: the gate asks MLflow for the
 version, and resolves the `source` MLflow holds to a folder of its artifact
-proxy (`/api/2.0/mlflow-artifacts/artifacts/...`):
+proxy (`/api/2.0/mlflow-artifacts/artifacts/...`), or of the service's own
+bucket (`service.registry.folders`):
 
 - `runs:/RUN/PATH`: the run's artifact URI (asked of MLflow), then PATH below it;
 - `models:/m-ID` (a logged model): its artifact URI; `models:/NAME/VERSION`
   and `models:/NAME@ALIAS`: that version's own source, at most `MAX_HOPS` deep;
-- `mlflow-artifacts:/PATH` (no host, or the tracking server's own).
+- `mlflow-artifacts:/PATH` (no host, or the tracking server's own);
+- `s3://BUCKET/KEY` below the service's `--data-root s3://BUCKET/PREFIX`.
 
 Anything else is `Refused`, with the reason the version's tags then carry:
-`file://` and plain paths, another host, `s3://` (no bucket of the service
-holds MLflow's artifacts), a path with an empty, `.` or `..` segment (outside
-the version's artifacts). In the folder, the model is the file the `MLmodel`'s
+`file://` and plain paths, another host, another bucket or a key outside the
+prefix, a path with an empty, `.` or `..` segment (outside the version's
+artifacts). In the folder, the model is the file the `MLmodel`'s
 onnx flavour names (`service.registry.mlmodel`), else its one `.onnx` file.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from service.registry.folders import ArtifactFolder, BucketFolder, ProxyFolder
 from service.registry.mlflow_api import MlflowApi
 from service.registry.mlmodel import MlmodelError, onnx_model_path
+from service.setting_kinds import s3_location
+
+if TYPE_CHECKING:
+    from service.store.s3.bucket_root import BucketRoot
 
 MAX_HOPS = 3  # models:/NAME/VERSION sources followed to another version's
 
@@ -41,22 +48,36 @@ def confined(path: str, what: str) -> str:
     return decoded
 
 
-def _proxy_path(uri: str, server: str, what: str) -> str:
-    """The artifact proxy's path of an artifact URI; Refused unless it is mlflow-artifacts on this server."""
+def _folder(uri: str, api: MlflowApi, bucket: BucketRoot | None, what: str) -> ArtifactFolder:
+    """The folder of an artifact URI: MLflow's artifact proxy, or the data root's bucket; else Refused."""
     parts = urlsplit(uri)
     if parts.scheme == "mlflow-artifacts":
-        if parts.netloc and parts.netloc != urlsplit(server).netloc:
+        if parts.netloc and parts.netloc != urlsplit(api.base_url).netloc:
             raise Refused(f"{what} {uri[:200]!r} names another host than the tracking server ({parts.netloc[:100]})")
-        return confined(parts.path.strip("/"), what)
+        return ProxyFolder(api, confined(parts.path.strip("/"), what))
     if parts.scheme == "s3":
-        raise Refused(f"{what} {uri[:200]!r} is in S3: the service fetches no bucket for MLflow (only through its artifact proxy)")
+        root = s3_location(bucket.url) if bucket is not None else None
+        key = parts.path.strip("/")
+        if bucket is None or root is None or parts.netloc != root[0] or (root[1] and not key.startswith(root[1].rstrip("/") + "/")):
+            raise Refused(
+                f"{what} {uri[:200]!r} is in S3 outside the service's bucket: S3 artifacts are read only below --data-root "
+                "s3://BUCKET/PREFIX, anything else only through MLflow's artifact proxy"
+            )
+        return BucketFolder(bucket, confined(key[len(root[1].rstrip("/")) + 1 :] if root[1] else key, what))
     if parts.scheme in ("", "file"):
         raise Refused(f"{what} {uri[:200]!r} is a local path: the service fetches only through MLflow's artifact proxy")
     raise Refused(f"{what} {uri[:200]!r}: the scheme {parts.scheme[:20]!r} is not fetched (only mlflow-artifacts, through MLflow)")
 
 
-async def artifact_folder(api: MlflowApi, version: dict[str, Any], hops: int = 0) -> str:
-    """The artifact proxy's folder holding the version's model."""
+def _below(folder: ArtifactFolder, path: str) -> ArtifactFolder:
+    if isinstance(folder, ProxyFolder):
+        return ProxyFolder(folder.api, f"{folder.path}/{path}")
+    assert isinstance(folder, BucketFolder)
+    return BucketFolder(folder.root, f"{folder.key}/{path}")
+
+
+async def artifact_folder(api: MlflowApi, version: dict[str, Any], bucket: BucketRoot | None = None, hops: int = 0) -> ArtifactFolder:
+    """The folder holding the version's model (`bucket`: the data root's, when it is one)."""
     source = str(version.get("source", ""))
     parts = urlsplit(source)
     if parts.scheme == "runs":
@@ -65,15 +86,15 @@ async def artifact_folder(api: MlflowApi, version: dict[str, Any], hops: int = 0
         run_id, _, below = parts.path.lstrip("/").partition("/")
         if not run_id:
             raise Refused(f"the source {source[:200]!r} names no run")
-        base = _proxy_path(await api.run_artifact_uri(run_id), api.base_url, f"run {run_id[:64]}'s artifact location")
-        return base + "/" + confined(below, "the source's path") if below else base
+        base = _folder(await api.run_artifact_uri(run_id), api, bucket, f"run {run_id[:64]}'s artifact location")
+        return _below(base, confined(below, "the source's path")) if below else base
     if parts.scheme == "models":
         if parts.netloc:
             raise Refused(f"the source {source[:200]!r} names another registry")
         body = parts.path.lstrip("/")
         if "/" not in body and "@" not in body:  # a logged model's id
             uri = await api.logged_model_artifact_uri(body)
-            return _proxy_path(uri, api.base_url, f"logged model {body[:64]}'s artifact location")
+            return _folder(uri, api, bucket, f"logged model {body[:64]}'s artifact location")
         if hops >= MAX_HOPS:
             raise Refused(f"the source {source[:200]!r} leads through more than {MAX_HOPS} model versions")
         if "@" in body:
@@ -82,8 +103,8 @@ async def artifact_folder(api: MlflowApi, version: dict[str, Any], hops: int = 0
         else:
             name, _, number = body.rpartition("/")
             other = await api.model_version(name, number)
-        return await artifact_folder(api, other, hops + 1)
-    return _proxy_path(source, api.base_url, "the source")
+        return await artifact_folder(api, other, bucket, hops + 1)
+    return _folder(source, api, bucket, "the source")
 
 
 def model_file(mlmodel_text: str | None, listing: list[dict[str, Any]]) -> str:

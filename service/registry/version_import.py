@@ -36,6 +36,7 @@ from service.imports.flow import (
     worker_reports,
 )
 from service.imports.tenant_checks import import_runs
+from service.registry.folders import ArtifactFolder, ObjectMissing
 from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused, TooLarge
 from service.registry.mlmodel import MAX_MLMODEL
 from service.registry.sources import Refused, artifact_folder, confined, model_file
@@ -53,23 +54,23 @@ async def import_version(service: Service, api: MlflowApi, tenant: str, name: st
         record = await api.model_version(name, version)
     except MlflowRefused as error:
         raise Refused(f"MLflow has no version {version} of {name!r}: {error}") from None
-    folder = await artifact_folder(api, record)
+    folder = await artifact_folder(api, record, service.bucket_root)
     settings = service.settings
     display_name = f"models:/{name}/{version}"
     with service.store.work_folder() as work:
         async with service.limiter.admission():
             await make_room(service, tenant)
-            listing = await _listed(api, folder)
+            listing = await _listed(folder)
             names = {str(entry.get("path", "")).rpartition("/")[2]: entry for entry in listing}
             mlmodel = None
             if "MLmodel" in names and not names["MLmodel"].get("is_dir"):
                 scratch = work.files / "MLmodel"
-                await _download(api, folder + "/MLmodel", scratch, MAX_MLMODEL, "the MLmodel file")
+                await _download(folder, "MLmodel", scratch, MAX_MLMODEL, "the MLmodel file")
                 mlmodel = scratch.read_text(errors="replace")
                 scratch.unlink()
             path = model_file(mlmodel, listing)
-            model = await _download(api, f"{folder}/{path}", work.upload_model, settings.max_upload, "the model")
-            beside = posixpath.dirname(f"{folder}/{path}")
+            model = await _download(folder, path, work.upload_model, settings.max_upload, "the model")
+            beside = posixpath.dirname(path)
             lister = service.sandbox.job(
                 "externals", directory=str(work.files), model=work.upload_model.name, display_name=display_name, allow_hard_links=True
             )
@@ -79,8 +80,8 @@ async def import_version(service: Service, api: MlflowApi, tenant: str, name: st
             fetched: dict[str, Fetched] = {MODEL_FILE_KEY: model}
             left = settings.max_upload_total - model.size
             for location in named:
-                where = f"{beside}/{confined(location, 'the external data location')}"
-                fetched[location] = await _download(api, where, work.upload_external / location, left, f"external data {location!r}")
+                where = posixpath.join(beside, confined(location, "the external data location"))
+                fetched[location] = await _download(folder, where, work.upload_external / location, left, f"external data {location!r}")
                 left -= fetched[location].size
             total = sum(item.size for item in fetched.values())
             log.info("mlflow: %s fetched through MLflow: %d files, %d bytes", display_name, len(fetched), total)
@@ -115,19 +116,19 @@ def _source(report: SourceReport, path: str) -> SourceFile:
     return SourceFile(path=path, in_store=True, size=report.size, mtime_ns=report.mtime_ns, inode=report.inode)
 
 
-async def _listed(api: MlflowApi, folder: str) -> list[dict[str, Any]]:
+async def _listed(folder: ArtifactFolder) -> list[dict[str, Any]]:
     try:
-        return await api.list_artifacts(folder)
+        return await folder.listing()
     except MlflowRefused as error:
-        raise Refused(f"the version's artifact folder {folder[:200]!r} cannot be listed: {error}") from None
+        raise Refused(f"the version's artifact folder {folder.where[:200]!r} cannot be listed: {error}") from None
 
 
-async def _download(api: MlflowApi, path: str, target: Path, max_bytes: int, what: str) -> Fetched:
+async def _download(folder: ArtifactFolder, path: str, target: Path, max_bytes: int, what: str) -> Fetched:
     if max_bytes <= 0:
         raise ImportTooLarge(f"{what} would pass the bytes one import may read (--max-upload-total)")
     try:
-        return await api.download(path, target, max_bytes)
+        return await folder.download(path, target, max_bytes)
     except TooLarge:
         raise ImportTooLarge(f"{what} has more than the {max_bytes} bytes it may have (--max-upload, --max-upload-total)") from None
-    except MlflowRefused as error:
-        raise Refused(f"{what} ({path[:200]!r}) is not among the version's artifacts: {error}") from None
+    except (MlflowRefused, ObjectMissing) as error:
+        raise Refused(f"{what} ({path[:200]!r}) is not among the version's artifacts in {folder.where[:200]}: {error}") from None

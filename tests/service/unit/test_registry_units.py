@@ -1,5 +1,6 @@
 """The MLflow hook's pieces in process: the signature MLflow sends, the shared
-delivery markers, the MLmodel reader, where a source may lead, and the kept
+delivery markers, the MLmodel reader, where a source may lead (MLflow's
+artifact proxy, or the service's own bucket, here in memory), and the kept
 write-backs (tests/service/process/test_registry_mlflow.py runs them against
 a real MLflow server)."""
 
@@ -16,14 +17,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import obstore
 import pytest
+from obstore.store import MemoryStore
 
+from service.errors import ImportTooLarge
 from service.registry.deliveries import KEEP_SECONDS, Deliveries
+from service.registry.folders import BucketFolder, ObjectMissing
 from service.registry.mlflow_api import MlflowApi, MlflowUnavailable, auth_headers
 from service.registry.mlmodel import MlmodelError, onnx_model_path
 from service.registry.pending import PendingWrites, WriteBack
 from service.registry.signature import Unsigned, signature_of, verify_delivery
 from service.registry.sources import Refused, artifact_folder, confined, model_file
+from service.store.s3.bucket_root import BucketRoot
 
 SECRET = "s3cret"
 NOW = 1_800_000_000.0
@@ -140,7 +146,7 @@ class _Api(MlflowApi):
     [
         ("file:///etc/model", "", "is a local path"),
         ("/srv/models/m", "", "is a local path"),
-        ("s3://bucket/m", "", "is in S3"),
+        ("s3://bucket/m", "", "is in S3 outside the service's bucket"),
         ("https://elsewhere.example/m.onnx", "", "scheme 'https' is not fetched"),
         ("mlflow-artifacts://10.0.0.9:80/0/m", "", "another host"),
         ("runs:/r1/model", "file:///var/mlruns/0/r1/artifacts", "is a local path"),
@@ -154,9 +160,38 @@ def test_sources_are_refused_unless_they_lead_to_mlflows_artifact_proxy(source: 
 
 def test_sources_that_lead_to_the_proxy() -> None:
     api = _Api({"r1": "mlflow-artifacts:/0/r1/artifacts"})
-    assert asyncio.run(artifact_folder(api, {"source": "runs:/r1/model"})) == "0/r1/artifacts/model"
-    assert asyncio.run(artifact_folder(api, {"source": "mlflow-artifacts:/0/r1/artifacts/m"})) == "0/r1/artifacts/m"
-    assert asyncio.run(artifact_folder(api, {"source": "mlflow-artifacts://127.0.0.1:5000/0/x"})) == "0/x"
+    assert asyncio.run(artifact_folder(api, {"source": "runs:/r1/model"})).where == "0/r1/artifacts/model"
+    assert asyncio.run(artifact_folder(api, {"source": "mlflow-artifacts:/0/r1/artifacts/m"})).where == "0/r1/artifacts/m"
+    assert asyncio.run(artifact_folder(api, {"source": "mlflow-artifacts://127.0.0.1:5000/0/x"})).where == "0/x"
+
+
+def _bucket_root() -> BucketRoot:
+    """The data root s3://models/mlflow, its objects in memory."""
+    root = BucketRoot.__new__(BucketRoot)
+    root.url = "s3://models/mlflow"
+    root.store = MemoryStore()  # type: ignore[assignment]  # obstore's in-memory store answers the calls an S3Store does
+    obstore.put(root.store, "0/r1/artifacts/model/model.onnx", b"onnx bytes")
+    obstore.put(root.store, "0/r1/artifacts/model/w/weights.bin", b"weights")
+    return root
+
+
+def test_s3_artifacts_are_read_only_below_the_services_own_bucket(tmp_path: Path) -> None:
+    root = _bucket_root()
+    for run_uri in ("s3://other/mlflow/0/r1/artifacts", "s3://models/elsewhere/0/r1/artifacts", "s3://models/mlflow/../x"):
+        with pytest.raises(Refused, match=r"outside the service's bucket|leaves the version's artifacts"):
+            asyncio.run(artifact_folder(_Api({"r1": run_uri}), {"source": "runs:/r1/model"}, root))
+    with pytest.raises(Refused, match="outside the service's bucket"):  # no bucket of the service's: never S3
+        asyncio.run(artifact_folder(_Api({"r1": "s3://models/mlflow/0/r1/artifacts"}), {"source": "runs:/r1/model"}))
+    folder = asyncio.run(artifact_folder(_Api({"r1": "s3://models/mlflow/0/r1/artifacts"}), {"source": "runs:/r1/model"}, root))
+    assert isinstance(folder, BucketFolder) and folder.where == "s3://models/mlflow/0/r1/artifacts/model"
+    listing = asyncio.run(folder.listing())
+    assert {(entry["path"], entry["is_dir"]) for entry in listing} == {("model.onnx", False), ("w", True)}
+    fetched = asyncio.run(folder.download("w/weights.bin", tmp_path / "weights.bin", 100))
+    assert (tmp_path / "weights.bin").read_bytes() == b"weights" and fetched.sha256 == hashlib.sha256(b"weights").hexdigest()
+    with pytest.raises(ObjectMissing):
+        asyncio.run(folder.download("absent.bin", tmp_path / "absent.bin", 100))
+    with pytest.raises(ImportTooLarge):
+        asyncio.run(folder.download("model.onnx", tmp_path / "model.onnx", 5))
 
 
 def test_mlflows_auth_conventions() -> None:
