@@ -72,12 +72,18 @@ def _retryable(status: int) -> bool:
 
 
 class MlflowApi:
-    def __init__(self, base_url: str, environ: Mapping[str, str] | None = None, backoff: tuple[float, ...] = BACKOFF) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        environ: Mapping[str, str] | None = None,
+        backoff: tuple[float, ...] = BACKOFF,
+        transport: httpx.AsyncBaseTransport | None = None,  # tests: MLflow's answers without a server
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.backoff = backoff
         self.client = httpx.AsyncClient(
             base_url=self.base_url, headers=auth_headers(os.environ if environ is None else environ), timeout=TIMEOUT,
-            follow_redirects=False, trust_env=False,
+            follow_redirects=False, trust_env=False, transport=transport,
         )  # fmt: skip
 
     async def close(self) -> None:

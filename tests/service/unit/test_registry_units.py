@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import obstore
 import pytest
 from obstore.store import MemoryStore
@@ -24,7 +25,7 @@ from obstore.store import MemoryStore
 from service.errors import ImportTooLarge
 from service.registry.deliveries import KEEP_SECONDS, Deliveries
 from service.registry.folders import BucketFolder, ObjectMissing
-from service.registry.mlflow_api import MlflowApi, MlflowUnavailable, auth_headers
+from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable, auth_headers
 from service.registry.mlmodel import MlmodelError, onnx_model_path
 from service.registry.pending import PendingWrites, WriteBack
 from service.registry.signature import Unsigned, signature_of, verify_delivery
@@ -228,3 +229,31 @@ def test_a_write_mlflow_does_not_take_is_kept_and_written_later(tmp_path: Path) 
         ("alias", "m", "validated", "3"),
         ("tag", "m", "3", "onnx_import.verdict", "pass"),
     ]
+
+
+def _answering(*statuses: int) -> tuple[MlflowApi, list[str]]:
+    """An MlflowApi whose calls get `statuses` in turn (then 200), and the paths it asked."""
+    asked: list[str] = []
+    left = list(statuses)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        status = left.pop(0) if left else 200
+        body = {"model_version": {"name": "m", "version": "1"}} if status == 200 else {"error_code": "X", "message": "no"}
+        return httpx.Response(status, json=body)
+
+    return MlflowApi("http://127.0.0.1:5000", environ={}, backoff=(0.0, 0.0, 0.0), transport=httpx.MockTransport(answer)), asked
+
+
+def test_calls_mlflow_does_not_answer_are_retried_within_a_bound(caplog: pytest.LogCaptureFixture) -> None:
+    api, asked = _answering(503, 429)
+    assert asyncio.run(api.model_version("m", "1")) == {"name": "m", "version": "1"}
+    assert len(asked) == 3 and caplog.text.count("; retry in") == 2  # each retry logged
+    api, asked = _answering(503, 503, 503, 503, 503)
+    with pytest.raises(MlflowUnavailable, match="4 attempts"):
+        asyncio.run(api.model_version("m", "1"))
+    assert len(asked) == 4  # the first and one per backoff step, no more
+    api, asked = _answering(404)
+    with pytest.raises(MlflowRefused, match="404: X no"):
+        asyncio.run(api.model_version("m", "1"))
+    assert len(asked) == 1  # an answer is not retried
