@@ -130,6 +130,9 @@ class RegistryHook:
             self.pending.keep(write)
         except MlflowRefused as error:
             log.error("mlflow: MLflow refused the verdict of %s version %s: %s", write.name, write.version, error)
+        except asyncio.CancelledError:  # the service stops while MLflow is retried: the verdict is kept, not lost
+            self.pending.keep(write)
+            raise
 
     async def tick(self) -> None:
         try:

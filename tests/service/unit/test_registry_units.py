@@ -257,3 +257,28 @@ def test_calls_mlflow_does_not_answer_are_retried_within_a_bound(caplog: pytest.
     with pytest.raises(MlflowRefused, match="404: X no"):
         asyncio.run(api.model_version("m", "1"))
     assert len(asked) == 1  # an answer is not retried
+
+
+def test_a_verdict_being_written_when_the_service_stops_is_kept(tmp_path: Path) -> None:
+    """The hook's write of a verdict, cancelled while MLflow is retried (the service stopping), keeps it to write later."""
+    from service.registry.hook import RegistryHook
+
+    hook = RegistryHook.__new__(RegistryHook)
+    hook.pending = PendingWrites(tmp_path)
+
+    class Slow(MlflowApi):
+        async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
+            await asyncio.sleep(60)  # MLflow down, the client between two retries
+
+    hook.api = Slow("http://127.0.0.1:1", environ={})
+
+    async def stop_while_writing() -> None:
+        task = asyncio.create_task(hook.write(WriteBack("m", "7", {"onnx_import.verdict": "fail"})))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(stop_while_writing())
+    (kept,) = pending_files = hook.pending.waiting()
+    assert json.loads(kept.read_text())["tags"] == {"onnx_import.verdict": "fail"}, pending_files
