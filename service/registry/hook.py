@@ -27,7 +27,7 @@ from service.errors import BadInput, ImportFailed, ImportTooLarge, Overloaded, S
 from service.imports.checks import CheckRequest
 from service.registry.deliveries import Deliveries
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
-from service.registry.pending import PendingWrites, WriteBack, write_back
+from service.registry.pending import AUTH_REFUSALS, PendingWrites, WriteBack, write_back
 from service.registry.signature import verify_delivery
 from service.registry.sources import Refused
 from service.registry.verdict import imported, not_imported
@@ -129,6 +129,8 @@ class RegistryHook:
             log.warning("mlflow: the verdict of %s version %s is kept to write later: %s", write.name, write.version, error)
             self.pending.keep(write)
         except MlflowRefused as error:
+            if error.status in AUTH_REFUSALS:  # the service's credentials, which can be fixed: kept
+                self.pending.keep(write)
             log.error("mlflow: MLflow refused the verdict of %s version %s: %s", write.name, write.version, error)
         except asyncio.CancelledError:  # the service stops while MLflow is retried: the verdict is kept, not lost
             self.pending.keep(write)

@@ -7,8 +7,9 @@ answer past the client's retries, the write is kept in a folder under the
 service's state (`pending_write`, one JSON file per version, written to a
 temporary name and renamed), and `PendingWrites.drain` tries each again
 later (the hook's background loop, in every front-end process: a file is
-taken under a non-waiting `flock`, so one process writes it). A write MLflow
-refuses (the version deleted meanwhile) is dropped, logged.
+taken under a non-waiting `flock`, so one process writes it). So is a write
+MLflow refuses the service's credentials for (401, 403: fixable); one it
+refuses otherwise (the version deleted meanwhile) is dropped, logged.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavaila
 from service.registry.verdict import VERDICT
 
 log = logging.getLogger("service")
+
+AUTH_REFUSALS = (401, 403)  # MLflow refusing the service's credentials: a write is kept until they are fixed
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,9 @@ class PendingWrites:
                     log.warning("mlflow: the verdict of %s version %s is still not written: %s", write.name, write.version, error)
                     return written  # MLflow is down: the others wait too
                 except MlflowRefused as error:
+                    if error.status in AUTH_REFUSALS:
+                        log.error("mlflow: the verdict of %s version %s is kept: %s", write.name, write.version, error)
+                        continue  # the service's credentials: kept until they are fixed
                     log.error("mlflow: the verdict of %s version %s was refused (%s); dropped", write.name, write.version, error)
                 else:
                     log.info("mlflow: the kept verdict of %s version %s is written", write.name, write.version)

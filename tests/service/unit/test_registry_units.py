@@ -222,8 +222,23 @@ def test_a_write_mlflow_does_not_take_is_kept_and_written_later(tmp_path: Path) 
 
     assert asyncio.run(pending.drain(Down("http://127.0.0.1:1", environ={}))) == 0
     assert len(pending.waiting()) == 1
+
+    class Forbidden(MlflowApi):
+        async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
+            raise MlflowRefused(403, "PERMISSION_DENIED")
+
+    assert asyncio.run(pending.drain(Forbidden("http://127.0.0.1:1", environ={}))) == 0
+    assert len(pending.waiting()) == 1  # the service's credentials can be fixed: kept
     assert asyncio.run(pending.drain(Up("http://127.0.0.1:1", environ={}))) == 1
     assert pending.waiting() == []
+    pending.keep(WriteBack("gone", "1", {"onnx_import.verdict": "pass"}))
+
+    class Gone(MlflowApi):
+        async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
+            raise MlflowRefused(404, "RESOURCE_DOES_NOT_EXIST")
+
+    assert asyncio.run(pending.drain(Gone("http://127.0.0.1:1", environ={}))) == 0
+    assert pending.waiting() == []  # the version deleted: nothing to tag any more
     assert calls == [  # the verdict last: whoever sees it sees the rest
         ("tag", "m", "3", "onnx_import.checks", "schema=pass"),
         ("alias", "m", "validated", "3"),
