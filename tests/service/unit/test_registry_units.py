@@ -30,6 +30,7 @@ from service.registry.mlmodel import MlmodelError, onnx_model_path
 from service.registry.pending import PendingWrites, WriteBack
 from service.registry.signature import Unsigned, signature_of, verify_delivery
 from service.registry.sources import Refused, artifact_folder, confined, model_file
+from service.registry.verdict import imported, not_imported
 from service.store.s3.bucket_root import BucketRoot
 
 SECRET = "s3cret"
@@ -297,3 +298,27 @@ def test_a_verdict_being_written_when_the_service_stops_is_kept(tmp_path: Path) 
     asyncio.run(stop_while_writing())
     (kept,) = pending_files = hook.pending.waiting()
     assert json.loads(kept.read_text())["tags"] == {"onnx_import.verdict": "fail"}, pending_files
+
+
+def test_a_summary_becomes_the_versions_tags() -> None:
+    summary = {
+        "verdict": "fail",
+        "checks": {"schema": {"status": "pass"}, "security": {"status": "fail"}, "smoke": {"status": "skipped", "reason": "flagged"}},
+        "diagnostics": {"items": [{"stage": "security", "severity": "error", "code": "range-too-large", "message": "17 GB"}]},
+    }
+    verdict, tags = imported(json.dumps(summary).encode(), "abc", "https://onnx.example/prefix/")
+    assert verdict == "fail"
+    assert tags == {
+        "onnx_import.verdict": "fail",
+        "onnx_import.model_id": "abc",
+        "onnx_import.report": "https://onnx.example/prefix/models/abc/diagnostics?format=sarif",
+        "onnx_import.checks": "schema=pass,security=fail,smoke=skipped",
+        "onnx_import.reason": "security failed: range-too-large 17 GB; smoke skipped: flagged",
+    }
+    passed = {"verdict": "pass", "checks": {"schema": {"status": "pass"}}}
+    assert imported(json.dumps(passed).encode(), "abc", "")[1] == {
+        "onnx_import.verdict": "pass", "onnx_import.model_id": "abc", "onnx_import.checks": "schema=pass",
+        "onnx_import.report": "/models/abc/diagnostics?format=sarif",
+    }  # fmt: skip
+    assert not_imported("refused", "x\x00" + "y" * 5000)["onnx_import.reason"].startswith("x\\x00yyy")
+    assert len(not_imported("refused", "y" * 5000)["onnx_import.reason"]) == 1000
