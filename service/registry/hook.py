@@ -5,8 +5,9 @@ in the shared `Deliveries`: a replay is not validated again), `start` (the
 validation as a background task; the route has answered 202 already), the
 validation itself (`service.registry.version_import`, then the verdict's
 tags, then the alias, moved only to a version that passes), and the
-background loop (`running`) that writes kept verdicts (`PendingWrites`) and
-prunes old delivery markers. Its state is under the service's local root
+background loop (`running`) that writes kept verdicts (`PendingWrites`),
+gives the verdict incomplete to validations whose process died (`UnderWay`)
+and prunes old delivery markers. Its state is under the service's local root
 (`registry/`), shared by every front-end process. A validation under way
 when the service stops is given the verdict incomplete (kept, written at
 the next start if MLflow does not take it now).
@@ -30,6 +31,7 @@ from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavaila
 from service.registry.pending import AUTH_REFUSALS, PendingWrites, WriteBack, write_back
 from service.registry.signature import verify_delivery
 from service.registry.sources import Refused
+from service.registry.under_way import UnderWay
 from service.registry.verdict import imported, not_imported
 from service.registry.version_import import import_version
 from service.settings import Settings
@@ -59,6 +61,7 @@ class RegistryHook:
         root = Path(settings.local_root) / "registry"
         self.deliveries = Deliveries(root / "deliveries")
         self.pending = PendingWrites(root / "pending")
+        self.under_way = UnderWay(root / "under-way")
         self.checks = CheckRequest(parse_checks(settings.mlflow_checks))
         self.tasks: dict[asyncio.Task[None], tuple[str, str]] = {}
 
@@ -70,7 +73,9 @@ class RegistryHook:
 
     def start(self, name: str, version: str) -> None:
         """Validate the version in the background."""
+        marker = self.under_way.begin(name, version)
         task = asyncio.create_task(self.validate(name, version), name=f"mlflow-{name}-{version}")
+        task.add_done_callback(lambda _: self.under_way.end(marker))
         self.tasks[task] = (name, version)
         task.add_done_callback(self.tasks.pop)
 
@@ -138,6 +143,10 @@ class RegistryHook:
 
     async def tick(self) -> None:
         try:
+            for name, version in self.under_way.orphans():  # validations of a front end that died
+                log.warning("mlflow: the validation of %s version %s died with its process; verdict incomplete", name, version)
+                tags = not_imported("incomplete", "the service's process stopped during the validation")
+                self.pending.keep(WriteBack(name, version, tags, unless_tagged=True), replace=False)
             await self.pending.drain(self.api)
             self.deliveries.prune()
         except Exception:  # the loop goes on: the next tick tries again

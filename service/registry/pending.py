@@ -38,11 +38,16 @@ class WriteBack:
     version: str
     tags: dict[str, str] = field(default_factory=dict)
     alias: str = ""  # moved to the version when set (it passed)
+    unless_tagged: bool = False  # written only to a version without a verdict (one whose validation died)
 
 
 async def write_back(api: MlflowApi, write: WriteBack) -> None:
     """The tags, the alias, and the verdict tag last (once it is there, the rest
     is); MlflowUnavailable if MLflow did not answer."""
+    if write.unless_tagged:
+        tags = (await api.model_version(write.name, write.version)).get("tags", [])
+        if any(isinstance(tag, dict) and tag.get("key") == VERDICT for tag in tags):
+            return
     last = [(key, value) for key, value in write.tags.items() if key == VERDICT]
     for key, value in write.tags.items():
         if key == VERDICT:
@@ -62,9 +67,12 @@ class PendingWrites:
     def _path(self, write: WriteBack) -> Path:
         return self.folder / (hashlib.sha256(f"{write.name}\0{write.version}".encode()).hexdigest() + ".json")
 
-    def keep(self, write: WriteBack) -> None:
-        """Keep `write` until `drain` writes it (in place of an earlier one for the same version)."""
+    def keep(self, write: WriteBack, *, replace: bool = True) -> None:
+        """Keep `write` until `drain` writes it, in place of an earlier one for the same version
+        (`replace=False`: unless there is one)."""
         path = self._path(write)
+        if not replace and path.exists():
+            return
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         with open(temporary, "w") as out:
             json.dump(asdict(write), out)

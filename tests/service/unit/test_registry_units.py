@@ -322,3 +322,45 @@ def test_a_summary_becomes_the_versions_tags() -> None:
     }  # fmt: skip
     assert not_imported("refused", "x\x00" + "y" * 5000)["onnx_import.reason"].startswith("x\\x00yyy")
     assert len(not_imported("refused", "y" * 5000)["onnx_import.reason"]) == 1000
+
+
+def test_a_validation_whose_process_died_gets_the_verdict_incomplete(tmp_path: Path) -> None:
+    """A front end killed mid-validation leaves its marker; the next tick of any front end keeps the
+    verdict incomplete for it, written only if the version has no verdict yet, and never over a kept one."""
+    import subprocess
+
+    from service.registry.hook import RegistryHook
+    from service.registry.under_way import UnderWay
+
+    under_way = UnderWay(tmp_path / "under-way")
+    mine = under_way.begin("alive", "1")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for name in ("died", "died-kept"):
+        orphan = under_way.begin(name, "2")
+        marker = json.loads(orphan.read_text())
+        orphan.write_text(json.dumps({**marker, "pid": dead.pid}))
+    hook = RegistryHook.__new__(RegistryHook)
+    hook.under_way, hook.pending, hook.deliveries = under_way, PendingWrites(tmp_path / "pending"), Deliveries(tmp_path / "d")
+    hook.pending.keep(WriteBack("died-kept", "2", {"onnx_import.verdict": "pass"}))  # its real verdict, kept before it died
+    tagged: dict[str, list[dict[str, str]]] = {"died": [], "died-kept": []}
+    written: list[tuple[str, str, str]] = []
+
+    class Api(MlflowApi):
+        async def model_version(self, name: str, version: str) -> dict[str, Any]:
+            return {"tags": tagged[name]}
+
+        async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
+            written.append((name, key, value))
+
+    hook.api = Api("http://127.0.0.1:1", environ={})
+    asyncio.run(hook.tick())
+    assert mine.exists() and sorted(path.name for path in under_way.folder.iterdir()) == [mine.name]
+    assert ("died", "onnx_import.verdict", "incomplete") in written
+    assert ("died-kept", "onnx_import.verdict", "pass") in written and ("died-kept", "onnx_import.verdict", "incomplete") not in written
+    assert hook.pending.waiting() == []
+    written.clear()
+    hook.pending.keep(WriteBack("died", "2", {"onnx_import.verdict": "incomplete"}, unless_tagged=True))
+    tagged["died"] = [{"key": "onnx_import.verdict", "value": "pass"}]
+    asyncio.run(hook.tick())
+    assert written == []  # a version with a verdict keeps it
