@@ -31,7 +31,7 @@ import anyio.to_thread
 
 from service.errors import NotFound
 from service.imports.flow import run_worker
-from service.imports.stored_model import GONE, check_sources, stored_model_files
+from service.imports.stored_model import GONE, check_sources, held_model, stored_model_files
 from service.state import Service
 
 
@@ -55,10 +55,7 @@ async def graph_document(service: Service, model_id: str, tenant: str) -> int:
 
 
 async def _render(service: Service, model_id: str, tenant: str) -> None:
-    record = await anyio.to_thread.run_sync(service.store.read_record, model_id)
-    held = await anyio.to_thread.run_sync(service.store.holding, tenant, model_id)
-    if record is None or held is None:
-        raise NotFound(GONE)
+    record, held = await held_model(service, tenant, model_id)
     async with service.limiter.admission(), AsyncExitStack() as stack:
         model_path, external_dir = await stored_model_files(service, model_id, record, stack)
         work = stack.enter_context(service.store.work_folder())

@@ -13,12 +13,9 @@ from __future__ import annotations
 import os
 from contextlib import AsyncExitStack
 
-import anyio.to_thread
-
-from service.errors import NotFound
 from service.imports.checks import CheckRequest, complete_checks
 from service.imports.flow import SUMMARY_TENSORS, run_worker, stored_summary
-from service.imports.stored_model import GONE, check_sources, stored_model_files
+from service.imports.stored_model import check_sources, held_model, stored_model_files
 from service.imports.tenant_checks import import_runs, keep_runs
 from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.state import Service
@@ -27,10 +24,7 @@ from service.state import Service
 async def recheck(service: Service, tenant: str, model_id: str, request: CheckRequest) -> bytes:
     """Run `request`'s stages on the tenant's stored model; its summary with
     the tenant's checks, these runs in place of its earlier ones of the same stages."""
-    record = await anyio.to_thread.run_sync(service.store.read_record, model_id)
-    held = await anyio.to_thread.run_sync(service.store.holding, tenant, model_id)
-    if record is None or held is None:
-        raise NotFound(GONE)
+    record, held = await held_model(service, tenant, model_id)
     async with service.limiter.admission(), AsyncExitStack() as stack:
         model_path, external_dir = await stored_model_files(service, model_id, record, stack)
         work = stack.enter_context(service.store.work_folder())

@@ -1,7 +1,8 @@
 """A stored model's files, for a worker to read again, and the check that they
 are the ones recorded.
 
-Owns `stored_model_files` (the model and its external data as local paths:
+Owns `held_model` (the record of a model a tenant holds, and the tenant's
+own record of it; NotFound if either is gone), `stored_model_files` (the model and its external data as local paths:
 an upload's from the store, a remote backend's copied here; a data root in a
 bucket, its recorded objects copied here; a local data root, in place) and
 `check_sources` (the files the worker read are the ones recorded at import:
@@ -21,9 +22,18 @@ from service.errors import ModelSourceChanged, NotFound, bounded
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import WorkerHeader
 from service.state import Service
-from service.store.records import StoredRecord
+from service.store.records import StoredRecord, TenantRecord
 
 GONE = "the model was removed from the store meanwhile"
+
+
+async def held_model(service: Service, tenant: str, model_id: str) -> tuple[StoredRecord, TenantRecord]:
+    """The model's record and the tenant's record of it; NotFound if the model or the holding is gone."""
+    record = await anyio.to_thread.run_sync(service.store.read_record, model_id)
+    held = await anyio.to_thread.run_sync(service.store.holding, tenant, model_id)
+    if record is None or held is None:
+        raise NotFound(GONE)
+    return record, held
 
 
 async def stored_model_files(service: Service, model_id: str, record: StoredRecord, stack: AsyncExitStack) -> tuple[str, str | None]:

@@ -28,6 +28,7 @@ from support.fanout_model import fanout_model
 from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
 from support.service_harness import SAMPLES
+from support.small_models import unnamed_reshape
 from support.training_info_model import FIELD_PATH as TRAINING_FIELD_PATH
 from support.training_info_model import training_info_model
 
@@ -200,19 +201,6 @@ def test_python_m_importer_check_keeps_the_operator_check_alone() -> None:
     assert done.returncode == 0 and set(json.loads(done.stdout)) == {"diagnostics"}
 
 
-def unnamed_reshape(path: Path) -> Path:
-    """x: float [?, ?] (dimensions without names), reshaped to [2, -1]: one element cannot be."""
-    graph = helper.make_graph(
-        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="halves")],
-        "unnamed",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, None])],
-        [helper.make_tensor("shape", TensorProto.INT64, [2], [2, -1])],
-    )
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
-
-
 @pytest.mark.parametrize("checks", ["smoke", "schema"])
 def test_a_binding_the_model_has_no_place_for_exits_64(tmp_path: Path, checks: str) -> None:
     # Known only once the model is read: the check worker reports it, whatever the stages asked.
@@ -222,7 +210,8 @@ def test_a_binding_the_model_has_no_place_for_exits_64(tmp_path: Path, checks: s
 
 
 def test_dimensions_without_names_are_bound_by_input_and_axis(tmp_path: Path) -> None:
-    model = unnamed_reshape(tmp_path / "unnamed.onnx")
+    model = tmp_path / "unnamed.onnx"
+    model.write_bytes(unnamed_reshape())
     done = run("check", model, "--checks", "smoke", "--dim", "x[0]:2", "--dim", "x[1]:3")
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["checks"]["smoke"]["status"] == "pass"

@@ -39,6 +39,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support.small_models import unnamed_reshape
 from test_runtime import direct_load, real_models, relative
 
 import importer
@@ -467,33 +468,20 @@ def test_a_sequence_from_an_ortvalue_is_judged_by_its_type_name() -> None:
 # --- dimensions without a name
 
 
-def _unnamed_reshape() -> bytes:
-    """x: float [?, ?], dimensions without names (as silero_vad declares), reshaped to [2, -1]."""
-    graph = helper.make_graph(
-        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="halves")],
-        "g",
-        [_info("x", shape=[None, None])],  # type: ignore[list-item]
-        [_info("y", shape=[2, None])],  # type: ignore[list-item]
-        [helper.make_tensor("shape", TensorProto.INT64, [2], [2, -1])],
-    )
-    data: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    return data
-
-
 def test_dimensions_without_names_are_bound_by_input_and_axis() -> None:
-    result, sink = _smoke(_unnamed_reshape(), dims={"x[0]": 2, "x[1]": 3})
+    result, sink = _smoke(unnamed_reshape(), dims={"x[0]": 2, "x[1]": 3})
     assert (result.status, result.findings) == ("pass", []), result
     assert _as_numpy(sink[0]).shape == (2, 3)
     # Unbound, both take 1, and one element cannot be cut in two halves: the
     # finding says which dimensions took 1 and the binding of each.
-    result, _ = _smoke(_unnamed_reshape())
+    result, _ = _smoke(unnamed_reshape())
     [finding] = result.findings
     assert (result.status, finding.code, finding.node_name) == ("fail", SMOKE_RUN_FAILED, "halves")
     assert "failed (unbound, these dimensions took 1: axis 0 of input 'x' (--dim x[0]:VALUE, ?dim=x%5B0%5D:VALUE)" in finding.message
     assert "axis 1 of input 'x' (--dim x[1]:VALUE, ?dim=x%5B1%5D:VALUE)" in finding.message
     # Bound otherwise (2 x 1 elements), the run passes; bound to 1 by the request, no hint is given.
-    assert _smoke(_unnamed_reshape(), dims={"x[0]": 2})[0].status == "pass"
-    [bound_to_one] = _smoke(_unnamed_reshape(), dims={"x[0]": 1, "x[1]": 1})[0].findings
+    assert _smoke(unnamed_reshape(), dims={"x[0]": 2})[0].status == "pass"
+    [bound_to_one] = _smoke(unnamed_reshape(), dims={"x[0]": 1, "x[1]": 1})[0].findings
     assert bound_to_one.code == SMOKE_RUN_FAILED and "took 1" not in bound_to_one.message
 
 
@@ -506,7 +494,7 @@ def test_an_output_shape_at_a_default_dimension_names_the_binding() -> None:
 
 
 def test_a_binding_the_model_has_no_place_for_is_no_stage_result() -> None:
-    model = importer.load_model_bytes(_unnamed_reshape())
+    model = importer.load_model_bytes(unnamed_reshape())
     _, session = runtime_stage(model)
     with pytest.raises(DimensionBindingError, match="unknown dimension binding nosuch:5"):
         smoke_stage(session, model, {"nosuch": 5})

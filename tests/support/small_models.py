@@ -3,6 +3,8 @@
 `weight_model(seed, values)`: one Add of an input and a float32 weight of
 `values` values, all `seed`, so each seed gives other bytes (another id) and
 `values` sets the size; the fleet's tests post many of them at once.
+`unnamed_reshape()`: an input whose dimensions have no names (as silero_vad
+declares), reshaped to [2, -1], for the smoke run's bindings by input and axis.
 """
 
 from __future__ import annotations
@@ -24,4 +26,17 @@ def weight_model(seed: int, values: int = 1024) -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     data: bytes = model.SerializeToString()
+    return data
+
+
+def unnamed_reshape() -> bytes:
+    """x: float [?, ?] (dimensions without names), reshaped to [2, -1]: unbound (1 each), one element cannot be."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="halves")],
+        "unnamed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, None])],
+        [helper.make_tensor("shape", TensorProto.INT64, [2], [2, -1])],
+    )
+    data: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     return data

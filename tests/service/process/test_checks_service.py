@@ -35,6 +35,7 @@ from support.fanout_model import fanout_model
 from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem, serving
+from support.small_models import unnamed_reshape
 from support.training_info_model import FIELD_PATH as TRAINING_FIELD_PATH
 from support.training_info_model import training_info_model
 
@@ -358,18 +359,6 @@ def test_a_training_info_initializer_at_etc_passwd_is_refused(client: httpx.Clie
     assert model.read_bytes()[body["offset"]] == (5 << 3) | 2, "the offset is the key of the initializer"  # GraphProto.initializer
 
 
-def unnamed_reshape(path: Path) -> Path:
-    """x: float [?, ?] (dimensions without names), reshaped to [2, -1]."""
-    graph = helper.make_graph(
-        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="halves")],
-        "unnamed",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, None])],
-        [helper.make_tensor("shape", TensorProto.INT64, [2], [2, -1])],
-    )
-    return _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-
-
 def test_a_binding_the_model_has_no_place_for_is_a_400_and_an_axis_binding_is_taken(
     client: httpx.Client, models: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -381,5 +370,7 @@ def test_a_binding_the_model_has_no_place_for_is_a_400_and_an_axis_binding_is_ta
     recheck = client.post(f"/models/{held['id']}/checks?checks=smoke&dim=nosuch:5")
     assert "unknown dimension binding nosuch:5" in assert_problem(recheck, 400, "bad-request")["detail"]
     assert "smoke" not in client.get(f"/models/{held['id']}").json()["checks"]  # nothing of the refused run is kept
-    bound = post(client, unnamed_reshape(tmp_path / "unnamed.onnx"), "?checks=smoke&dim=x%5B0%5D:2&dim=x%5B1%5D:3")
+    unnamed = tmp_path / "unnamed.onnx"
+    unnamed.write_bytes(unnamed_reshape())
+    bound = post(client, unnamed, "?checks=smoke&dim=x%5B0%5D:2&dim=x%5B1%5D:3")
     assert bound["checks"]["smoke"]["status"] == "pass" and bound["checks"]["smoke"]["dims"] == {"x[0]": 2, "x[1]": 3}
