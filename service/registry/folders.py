@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.to_thread
-import obstore
 
 from service.errors import NotFound
 from service.registry.mlflow_api import Fetched, MlflowApi
@@ -64,6 +63,8 @@ class BucketFolder:
         return f"{self.root.url.rstrip('/')}/{self.key}"
 
     async def listing(self) -> list[dict[str, Any]]:
+        import obstore  # the fleet extra's: a bucket folder exists only where the data root is a bucket
+
         found = await anyio.to_thread.run_sync(lambda: obstore.list_with_delimiter(self.root.store, prefix=self.key))
         entries: list[dict[str, Any]] = [
             {"path": posixpath.basename(item["path"]), "is_dir": False, "file_size": item["size"]} for item in found["objects"]
