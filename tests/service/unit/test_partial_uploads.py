@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_store import commit
 
 from service.errors import NotFound, StoreFull, TenantQuotaExceeded, TooManyUploads, UploadBusy, UploadIncomplete, UploadOffsetMismatch
 from service.http.problems import ProblemError
@@ -22,7 +23,6 @@ from service.settings import Settings
 from service.store.backends import open_store
 from service.store.model_store import Store
 from service.store.partial_uploads import Appending, PartialUploads
-from service.store.records import SourceFile, StoredRecord, TenantRecord
 
 
 @pytest.fixture
@@ -171,18 +171,7 @@ def test_open_uploads_count_against_the_tenants_byte_cap(tmp_path: Path) -> None
 
 def store_model(store: Store, tenant: str, content: bytes) -> str:
     """`content` stored as `tenant`'s uploaded model; its id."""
-    model_id = hashlib.sha256(content).hexdigest()
-    with store.work_folder() as work:
-        work.files.mkdir()
-        work.upload_model.write_bytes(content)
-        info = os.stat(work.upload_model)
-        item = SourceFile(path="files/model.onnx", in_store=True, size=info.st_size, mtime_ns=info.st_mtime_ns, inode=info.st_ino)
-        record = StoredRecord(
-            id=model_id, input="m.onnx", created_ns=time.time_ns(), model_size=len(content),
-            model_sha256=model_id, tensor_count=0, files={"model": item},
-        )  # fmt: skip
-        store.commit(work, model_id, record, b"{}", TenantRecord(tenant=tenant, input="m.onnx", created_ns=time.time_ns()))
-    return model_id
+    return commit(store, tenant, content)[0]
 
 
 def test_a_tenants_open_uploads_take_at_most_its_share_of_the_room(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
