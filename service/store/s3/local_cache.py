@@ -15,10 +15,12 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger("service.store")
+LEFTOVER_SECONDS = 3600.0  # a part this old is a dead fill's, whoever's pid it names now
 
 
 class LocalCache:
@@ -30,8 +32,9 @@ class LocalCache:
 
     def open(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        for leftover in self.folder.glob("*.part-*"):  # a fill cut short
-            leftover.unlink(missing_ok=True)
+        for leftover in self.folder.glob("*.part-*"):
+            if _cut_short(leftover):
+                leftover.unlink(missing_ok=True)
         self.trim()
 
     @staticmethod
@@ -88,3 +91,20 @@ class LocalCache:
                 log.debug("dropped %s from the local cache", os.path.basename(path))
         with self.lock:
             self.total = total
+
+
+def _cut_short(part: Path) -> bool:
+    """A fill's temporary file whose process is gone (`<name>.part-<pid>-<thread>`),
+    or that nobody wrote for an hour. A front end started beside others (one
+    replaced after it died) must not remove what they are filling now: their
+    reads would fail as if the model were gone."""
+    pid = part.name.rpartition(".part-")[2].partition("-")[0]
+    try:
+        if time.time() - part.stat().st_mtime > LEFTOVER_SECONDS:
+            return True
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError):
+        return True
+    except (FileNotFoundError, PermissionError):
+        return False  # gone already, or a live process of another user
+    return False

@@ -4,6 +4,8 @@ catalogues and graphs as files, filled once, bounded, least recently used out fi
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,3 +49,21 @@ def test_a_failed_fill_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         cache.get("x", gone)
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_front_end_starting_beside_others_leaves_their_fills_alone(tmp_path: Path) -> None:
+    """A front end that replaces a dead one opens the cache its siblings are
+    filling: their parts stay (their reads would fail as if the model were
+    gone); a dead process's part, or one nobody wrote for an hour, goes."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    filling = folder / f"m-1-catalog.sqlite.part-{os.getpid()}-7"
+    dead_child = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_child.wait()
+    dead = folder / f"m-2-catalog.sqlite.part-{dead_child.pid}-7"
+    stale = folder / f"m-3-catalog.sqlite.part-{os.getpid()}-8"
+    for part in (filling, dead, stale):
+        part.write_bytes(b"half")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    LocalCache(folder, max_bytes=1 << 20).open()
+    assert sorted(path.name for path in folder.iterdir()) == [filling.name]
