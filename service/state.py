@@ -27,7 +27,7 @@ from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.model_store import Store
 from service.store.open_files import OpenFiles
-from service.store.partial_uploads import PartialUploads
+from service.store.uploads import ResumableUploads, resumable_uploads_for
 
 if TYPE_CHECKING:
     from service.store.s3.bucket_root import BucketRoot
@@ -48,12 +48,12 @@ class Service:
     graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
     data_root_files: OpenFiles = field(default_factory=OpenFiles)  # data-root files tensors are served from, kept open
     data_root_real: str = ""  # the data root folder, links resolved once at start
-    partial_uploads: PartialUploads = field(init=False)  # resumable uploads (tus), on this machine's disk (opened by the app)
+    partial_uploads: ResumableUploads = field(init=False)  # resumable uploads (tus): this machine's or the fleet's (opened by the app)
 
     def __post_init__(self) -> None:
         self.data_root_real = os.path.realpath(self.settings.data_root) if self.bucket_root is None else ""
         settings = self.settings
-        self.partial_uploads = PartialUploads(settings.local_root, self.store, settings.upload_expiry, settings.max_open_uploads)
+        self.partial_uploads = resumable_uploads_for(settings, self.store)
 
     async def read(self, call: Callable[[], T]) -> T:
         """`call()` (a read of the store: index lookups, a catalogue query, a

@@ -31,7 +31,7 @@ from service.imports.checks import CheckRequest
 from service.imports.flow import Imported, ImportHooks, import_upload
 from service.imports.inputs import DEFAULT_DISPLAY_NAME, StagedFile, Upload
 from service.state import Service
-from service.store.partial_uploads import UploadState
+from service.store.uploads import UploadState
 
 REFUSED_CONTENT = frozenset({400, 413, 422})  # the import's own refusals of what was uploaded: the uploads go
 

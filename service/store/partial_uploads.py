@@ -35,12 +35,10 @@ import fcntl
 import hashlib
 import logging
 import os
-import re
 import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -48,8 +46,6 @@ from pydantic import BaseModel, ConfigDict
 
 from service.errors import (
     NotFound,
-    TenantQuotaExceeded,
-    TooManyUploads,
     UploadBusy,
     UploadIncomplete,
     UploadOffsetMismatch,
@@ -58,10 +54,10 @@ from service.errors import (
 from service.store.files import fsync_dir, write_file_atomically
 from service.store.local.tenants import tenant_folder_name
 from service.store.model_store import Store
+from service.store.uploads import UPLOAD_ID, DigestUpdate, UploadState, check_creation
 
 log = logging.getLogger("service.store")
 
-UPLOAD_ID = re.compile(r"[0-9a-f]{32}")
 RECORD_FILE = "upload.json"
 DATA_FILE = "data"
 LOCK_FILE = "lock"
@@ -89,21 +85,7 @@ class Survey(NamedTuple):
     tenant_declared: int  # their declared lengths
 
 
-@dataclass(frozen=True, slots=True)
-class UploadState:
-    upload_id: str
-    length: int
-    offset: int  # bytes held
-    metadata: str
-    filename: str
-    expires: float  # Unix time, unless written to again
-
-    @property
-    def complete(self) -> bool:
-        return self.offset == self.length
-
-
-def chunk_writer(digest_update: Callable[[memoryview], object] | None) -> ChunkWrite:
+def chunk_writer(digest_update: DigestUpdate | None) -> ChunkWrite:
     """Append a chunk to the descriptor (opened with O_APPEND), and feed the
     digest (`digest_update`: a hash object's update, or a thread's hashing
     it) exactly the bytes written (a write cut short by a full disk leaves
@@ -121,9 +103,9 @@ def chunk_writer(digest_update: Callable[[memoryview], object] | None) -> ChunkW
 
 
 class Appending:
-    """One PATCH's hold on an upload: its data file open for appending and
-    locked. The caller writes with `write(fd, chunk)`, adds each chunk's
-    length to `offset` once written, and closes it on every path out."""
+    """One PATCH's hold on an upload (`service.store.uploads.Appending`): its
+    data file open for appending and locked. `consume` appends a chunk (and
+    moves `offset`); `end` (or `close`) on every path out."""
 
     def __init__(
         self, owner: PartialUploads, upload_id: str, path: Path, fd: int, length: int, offset: int, digest: hashlib._Hash | None
@@ -142,6 +124,14 @@ class Appending:
     def room(self) -> int:
         """Bytes the upload may still take."""
         return self.length - self.offset
+
+    def consume(self, chunk: bytes, digest_update: DigestUpdate | None) -> None:
+        """Append `chunk`, feeding `digest_update` exactly the bytes written."""
+        chunk_writer(digest_update)(self.fd, chunk)
+        self.offset += len(chunk)
+
+    def end(self) -> float | None:
+        return self.close()
 
     def close(self) -> float | None:
         """Keep what was written (its digest, for this process), release the
@@ -218,17 +208,10 @@ class PartialUploads:
         tenant_dir = self.root / tenant_folder_name(tenant)
         with self._creating():
             survey = self._survey(tenant_dir)
-            open_now, declared = survey.tenant_open, survey.tenant_declared
-            if open_now >= self.max_open:
-                raise TooManyUploads(f"the tenant has {open_now} uploads open, the most it may (--max-open-uploads); finish or DELETE one")
-            cap = self.store.tenant_max_bytes
-            if cap and (used := self.store.tenant_usage(tenant)[0]) + declared + length > cap:  # refused now, not after the bytes came
-                raise TenantQuotaExceeded(
-                    f"the tenant's models take {used} bytes and its open uploads {declared}; {length} more would pass its cap of "
-                    f"{cap} (--tenant-max-bytes)",
-                    limit="tenant_max_bytes",
-                )
-            self.store.check_reservation(length, awaited=survey.awaited, held=survey.held, tenant_declared=declared)
+            check_creation(
+                self.store, tenant, length, self.max_open,
+                open_now=survey.tenant_open, declared=survey.tenant_declared, awaited=survey.awaited, held=survey.held,
+            )  # fmt: skip
             tenant_dir.mkdir(parents=True, exist_ok=True)
             upload_id = secrets.token_hex(16)
             making = tenant_dir / f".{upload_id}.new-{secrets.token_hex(4)}"

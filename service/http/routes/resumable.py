@@ -4,7 +4,8 @@
 empty upload of a declared `Upload-Length`), `HEAD /uploads/{id}` (its
 offset), `PATCH /uploads/{id}` (bytes appended at `Upload-Offset`) and
 `DELETE /uploads/{id}` (termination); expiration after `--upload-expiry`.
-The uploads are stored by `service.store.partial_uploads` and imported by
+The uploads are stored by `service.store.uploads` (on this machine's disk,
+or for the fleet store in the bucket and the index) and imported by
 `POST /models` with `{"upload": id}` (`service.http.upload_imports`). A
 PATCH's body is read as a one-shot upload's is (`body_chunks`: silence and
 minimum rate; a receiving place of the import limiter), written and hashed
@@ -38,7 +39,7 @@ from service.http.tus import (
     require_tus,
 )
 from service.state import ServiceDep
-from service.store.partial_uploads import Appending, chunk_writer
+from service.store.uploads import Appending
 from service.writeback import Writeback
 
 router = APIRouter(tags=["uploads"])
@@ -188,12 +189,12 @@ async def patch_upload(upload_id: str, request: Request, service: ServiceDep, ca
         raise _problem(error, **({"Connection": "close"} if _has_body(request) else {})) from None
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > appending.room:
-        appending.close()
+        await anyio.to_thread.run_sync(appending.end)
         raise _past_length(appending, int(declared))
     appender = _Appender(appending)
     pipe = BodyPipe(appender.consume, appender.end)  # written and hashed in threads while the loop receives
     try:
-        queued = appending.offset  # bytes written or on their way (the thread moves appending.offset)
+        queued = appending.offset  # bytes consumed or on their way (the thread's consume moves appending.offset)
         async with service.limiter.receiving():
             async for chunk in body_chunks(request, settings.body_timeout, settings.min_upload_rate):
                 piece = chunk[: appending.length - queued]
@@ -210,32 +211,33 @@ async def patch_upload(upload_id: str, request: Request, service: ServiceDep, ca
 
 
 class _Appender:
-    """A PATCH's body, in the pipe's thread: appended to the upload's file,
-    its digest (when this process has it) computed in a second thread,
-    writeback started as it goes; at the end the upload is closed there, so
-    its descriptor is never closed under a write."""
+    """A PATCH's body, in the pipe's thread: handed to the upload's own
+    `consume` (appended to a file, or buffered into the parts of a multipart
+    upload), its digest (when this process has it) computed in a second
+    thread, writeback of a file started as it goes; at the end the upload's
+    `end` runs there, so its file is never closed under a write."""
 
     def __init__(self, appending: Appending) -> None:
         self.appending = appending
         self.hasher = None if appending.digest is None else HashThread(appending.digest)
-        self.write = chunk_writer(None if self.hasher is None else self.hasher.update)
-        self.writeback = Writeback(appending.fd, appending.offset)
+        self.digest_update = None if self.hasher is None else self.hasher.update
+        self.writeback = None if appending.fd is None else Writeback(appending.fd, appending.offset)
         self.expires: float | None = None
 
     def consume(self, chunk: bytes) -> None:
-        appending = self.appending
-        self.write(appending.fd, chunk)
-        appending.offset += len(chunk)
-        self.writeback.wrote(appending.offset)
+        self.appending.consume(chunk, self.digest_update)
+        if self.writeback is not None:
+            self.writeback.wrote(self.appending.offset)
 
     def end(self) -> None:
         try:
-            self.writeback.finish(self.appending.offset)
+            if self.writeback is not None:
+                self.writeback.finish(self.appending.offset)
             if self.hasher is not None:
                 self.hasher.wait()  # the digest has every byte written before it is kept
                 self.hasher.close()
         finally:
-            self.expires = self.appending.close()  # what was written stays (fstat, utime, close)
+            self.expires = self.appending.end()  # what was consumed stays (as far as it became durable)
 
 
 def _past_length(appending: Appending, declared: int | None) -> ProblemError:

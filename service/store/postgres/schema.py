@@ -21,6 +21,15 @@ rolling upgrade. The tables, all named `onnx_*`:
                     same locked block before or after the model's record, and
                     dropping a model deletes its holdings itself
     onnx_uploads    commits in flight: a content place and when its upload began
+    onnx_tus_uploads  resumable uploads (tus) in the making, any replica's
+                    (`service.store.postgres.uploads`): the tenant (by key),
+                    the declared length and metadata, the S3 multipart upload
+                    (its id), the bytes of its recorded parts and of its
+                    incomplete part (an object of its own), the last write
+                    (the database's clock: the expiry counts from it) and the
+                    lease of the one request writing it
+    onnx_tus_parts  a resumable upload's recorded parts: number, ETag, size
+                    (deleted with their upload)
 
 The records are JSON in text columns (read with one parse, written as the
 model dumps them; jsonb would refuse a "\\u0000" in a client's name). Ids and
@@ -38,9 +47,10 @@ from psycopg.rows import TupleRow
 log = logging.getLogger("service.store")
 
 # pg_advisory_xact_lock keys (signed 64-bit): the first 8 bytes of the SHA-256
-# of "onnx-import-service: the schema lock", and of "... the index lock".
+# of "onnx-import-service: the schema lock", of "... the index lock" and of "... the uploads lock".
 SCHEMA_LOCK = 8046182319371317534
 INDEX_LOCK = -2374340273633317047
+UPLOADS_LOCK = -1617302126661238175
 
 VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS onnx_schema (
@@ -78,6 +88,36 @@ MIGRATIONS: list[list[str]] = [
     ],
     [  # 2: each holding's own check runs (`CheckRuns`, as JSON; '' for none yet)
         "ALTER TABLE onnx_holdings ADD COLUMN checks text NOT NULL DEFAULT ''",
+    ],
+    [  # 3: resumable uploads any replica continues (their bytes: S3 multipart parts)
+        """
+        CREATE TABLE onnx_tus_uploads (
+            id text COLLATE "C" PRIMARY KEY,
+            tenant_key text COLLATE "C" NOT NULL,
+            length bigint NOT NULL,
+            metadata text NOT NULL,
+            filename text NOT NULL,
+            created_ns bigint NOT NULL,
+            multipart_id text NOT NULL DEFAULT '',
+            parts_bytes bigint NOT NULL DEFAULT 0,
+            next_part integer NOT NULL DEFAULT 1,
+            incomplete bigint NOT NULL DEFAULT 0,
+            incomplete_key text NOT NULL DEFAULT '',
+            completed boolean NOT NULL DEFAULT false,
+            last_write timestamptz NOT NULL DEFAULT now(),
+            lease text COLLATE "C" NOT NULL DEFAULT '',
+            lease_until timestamptz NOT NULL DEFAULT '-infinity'
+        )""",
+        "CREATE INDEX onnx_tus_uploads_by_tenant ON onnx_tus_uploads (tenant_key)",
+        "CREATE INDEX onnx_tus_uploads_by_last_write ON onnx_tus_uploads (last_write)",
+        """
+        CREATE TABLE onnx_tus_parts (
+            upload_id text COLLATE "C" NOT NULL REFERENCES onnx_tus_uploads (id) ON DELETE CASCADE,
+            number integer NOT NULL,
+            etag text NOT NULL,
+            size bigint NOT NULL,
+            PRIMARY KEY (upload_id, number)
+        )""",
     ],
 ]
 
