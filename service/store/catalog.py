@@ -46,13 +46,13 @@ class Catalog:
         self.lookups: Memo[tuple[str, str, int], list[TensorRow]] = Memo(LOOKUPS_KEPT)  # (condition, value, limit) -> rows
 
     def current(self) -> bool:
-        """The path still holds the file opened (True while nothing is open)."""
-        if self.inode is None:
-            return True
+        """The path still holds the file opened (while nothing is open: a
+        file, so a catalogue whose file went before its first query is swept)."""
         try:
-            return os.stat(self.path).st_ino == self.inode
+            inode = os.stat(self.path).st_ino
         except OSError:
             return False
+        return self.inode is None or inode == self.inode
 
     def close(self) -> None:
         """Close the connection; a later query opens it again."""
@@ -72,7 +72,7 @@ class Catalog:
                     self.connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
                 cursor = self.connection.execute(sql, parameters)
                 return [column[0] for column in cursor.description], cursor.fetchall()
-            except sqlite3.Error as error:
+            except (sqlite3.Error, FileNotFoundError) as error:  # gone before it was opened: removed, evicted
                 raise CatalogUnavailable(str(error)) from None
 
     def _rows(self, where: str, parameters: tuple[object, ...], limit: int) -> list[TensorRow]:

@@ -11,6 +11,13 @@ model's catalogue (kept open), run by `Service.read`: on the event loop for a
 store on this machine, in a worker thread for a fleet's; the bytes are served
 by `service.http.tensor_responses` (the file kept open, `OpenFiles`).
 
+A model removed while a read runs (a DELETE, an eviction, another replica,
+between the record's lookup and the catalogue's or the file's) is 404
+not-found (on a fleet, an object deleted before its bytes are fetched: 410
+tensor-source-gone); one deleted and imported again meanwhile (the same id, the same
+bytes in a new copy) is read from the copy its record names now
+(`open_stored`), not refused as a changed file.
+
 The server decodes a path and a query with replacement characters, so `%FF`
 would be the name U+FFFD: here the raw path and query must percent-decode to
 UTF-8, each `%` followed by two hex digits, else 400. A name may hold any
@@ -29,7 +36,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from service.access.callers import ReadCaller, authorize
-from service.errors import bounded
+from service.errors import TensorSourceChanged, TensorSourceGone, bounded
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
 from service.http.plain_reads import plain_read_route
@@ -37,6 +44,7 @@ from service.http.problems import ProblemError
 from service.http.routes.models import MAX_PAGE, require_model, require_record
 from service.http.schemas import PageLinks, TensorEntry, TensorPage
 from service.http.tensor_responses import tensor_response
+from service.imports.stored_model import GONE
 from service.sandbox.catalog_format import TensorRow, npy_href, tensor_href
 from service.state import Service, ServiceDep, get_service
 from service.store.byte_source import ByteSource, FileSource
@@ -191,17 +199,33 @@ def tensor_of(request: Request, service: Service, tenant: str, model_id: str, na
         item = record.files.get(row.file)
         if item is None:
             raise ProblemError("internal-error", "the model's record does not name the file of this tensor")
-        stored = item  # bound for the call below
+        stored, key = item, row.file  # bound for the call below
 
         def open_source() -> ByteSource:
             if stored.in_store:
-                return service.store.open_file(record, stored)
+                return open_stored(service, tenant, model_id, record, key)
             if service.bucket_root is not None:
                 return service.bucket_root.open(stored)
             return FileSource(service.data_root_files.borrow(service.data_root_real, stored))
 
         source = (open_source, item)
     return tensor_response(request, model_id, row, source, fmt)
+
+
+def open_stored(service: Service, tenant: str, model_id: str, record: StoredRecord, key: str) -> ByteSource:
+    """The model's stored file `key`. If it is not the one `record` names (gone,
+    or another copy), the model was removed since its record was read: 404,
+    or, imported again meanwhile (the same id: the same bytes, a new copy),
+    the file its record names now."""
+    try:
+        return service.store.open_file(record, record.files[key])
+    except (TensorSourceGone, TensorSourceChanged):
+        current = service.store.visible_record(tenant, model_id)
+        if current == record:
+            raise  # the stored file itself changed or went: the store was damaged
+        if current is None or key not in current.files:
+            raise ProblemError("not-found", GONE) from None
+        return service.store.open_file(current, current.files[key])
 
 
 def catalog_of(service: Service, model_id: str, tenant: str) -> Catalog:
@@ -214,4 +238,4 @@ def catalog_errors() -> Iterator[None]:
     try:
         yield
     except CatalogUnavailable:
-        raise ProblemError("not-found", "the model was removed from the store meanwhile") from None
+        raise ProblemError("not-found", GONE) from None
