@@ -1,6 +1,6 @@
 """`python -m service`: parse the settings, then serve the app with uvicorn;
 `python -m service keygen --tenant T --scopes import,read`: make an API key;
-`python -m service gc [--grace-seconds N] [settings]`: collect the store's garbage.
+`python -m service gc [--full] [--grace-seconds N] [settings]`: collect the store's garbage.
 
 Owns the process start: settings errors end the process with status 2 and a
 one-line message, and so does anonymous access on an address other than the
@@ -79,7 +79,9 @@ def keygen(argv: list[str]) -> int:
 
 
 def collect_garbage(argv: list[str]) -> int:
-    """`gc`: remove the content no record names (commits cut short), with the service's own settings."""
+    """`gc`: remove the content no record names (commits and removals cut
+    short, as the index's marks tell; with --full, whatever a listing of the
+    store finds), with the service's own settings."""
     from service.errors import StorageUnavailable
     from service.setting_kinds import SettingsError
     from service.settings import load_settings
@@ -88,21 +90,28 @@ def collect_garbage(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(
         prog="python -m service gc",
-        description="Remove stored content that no record names (what a commit cut short left), then exit. "
-        "Takes the service's settings (flags or ONNX_SERVICE_* variables) to find the store.",
+        description="Remove stored content that no record names (what a commit or a removal cut short left, as the "
+        "index's marks of content in flight tell), then exit. Takes the service's settings (flags or ONNX_SERVICE_* "
+        "variables) to find the store.",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="also list every place of the store's content (on object storage, every object: slow for a large store) "
+        "and remove what no record names",
     )
     parser.add_argument(
         "--grace-seconds",
         type=float,
         default=START_GRACE_SECONDS,
-        help=f"leave content a commit began putting less than this long ago (an import in flight); default {START_GRACE_SECONDS:g}",
+        help=f"leave content a commit or a removal began less than this long ago (in flight); default {START_GRACE_SECONDS:g}",
     )
     arguments, rest = parser.parse_known_args(argv)
     try:
         store = open_store(load_settings(rest))
         store.open_storage()
         try:
-            removed = store.collect_garbage(arguments.grace_seconds)
+            removed = store.collect_garbage(arguments.grace_seconds, full=arguments.full)
         finally:
             store.close()
     except (SettingsError, StorageUnavailable) as error:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from service.store.byte_source import ByteSource
+from service.store.eviction import TenantCaps
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
 
@@ -62,7 +63,9 @@ class Content(Protocol):
         meanwhile, or the commit failed): free what `prepare` put there."""
 
     def places(self) -> list[str]:
-        """Every place with content, recorded or not (an interrupted commit leaves one unrecorded)."""
+        """Every place with content, recorded or not (an interrupted commit
+        leaves one unrecorded). A listing of the whole store (for object
+        storage, of every object): only `gc --full` and a local store's start call it."""
 
     def remove(self, place: str) -> Callable[[], None] | None:
         """Make the content unreachable now (lock held); the returned call frees
@@ -145,20 +148,37 @@ class Index(Protocol):
     def by_last_use(self) -> list[str]:
         """Stored models, least recently used first."""
 
+    def evictable(self, tenant: str, caps: TenantCaps, *, keep: str, wanted: int) -> list[tuple[str, int]]:
+        """(id, size) of the stored models `tenant`'s need for room may evict,
+        least recently used first, `keep` left out: those whose every holder is
+        the tenant itself or a tenant past one of its `caps` (bytes and models
+        of every holding; `service.store.eviction`). Only as many as free
+        `wanted` bytes (every one if they do not; none if `wanted` <= 0). Lock held."""
+
+    def tenant_usage(self, tenant: str) -> tuple[int, int]:
+        """The bytes and the number of the stored models the tenant holds."""
+
     def places(self) -> set[str]:
         """The content place every record names (`StoredRecord.place`, else its id)."""
 
-    # --- commits in flight (content uploaded before its record exists)
+    # --- content in flight: a commit's, uploaded before its record exists, and
+    # a removal's, deleted after its record went. These marks are how garbage
+    # collection finds what a process killed midway left, without a listing.
 
     def begin_upload(self, place: str) -> None:
-        """A commit is putting content at `place`, not recorded yet: garbage
-        collection leaves it alone while it is younger than its grace period."""
+        """Content is in flight at `place`, named by no record: a commit is
+        putting it there, or a removal deleting it. Garbage collection leaves
+        it alone while the mark is younger than its grace period, and removes
+        it once older (unless a record names it by then)."""
 
     def end_upload(self, place: str) -> None:
-        """The commit at `place` ended (recorded, or abandoned and removed)."""
+        """The commit or removal at `place` ended (recorded, or removed)."""
 
     def live_uploads(self, grace_seconds: float) -> set[str]:
-        """Places of commits that began less than `grace_seconds` ago and have not ended."""
+        """Places marked in flight less than `grace_seconds` ago."""
+
+    def stale_uploads(self, grace_seconds: float) -> set[str]:
+        """Places marked in flight `grace_seconds` ago or more (their process died, or is that slow)."""
 
     # --- tenants
 

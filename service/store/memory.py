@@ -22,6 +22,7 @@ from pathlib import Path
 
 from service.errors import TensorSourceChanged, TensorSourceGone
 from service.store.byte_source import ByteSource, FileSource
+from service.store.eviction import TenantCaps, evictable_in_order
 from service.store.files import MODEL_ID
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
@@ -199,6 +200,13 @@ class MemoryIndex:
     def places(self) -> set[str]:
         return {record.place or model_id for model_id, record in self.records.items()}
 
+    def evictable(self, tenant: str, caps: TenantCaps, *, keep: str, wanted: int) -> list[tuple[str, int]]:
+        return evictable_in_order(tenant, caps, keep, wanted, holders=self.holders, size=self.size, by_last_use=self.by_last_use)
+
+    def tenant_usage(self, tenant: str) -> tuple[int, int]:
+        stored = [model_id for model_id in self.held.get(tenant, {}) if model_id in self.records]
+        return sum(self.sizes.get(model_id, 0) for model_id in stored), len(stored)
+
     def begin_upload(self, place: str) -> None:
         self.uploads[place] = time.monotonic()
 
@@ -208,6 +216,10 @@ class MemoryIndex:
     def live_uploads(self, grace_seconds: float) -> set[str]:
         now = time.monotonic()
         return {place for place, began in self.uploads.items() if now - began < grace_seconds}
+
+    def stale_uploads(self, grace_seconds: float) -> set[str]:
+        now = time.monotonic()
+        return {place for place, began in self.uploads.items() if now - began >= grace_seconds}
 
     def tenant_key(self, tenant: str) -> str:
         return tenant

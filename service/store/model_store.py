@@ -26,9 +26,14 @@ the local `WorkArea`, and keeps, whatever the backend:
 - content is put at a place of its own (`Content.new_place`), before the
   index's lock is taken, and is stored once its record names that place; a
   commit that loses the race for the same content discards its own;
-- content no record names (a commit cut short, its replica killed) is
-  removed at start and by `collect_garbage` (`python -m service gc`),
-  leaving alone a commit still uploading within its grace period.
+- content no record names (a commit cut short, a removal's deletion cut
+  short: their process killed) is removed by `collect_garbage`, found by the
+  marks the index keeps of content in flight (`Index.begin_upload`), older
+  than a grace period: at start and by `python -m service gc`, neither of
+  which lists the store; `gc --full` also lists every place the content has
+  (for object storage, every object) and removes what no record names, but
+  a commit still within its grace period. A local folder's start does the
+  full collection (a directory listing; its commits leave no marks).
 """
 
 from __future__ import annotations
@@ -39,9 +44,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from service.errors import ImportTooLarge, StoreFull, TenantQuotaExceeded
+from service.errors import ImportTooLarge, StorageUnavailable, StoreFull, TenantQuotaExceeded
 from service.store.byte_source import ByteSource
 from service.store.catalog import Catalog, CatalogUnavailable, OpenCatalogs
+from service.store.eviction import TenantCaps
 from service.store.files import fsync_path, tree_bytes
 from service.store.interface import Content, Index
 from service.store.layout import ModelFolder
@@ -49,8 +55,8 @@ from service.store.records import SourceFile, StoredRecord, TenantRecord
 from service.store.work_area import WorkArea
 
 log = logging.getLogger("service.store")
-# At start, content no record names is removed unless a commit began putting
-# it there less than this long ago (another replica's import in flight).
+# Content in flight (a commit's upload, a removal's deletion) is garbage once
+# it began this long ago unrecorded: its process died (or an import is that slow).
 START_GRACE_SECONDS = 3600.0
 TOUCH_SECONDS = 0.05
 TOUCHES_KEPT = 100_000
@@ -59,6 +65,9 @@ TOUCHES_KEPT = 100_000
 def _beyond(cap: int, amount: int) -> bool:
     """`amount` passes a per-tenant cap (0: no cap)."""
     return cap > 0 and amount > cap
+
+
+Removal = tuple[str, Callable[[], None] | None]  # a removed place, and the call that frees its bytes
 
 
 class Store:
@@ -96,8 +105,11 @@ class Store:
     # --- life cycle and the work area
 
     def open(self) -> None:
+        """Ready the storage and collect the garbage the index knows of; a
+        local folder's content is listed too (`collect_garbage`). Object
+        storage is never listed here: a start costs the same at any size."""
         self.open_storage()
-        self.collect_garbage(START_GRACE_SECONDS)
+        self.collect_garbage(START_GRACE_SECONDS, full=self.content.on_local_disk)
 
     def open_storage(self) -> None:
         """Ready the work area, the content and the index (no garbage collection)."""
@@ -110,22 +122,29 @@ class Store:
         self.content.close()
         self.index.close()
 
-    def collect_garbage(self, grace_seconds: float) -> list[str]:
-        """Remove content no record names: what a commit cut short left (its
-        replica killed, say). A commit uploading now is left alone while it is
-        younger than `grace_seconds`. The places removed."""
+    def collect_garbage(self, grace_seconds: float, *, full: bool = False) -> list[str]:
+        """Remove content no record names: what a commit or a removal cut
+        short left (its process killed, say), as the index's marks of content
+        in flight `grace_seconds` old or more show it; with `full`, also every
+        place the content lists that no record names and no mark younger than
+        `grace_seconds` keeps (what no mark tells of: a store of an older
+        version, a mark lost). The places removed."""
         with self.index.locked():
-            kept = self.index.places() | self.index.live_uploads(grace_seconds)
-            orphans = [place for place in self.content.places() if place not in kept]
-            finishes = [self.content.remove(place) for place in orphans]
-            for place in orphans:
-                self.index.end_upload(place)  # a dead commit's mark, if it left one
-        for place, finish in zip(orphans, finishes, strict=True):
-            if finish is not None:
-                finish()
-            self.content.forget(place)
-            log.info("removed the content of an interrupted commit (%s)", place)
+            stale = self.index.stale_uploads(grace_seconds)
+            orphans = sorted(place for place in stale if not self._recorded(place))
+            if full:
+                kept = self.index.places() | self.index.live_uploads(grace_seconds) | set(orphans)
+                orphans += [place for place in self.content.places() if place not in kept]
+            for place in stale.difference(orphans):
+                self.index.end_upload(place)  # a commit recorded, its process killed before it ended its mark
+            removals = [(place, self.content.remove(place)) for place in orphans]
+        self._free(removals, "removed the unrecorded content of an interrupted commit or removal (%s)")  # ends their marks
         return orphans
+
+    def _recorded(self, place: str) -> bool:
+        """A record names `place` (a place is its model's id, or "id/generation")."""
+        record = self.index.record(place.partition("/")[0])
+        return record is not None and (record.place or record.id) == place
 
     def check(self) -> None:
         """StorageUnavailable if the content or the index cannot be reached now."""
@@ -163,8 +182,7 @@ class Store:
         if not self.content.on_local_disk:
             return False  # content elsewhere: evicting it frees nothing here
         with self.index.locked():
-            evictable = self._evictable_by(tenant)
-            return sum(self.index.size(model_id) for model_id in self.index.by_last_use() if evictable(model_id)) >= short
+            return sum(size for _, size in self.index.evictable(tenant, self.caps, keep="", wanted=short)) >= short
 
     def check_reservation(self, length: int, *, awaited: int, held: int, tenant_declared: int) -> None:
         """A new resumable upload of `length` bytes may be created, beside open
@@ -282,8 +300,11 @@ class Store:
     def tenant_usage(self, tenant: str) -> tuple[int, int]:
         """The bytes and the number of the stored models the tenant holds (a
         model shared by several tenants counts in full for each)."""
-        stored = [model_id for model_id in self.index.held_by(tenant) if self.index.has(model_id)]
-        return sum(self.index.size(model_id) for model_id in stored), len(stored)
+        return self.index.tenant_usage(tenant)
+
+    @property
+    def caps(self) -> TenantCaps:
+        return TenantCaps(self.tenant_max_bytes, self.tenant_max_models)
 
     # --- writing
 
@@ -314,7 +335,7 @@ class Store:
             raise StoreFull(f"the model takes {size} bytes, more than the store's cap of {self.max_bytes}")
         place = self.content.new_place(model_id)
         self.index.begin_upload(place)
-        installed = False
+        installed, evicted = False, []
         try:
             self.content.prepare(place, work)
             time.sleep(hold_uploaded)  # a test hook (X-Test-Pause-After-Upload): 0 but in tests
@@ -331,31 +352,25 @@ class Store:
                 created = self.index.hold(owner, model_id)
                 if checks:
                     self.index.keep_checks(owner.tenant, model_id, checks)
-                self._evict(evicting)
+                evicted = self._evict(evicting)
         finally:
             if not installed:
                 self.content.discard(place)
             self.index.end_upload(place)
+        self._free(evicted, "evicted a model's content from the store (%s)")
         return created
 
     def release(self, tenant: str, model_id: str) -> bool:
         """The tenant's DELETE: its record goes, and the content when no other
         tenant holds it. False if the tenant did not hold the model."""
-        finish, place = None, ""
+        removed: list[Removal] = []
         with self.index.locked():
             if not self.index.let_go(tenant, model_id):
                 return False
             record = self.index.record(model_id)
             if record is not None and not self.index.held_by_anyone(model_id):
-                place = record.place or record.id
-                size = self.index.size(model_id)
-                finish = self.content.remove(place)
-                self.index.drop(model_id, size)
-        if finish is not None:
-            finish()
-        if place:
-            self.content.forget(place)
-            self.catalogs.sweep()  # closes the removed catalogue: its space is freed
+                removed = [self._remove(model_id, record.place or record.id)]
+        self._free(removed, "removed a model no tenant holds (%s)")
         return True
 
     def refresh_sources(self, model_id: str, files: dict[str, SourceFile]) -> None:
@@ -385,6 +400,7 @@ class Store:
         if size > self.max_import_bytes:
             raise ImportTooLarge(f"the graph would add {size} bytes to the store, more than the limit of {self.max_import_bytes}")
         fsync_path(str(graph))
+        evicted: list[Removal] = []
         with self.index.locked():
             if not self.index.has(model_id) or not self.index.holds(tenant, model_id):
                 return False
@@ -394,8 +410,9 @@ class Store:
                 evicting = self._eviction_plan(tenant, keep=model_id, adding=size)
                 self.content.add_graph(place, graph)
                 self.index.grow(model_id, size)
-                self._evict(evicting)
+                evicted = self._evict(evicting)
             self.index.mark_graph_rendered(tenant, model_id)
+        self._free(evicted, "evicted a model's content from the store (%s)")
         return True
 
     # --- caps and eviction (the index's lock held)
@@ -413,63 +430,60 @@ class Store:
                 limit="tenant_max_bytes",
             )
 
-    def _evictable_by(self, tenant: str) -> Callable[[str], bool]:
-        """Whether `tenant`'s need for room may evict a model."""
-        holders = self.index.holders()
-        own = self.index.tenant_key(tenant)
-        usage: dict[str, list[int]] = {}
-        for model_id, holding in holders.items():
-            size = self.index.size(model_id)
-            for holder in holding:
-                used = usage.setdefault(holder, [0, 0])
-                used[0] += size
-                used[1] += 1
-        over = {
-            holder
-            for holder, (used, models) in usage.items()
-            if _beyond(self.tenant_max_bytes, used) or _beyond(self.tenant_max_models, models)
-        }
-        return lambda model_id: all(holder == own or holder in over for holder in holders.get(model_id, ()))
-
     def _eviction_plan(self, tenant: str, keep: str, adding: int) -> list[str]:
         """What must go before the store takes `adding` more bytes whose files
         are on the work area's file system already, least recently used first
-        among what `tenant` may evict (never `keep`), by the sizes in the index:
-        enough for the file system to have `min_free` bytes free (content on
-        this disk), and, as far as it goes, for the total to be within the cap.
-        StoreFull, with nothing evicted, if all of it would not make the floor."""
+        among what `tenant` may evict (never `keep`; `Index.evictable`), by the
+        sizes in the index: enough for the file system to have `min_free` bytes
+        free (content on this disk), and, as far as it goes, for the total to
+        be within the cap. StoreFull, with nothing evicted, if all of it would
+        not make the floor."""
         free_short = self.min_free - self.free_bytes() if self.content.on_local_disk else 0
         wanted = max(free_short, self.index.usage() + adding - self.max_bytes)
         if wanted <= 0:
             return []
-        evictable = self._evictable_by(tenant)
-        plan, freed = [], 0
-        for model_id in self.index.by_last_use():
-            if freed >= wanted:
-                break
-            if model_id != keep and evictable(model_id):
-                plan.append(model_id)
-                freed += self.index.size(model_id)
+        plan = self.index.evictable(tenant, self.caps, keep=keep, wanted=wanted)
+        freed = sum(size for _, size in plan)
         if freed < free_short:
             raise StoreFull(
                 f"the store's file system has {self.free_bytes()} bytes free, below its floor of {self.min_free} "
                 f"(--store-min-free), and evicting every model this tenant may evict ({freed} bytes) would not make room; "
                 "nothing was evicted"
             )
-        return plan
+        return [model_id for model_id, _ in plan]
 
-    def _evict(self, plan: list[str]) -> None:
-        """Evict the models of a plan (`_eviction_plan`)."""
+    def _evict(self, plan: list[str]) -> list[Removal]:
+        """Drop the models of a plan (`_eviction_plan`) from the index; their
+        bytes are freed after the lock (`_free`)."""
+        removed = []
         for model_id in plan:
             record = self.index.record(model_id)
-            if record is None:
-                continue  # gone meanwhile (a DELETE)
-            size = self.index.size(model_id)
-            finish = self.content.remove(record.place or record.id)
-            self.index.drop(model_id, size)
+            if record is not None:  # else gone meanwhile (a DELETE)
+                removed.append(self._remove(model_id, record.place or record.id))
+        return removed
+
+    def _remove(self, model_id: str, place: str) -> Removal:
+        """The model is dropped from the index and its content made
+        unreachable (lock held), marked in flight until its bytes are freed
+        (`_free`): a process killed between leaves garbage the index knows of."""
+        size = self.index.size(model_id)
+        self.index.begin_upload(place)
+        finish = self.content.remove(place)
+        self.index.drop(model_id, size)
+        log.info("dropped model %s (%d bytes) from the store", model_id, size)
+        return place, finish
+
+    def _free(self, removed: list[Removal], done: str) -> None:
+        """Free the bytes of removed places (outside the lock), drop their local
+        copies and end their marks of content in flight."""
+        for place, finish in removed:
             if finish is not None:
                 finish()
-            self.content.forget(record.place or record.id)
-            log.info("evicted model %s (%d bytes) from the store", model_id, size)
-        if plan:
-            self.catalogs.sweep()  # closes the evicted catalogues this process held open: their space is freed
+            self.content.forget(place)
+            try:
+                self.index.end_upload(place)
+            except StorageUnavailable:  # the change is done: its mark is left for gc, which finds nothing there
+                log.warning("could not end the mark of the removed content at %s: the database does not answer", place)
+            log.info(done, place)
+        if removed:
+            self.catalogs.sweep()  # closes the removed catalogues this process held open: their space is freed

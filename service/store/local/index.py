@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from service.memo import Memo
+from service.store.eviction import TenantCaps, evictable_in_order
 from service.store.files import MODEL_ID, write_file_atomically
 from service.store.layout import ModelFolder
 from service.store.local.tenants import TenantFolders
@@ -134,7 +135,16 @@ class LocalIndex:
     def places(self) -> set[str]:
         return {folder.name for folder in self.models.iterdir() if (folder / "record.json").is_file()}
 
-    # A local content is installed by a rename under the lock: no upload is ever in flight.
+    def evictable(self, tenant: str, caps: TenantCaps, *, keep: str, wanted: int) -> list[tuple[str, int]]:
+        own = self.tenant_key(tenant)
+        return evictable_in_order(own, caps, keep, wanted, holders=self.holders, size=self.size, by_last_use=self.by_last_use)
+
+    def tenant_usage(self, tenant: str) -> tuple[int, int]:
+        stored = [model_id for model_id in self.held_by(tenant) if self.has(model_id)]
+        return sum(self.size(model_id) for model_id in stored), len(stored)
+
+    # A local content is installed by a rename under the lock, and removed by a
+    # rename to the work area's trash: nothing is ever in flight in the store's folder.
     def begin_upload(self, place: str) -> None:
         pass
 
@@ -142,6 +152,9 @@ class LocalIndex:
         pass
 
     def live_uploads(self, grace_seconds: float) -> set[str]:
+        return set()
+
+    def stale_uploads(self, grace_seconds: float) -> set[str]:
         return set()
 
     def _scan_usage(self) -> int:

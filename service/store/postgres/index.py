@@ -21,10 +21,29 @@ import hashlib
 import time
 from contextlib import AbstractContextManager
 
+from service.store.eviction import TenantCaps
 from service.store.files import MODEL_ID
 from service.store.postgres.database import Database
 from service.store.postgres.schema import INDEX_LOCK, migrate
 from service.store.records import StoredRecord, TenantRecord
+
+# The stored models least recently used first (onnx_models_by_last_use), each
+# with the other tenants that hold it (onnx_holdings_by_model), a page at a
+# time after the last one read (`PostgresIndex.evictable`): an eviction reads
+# about as many rows as it passes, never the table.
+EVICTABLE = """
+SELECT m.id, m.size, m.last_use_ns,
+    ARRAY(SELECT h.tenant_key FROM onnx_holdings h WHERE h.model_id = m.id AND h.tenant_key <> %(own)s)
+FROM onnx_models m WHERE (m.last_use_ns, m.id) > (%(after_ns)s, %(after_id)s) AND m.id <> %(keep)s
+ORDER BY m.last_use_ns, m.id LIMIT %(page)s
+"""
+EVICTABLE_PAGE = 64
+# The bytes and models of some holders, every holding counted (`service.store.eviction`).
+HOLDERS_USAGE = """
+SELECT h.tenant_key, COALESCE(SUM(m.size), 0)::bigint, count(*)
+FROM onnx_holdings h LEFT JOIN onnx_models m ON m.id = h.model_id
+WHERE h.tenant_key = ANY(%s) GROUP BY h.tenant_key
+"""
 
 
 def tenant_key(tenant: str) -> str:
@@ -128,6 +147,41 @@ class PostgresIndex:
     def places(self) -> set[str]:
         return {str(row[0]) for row in self.database.rows("SELECT DISTINCT COALESCE(NULLIF(place, ''), id) FROM onnx_models")}
 
+    def evictable(self, tenant: str, caps: TenantCaps, *, keep: str, wanted: int) -> list[tuple[str, int]]:
+        """A page of models in order of last use at a time; with caps, one count
+        per page of the other holders it meets first (whether each is past
+        its caps), never of every tenant."""
+        if wanted <= 0:
+            return []
+        over: dict[str, bool] = {}
+        found, freed = [], 0
+        after: tuple[int, str] = (-(2**63), "")
+        while True:
+            parameters = {"own": tenant_key(tenant), "keep": keep, "after_ns": after[0], "after_id": after[1], "page": EVICTABLE_PAGE}
+            page = self.database.rows(EVICTABLE, parameters)  # type: ignore[arg-type]  # psycopg takes a mapping too
+            if caps.any:
+                met = list({str(key) for *_, others in page for key in others} - over.keys())
+                over.update((key, False) for key in met)
+                for key, used, models in self.database.rows(HOLDERS_USAGE, (met,)) if met else []:
+                    over[str(key)] = caps.passed(int(used), int(models))
+            for model_id, size, last_use_ns, others in page:
+                after = (int(last_use_ns), str(model_id))
+                if all(over.get(str(key), False) for key in others):
+                    found.append((str(model_id), int(size)))
+                    freed += int(size)
+                    if freed >= wanted:
+                        return found
+            if len(page) < EVICTABLE_PAGE:
+                return found
+
+    def tenant_usage(self, tenant: str) -> tuple[int, int]:
+        row = self.database.one(
+            "SELECT COALESCE(SUM(m.size), 0)::bigint, count(*) FROM onnx_holdings h JOIN onnx_models m ON m.id = h.model_id"
+            " WHERE h.tenant_key = %s",
+            (tenant_key(tenant),),
+        )
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
     # --- commits in flight
 
     def begin_upload(self, place: str) -> None:
@@ -143,6 +197,12 @@ class PostgresIndex:
     def live_uploads(self, grace_seconds: float) -> set[str]:
         rows = self.database.rows(
             "SELECT place FROM onnx_uploads WHERE began > clock_timestamp() - make_interval(secs => %s)", (float(grace_seconds),)
+        )
+        return {str(row[0]) for row in rows}
+
+    def stale_uploads(self, grace_seconds: float) -> set[str]:
+        rows = self.database.rows(
+            "SELECT place FROM onnx_uploads WHERE began <= clock_timestamp() - make_interval(secs => %s)", (float(grace_seconds),)
         )
         return {str(row[0]) for row in rows}
 
@@ -166,9 +226,7 @@ class PostgresIndex:
         return None if row is None else TenantRecord.model_validate_json(row[0])
 
     def visible(self, tenant: str, model_id: str) -> bool:
-        query = (
-            "SELECT 1 FROM onnx_holdings h JOIN onnx_models m ON m.id = h.model_id WHERE h.tenant_key = %s AND h.model_id = %s"
-        )
+        query = "SELECT 1 FROM onnx_holdings h JOIN onnx_models m ON m.id = h.model_id WHERE h.tenant_key = %s AND h.model_id = %s"
         return _is_id(model_id) and self.database.one(query, (tenant_key(tenant), model_id)) is not None
 
     def visible_record(self, tenant: str, model_id: str) -> StoredRecord | None:

@@ -1,6 +1,6 @@
 """The store's policy (`service.store.model_store.Store`) over each backend:
 commits, sharing between tenants, caps, eviction, release, graphs, each
-tenant's own check runs. In process, on the local folder backend, the
+tenant's own check runs, garbage collection. In process, on the local folder backend, the
 in-memory one and a fleet's (S3 and PostgreSQL) alike."""
 
 from __future__ import annotations
@@ -10,14 +10,19 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from service.__main__ import main
 from service.errors import ImportTooLarge, StoreFull, TenantQuotaExceeded
 from service.settings import Settings
 from service.store.backends import open_store
 from service.store.model_store import Store
 from service.store.records import SourceFile, StoredRecord, TenantRecord
+
+if TYPE_CHECKING:
+    from fleet_servers import FleetServers  # tools/ (tests/support/fleet.py's fixture)
 
 MIB = 1 << 20
 # The store over each backend: the local folder, the process's memory, and a
@@ -229,6 +234,72 @@ def test_content_without_a_record_is_removed_at_start(tmp_path: Path) -> None:
         assert store.has(model_id)
     finally:
         store.close()
+
+
+def test_a_fleet_start_lists_no_object_gc_full_does(
+    tmp_path: Path, fleet_servers: FleetServers, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replica's start and the plain gc remove the garbage the index's marks
+    tell of, listing nothing; `gc --full` lists the bucket and removes
+    content no record names that no mark tells of (left by an older version)."""
+    for name, value in fleet_servers.environ.items():
+        monkeypatch.setenv(name, value)
+    flags = {"store": fleet_servers.new_store_url(), "database": fleet_servers.new_database(), "cache_dir": tmp_path / "cache"}
+    first = open_store(Settings(store_min_free=0, **flags))  # type: ignore[arg-type]
+    first.open()
+    kept, _ = commit(first, "alice", b"kept")
+    unmarked, in_flight = first.content.new_place(kept), first.content.new_place(kept)
+    with first.work_folder() as work:
+        work.files.mkdir()
+        work.upload_model.write_bytes(b"uploaded, never recorded")
+        first.content.prepare(unmarked, work)
+        first.index.begin_upload(in_flight)  # a commit's mark: its replica killed after the upload
+        first.content.prepare(in_flight, work)
+    first.close()
+
+    second = open_store(Settings(store_min_free=0, **flags))  # type: ignore[arg-type]
+    listings = []
+    places = second.content.places
+    monkeypatch.setattr(second.content, "places", lambda: listings.append("listed") or places())
+    second.open()
+    try:
+        record = second.read_record(kept)
+        assert record is not None and set(places()) == {record.place, unmarked, in_flight}  # in flight: within its grace
+        assert second.collect_garbage(0) == [in_flight]  # the plain gc, its grace passed
+        assert listings == [] and set(places()) == {record.place, unmarked}
+    finally:
+        second.close()
+    arguments = ["--store", flags["store"], "--database", flags["database"], "--cache-dir", str(tmp_path / "gc")]
+    assert main(["gc", *arguments]) == 0 and "removed 0 unrecorded contents" in capsys.readouterr().out
+    assert main(["gc", "--full", *arguments]) == 0
+    assert capsys.readouterr().out.split() == ["removed", "1", "unrecorded", "contents", unmarked]
+    assert set(places()) == {record.place}
+
+
+@pytest.mark.parametrize("backend", ["fleet"])
+def test_a_removal_cut_short_is_collected_by_gc(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DELETE whose process died after dropping the record, before its objects went."""
+    model_id, _ = commit(store, "alice", b"removed")
+    record = store.read_record(model_id)
+    assert record is not None
+    remove = store.content.remove
+
+    def cut_short(place: str) -> Callable[[], None]:
+        remove(place)
+
+        def killed() -> None:
+            raise KeyboardInterrupt
+
+        return killed
+
+    monkeypatch.setattr(store.content, "remove", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        store.release("alice", model_id)
+    monkeypatch.setattr(store.content, "remove", remove)
+    assert not store.has(model_id) and store.content.places() == [record.place]
+    assert store.collect_garbage(3600) == []  # within its grace: the removal may still be running
+    assert store.collect_garbage(0) == [record.place]
+    assert store.content.places() == []
 
 
 def test_the_work_area_is_empty_after_each_request(store: Store) -> None:
