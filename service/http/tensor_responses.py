@@ -11,9 +11,10 @@ the nodes mounting a shared store; else 409 `tensor-source-changed`; a
 missing file is 410 `tensor-source-gone`); it is then kept open for the next
 requests, checked again each time (`service.store.open_files`). A tensor of
 up to SMALL_BYTES is read at once; a larger one from a local file goes out
-with `sendfile` (`service.http.zero_copy`), from an object by ranged GETs
-(`ByteSource.chunks`), so a 4 GB tensor costs no more memory than a small
-one.
+with `sendfile` (`service.http.zero_copy`), from an object by a ranged GET
+made before the headers (`ByteSource.begin`: an object removed meanwhile is
+410, never a 200 cut short), streamed (`ByteSource.chunks`), so a 4 GB
+tensor costs no more memory than a small one.
 
 Headers: Content-Length, ETag (strong; derived from the content-addressed
 model id and the tensor's field path and format; the fixed headers are made
@@ -252,6 +253,12 @@ def tensor_response(
         from_file = max(start, len(prefix))  # the range is larger than any .npy header: it reaches the file
         first, count = row.offset + from_file - len(prefix), end + 1 - from_file
         return FileRangeResponse(prefix[start : end + 1], opened, first, count, status, headers, media_type)
+    from_file = max(start, len(prefix))
+    try:
+        opened.begin(row.offset + from_file - len(prefix), end + 1 - from_file)  # as stream_range will ask
+    except BaseException:
+        opened.close()
+        raise
     chunks = stream_range(prefix, opened, row.offset, start, end)
     return StreamingResponse(chunks, status_code=status, headers=headers, media_type=media_type)
 

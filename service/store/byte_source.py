@@ -1,7 +1,8 @@
 """A stored file's bytes, read by range: what a tensor response reads from.
 
-Owns `ByteSource` (the protocol: a small range read at once, a large one as
-chunks with constant memory, then closed) and `FileSource`, a source over an
+Owns `ByteSource` (the protocol: a small range read at once, a large one
+begun before its response starts, then as chunks with constant memory, then
+closed) and `FileSource`, a source over an
 open local file (a model's folder in the local store, a data-root file) read
 with `os.pread` in 1 MiB chunks in a worker thread. An object-storage
 backend gives its own source (`service.store.s3.objects`): ranged GETs.
@@ -22,6 +23,11 @@ class ByteSource(Protocol):
     def read(self, offset: int, length: int) -> bytes:
         """Bytes [offset, offset + length) (blocking; fewer if the source is shorter)."""
 
+    def begin(self, offset: int, length: int) -> None:
+        """Before a response of these bytes starts (blocking): what would fail
+        the stream fails here, as its problem (a source gone: 410), not as a
+        body cut short once the headers are sent; `chunks` of the range follows."""
+
     def chunks(self, offset: int, length: int) -> AsyncIterator[bytes | memoryview]:
         """The same bytes as an async stream of chunks, memory bounded by a chunk."""
 
@@ -36,6 +42,9 @@ class FileSource:
 
     def read(self, offset: int, length: int) -> bytes:
         return os.pread(self.fd, length, offset) if length > 0 else b""
+
+    def begin(self, offset: int, length: int) -> None:
+        pass  # open already: a file removed meanwhile is still read whole
 
     async def chunks(self, offset: int, length: int) -> AsyncIterator[bytes | memoryview]:
         position, end = offset, offset + length

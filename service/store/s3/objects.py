@@ -6,7 +6,8 @@ standard AWS environment: `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL`,
 `AWS_REGION`), `reachable` (errors of the storage as `StorageUnavailable`,
 a missing object as `FileNotFoundError`) and `ObjectSource`, one object's
 bytes as a `ByteSource`: a small range in one GET, a large one streamed from
-one ranged GET in 1 MiB chunks (memory bounded by a chunk).
+one ranged GET in 1 MiB chunks (memory bounded by a chunk), made before the
+response starts (`begin`).
 
 obstore was chosen by measurement against boto3 and minio
 (bench/s3_clients.py, bench/README.md): the fastest small PUT and GET, ranged
@@ -132,6 +133,7 @@ class ObjectSource:
         self.key = key
         self.etag = etag
         self.recent = recent
+        self.begun: tuple[tuple[int, int], GetResult] | None = None  # (offset, length) of the GET `begin` made, its answer
 
     def _options(self, offset: int, length: int) -> GetOptions:
         options: GetOptions = {"range": (offset, offset + length)}
@@ -168,11 +170,21 @@ class ObjectSource:
             self.recent.put((self.key, offset, length), data)
         return data
 
+    def begin(self, offset: int, length: int) -> None:
+        """The ranged GET made now, before the response's headers: an object
+        deleted by then (its model removed, a data root's object replaced) is
+        410 or 409, not a 200 whose body is cut; once its answer has begun, the
+        stream is read from it."""
+        if length > 0:
+            with _gone_as_410(), reachable():
+                self.begun = ((offset, length), self._get(offset, length))
+
     async def chunks(self, offset: int, length: int) -> AsyncIterator[bytes | memoryview]:
         if length <= 0:
             return
+        begun, self.begun = self.begun, None
         with _gone_as_410(), reachable():
-            result = await self._get_async(offset, length)
+            result = begun[1] if begun is not None and begun[0] == (offset, length) else await self._get_async(offset, length)
             async for chunk in result.stream(min_chunk_size=CHUNK_BYTES):
                 yield bytes(chunk)
 

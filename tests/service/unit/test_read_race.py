@@ -19,9 +19,11 @@ import numpy as np
 import onnx
 import pytest
 from fastapi.testclient import TestClient
+from support.small_models import weight_model
 from test_graph_render_race import SAMPLES, deleted_after, serve, store_of, upload
 
 from service.access.keys import ANONYMOUS
+from service.http.tensor_responses import SMALL_BYTES
 from service.store.catalog import Catalog, CatalogUnavailable
 from service.store.records import StoredRecord
 from service.store.s3.content import S3Content
@@ -101,3 +103,22 @@ def test_a_model_removed_after_its_record_was_read_is_gone(client: TestClient, m
     response = client.get(f"/models/{model_id}/tensors/W")
     assert response.status_code in (404, 410), response.text
     assert response.json()["type"] in (PROBLEMS + "not-found", PROBLEMS + "tensor-source-gone")
+
+
+def test_a_streamed_tensor_whose_file_goes_after_its_lookup_is_gone_not_cut(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DELETE lands after the catalogue lookup, before the bytes of a tensor
+    too large to read at once are fetched: on a fleet the object is fetched
+    from before the headers go, so its absence is 410 tensor-source-gone,
+    where it was a 200 whose body was cut (the GET made once the response had
+    started); a local copy is 404, the model being gone."""
+    values = SMALL_BYTES // 4 + 1024
+    response = client.post("/models", files={"model": ("large.onnx", weight_model(5, values))})
+    assert response.status_code == 201, response.text
+    model_id, store = response.json()["id"], store_of(client)
+    whole = client.get(f"/models/{model_id}/tensors/W")  # its catalogue open: the lookup finds the tensor
+    assert whole.status_code == 200 and len(whole.content) == values * 4
+    monkeypatch.setattr(store, "touch", deleted_after(store.touch, store, model_id))  # touched after the lookup
+    response = client.get(f"/models/{model_id}/tensors/W")
+    status, slug = (410, "tensor-source-gone") if isinstance(store.content, S3Content) else (404, "not-found")
+    assert response.status_code == status, response.text
+    assert response.json()["type"] == PROBLEMS + slug
