@@ -88,7 +88,8 @@ class FleetUploads:
         self.objects = Multipart(*settings.store_bucket)
 
     def open(self) -> None:
-        self.objects.client  # noqa: B018  # boto3 imported and configured now, not at the first PATCH
+        """The sweep (boto3 is imported at the first call that needs the bucket: a replica
+        nobody sends a resumable upload to never imports it)."""
         self.sweep()
 
     # --- the protocol's operations
@@ -245,14 +246,19 @@ class FleetAppending:
         return self.length - self.offset
 
     def consume(self, chunk: bytes, digest_update: DigestUpdate | None) -> None:
-        self.buffer.write(chunk)
-        self.buffered += len(chunk)
-        self.offset += len(chunk)
-        self.consumed += len(chunk)
-        self.pending = True
-        if self.buffered >= PART_BYTES:
-            self._send_part()
-        elif time.monotonic() - self.renewed > RENEW_SECONDS:
+        """Buffer `chunk`, sending each `PART_BYTES` buffered as a part (parts of one size, as tusd's)."""
+        view = memoryview(chunk)
+        while view:
+            piece = view[: PART_BYTES - self.buffered]
+            self.buffer.write(piece)
+            self.buffered += len(piece)
+            self.offset += len(piece)
+            self.consumed += len(piece)
+            self.pending = True
+            view = view[len(piece) :]
+            if self.buffered == PART_BYTES:
+                self._send_part()
+        if time.monotonic() - self.renewed > RENEW_SECONDS:
             if not self.rows.renew(self.upload_id, self.token):
                 raise self._lost()
             self.renewed = time.monotonic()

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import psycopg
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem, children_of, model_id_of, serving
@@ -87,10 +88,20 @@ def upload(client: httpx.Client, data: bytes, auth: dict[str, str] | None = None
     return url.rsplit("/", 1)[1]
 
 
-def uploads_on_disk(server: ServiceProcess) -> set[str]:
-    """The ids of the uploads in the store's uploads folder (every tenant's)."""
+def uploads_held(server: ServiceProcess) -> set[str]:
+    """The ids of the uploads the service holds (every tenant's): in the store's
+    uploads folder, or with ONNX_TEST_STORE=fleet the index's rows."""
+    if server.fleet_store is not None:
+        with psycopg.connect(server.fleet_store[1]) as connection:
+            return {str(row[0]) for row in connection.execute("SELECT id FROM onnx_tus_uploads")}
     root = server.store / "uploads"
     return {entry.name for folder in root.iterdir() if folder.is_dir() for entry in folder.iterdir() if not entry.name.startswith(".")}
+
+
+def held_by_a_writer(client: httpx.Client, url: str, offset: int, auth: dict[str, str] | None = None) -> bool:
+    """Another request is writing the upload: a PATCH without bytes is refused, 409 upload-busy."""
+    answer = patch(client, url, offset, b"", auth)
+    return answer.status_code == 409 and answer.json()["type"].endswith("/upload-busy")
 
 
 def raw_patch(server: ServiceProcess, url: str, offset: int, length: int, auth: dict[str, str] | None = None) -> socket.socket:
@@ -193,7 +204,7 @@ def test_an_upload_in_three_pieces_imports_as_the_same_multipart_upload(server: 
         assert client.get(f"/models/{summary['id']}/tensors/W", headers=alice).content == weights_of(1, 4096)
         # the uploads are gone once imported
         assert client.head(url, headers={**TUS, **alice}).status_code == 404
-        assert upload_id not in uploads_on_disk(server)
+        assert upload_id not in uploads_held(server)
         # the one-shot multipart upload of the same file: the same model, the same summary
         again = client.post("/models", files={"model": ("pieces.onnx", data)}, headers=alice)
         assert again.status_code == 200 and again.json() == summary
@@ -216,14 +227,14 @@ def test_a_model_with_external_data_from_uploads(server: ServiceProcess, alice: 
         assert model_id == model_id_of(model, {"weights.bin": weights, "more/bias.bin": bias})
         assert client.get(f"/models/{model_id}/tensors/W", headers=alice).content == weights[16 : 16 + 8192]
         assert client.get(f"/models/{model_id}/tensors/B", headers=alice).content == bias
-        assert not set(ids) & uploads_on_disk(server)
+        assert not set(ids) & uploads_held(server)
         files = [("model", ("model.onnx", model)), ("external_data", ("weights.bin", weights)), ("external_data", ("more/bias.bin", bias))]
         assert client.post("/models", files=files, headers=alice).json()["id"] == model_id
         # an external file no tensor uses refuses the content: the uploads go
         lone, extra = upload(client, add_model(seed=2), alice), upload(client, b"unused", alice)
         refused = client.post("/models", json={"upload": lone, "external_data": {"x.bin": extra}}, headers=alice)
         assert_problem(refused, 400, "bad-request")
-        assert not {lone, extra} & uploads_on_disk(server)
+        assert not {lone, extra} & uploads_held(server)
         # a location the multipart rules refuse, and requests that are not one thing: refused, the uploads kept
         kept = upload(client, add_model(seed=3), alice)
         assert_problem(client.post("/models", json={"upload": kept, "external_data": {"../x": kept}}, headers=alice), 400, "path-refused")
@@ -231,7 +242,7 @@ def test_a_model_with_external_data_from_uploads(server: ServiceProcess, alice: 
         assert_problem(client.post("/models", json={"path": "add.onnx", "external_data": {}}, headers=alice), 422, "validation-error")
         assert_problem(client.post("/models", json={"upload": "not-an-id"}, headers=alice), 422, "validation-error")
         assert_problem(client.post("/models", json={"upload": "0" * 32}, headers=alice), 404, "not-found")
-        assert kept in uploads_on_disk(server)
+        assert kept in uploads_held(server)
         assert client.post("/models", json={"upload": kept}, headers=alice).status_code == 201
 
 
@@ -277,7 +288,7 @@ def test_the_protocol_refusals(server: ServiceProcess, alice: dict[str, str]) ->
 
         assert_problem(patch(client, url, 10, chunked(), alice), 413, "payload-too-large")
         assert offset_of(client, url, alice) == 100  # sent without a length: kept up to the end, never past it
-        assert (server.store / "uploads").is_dir()
+        assert url.rsplit("/", 1)[1] in uploads_held(server)
         assert_problem(
             client.patch("/uploads/" + "0" * 32, headers={**TUS, **alice, "Upload-Offset": "0", "Content-Type": OCTETS}), 404, "not-found"
         )
@@ -328,7 +339,9 @@ def test_a_second_patch_while_one_writes_is_409(server: ServiceProcess, alice: d
         connection = raw_patch(server, url, 0, len(data), alice)
         try:
             connection.sendall(data[:1000])
-            wait_until(lambda: offset_of(client, url, alice) == 1000)
+            wait_until(lambda: held_by_a_writer(client, url, 1000, alice))
+            if server.fleet_store is None:  # written as they arrive (the fleet's offset is what is durable: the PATCH's end, a part)
+                assert offset_of(client, url, alice) == 1000
             busy = patch(client, url, 1000, data[1000:], alice)
             assert "another request is writing" in assert_problem(busy, 409, "upload-busy")["detail"]
             assert "upload-offset" not in busy.headers
@@ -351,7 +364,7 @@ def test_an_incomplete_upload_is_not_imported(server: ServiceProcess, alice: dic
         refused = client.post("/models", json={"upload": model_id, "external_data": {"w.bin": partial}}, headers=alice)
         problem = assert_problem(refused, 409, "upload-incomplete")
         assert problem["upload"] == partial and problem["upload_offset"] == 40 and partial in problem["detail"]
-        assert {model_id, partial} <= uploads_on_disk(server)  # both kept
+        assert {model_id, partial} <= uploads_held(server)  # both kept
         assert offset_of(client, url, alice) == 40
         too_big = upload(client, b"\0" * (MAX_UPLOAD + 1), alice, pieces=1)
         assert assert_problem(client.post("/models", json={"upload": too_big}, headers=alice), 413)["limit"] == "max_upload"
@@ -364,9 +377,9 @@ def test_delete_removes_the_upload(server: ServiceProcess, alice: dict[str, str]
         url = create(client, 50, alice)
         assert patch(client, url, 0, b"y" * 20, alice).status_code == 204
         upload_id = url.rsplit("/", 1)[1]
-        assert upload_id in uploads_on_disk(server)
+        assert upload_id in uploads_held(server)
         assert client.delete(url, headers={**TUS, **alice}).status_code == 204
-        assert upload_id not in uploads_on_disk(server)
+        assert upload_id not in uploads_held(server)
         assert client.head(url, headers={**TUS, **alice}).status_code == 404
         assert_problem(client.delete(url, headers={**TUS, **alice}), 404, "not-found")
         assert_problem(patch(client, url, 20, b"z", alice), 404, "not-found")
@@ -399,12 +412,12 @@ def test_expired_uploads_are_refused_and_removed(tmp_path: Path) -> None:
     with serving(tmp_path / "store", SAMPLES, "--upload-expiry", "2") as server, server.client() as client:
         swept, refused = create(client, 10), create(client, 10)
         assert patch(client, swept, 0, b"abc").status_code == 204
-        assert {url.rsplit("/", 1)[1] for url in (swept, refused)} == uploads_on_disk(server)
+        assert {url.rsplit("/", 1)[1] for url in (swept, refused)} == uploads_held(server)
         kept = create(client, 10)
         for _ in range(6):  # a PATCH renews the expiry
             time.sleep(0.5)
             assert patch(client, kept, offset_of(client, kept), b"k").status_code == 204
-        wait_until(lambda: uploads_on_disk(server) == {kept.rsplit("/", 1)[1]}, 5)  # the periodic sweep
+        wait_until(lambda: uploads_held(server) == {kept.rsplit("/", 1)[1]}, 5)  # the periodic sweep
         assert client.head(swept, headers=TUS).status_code == 404
         assert_problem(patch(client, refused, 0, b"x"), 404, "not-found")
         assert offset_of(client, kept) == 6
@@ -431,7 +444,7 @@ def test_max_open_uploads_and_the_space_reserved(tmp_path: Path) -> None:
         fourth = create(client, 1 << 30)
         for url in (second, third, fourth):
             assert client.delete(url, headers=TUS).status_code == 204
-        assert uploads_on_disk(server) == set()
+        assert uploads_held(server) == set()
 
 
 def test_a_tenants_reservations_leave_another_tenants_models_and_imports_alone(tmp_path: Path) -> None:
@@ -511,4 +524,4 @@ def test_two_front_ends_share_the_uploads(tmp_path: Path) -> None:
                 assert imported.status_code == 201, imported.text
                 assert imported.json()["id"] == model_id_of(models[seed], {})
                 assert client.get(f"/models/{imported.json()['id']}/tensors/W").content == weights_of(seed, 256 << 10)
-        assert uploads_on_disk(server) == set()
+        assert uploads_held(server) == set()
