@@ -1,4 +1,4 @@
-"""A model removed while its graph renders answers 404, never 500.
+"""A model removed while its graph renders, or its summary is read, answers 404, never 500.
 
 `GET /models/{id}/graph` renders on a tenant's first request
 (`service.imports.graph`): it reads the model's record, then copies or
@@ -6,7 +6,9 @@ opens its files for the worker. A DELETE racing it (`Store.release`: the
 record dropped under the index's lock, the content removed after it, outside
 the lock) can land between the two, and on object storage also between the
 listing of the model's objects and their download. Either way the store
-says FileNotFoundError (gone), which the render answers as `not-found`. Each
+says FileNotFoundError (gone), which the render answers as `not-found`; so
+do a removal while the worker reads the files, before the graph is added
+(nothing is added) and before it is opened. Each
 race is made to happen here at its point, in process (the in-process
 sandbox), on the local folder backend, the in-memory one and a fleet's (a
 real SeaweedFS and PostgreSQL, skipped where those cannot be had); the
@@ -16,6 +18,7 @@ races them by timing.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -97,6 +100,18 @@ def deleted_after(call: Callable[..., Any], store: Store, model_id: str) -> Call
     return racing
 
 
+def deleted_before(call: Callable[..., Any], store: Store, model_id: str) -> Callable[..., Any]:
+    """The tenant's DELETE of the model (once), then `call`: the race, at that point."""
+    released: list[bool] = []
+
+    def racing(*args: Any) -> Any:
+        if not released:
+            released.append(store.release(ANONYMOUS, model_id))
+        return call(*args)
+
+    return racing
+
+
 def test_a_model_deleted_before_the_render_reads_its_files_answers_404(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """The DELETE lands after the render checked that the tenant holds the
     model and before it reads the files: their place is no longer recorded."""
@@ -129,3 +144,44 @@ def test_the_files_of_a_removed_place_are_not_found(fleet_client: TestClient) ->
     assert store.release(ANONYMOUS, model_id)
     with pytest.raises(FileNotFoundError), store.content.model_files(record.place):
         pass
+
+
+def test_a_model_deleted_while_the_worker_reads_its_files_in_place_answers_404(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DELETE lands once the render has the model's folder (the local
+    store's, read in place; a fleet's, a private copy): the worker finds no
+    file, or the render's result finds no model to add it to."""
+    model_id, store = upload(client), store_of(client)
+    handed_out = store.content.model_files
+
+    @contextlib.contextmanager
+    def then_deleted(place: str) -> Iterator[Any]:
+        with handed_out(place) as folder:
+            assert store.release(ANONYMOUS, model_id)
+            yield folder
+
+    monkeypatch.setattr(store.content, "model_files", then_deleted)
+    assert_gone(client, model_id)
+
+
+def test_a_model_deleted_before_its_rendered_graph_is_added_answers_404(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DELETE lands between the render and the graph's addition: nothing is added to a removed model."""
+    model_id, store = upload(client), store_of(client)
+    monkeypatch.setattr(store, "add_graph", deleted_before(store.add_graph, store, model_id))
+    assert_gone(client, model_id)
+    assert not store.has(model_id) and store.usage() == 0
+
+
+def test_a_model_deleted_before_its_graph_is_opened_answers_404(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DELETE lands between the graph's addition and its opening (the graph of a removed place is not found)."""
+    model_id, store = upload(client), store_of(client)
+    monkeypatch.setattr(store, "open_graph", deleted_before(store.open_graph, store, model_id))
+    assert_gone(client, model_id)
+
+
+def test_a_model_deleted_before_its_summary_is_read_answers_404(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GET /models/{id}: the DELETE lands between the visibility check and the summary's read."""
+    model_id, store = upload(client), store_of(client)
+    monkeypatch.setattr(store, "summary", deleted_before(store.summary, store, model_id))
+    response = client.get(f"/models/{model_id}")
+    assert response.status_code == 404, response.text
+    assert response.json()["type"] == PROBLEMS + "not-found"
