@@ -16,7 +16,9 @@ X-Test-Pause-After-Upload header), never in compose.fleet.yaml itself.
 Over HTTP on the published loopback ports only: every replica and the load
 balancer turn ready; a model posted to replica 1 is served by replica 2 and
 deleted through replica 3; the load balancer spreads requests over all three
-(HAProxy's own counters, read inside its container). Then 20 uploads at once,
+(HAProxy's own counters, read inside its container); the client's default
+import of a 200 MB model (resumable: tus, above 64 MiB), made in the test,
+succeeds through the load balancer, and its weight is served byte for byte. Then 20 uploads at once,
 spread over the replicas, while replica 1 is killed with `docker kill -s KILL`
 once its held uploads (X-Test-Pause-After-Upload) are between their objects
 and their records: every upload answered 201, by any replica, the killed one
@@ -40,6 +42,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -50,6 +53,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 from support.deploy_files import COMPOSE
 from support.paths import REPO
 from support.small_models import weight_model
@@ -67,6 +71,7 @@ START_SECONDS = 240
 COMMAND_SECONDS = 300
 UPLOADS = 20
 WEIGHTS = 20_000  # float32 values per model: 80 kB
+LARGE_WEIGHTS = 50_000_000  # float32 values of the large model: 200 MB, past the client's 64 MiB (resumable)
 HOLD_SECONDS = 30  # the victim's held uploads wait this long between their objects and their record: far longer than the kill takes
 VICTIM = REPLICAS[0]
 IMAGE_TITLES = ("onnx-import-service", "onnx-import-fleet-seaweedfs", "onnx-import-fleet-postgres", "onnx-import-fleet-haproxy")
@@ -269,6 +274,41 @@ def test_the_load_balancer_spreads_requests_over_the_replicas(fleet: Fleet) -> N
     after = fleet.exec_python(BALANCER, BALANCER_STATS)
     served = {name: after[name]["requests"] - before[name]["requests"] for name in before}
     assert all(count >= 8 for count in served.values()), served
+
+
+def test_the_clients_resumable_import_of_a_large_model_goes_through_the_load_balancer(
+    fleet: Fleet, tmp_path: Path, report: list[str]
+) -> None:
+    """The client's default import of a model over 64 MiB is a resumable upload
+    (tus): its creation, PATCHes, HEADs and import go to whichever replica the
+    load balancer picks, and each goes on with the upload where another left it
+    (the bytes in the bucket, the offset in the database)."""
+    weight = np.random.default_rng(37).random(LARGE_WEIGHTS, dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["X", "W"], ["Y"])],
+        "large",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [LARGE_WEIGHTS])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [LARGE_WEIGHTS])],
+        [numpy_helper.from_array(weight, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    path = tmp_path / "large.onnx"
+    path.write_bytes(model.SerializeToString())
+    del model, graph
+    url = fleet.url(BALANCER)
+    command = [sys.executable, "-m", "service.client", "--url", url, "import", str(path), "--resume-store", str(tmp_path / "resume")]
+    began = time.monotonic()
+    imported = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=COMMAND_SECONDS, check=False)
+    assert imported.returncode == 0, f"exit {imported.returncode}\n{imported.stderr[-4000:]}\n{fleet.logs(*REPLICAS, BALANCER)}"
+    seconds = time.monotonic() - began
+    report.append(f"fleet: a {path.stat().st_size / 1e6:.0f} MB model imported resumably through the load balancer in {seconds:.1f} s")
+    summary = json.loads(imported.stdout)
+    assert summary["input"] == "large.onnx"
+    with fleet.client(BALANCER) as client:
+        served = client.get(f"/models/{summary['id']}/tensors/W")
+        assert served.status_code == 200 and served.content == weight.tobytes()
+        assert client.delete(f"/models/{summary['id']}").status_code == 204
 
 
 def test_uploads_while_a_replica_is_killed_lose_no_acknowledged_model_and_gc_leaves_no_orphan(fleet: Fleet, report: list[str]) -> None:
