@@ -160,7 +160,7 @@ def test_reads_racing_delete_and_eviction_answer_whole_or_gone(tmp_path: Path) -
         seconds = time.monotonic() - started
         log = server.log
     done = sum(tally.answers.values())
-    evictions = log.read_text(errors="replace").count("evicted model")
+    evictions = log.read_text(errors="replace").count("service.store: evicted")  # the store logs each eviction
     report = f"{done} reads in {seconds:.1f} s: {sorted(tally.answers.items())}; churn {sorted(tally.churn.items())}, {evictions} evictions"
     assert not tally.broken, f"{report}\n{tally.broken[:10]}\n{server_errors(log)}"
     assert done >= LEAST_READS, report

@@ -1,4 +1,4 @@
-"""A tensor read that a removal lands in the middle of answers whole or gone, never 500 or 409.
+"""A tensor read that a removal lands in the middle of answers whole or gone: never 500, 409 or a body cut short.
 
 `GET /models/{id}/tensors/{name}` reads the model's record, then opens its
 catalogue and looks the name up, then opens the file holding the bytes
