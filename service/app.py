@@ -2,10 +2,13 @@
 
 Owns `create_app(settings)`: the parts (`service.state.Service`: store,
 sandbox, import limiter, API keys, metrics), their start and stop (lifespan;
-SIGHUP reloads the key file), the problem handlers, the middleware (the
-request log and request id, outermost; `X-Content-Type-Options: nosniff` on
-every response; `Tus-Resumable` on those under `/uploads`; a client gone
-mid-request logged once at INFO), the routers
+SIGHUP reloads the key file; a store over object storage or PostgreSQL
+opens in the background, retried while they do not answer, so a replica
+started before them stays up, not ready: `service.store.opening`), the
+problem handlers, the middleware (the request log and request id,
+outermost; `X-Content-Type-Options: nosniff` on every response;
+`Tus-Resumable` on those under `/uploads`; a client gone mid-request logged
+once at INFO), the routers
 (`service.http.routes`: models, tensors, diagnostics, resumable uploads,
 health, hooks (the MLflow registry's webhook, `service.registry`), and ui: the explorer at `/` and the offline `/docs` and `/redoc`),
 the sweep of expired resumable uploads, and the OpenAPI document with
@@ -30,6 +33,7 @@ from fastapi import FastAPI
 
 from service.access.keys import KeyFileError, KeyRing
 from service.background import every
+from service.errors import StorageUnavailable
 from service.http.openapi import openapi_with_problems
 from service.http.problems import DisconnectMiddleware, install_problem_handlers
 from service.http.protocol import NoSniffMiddleware
@@ -44,7 +48,7 @@ from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.state import Service
 from service.store.backends import open_bucket_root, open_store
-from service.store.partial_uploads import PartialUploads
+from service.store.opening import StoreOpening
 
 log = logging.getLogger("service")
 
@@ -78,11 +82,20 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store.open()
+        def open_storage() -> None:  # blocking
+            store.open()
+            app.state.service.partial_uploads.open()  # removes the uploads that expired while stopped
+
+        # A store on this machine opens before serving: any error of it refuses the start. One over
+        # object storage or PostgreSQL opens in the background, again while they do not answer
+        # (service.store.opening): a replica started before them stays up, not ready.
+        remote = store_is_remote(settings)
+        opening = StoreOpening(open_storage, store.close) if remote else StoreOpening.done()
+        readiness = ReadinessProbe(sandbox, store, opening)
+        app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness, bucket_root, opening=opening)
+        if not remote:
+            await anyio.to_thread.run_sync(open_storage)
         await anyio.to_thread.run_sync(sandbox.start)
-        readiness = ReadinessProbe(sandbox, store)
-        app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness, bucket_root)
-        await anyio.to_thread.run_sync(app.state.service.partial_uploads.open)  # removes the uploads that expired while stopped
         if threading.current_thread() is threading.main_thread():  # an in-process test's loop is not
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys)
         # Tail latency: what start-up made lives as long as the process, so no
@@ -100,7 +113,8 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         try:
             async with (
                 readiness.running(),
-                sweeping(app.state.service.partial_uploads, min(60.0, settings.upload_expiry / 4)),
+                opening.in_background(readiness.refresh),
+                sweeping(app.state.service, min(60.0, settings.upload_expiry / 4)),
                 hook.running() if hook is not None else contextlib.nullcontext(),
             ):
                 yield
@@ -135,14 +149,22 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
     return app
 
 
-def sweeping(uploads: PartialUploads, interval: float) -> contextlib.AbstractAsyncContextManager[None]:
-    """Remove expired resumable uploads every `interval` seconds while the block runs
-    (every front-end process sweeps: a removal is one rename, whoever makes it)."""
+def store_is_remote(settings: Settings) -> bool:
+    """The store is on object storage or indexed in PostgreSQL (else a folder, or memory)."""
+    return settings.store_bucket is not None or bool(settings.database)
+
+
+def sweeping(service: Service, interval: float) -> contextlib.AbstractAsyncContextManager[None]:
+    """Remove expired resumable uploads every `interval` seconds while the block runs,
+    once the store is open (every front-end process sweeps: a removal is one rename,
+    whoever makes it)."""
 
     async def sweep() -> None:
+        if not service.opening.opened:
+            return
         try:
-            await anyio.to_thread.run_sync(uploads.sweep)
-        except OSError as error:
+            await anyio.to_thread.run_sync(service.partial_uploads.sweep)
+        except (OSError, StorageUnavailable) as error:
             log.warning("the sweep of expired uploads failed: %s", error)
 
     return every(interval, sweep, "upload-sweep")

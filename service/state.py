@@ -3,9 +3,13 @@
 Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics,
 readiness, the data root when it is a bucket, the graph renders under
 way in this process, the data-root files kept open, the resumable uploads
-in the making), `Service.read` (a store read on the event loop or in a
-thread, whichever costs less) and the FastAPI dependency that hands it to a
-route (`ServiceDep`), set up by the app's lifespan.
+in the making, the store's opening), `Service.read` (a store read on the
+event loop or in a thread, whichever costs less) and the FastAPI
+dependencies that hand it to a route, set up by the app's lifespan:
+`ServiceDep`, which is the 503 `storage-unavailable` while the store is not
+open yet (`service.store.opening`: a replica started before its object
+storage or database), and `StartingServiceDep`, the service either way
+(for `/readyz`, which says what is missing).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.model_store import Store
 from service.store.open_files import OpenFiles
+from service.store.opening import StoreOpening
 from service.store.uploads import ResumableUploads, resumable_uploads_for
 
 if TYPE_CHECKING:
@@ -48,6 +53,7 @@ class Service:
     graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
     data_root_files: OpenFiles = field(default_factory=OpenFiles)  # data-root files tensors are served from, kept open
     data_root_real: str = ""  # the data root folder, links resolved once at start
+    opening: StoreOpening = field(default_factory=StoreOpening.done)  # the store's opening, in the background for a remote store
     partial_uploads: ResumableUploads = field(init=False)  # resumable uploads (tus): this machine's or the fleet's (opened by the app)
 
     def __post_init__(self) -> None:
@@ -65,9 +71,17 @@ class Service:
         return await anyio.to_thread.run_sync(call)
 
 
-async def get_service(request: Request) -> Service:  # async: a plain def would cost a thread hop per request
+async def get_starting_service(request: Request) -> Service:  # async: a plain def would cost a thread hop per request
     service: Service = request.app.state.service
     return service
 
 
+async def get_service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    if not service.opening.opened:
+        service.opening.require()  # 503 storage-unavailable, Retry-After
+    return service
+
+
 ServiceDep = Annotated[Service, Depends(get_service)]
+StartingServiceDep = Annotated[Service, Depends(get_starting_service)]

@@ -9,7 +9,10 @@ answers from the last result and reads the store's free space itself (one
 statvfs), so a call forks nothing and writes nothing, and costs about what
 `/healthz` costs, however often it comes.
 A result older than `STALE_AFTER_SECONDS` (the check is stuck) counts as not
-ready.
+ready. While the store is not open yet (`service.store.opening`: its object
+storage or database did not answer at start), the store is not asked: the
+check carries what the opening says is missing, and is made again as soon
+as the store opens (`refresh`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from service.background import every
 from service.errors import StorageUnavailable
 from service.sandbox.supervisor import Sandbox
 from service.store.model_store import Store
+from service.store.opening import StoreOpening
 
 log = logging.getLogger("service")
 INTERVAL_SECONDS: Final = 5.0
@@ -48,9 +52,10 @@ class ReadinessCheck:
 
 
 class ReadinessProbe:
-    def __init__(self, sandbox: Sandbox, store: Store) -> None:
+    def __init__(self, sandbox: Sandbox, store: Store, opening: StoreOpening | None = None) -> None:
         self._sandbox = sandbox
         self._store = store
+        self._opening = opening or StoreOpening.done()
         self.last: ReadinessCheck | None = None
 
     def check(self, probe: bool = True) -> ReadinessCheck:
@@ -63,12 +68,19 @@ class ReadinessProbe:
             except Exception as error:
                 log.warning("readiness probe failed: %s", error)
                 fork_server = False
+        if not self._opening.opened:  # nothing of the store to ask yet
+            problem = f"the store is not open yet: {self._opening.problem}"
+            return ReadinessCheck(fork_server, isolation, False, problem, time.monotonic())
         try:
             self._store.check()
             storage_problem = ""
         except StorageUnavailable as error:
             storage_problem = error.detail
         return ReadinessCheck(fork_server, isolation, self._store.writable(), storage_problem, time.monotonic())
+
+    async def refresh(self) -> None:
+        """Check now, without a probe fork (the store has just opened)."""
+        self.last = await anyio.to_thread.run_sync(self.check, False)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

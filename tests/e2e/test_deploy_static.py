@@ -801,9 +801,12 @@ def test_fleet_copies_equal_the_base(fleet: dict[str, list[Json]], by_kind: dict
 
 def test_fleet_deployment_is_the_bases_but_for_its_storage(fleet: dict[str, list[Json]], by_kind: dict[str, list[Json]]) -> None:
     """Hardening, probes (readiness on /readyz: it covers object storage and
-    PostgreSQL), sizing, API keys, rollout: all the base's. It differs in the
-    store volume (a cache emptyDir instead of the claim), the object storage's
-    ConfigMap, the Secrets, and the ephemeral storage that the cache needs."""
+    PostgreSQL; startup and liveness on /healthz, and no init container: a
+    pod started before its storage stays up, not ready, and opens the store
+    once it answers, so no start order is relied on), sizing, API keys,
+    rollout: all the base's. It differs in the store volume (a cache emptyDir
+    instead of the claim), the object storage's ConfigMap, the Secrets, and
+    the ephemeral storage that the cache needs."""
 
     def without_storage(deployment: Json) -> Json:
         deployment = copy.deepcopy(deployment)
@@ -821,6 +824,10 @@ def test_fleet_deployment_is_the_bases_but_for_its_storage(fleet: dict[str, list
     (container,) = one(fleet, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz", "an outage of the storage makes pods unready, not restarted"
+    assert container["startupProbe"]["httpGet"]["path"] == "/healthz", "a pod started before its storage is alive, not ready"
+    assert "initContainers" not in one(fleet, "Deployment")["spec"]["template"]["spec"], (
+        "nothing waits for the storage's start: a pod waits for it itself, not ready"
+    )
 
 
 def test_fleet_shares_no_volume_and_scales(fleet: dict[str, list[Json]]) -> None:

@@ -65,7 +65,9 @@ class ServiceProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> ServiceProcess:
+    def start(self, timeout: float = 30.0, wait_for: str = "/readyz") -> ServiceProcess:
+        """Start the service and wait until `wait_for` answers 200 (`/healthz`
+        for a replica started before its storage, which is not ready yet)."""
         self.port = free_port()
         command = [
             sys.executable,
@@ -94,7 +96,7 @@ class ServiceProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the service exited with {self.process.returncode}:\n{self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                if httpx.get(self.url + wait_for, timeout=2).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass

@@ -3,7 +3,9 @@
 `/healthz`: the process answers, and which build of the importer it runs
 (`importer_build`: compiled or pure). `/readyz`: the last background check of
 `service.observability.readiness` (the fork server forks a limited worker,
-the store is writable, and its object storage and database answer); it also reports what confines that worker:
+the store is open (a replica started before its object storage or database
+opens it in the background: until then 503 `not-ready` naming what does not
+answer), writable, and its object storage and database answer); it also reports what confines that worker:
 `network_isolation`, `worker_sandbox` and `landlock_abi`, read from the
 worker's own report by `service.sandbox.supervisor.describe_isolation`.
 `/metrics`: Prometheus text (with API keys, only for a key with the `metrics`
@@ -25,7 +27,7 @@ from service.http.openapi import problem_responses
 from service.http.problems import ProblemError
 from service.http.schemas import Health, Readiness
 from service.sandbox.supervisor import describe_isolation
-from service.state import ServiceDep
+from service.state import ServiceDep, StartingServiceDep
 
 log = logging.getLogger("service")
 router = APIRouter(tags=["health"])
@@ -43,7 +45,9 @@ async def healthz() -> Health:
     summary="Fork server up and store writable (checked in the background)",
     responses=problem_responses(503),
 )
-async def readyz(service: ServiceDep) -> Response:
+async def readyz(service: StartingServiceDep) -> Response:
+    if not service.opening.opened:  # nothing of the store to read yet (not even its free space)
+        raise ProblemError("not-ready", f"the store is not open yet: {service.opening.problem}")
     check = service.readiness.last
     if check is None or check.stale:
         raise ProblemError("not-ready", "the readiness check has not run for a while")

@@ -1,0 +1,136 @@
+"""Opening a store whose dependencies may not answer yet: `StoreOpening`.
+
+A replica over object storage or PostgreSQL (`--store s3://...`,
+`--database`) may start before them (a cold start of a compose stack or a
+cluster; SeaweedFS's S3 port open before its filer is ready). It does not
+exit: the lifespan serves once the store is open or after at most
+`FIRST_WAIT_SECONDS` (`/healthz` answers), and `run` opens the store in the
+background, again after each `StorageUnavailable` (a
+dependency that does not answer), waiting `backoff_delays` between tries
+(0.5 s doubling to 10 s, each jittered down by up to half, so a fleet's
+replicas do not knock in step). Until it succeeds, `problem` names what is
+missing (for `/readyz`) and `require` is the 503 `storage-unavailable`,
+with `Retry-After`, of every request that needs the store
+(`service.state.get_service`). Any other error (no dependency to wait for:
+a bug, a cache folder that cannot be written) ends the retries: logged with
+its traceback, it stays the store's `problem`, and the replica stays up and
+never ready until restarted. A store entirely on this machine (a folder, or
+memory) is not opened here: the lifespan opens it before serving, and any
+error of it refuses the start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+
+import anyio
+import anyio.to_thread
+
+from service.errors import StorageUnavailable
+
+log = logging.getLogger("service.store")
+
+FIRST_DELAY_SECONDS = 0.5
+MAX_DELAY_SECONDS = 10.0
+# The lifespan waits at most this long for the store to open before serving: a store that
+# answers opens in well under a second; PostgreSQL refusing connections takes
+# its 3 s connection timeout to say so, object storage its few retries.
+FIRST_WAIT_SECONDS = 3.0
+
+
+def backoff_delays(first: float = FIRST_DELAY_SECONDS, cap: float = MAX_DELAY_SECONDS, rng: random.Random | None = None) -> Iterator[float]:
+    """Seconds to wait before each next try: `first` doubling up to `cap`,
+    each a random point of its upper half (jitter: replicas started together
+    spread their tries)."""
+    rng = rng or random.Random()
+    delay = first
+    while True:
+        yield delay * rng.uniform(0.5, 1.0)
+        delay = min(cap, delay * 2)
+
+
+class StoreOpening:
+    def __init__(self, attempt: Callable[[], None], undo: Callable[[], None], *, delays: Iterator[float] | None = None) -> None:
+        """`attempt`: open the store and what needs it (blocking); `undo`:
+        close what a failed attempt opened, so the next starts afresh."""
+        self._attempt = attempt
+        self._undo = undo
+        self._delays = delays if delays is not None else backoff_delays()
+        self.opened = False
+        self.problem = "the store is being opened"  # what is missing, while not opened
+        self.failed = False  # an error no retry mends: the retries have ended
+        self.attempts = 0
+        self._next_try = time.monotonic()  # when the next attempt starts (monotonic)
+
+    @classmethod
+    def done(cls) -> StoreOpening:
+        """An opening that has succeeded already (the store was opened before serving)."""
+        opening = cls(lambda: None, lambda: None)
+        opening.opened, opening.problem = True, ""
+        return opening
+
+    def require(self) -> None:
+        """StorageUnavailable (503, Retry-After: until the next try) while the store is not open."""
+        if not self.opened:
+            until_next_try = math.ceil(self._next_try - time.monotonic())
+            raise StorageUnavailable(f"the store is not open yet: {self.problem}", retry_after=max(1, until_next_try))
+
+    def try_once(self) -> bool:
+        """One attempt (blocking): True once the store is open. Raises what is no
+        unreachable dependency (after `undo`)."""
+        self.attempts += 1
+        try:
+            self._attempt()
+        except StorageUnavailable as error:
+            self.problem = error.detail
+            self._undo()
+            return False
+        except BaseException:
+            self._undo()
+            raise
+        self.opened, self.problem = True, ""
+        return True
+
+    async def run(self, when_open: Callable[[], Awaitable[None]]) -> None:
+        """Try until the store opens, then await `when_open()`; cancelled with the lifespan."""
+        while True:
+            try:
+                opened = await anyio.to_thread.run_sync(self.try_once)
+            except Exception as error:
+                self.failed = True
+                self.problem = f"the store could not be opened ({type(error).__name__}: {error}); restart the service once this is mended"
+                log.exception("the store could not be opened; no more tries")
+                return
+            if opened:
+                if self.attempts > 1:
+                    log.info("the store is open, after %d tries", self.attempts)
+                await when_open()
+                return
+            delay = next(self._delays)
+            self._next_try = time.monotonic() + delay
+            log.warning("the store could not be opened (try %d): %s; again in %.1f s", self.attempts, self.problem, delay)
+            await anyio.sleep(delay)
+
+    @contextlib.asynccontextmanager
+    async def in_background(self, when_open: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+        """`run` as a task while the block runs (nothing, if the store is open
+        already). The block is entered once the store is open, or after
+        `FIRST_WAIT_SECONDS`: a store that answers is open before the first
+        request comes; one that does not is no reason to wait longer."""
+        if self.opened:
+            yield
+            return
+        task = asyncio.create_task(self.run(when_open), name="store-opening")
+        try:
+            await asyncio.wait({task}, timeout=FIRST_WAIT_SECONDS)
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
