@@ -237,6 +237,9 @@ class FleetAppending:
                 self.buffered = self.objects.fetch(row.incomplete_key, self.buffer)
                 if self.buffered != row.incomplete:
                     raise StorageUnavailable(f"the incomplete part of upload {row.upload_id} is not the one recorded; try again")
+        except FileNotFoundError:
+            self.buffer.close()
+            raise _not_found(row.upload_id) from None  # removed meanwhile (its objects go first)
         except BaseException:
             self.buffer.close()
             raise

@@ -5,12 +5,14 @@ database: bytes go to S3 as multipart parts and an incomplete part, the
 offset is what is durable, any replica continues, answers and imports an
 upload; one writer at a time (a dead writer's lease is taken over); expiry
 and removal abort the multipart upload and leave no object; another tenant's
-upload is missing; creations are counted from the database."""
+upload is missing; creations are counted from the database; a storage that
+does not answer is StorageUnavailable."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,12 +20,21 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from service.errors import NotFound, TenantQuotaExceeded, TooManyUploads, UploadBusy, UploadIncomplete, UploadOffsetMismatch
+from service.errors import (
+    NotFound,
+    StorageUnavailable,
+    TenantQuotaExceeded,
+    TooManyUploads,
+    UploadBusy,
+    UploadIncomplete,
+    UploadOffsetMismatch,
+)
 from service.settings import Settings
 from service.store.backends import open_store
 from service.store.fleet_uploads import PART_BYTES, FleetAppending, FleetUploads
 from service.store.model_store import Store
 from service.store.postgres.index import tenant_key
+from service.store.s3.multipart import Multipart
 from service.store.uploads import resumable_uploads_for
 
 if TYPE_CHECKING:
@@ -136,18 +147,18 @@ def test_one_writer_at_a_time_and_a_dead_writers_lease_is_taken_over(replica: Re
     dead = first.append("alice", state.upload_id, 1000)
     data = os.urandom(PART_BYTES + MIB)
     for start in range(0, len(data), MIB):
-        dead.consume(data[start : start + MIB], None)  # a part sent and recorded, 1 MiB buffered: then the replica dies
-    assert second.find("alice", state.upload_id).offset == 1000 + PART_BYTES  # what is durable, not what was buffered
+        dead.consume(data[start : start + MIB], None)  # a part sent (the incomplete part first), 1 MiB more buffered: then it dies
+    assert second.find("alice", state.upload_id).offset == PART_BYTES  # what is durable, not what was buffered
     with pytest.raises(UploadBusy):
-        second.append("alice", state.upload_id, 1000 + PART_BYTES)
+        second.append("alice", state.upload_id, PART_BYTES)
     time.sleep(0.6)
-    taking_over = second.append("alice", state.upload_id, 1000 + PART_BYTES)
+    taking_over = second.append("alice", state.upload_id, PART_BYTES)
     with pytest.raises(UploadBusy):  # the dead writer's last bytes are not recorded
         dead.end()
     write(taking_over, b"y" * 10)
     assert [number for number, _, _ in first.rows.parts(state.upload_id)] == [1]
     assert first.rows.get(tenant_key("alice"), state.upload_id).next_part == 3  # type: ignore[union-attr]  # 2 was the dead one's
-    assert first.find("alice", state.upload_id).offset == 1010 + PART_BYTES
+    assert first.find("alice", state.upload_id).offset == PART_BYTES + 10
 
 
 def test_expiry_and_removal_abort_the_multipart_upload_and_leave_no_object(replica: Replica) -> None:
@@ -206,3 +217,14 @@ def test_creations_are_counted_across_replicas(replica: Replica) -> None:
         first.create("alice", 1, "", "")
     second.create("bob", 900, "", "")
     assert first.reserved() == second.reserved() == 1800
+
+
+def test_object_storage_that_does_not_answer_is_storage_unavailable() -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there once closed
+    environ = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    multipart = Multipart("bucket", "prefix", environ)
+    with pytest.raises(StorageUnavailable) as refused:
+        multipart.create("uploads/x/data")
+    assert "127.0.0.1" not in refused.value.detail and "bucket" not in refused.value.detail
