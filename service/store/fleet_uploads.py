@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import importlib.util
 import logging
 import secrets
 import tempfile
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import IO
 
 from service.errors import NotFound, StorageUnavailable, UploadBusy, UploadIncomplete, UploadOffsetMismatch, bounded
+from service.setting_kinds import SettingsError
 from service.settings import Settings
 from service.store.model_store import Store
 from service.store.postgres.index import PostgresIndex, tenant_key
@@ -81,6 +83,10 @@ class FleetUploads:
     def __init__(self, settings: Settings, store: Store) -> None:
         if not isinstance(store.index, PostgresIndex) or settings.store_bucket is None:
             raise TypeError("the fleet's uploads need the fleet store (--store s3://... and --database)")
+        if importlib.util.find_spec("boto3") is None:  # imported at the first call that needs the bucket: refused at start instead
+            raise SettingsError(
+                "--store s3://... with --database needs the fleet extra (boto3 is missing): pip install 'onnx-import-service[fleet]'"
+            )
         self.store = store
         self.expiry = settings.upload_expiry
         self.max_open = settings.max_open_uploads
