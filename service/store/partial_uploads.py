@@ -118,7 +118,6 @@ class Appending:
         self.start = offset
         self.offset = offset
         self.digest = digest
-        self.write: ChunkWrite = chunk_writer(None if digest is None else digest.update)
 
     @property
     def room(self) -> int:

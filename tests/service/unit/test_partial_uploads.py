@@ -40,11 +40,11 @@ def uploads_of(store: Store, tmp_path: Path, expiry: float = 3600.0, max_open: i
 
 
 def write(appending: Appending, data: bytes) -> float | None:
+    """Append `data` as a PATCH does (`consume`, hashed on when this process has the upload's digest), then `end`."""
     try:
-        appending.write(appending.fd, data)
-        appending.offset += len(data)
+        appending.consume(data, None if appending.digest is None else appending.digest.update)
     finally:
-        expires = appending.close()
+        expires = appending.end()
     return expires
 
 
