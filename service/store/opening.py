@@ -3,10 +3,10 @@
 A replica over object storage or PostgreSQL (`--store s3://...`,
 `--database`) may start before them (a cold start of a compose stack or a
 cluster; SeaweedFS's S3 port open before its filer is ready). It does not
-exit: the lifespan serves once the store is open or after at most
-`FIRST_WAIT_SECONDS` (`/healthz` answers), and `run` opens the store in the
-background, again after each `StorageUnavailable` (a
-dependency that does not answer), waiting `backoff_delays` between tries
+exit: the lifespan serves once the first try has ended (at most
+`FIRST_WAIT_SECONDS`: `/healthz` answers), and `run` goes on in the
+background, trying again after each `StorageUnavailable` (a dependency that
+does not answer), waiting `backoff_delays` between tries
 (0.5 s doubling to 10 s, each jittered down by up to half, so a fleet's
 replicas do not knock in step). Until it succeeds, `problem` names what is
 missing (for `/readyz`) and `require` is the 503 `storage-unavailable`,
@@ -38,10 +38,12 @@ log = logging.getLogger("service.store")
 
 FIRST_DELAY_SECONDS = 0.5
 MAX_DELAY_SECONDS = 10.0
-# The lifespan waits at most this long for the store to open before serving: a store that
-# answers opens in well under a second; PostgreSQL refusing connections takes
-# its 3 s connection timeout to say so, object storage its few retries.
-FIRST_WAIT_SECONDS = 3.0
+# The lifespan waits for the first try to end, at most this long, before
+# serving: a store that answers is open before the first request however
+# busy the machine; one that does not says so within its clients' timeouts
+# (PostgreSQL's 3 s, object storage's retries: about 1 s if refused, up to
+# 3 x its 3 s connection timeout if nothing answers at all).
+FIRST_WAIT_SECONDS = 10.0
 
 
 def backoff_delays(first: float = FIRST_DELAY_SECONDS, cap: float = MAX_DELAY_SECONDS, rng: random.Random | None = None) -> Iterator[float]:
@@ -66,6 +68,7 @@ class StoreOpening:
         self.problem = "the store is being opened"  # what is missing, while not opened
         self.failed = False  # an error no retry mends: the retries have ended
         self.attempts = 0
+        self.first_try_ended = asyncio.Event()
         self._next_try = time.monotonic()  # when the next attempt starts (monotonic)
 
     @classmethod
@@ -98,29 +101,37 @@ class StoreOpening:
         return True
 
     async def run(self, when_open: Callable[[], Awaitable[None]]) -> None:
-        """Try until the store opens, then await `when_open()`; cancelled with the lifespan."""
-        while True:
-            try:
-                opened = await anyio.to_thread.run_sync(self.try_once)
-            except Exception as error:
-                self.failed = True
-                self.problem = f"the store could not be opened ({type(error).__name__}: {error}); restart the service once this is mended"
-                log.exception("the store could not be opened; no more tries")
-                return
-            if opened:
-                if self.attempts > 1:
-                    log.info("the store is open, after %d tries", self.attempts)
-                await when_open()
-                return
-            delay = next(self._delays)
-            self._next_try = time.monotonic() + delay
-            log.warning("the store could not be opened (try %d): %s; again in %.1f s", self.attempts, self.problem, delay)
-            await anyio.sleep(delay)
+        """Try until the store opens, then await `when_open()`; cancelled with the lifespan.
+        `first_try_ended` is set once the first try has failed, or the store is open and
+        `when_open` done."""
+        try:
+            while True:
+                try:
+                    opened = await anyio.to_thread.run_sync(self.try_once)
+                except Exception as error:
+                    self.failed = True
+                    self.problem = (
+                        f"the store could not be opened ({type(error).__name__}: {error}); restart the service once this is mended"
+                    )
+                    log.exception("the store could not be opened; no more tries")
+                    return
+                if opened:
+                    if self.attempts > 1:
+                        log.info("the store is open, after %d tries", self.attempts)
+                    await when_open()
+                    return
+                self.first_try_ended.set()
+                delay = next(self._delays)
+                self._next_try = time.monotonic() + delay
+                log.warning("the store could not be opened (try %d): %s; again in %.1f s", self.attempts, self.problem, delay)
+                await anyio.sleep(delay)
+        finally:
+            self.first_try_ended.set()
 
     @contextlib.asynccontextmanager
     async def in_background(self, when_open: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
         """`run` as a task while the block runs (nothing, if the store is open
-        already). The block is entered once the store is open, or after
+        already). The block is entered once the first try has ended, or after
         `FIRST_WAIT_SECONDS`: a store that answers is open before the first
         request comes; one that does not is no reason to wait longer."""
         if self.opened:
@@ -128,7 +139,8 @@ class StoreOpening:
             return
         task = asyncio.create_task(self.run(when_open), name="store-opening")
         try:
-            await asyncio.wait({task}, timeout=FIRST_WAIT_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.first_try_ended.wait(), FIRST_WAIT_SECONDS)
             yield
         finally:
             task.cancel()

@@ -83,6 +83,27 @@ def test_an_error_that_is_no_unreachable_dependency_ends_the_tries_and_stays_the
     assert "PermissionError" in opening.problem and "Permission denied" in opening.problem
 
 
+def test_serving_waits_for_the_first_try_so_a_store_that_answers_is_open_before_the_first_request() -> None:
+    async def started(attempt_seconds: float, fails: bool) -> tuple[bool, float]:
+        def attempt() -> None:
+            time.sleep(attempt_seconds)  # a slow machine's open
+            if fails:
+                raise StorageUnavailable(DATABASE_DOWN)
+
+        async def when_open() -> None:
+            pass
+
+        opening = StoreOpening(attempt, lambda: None, delays=itertools.repeat(60.0))
+        began = time.monotonic()
+        async with opening.in_background(when_open):
+            return opening.opened, time.monotonic() - began
+
+    opened, waited = asyncio.run(started(0.5, fails=False))
+    assert opened and waited >= 0.5
+    opened, waited = asyncio.run(started(0.1, fails=True))
+    assert not opened and waited < 5  # served after the first try, not after the next (60 s away)
+
+
 @pytest.fixture
 def storage(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, bool]]:
     """The store is taken for a remote one whose database answers only once `up` is set."""
@@ -97,7 +118,6 @@ def storage(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, bool]]:
     monkeypatch.setattr(Store, "open", open_when_up)
     monkeypatch.setattr(service.app, "store_is_remote", lambda settings: True)
     monkeypatch.setattr(service.store.opening, "backoff_delays", lambda: itertools.repeat(0.05))
-    monkeypatch.setattr(service.store.opening, "FIRST_WAIT_SECONDS", 0.2)
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # the data root's bucket does not answer either
     yield state
 
