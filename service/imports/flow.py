@@ -42,6 +42,7 @@ left to evict; more bytes for one import than `--max-import-bytes` is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import json
@@ -154,7 +155,8 @@ async def import_upload(
             if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):  # this tenant's own, again
                 runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(service.store.checks, tenant, model_id))
                 if not stages_missing(runs, asked.stages, asked.dims):
-                    return Imported(model_id, False, await stored_summary(service, tenant, model_id, upload.display_name))
+                    with contextlib.suppress(NotFound):  # evicted or deleted meanwhile: imported as new
+                        return Imported(model_id, False, await stored_summary(service, tenant, model_id, upload.display_name))
             # Content another tenant holds is imported like new (a worker runs, the
             # answer is 201): neither the status nor the time says it existed. So is
             # this tenant's own when it asks for stages it has not run on it.
@@ -183,15 +185,13 @@ async def import_upload(
             for location in header.external_files:
                 files[location] = _source(reports[location], work.relative(work.upload_external / location), True)
             await asyncio.sleep(hooks.pause)
-            if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):  # held already: what ran is added
-                return await held_again(service, tenant, model_id, upload.display_name, runs)
+            if (again := await held_again(service, tenant, model_id, upload.display_name, runs)) is not None:  # held already
+                return again
             owner = TenantRecord(tenant=tenant, input=upload.display_name, created_ns=time.time_ns())
             return await commit(service, work, model_id, header, files, owner, upload.model.size, upload.model.sha256, hooks, runs)
 
 
-async def import_path(
-    service: Service, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None
-) -> Imported:
+async def import_path(service: Service, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None) -> Imported:
     """Import the model at `path`, a client's path under the data root."""
     data_root = os.path.realpath(service.settings.data_root)
     resolved = resolve_under_root(data_root, path)
@@ -229,8 +229,8 @@ async def import_path(
             await asyncio.sleep(hooks.pause)
             if await anyio.to_thread.run_sync(service.store.has, model_id):
                 await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
-            if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):
-                return await held_again(service, tenant, model_id, path, runs)
+            if (again := await held_again(service, tenant, model_id, path, runs)) is not None:  # held already
+                return again
             owner = TenantRecord(tenant=tenant, input=path, created_ns=time.time_ns())
             return await commit(service, work, model_id, header, files, owner, reports[MODEL_FILE_KEY].size, model_sha, hooks, runs)
 
@@ -276,11 +276,17 @@ async def commit(
     return Imported(model_id, created, _json_bytes(summary_for(summary, runs, SUMMARY_TENSORS)))
 
 
-async def held_again(service: Service, tenant: str, model_id: str, display_name: str, runs: CheckRuns) -> Imported:
+async def held_again(service: Service, tenant: str, model_id: str, display_name: str, runs: CheckRuns) -> Imported | None:
     """A model the tenant holds, imported again: this import's stages laid over
-    its earlier runs, and its summary (200)."""
-    await keep_runs(service, tenant, model_id, runs)
-    return Imported(model_id, False, await stored_summary(service, tenant, model_id, display_name))
+    its earlier runs, and its summary (200). None if the tenant does not hold
+    it, or it went meanwhile (a DELETE, an eviction): the caller commits it as new."""
+    if not await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):
+        return None
+    try:
+        await keep_runs(service, tenant, model_id, runs)
+        return Imported(model_id, False, await stored_summary(service, tenant, model_id, display_name))
+    except NotFound:
+        return None
 
 
 def _json_bytes(document: object) -> bytes:

@@ -89,8 +89,8 @@ async def import_object(
             shutil.rmtree(work.files)  # copies: the objects are what the record names
             if await anyio.to_thread.run_sync(service.store.has, model_id):
                 await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
-            if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):
-                return await held_again(service, tenant, model_id, path, runs)
+            if (again := await held_again(service, tenant, model_id, path, runs)) is not None:  # held already
+                return again
             owner = TenantRecord(tenant=tenant, input=path, created_ns=time.time_ns())
             return await commit(service, work, model_id, header, files, owner, model.size, model.sha256, hooks, runs)
 

@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio.to_thread
-
 from service.errors import BadInput, ImportTooLarge
 from service.imports.checks import CheckRequest, complete_checks
 from service.imports.flow import (
@@ -106,8 +104,8 @@ async def import_version(service: Service, api: MlflowApi, tenant: str, name: st
                 files[location] = _source(reports[location], work.relative(work.upload_external / location))
             externals = [(location, fetched[location].sha256) for location in header.external_files]
             model_id = model_id_of("upload", model.sha256, externals)
-            if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):
-                return await held_again(service, tenant, model_id, display_name, runs)
+            if (again := await held_again(service, tenant, model_id, display_name, runs)) is not None:  # held already
+                return again
             owner = TenantRecord(tenant=tenant, input=display_name, created_ns=time.time_ns())
             return await commit(service, work, model_id, header, files, owner, model.size, model.sha256, ImportHooks(), runs)
 

@@ -82,6 +82,32 @@ def test_a_path_import_is_created_once_per_tenant(service: Service) -> None:
     assert service.store.model_count() == 1
 
 
+@pytest.mark.parametrize("kind", ["upload", "path"])
+def test_a_model_deleted_while_imported_again_is_imported_anew(service: Service, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """The tenant's own model, imported again, is deleted (or evicted) between the
+    import's seeing it held and its reading the stored summary: the import
+    stores it anew (201), it never answers 404 for a model it was given."""
+    data = (SAMPLES / "add.onnx").read_bytes()
+
+    def again() -> Imported:
+        if kind == "upload":
+            return run(service, lambda s: import_upload(s, "alice", receiving(("add.onnx", data)), ImportHooks()))
+        return run(service, lambda s: import_path(s, "alice", "add.onnx", ImportHooks()))
+
+    first = again()
+    summary = service.store.summary
+
+    def deleted_first(model_id: str) -> bytes:
+        service.store.release("alice", model_id)  # another request's DELETE, just before the read
+        monkeypatch.setattr(service.store, "summary", summary)
+        return summary(model_id)
+
+    monkeypatch.setattr(service.store, "summary", deleted_first)
+    second = again()
+    assert (second.model_id, second.created) == (first.model_id, True)
+    assert service.store.visible("alice", first.model_id) and service.store.summary(first.model_id)
+
+
 def test_an_upload_with_its_external_data_is_stored(service: Service) -> None:
     folder = SAMPLES / "external"
     parts = [("model.onnx", (folder / "model.onnx").read_bytes())]
