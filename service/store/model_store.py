@@ -475,15 +475,18 @@ class Store:
 
     def _free(self, removed: list[Removal], done: str) -> None:
         """Free the bytes of removed places (outside the lock), drop their local
-        copies and end their marks of content in flight."""
+        copies and end their marks of content in flight. The change is done
+        already: storage that does not answer now leaves the mark, and garbage
+        collection frees the bytes once it is older than its grace."""
         for place, finish in removed:
-            if finish is not None:
-                finish()
-            self.content.forget(place)
             try:
+                if finish is not None:
+                    finish()
+                self.content.forget(place)
                 self.index.end_upload(place)
-            except StorageUnavailable:  # the change is done: its mark is left for gc, which finds nothing there
-                log.warning("could not end the mark of the removed content at %s: the database does not answer", place)
+            except StorageUnavailable as error:
+                log.warning("the removed content at %s is left to garbage collection: %s", place, error)
+                continue
             log.info(done, place)
         if removed:
             self.catalogs.sweep()  # closes the removed catalogues this process held open: their space is freed

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from service.__main__ import main
-from service.errors import ImportTooLarge, StoreFull, TenantQuotaExceeded
+from service.errors import ImportTooLarge, StorageUnavailable, StoreFull, TenantQuotaExceeded
 from service.settings import Settings
 from service.store.backends import open_store
 from service.store.model_store import Store
@@ -298,6 +298,30 @@ def test_a_removal_cut_short_is_collected_by_gc(store: Store, monkeypatch: pytes
     monkeypatch.setattr(store.content, "remove", remove)
     assert not store.has(model_id) and store.content.places() == [record.place]
     assert store.collect_garbage(3600) == []  # within its grace: the removal may still be running
+    assert store.collect_garbage(0) == [record.place]
+    assert store.content.places() == []
+
+
+@pytest.mark.parametrize("backend", ["fleet"])
+def test_a_removal_whose_objects_cannot_be_deleted_now_is_done_and_gc_deletes_them(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Object storage stops answering between a DELETE's record going and its objects going."""
+    model_id, _ = commit(store, "alice", b"removed while S3 is down")
+    record = store.read_record(model_id)
+    assert record is not None
+    remove = store.content.remove
+
+    def unanswered(place: str) -> Callable[[], None]:
+        remove(place)
+
+        def delete() -> None:
+            raise StorageUnavailable("object storage does not answer")
+
+        return delete
+
+    monkeypatch.setattr(store.content, "remove", unanswered)
+    assert store.release("alice", model_id)  # the DELETE is done: the model is gone for every tenant
+    monkeypatch.setattr(store.content, "remove", remove)
+    assert not store.has(model_id) and store.content.places() == [record.place]
     assert store.collect_garbage(0) == [record.place]
     assert store.content.places() == []
 
