@@ -95,30 +95,31 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness, bucket_root, opening=opening)
         if not remote:
             await anyio.to_thread.run_sync(open_storage)
-        await anyio.to_thread.run_sync(sandbox.start)
-        if threading.current_thread() is threading.main_thread():  # an in-process test's loop is not
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys)
-        # Tail latency: what start-up made lives as long as the process, so no
-        # collection scans it again; and collections come 30x less often (a
-        # request makes a few hundred objects). Measured: /healthz p99 under
-        # 40 connections of tensor GETs, 57 ms before, about 25 ms after.
-        gc.freeze()
-        gc.set_threshold(20_000, 20, 20)
-        log.info(
-            "ready: data root %s, store %s, %d workers, queue %d, %s",
-            settings.data_root, settings.store, settings.workers, settings.queue,
-            f"{len(keys.keys)} API keys" if not keys.anonymous else "anonymous (no API keys)",
-        )  # fmt: skip
-        hook = app.state.registry_hook = RegistryHook(app.state.service) if settings.mlflow_url else None
         try:
-            async with (
-                readiness.running(),
-                opening.in_background(readiness.refresh),
-                sweeping(app.state.service, min(60.0, settings.upload_expiry / 4)),
-                hook.running() if hook is not None else contextlib.nullcontext(),
-            ):
-                yield
-        finally:
+            async with opening.in_background(readiness.refresh):  # a remote store: tried from now on, while the sandbox starts
+                await anyio.to_thread.run_sync(sandbox.start)
+                await opening.first_try()  # a store that answers is open before the first request
+                if threading.current_thread() is threading.main_thread():  # an in-process test's loop is not
+                    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload_keys)
+                # Tail latency: what start-up made lives as long as the process, so no
+                # collection scans it again; and collections come 30x less often (a
+                # request makes a few hundred objects). Measured: /healthz p99 under
+                # 40 connections of tensor GETs, 57 ms before, about 25 ms after.
+                gc.freeze()
+                gc.set_threshold(20_000, 20, 20)
+                log.info(
+                    "ready: data root %s, store %s, %d workers, queue %d, %s",
+                    settings.data_root, settings.store, settings.workers, settings.queue,
+                    f"{len(keys.keys)} API keys" if not keys.anonymous else "anonymous (no API keys)",
+                )  # fmt: skip
+                hook = app.state.registry_hook = RegistryHook(app.state.service) if settings.mlflow_url else None
+                async with (
+                    readiness.running(),
+                    sweeping(app.state.service, min(60.0, settings.upload_expiry / 4)),
+                    hook.running() if hook is not None else contextlib.nullcontext(),
+                ):
+                    yield
+        finally:  # the opening has ended: nothing opens the store any more
             app.state.service.data_root_files.close()
             store.close()
             limiter.close()

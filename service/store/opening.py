@@ -3,8 +3,9 @@
 A replica over object storage or PostgreSQL (`--store s3://...`,
 `--database`) may start before them (a cold start of a compose stack or a
 cluster; SeaweedFS's S3 port open before its filer is ready). It does not
-exit: the lifespan serves once the first try has ended (at most
-`FIRST_WAIT_SECONDS`: `/healthz` answers), and `run` goes on in the
+exit: `run` begins as the service starts (beside the sandbox's start),
+the lifespan serves once its first try has ended (at most
+`FIRST_WAIT_SECONDS`: `/healthz` answers), and it goes on in the
 background, trying again after each `StorageUnavailable` (a dependency that
 does not answer), waiting `backoff_delays` between tries
 (0.5 s doubling to 10 s, each jittered down by up to half, so a fleet's
@@ -131,18 +132,23 @@ class StoreOpening:
     @contextlib.asynccontextmanager
     async def in_background(self, when_open: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
         """`run` as a task while the block runs (nothing, if the store is open
-        already). The block is entered once the first try has ended, or after
-        `FIRST_WAIT_SECONDS`: a store that answers is open before the first
-        request comes; one that does not is no reason to wait longer."""
+        already); at its end the task is cancelled, and a try under way
+        finishes first (it runs in a thread)."""
         if self.opened:
             yield
             return
         task = asyncio.create_task(self.run(when_open), name="store-opening")
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.first_try_ended.wait(), FIRST_WAIT_SECONDS)
             yield
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    async def first_try(self) -> None:
+        """Until the first try has ended, at most `FIRST_WAIT_SECONDS`: a store
+        that answers is open before the first request, however busy the
+        machine; one that does not is no reason to wait longer."""
+        if not self.opened:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.first_try_ended.wait(), FIRST_WAIT_SECONDS)

@@ -96,6 +96,7 @@ def test_serving_waits_for_the_first_try_so_a_store_that_answers_is_open_before_
         opening = StoreOpening(attempt, lambda: None, delays=itertools.repeat(60.0))
         began = time.monotonic()
         async with opening.in_background(when_open):
+            await opening.first_try()
             return opening.opened, time.monotonic() - began
 
     opened, waited = asyncio.run(started(0.5, fails=False))
