@@ -4,7 +4,8 @@ run), each "replica" a store and uploads of its own over the same bucket and
 database: bytes go to S3 as multipart parts and an incomplete part, the
 offset is what is durable, any replica continues, answers and imports an
 upload; one writer at a time (a dead writer's lease is taken over); expiry
-and removal abort the multipart upload and leave no object; another tenant's
+and removal abort the multipart upload and leave no object (a PATCH writing
+a removed upload records nothing more, and ends as a 404); another tenant's
 upload is missing; creations are counted from the database; a storage that
 does not answer is StorageUnavailable."""
 
@@ -184,6 +185,21 @@ def test_expiry_and_removal_abort_the_multipart_upload_and_leave_no_object(repli
     assert uploads.sweep() == 0
     assert sweeper.sweep() + other.sweep() == 1  # two replicas sweeping: removed once
     assert objects(uploads) == [] and uploads.rows.get(tenant_key("alice"), late.upload_id) is None
+
+
+def test_a_removal_while_a_patch_writes_is_seen_by_the_patch(replica: Replica) -> None:
+    first, second = replica(), replica()
+    for sent_before in (0, PART_BYTES):  # removed before its multipart upload began, and after
+        state = first.create("alice", 3 * PART_BYTES, "", "")
+        writing = first.append("alice", state.upload_id, 0)
+        for _ in range((sent_before + MIB) // MIB):
+            writing.consume(os.urandom(MIB), None)
+        assert second.remove("alice", state.upload_id)
+        with pytest.raises(NotFound):  # its next part records nothing
+            for _ in range(PART_BYTES // MIB):
+                writing.consume(os.urandom(MIB), None)
+        assert writing.end() is None  # the PATCH answers 404
+    assert first.objects.uploads("uploads/") == [] and objects(first) == []
 
 
 def test_another_tenants_upload_is_missing(replica: Replica, tmp_path: Path) -> None:
