@@ -30,9 +30,6 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
-import anyio
-import anyio.to_thread
-
 from service.errors import StorageUnavailable
 
 log = logging.getLogger("service.store")
@@ -108,7 +105,7 @@ class StoreOpening:
         try:
             while True:
                 try:
-                    opened = await anyio.to_thread.run_sync(self.try_once)
+                    opened = await self._try_to_the_end()
                 except Exception as error:
                     self.failed = True
                     self.problem = (
@@ -125,9 +122,20 @@ class StoreOpening:
                 delay = next(self._delays)
                 self._next_try = time.monotonic() + delay
                 log.warning("the store could not be opened (try %d): %s; again in %.1f s", self.attempts, self.problem, delay)
-                await anyio.sleep(delay)
+                await asyncio.sleep(delay)
         finally:
             self.first_try_ended.set()
+
+    async def _try_to_the_end(self) -> bool:
+        """`try_once` in a thread; a cancellation waits for it to end (then the
+        lifespan may close the store: no try opens it behind its back)."""
+        attempt = asyncio.ensure_future(asyncio.to_thread(self.try_once))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await attempt
+            raise
 
     @contextlib.asynccontextmanager
     async def in_background(self, when_open: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:

@@ -105,6 +105,27 @@ def test_serving_waits_for_the_first_try_so_a_store_that_answers_is_open_before_
     assert not opened and waited < 5  # served after the first try, not after the next (60 s away)
 
 
+def test_a_stop_during_a_try_waits_for_it_to_end_before_the_store_is_closed() -> None:
+    events: list[str] = []
+
+    def attempt() -> None:
+        time.sleep(0.3)
+        events.append("try ended")
+        raise StorageUnavailable(DATABASE_DOWN)
+
+    async def never() -> None:
+        raise AssertionError("the store did not open")
+
+    async def stopped_during_a_try() -> None:
+        opening = StoreOpening(attempt, lambda: events.append("undone"), delays=itertools.repeat(60.0))
+        async with opening.in_background(never):
+            await asyncio.sleep(0.05)
+        events.append("store closed")  # the lifespan's cleanup
+
+    asyncio.run(stopped_during_a_try())
+    assert events == ["try ended", "undone", "store closed"]
+
+
 @pytest.fixture
 def storage(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, bool]]:
     """The store is taken for a remote one whose database answers only once `up` is set."""
