@@ -180,6 +180,15 @@ class Index(Protocol):
     def stale_uploads(self, grace_seconds: float) -> set[str]:
         """Places marked in flight `grace_seconds` ago or more (their process died, or is that slow)."""
 
+    def claim_upload(self, place: str) -> None:
+        """Garbage collection takes the content at `place` (lock held): its mark
+        stays, stale for any grace (a collection cut short is finished by the
+        next), and the commit that made it may no longer record it."""
+
+    def upload_open(self, place: str) -> bool:
+        """A commit's mark at `place` is there and no collection took it (lock
+        held): the commit may record its content."""
+
     # --- tenants
 
     def tenant_key(self, tenant: str) -> str:

@@ -12,6 +12,7 @@ and trials, never a fleet.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import stat
@@ -220,6 +221,12 @@ class MemoryIndex:
     def stale_uploads(self, grace_seconds: float) -> set[str]:
         now = time.monotonic()
         return {place for place, began in self.uploads.items() if now - began >= grace_seconds}
+
+    def claim_upload(self, place: str) -> None:
+        self.uploads[place] = -math.inf  # stale for any grace
+
+    def upload_open(self, place: str) -> bool:
+        return self.uploads.get(place, -math.inf) != -math.inf
 
     def tenant_key(self, tenant: str) -> str:
         return tenant

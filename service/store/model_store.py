@@ -128,15 +128,23 @@ class Store:
         in flight `grace_seconds` old or more show it; with `full`, also every
         place the content lists that no record names and no mark younger than
         `grace_seconds` keeps (what no mark tells of: a store of an older
-        version, a mark lost). The places removed."""
+        version, a mark lost). The places removed.
+
+        What it takes it claims under the lock (`Index.claim_upload`): a commit
+        slower than the grace then refuses to record it. The listing comes
+        before the marks are read: a commit whose content it lists marked its
+        place before, so the marks read next keep it."""
+        listed = self.content.places() if full else []
         with self.index.locked():
             stale = self.index.stale_uploads(grace_seconds)
             orphans = sorted(place for place in stale if not self._recorded(place))
             if full:
                 kept = self.index.places() | self.index.live_uploads(grace_seconds) | set(orphans)
-                orphans += [place for place in self.content.places() if place not in kept]
+                orphans += [place for place in listed if place not in kept]
             for place in stale.difference(orphans):
                 self.index.end_upload(place)  # a commit recorded, its process killed before it ended its mark
+            for place in orphans:
+                self.index.claim_upload(place)
             removals = [(place, self.content.remove(place)) for place in orphans]
         self._free(removals, "removed the unrecorded content of an interrupted commit or removal (%s)")  # ends their marks
         return orphans
@@ -335,7 +343,7 @@ class Store:
             raise StoreFull(f"the model takes {size} bytes, more than the store's cap of {self.max_bytes}")
         place = self.content.new_place(model_id)
         self.index.begin_upload(place)
-        installed, evicted = False, []
+        installed, taken, evicted = False, False, []
         try:
             self.content.prepare(place, work)
             time.sleep(hold_uploaded)  # a test hook (X-Test-Pause-After-Upload): 0 but in tests
@@ -343,6 +351,12 @@ class Store:
                 if not self.index.holds(owner.tenant, model_id):
                     self._check_quota(owner.tenant, size, new_model=True)
                 stored = self.index.has(model_id)
+                taken = not stored and not self.index.upload_open(place)
+                if taken:  # its objects are being deleted: recorded, the model would be lost
+                    raise StorageUnavailable(
+                        "the import's content was taken as garbage while it was stored (a gc with a grace shorter than "
+                        "the upload took it); post it again"
+                    )
                 evicting = self._eviction_plan(owner.tenant, keep=model_id, adding=0 if stored else size)
                 if not stored:
                     self.content.install(place, work)
@@ -356,7 +370,8 @@ class Store:
         finally:
             if not installed:
                 self.content.discard(place)
-            self.index.end_upload(place)
+            if not taken:
+                self.index.end_upload(place)  # a taken place's mark is garbage collection's to end
         self._free(evicted, "evicted a model's content from the store (%s)")
         return created
 

@@ -157,6 +157,12 @@ class LocalIndex:
     def stale_uploads(self, grace_seconds: float) -> set[str]:
         return set()
 
+    def claim_upload(self, place: str) -> None:
+        pass
+
+    def upload_open(self, place: str) -> bool:
+        return True
+
     def _scan_usage(self) -> int:
         return sum(self.size(folder.name) for folder in self.models.iterdir() if folder.is_dir())
 

@@ -206,6 +206,15 @@ class PostgresIndex:
         )
         return {str(row[0]) for row in rows}
 
+    def claim_upload(self, place: str) -> None:
+        """The mark's time set to the epoch: stale for any grace, and no commit's any more."""
+        self.database.change(
+            "INSERT INTO onnx_uploads (place, began) VALUES (%s, 'epoch') ON CONFLICT (place) DO UPDATE SET began = 'epoch'", (place,)
+        )
+
+    def upload_open(self, place: str) -> bool:
+        return self.database.one("SELECT 1 FROM onnx_uploads WHERE place = %s AND began > 'epoch'", (place,)) is not None
+
     # --- tenants
 
     def tenant_key(self, tenant: str) -> str:

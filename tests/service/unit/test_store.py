@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,8 @@ from service.__main__ import main
 from service.errors import ImportTooLarge, StorageUnavailable, StoreFull, TenantQuotaExceeded
 from service.settings import Settings
 from service.store.backends import open_store
-from service.store.model_store import Store
+from service.store.layout import ModelFolder
+from service.store.model_store import START_GRACE_SECONDS, Store
 from service.store.records import SourceFile, StoredRecord, TenantRecord
 
 if TYPE_CHECKING:
@@ -437,3 +439,59 @@ def test_an_evicted_models_runs_are_gone(tmp_path: Path, make_store: MakeStore) 
         assert store.checks("alice", first) is None
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "fleet"])  # the local folder's commits install under the lock: nothing in flight
+def test_a_commit_that_begins_while_gc_full_lists_is_not_garbage(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another replica begins a commit, its objects uploaded, while `gc --full`
+    lists the content: gc must not take them (it would delete what the commit
+    then records: an acknowledged import lost)."""
+    listing, prepare = store.content.places, store.content.prepare
+    prepared, collected = threading.Event(), threading.Event()
+    outcome: list[object] = []
+
+    def prepare_then_wait(place: str, work: ModelFolder) -> None:
+        prepare(place, work)
+        prepared.set()
+        collected.wait(30)
+
+    def commit_elsewhere() -> None:
+        try:
+            outcome.append(commit(store, "alice", b"committed while gc lists"))
+        except Exception as error:  # reported below
+            outcome.append(error)
+
+    def places_while_a_commit_begins() -> list[str]:
+        monkeypatch.setattr(store.content, "prepare", prepare_then_wait)
+        threading.Thread(target=commit_elsewhere).start()
+        assert prepared.wait(30)
+        return listing()
+
+    monkeypatch.setattr(store.content, "places", places_while_a_commit_begins)
+    assert store.collect_garbage(START_GRACE_SECONDS, full=True) == []
+    collected.set()
+    deadline = time.monotonic() + 30
+    while not outcome and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert outcome and isinstance(outcome[0], tuple), outcome
+    model_id, created = outcome[0]
+    assert created and store.summary(model_id) == b'{"input":"m.onnx"}'
+
+
+@pytest.mark.parametrize("backend", ["memory", "fleet"])
+def test_a_commit_whose_content_gc_took_is_refused_never_recorded(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gc whose grace is shorter than a commit's upload (`gc --grace-seconds 0`) takes
+    the commit's content: the commit answers 503, it never records a model whose objects are going."""
+    prepare = store.content.prepare
+
+    def prepare_then_gc(place: str, work: ModelFolder) -> None:
+        prepare(place, work)
+        assert store.collect_garbage(0) == [place]
+
+    monkeypatch.setattr(store.content, "prepare", prepare_then_gc)
+    with pytest.raises(StorageUnavailable, match="taken as garbage"):
+        commit(store, "alice", b"taken by gc")
+    assert store.model_count() == 0 and store.content.places() == []
+    monkeypatch.setattr(store.content, "prepare", prepare)
+    model_id, created = commit(store, "alice", b"taken by gc")  # posted again
+    assert created and store.summary(model_id)
