@@ -26,7 +26,7 @@ from service.store.work_area import WorkArea
 if TYPE_CHECKING:
     from service.store.s3.bucket_root import BucketRoot
 
-FLEET_EXTRA = "pip install 'onnx-import-service[fleet]' (obstore, psycopg, psycopg-pool)"
+FLEET_EXTRA = "pip install 'onnx-import-service[fleet]' (obstore, psycopg, psycopg-pool, boto3)"
 
 
 def _content(settings: Settings, work_area: WorkArea) -> Content:
