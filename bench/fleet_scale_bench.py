@@ -130,8 +130,8 @@ def measure(count: int, fleet: Any, options: argparse.Namespace, folder: Path) -
     from service.store.records import SourceFile, StoredRecord, TenantRecord
 
     store_url, database = fleet.new_store_url(), fleet.new_database()
-    caps = {"tenant_max_bytes": count * MODEL_BYTES // TENANTS + 10 * NEW_MODEL_BYTES} if options.caps else {}  # all within
-    settings = Settings(  # type: ignore[call-arg]
+    caps: dict[str, Any] = {"tenant_max_bytes": count * MODEL_BYTES // TENANTS + 10 * NEW_MODEL_BYTES} if options.caps else {}  # all within
+    settings = Settings(
         store=store_url,
         database=database,
         cache_dir=folder / f"cache-{count}",

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -246,8 +246,9 @@ def test_a_fleet_start_lists_no_object_gc_full_does(
     content no record names that no mark tells of (left by an older version)."""
     for name, value in fleet_servers.environ.items():
         monkeypatch.setenv(name, value)
-    flags = {"store": fleet_servers.new_store_url(), "database": fleet_servers.new_database(), "cache_dir": tmp_path / "cache"}
-    first = open_store(Settings(store_min_free=0, **flags))  # type: ignore[arg-type]
+    store_url, database = fleet_servers.new_store_url(), fleet_servers.new_database()
+    flags: dict[str, Any] = {"store": store_url, "database": database, "cache_dir": tmp_path / "cache"}
+    first = open_store(Settings(store_min_free=0, **flags))
     first.open()
     kept, _ = commit(first, "alice", b"kept")
     unmarked, in_flight = first.content.new_place(kept), first.content.new_place(kept)
@@ -259,10 +260,15 @@ def test_a_fleet_start_lists_no_object_gc_full_does(
         first.content.prepare(in_flight, work)
     first.close()
 
-    second = open_store(Settings(store_min_free=0, **flags))  # type: ignore[arg-type]
-    listings = []
+    second = open_store(Settings(store_min_free=0, **flags))
+    listings: list[str] = []
     places = second.content.places
-    monkeypatch.setattr(second.content, "places", lambda: listings.append("listed") or places())
+
+    def listed() -> list[str]:
+        listings.append("listed")
+        return places()
+
+    monkeypatch.setattr(second.content, "places", listed)
     second.open()
     try:
         record = second.read_record(kept)
@@ -271,7 +277,7 @@ def test_a_fleet_start_lists_no_object_gc_full_does(
         assert listings == [] and set(places()) == {record.place, unmarked}
     finally:
         second.close()
-    arguments = ["--store", flags["store"], "--database", flags["database"], "--cache-dir", str(tmp_path / "gc")]
+    arguments = ["--store", store_url, "--database", database, "--cache-dir", str(tmp_path / "gc")]
     assert main(["gc", *arguments]) == 0 and "removed 0 unrecorded contents" in capsys.readouterr().out
     assert main(["gc", "--full", *arguments]) == 0
     assert capsys.readouterr().out.split() == ["removed", "1", "unrecorded", "contents", unmarked]
