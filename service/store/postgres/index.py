@@ -130,11 +130,11 @@ class PostgresIndex:
             self.database.change("UPDATE onnx_models SET size = size + %s WHERE id = %s", (added, model_id))
 
     def usage(self) -> int:
-        row = self.database.one("SELECT COALESCE(SUM(size), 0)::bigint FROM onnx_models")
+        row = self.database.one("SELECT bytes FROM onnx_totals")  # kept by a trigger (schema.py's migration 4)
         return 0 if row is None else int(row[0])
 
     def count(self) -> int:
-        row = self.database.one("SELECT count(*) FROM onnx_models")
+        row = self.database.one("SELECT models FROM onnx_totals")
         return 0 if row is None else int(row[0])
 
     def touch(self, model_id: str) -> None:

@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 import pytest
 from support.paths import REPO
 
 from service.errors import StorageUnavailable
 from service.store.memory import MemoryIndex
 from service.store.postgres.index import PostgresIndex
-from service.store.postgres.schema import MIGRATIONS
+from service.store.postgres.schema import MIGRATIONS, VERSION_TABLE
 from service.store.records import SourceFile, StoredRecord, TenantRecord
 
 if TYPE_CHECKING:
@@ -394,5 +395,42 @@ def test_a_stopped_database_is_unavailable_then_answers_again(fleet_servers: Fle
         with index.locked():
             index.grow(record.id, 1)
         assert index.usage() == 10
+    finally:
+        index.close()
+
+
+def test_the_totals_follow_every_write_and_a_migration_counts_what_was_stored(database: str) -> None:
+    """The byte total and the count come from one row a trigger keeps (a sum
+    scans every model): exact after adds, a re-add, growth, touches and drops,
+    and counted from the models a database of schema 3 held when it migrates."""
+    with psycopg.connect(database, autocommit=True) as connection:  # a database of the version before: schema 3
+        with connection.transaction():
+            connection.execute(VERSION_TABLE)
+            connection.execute("INSERT INTO onnx_schema (version) VALUES (0)")
+            for statements in MIGRATIONS[:3]:
+                for statement in statements:
+                    connection.execute(statement)
+            connection.execute("UPDATE onnx_schema SET version = 3")
+        connection.execute(
+            "INSERT INTO onnx_models (id, record, size, last_use_ns) VALUES (%s, %s, 100, 1), (%s, %s, 20, 2)",
+            (model_id("old-a"), stored("old-a").model_dump_json(), model_id("old-b"), stored("old-b").model_dump_json()),
+        )
+    index = PostgresIndex(database)
+    index.open()
+    try:
+        assert index.migrations_applied == len(MIGRATIONS) - 3
+        assert (index.usage(), index.count()) == (120, 2)
+        index.add_record(stored("x"), 1000)
+        index.add_record(stored("x"), 1500)  # the same id again (ON CONFLICT): its size replaced, not added
+        index.grow(model_id("x"), 7)
+        index.touch(model_id("x"))
+        assert (index.usage(), index.count()) == (1627, 3)
+        index.drop(model_id("old-a"), 100)
+        with index.locked():
+            index.add_record(stored("y"), 3)
+            index.drop(model_id("y"), 3)
+        assert (index.usage(), index.count()) == (1527, 2)
+        row = index.database.one("SELECT COALESCE(SUM(size), 0)::bigint, count(*) FROM onnx_models")
+        assert row is not None and (index.usage(), index.count()) == (int(row[0]), int(row[1]))
     finally:
         index.close()
