@@ -111,6 +111,7 @@ class Fleet:
     folder: Path  # the override file
     environment: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    before_storage: dict[str, tuple[int, int, str]] = field(default_factory=dict)  # replica -> /healthz, /readyz, its detail
 
     def compose(self, *arguments: str, timeout: float = COMMAND_SECONDS, check: bool = True) -> subprocess.CompletedProcess[str]:
         files = ["-f", str(COMPOSE), "-f", str(FLEET_COMPOSE), "-f", str(self.folder / "override.yaml")]
@@ -158,6 +159,17 @@ class Fleet:
         """Seconds until GET /readyz answers 200 on the service's published loopback port."""
         return wait_for_readyz(lambda: self.url(service), seconds, service, self.logs)
 
+    def wait_alive(self, service: str, seconds: float = START_SECONDS) -> tuple[int, int, str]:
+        """Once GET /healthz answers on the service's port: its status, /readyz's, and /readyz's detail."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError, AssertionError):
+                live = httpx.get(self.url(service) + "/healthz", timeout=10)
+                ready = httpx.get(self.url(service) + "/readyz", timeout=10)
+                return live.status_code, ready.status_code, str(ready.json().get("detail", ""))
+            time.sleep(0.5)
+        pytest.fail(f"{service} never answered /healthz within {seconds} s:\n{self.logs(service)}")
+
     def wait_balanced(self, seconds: float = 60) -> dict[str, Any]:
         """HAProxy's figures of its servers once its checks have them all UP (a replica
         that was not ready when the balancer started needs two good checks, 2 s apart)."""
@@ -203,6 +215,13 @@ def fleet() -> Iterator[Fleet]:
         started.compose("build", timeout=BUILD_SECONDS)
         notes.append(f"fleet: images built in {time.monotonic() - began:.0f} s")
         began = time.monotonic()
+        # A cold start in the worst order: the replicas first, their database and
+        # object storage not started yet (what test_replicas_started_before_their_storage_... checks).
+        first = started.compose("up", "--detach", "--no-deps", *REPLICAS, timeout=BUILD_SECONDS, check=False)
+        assert first.returncode == 0, f"docker compose up {' '.join(REPLICAS)}: exit {first.returncode}\n{first.stderr[-3000:]}"
+        for replica in REPLICAS:
+            started.before_storage[replica] = started.wait_alive(replica)
+        time.sleep(5)  # their retries go on meanwhile: still up afterwards, not exited
         up = started.compose("up", "--detach", "--build", timeout=BUILD_SECONDS, check=False)  # as a user starts it (the build cached)
         assert up.returncode == 0, f"docker compose up: exit {up.returncode}\n{up.stderr[-3000:]}\n{started.logs()}"
         for service in (*REPLICAS, BALANCER):
@@ -237,6 +256,19 @@ def test_every_replica_and_the_load_balancer_turn_ready(fleet: Fleet, report: li
         assert state["Running"] is True, (service, state)
     assert fleet.state("s3-init")["ExitCode"] == 0, "the bucket was created"
     report.extend(fleet.notes)
+
+
+def test_replicas_started_before_their_storage_turn_ready_once_it_starts(fleet: Fleet) -> None:
+    """No crash loop at a cold start: started before PostgreSQL and SeaweedFS, each
+    replica answered /healthz at once and /readyz 503 naming what was missing, stayed
+    up (never restarted), and turned ready once the rest of the stack came up (the fixture)."""
+    for replica in REPLICAS:
+        live, ready, detail = fleet.before_storage[replica]
+        assert (live, ready) == (200, 503), (replica, live, ready, detail)
+        assert "database" in detail or "object storage" in detail, (replica, detail)
+        assert fleet.state(replica)["Running"] is True, replica
+        restarts = run([fleet.docker, "inspect", "--format", "{{.RestartCount}}", fleet.container(replica)])
+        assert restarts.stdout.strip() == "0", (replica, restarts.stdout)
 
 
 def test_a_model_posted_to_one_replica_is_fetched_from_another_and_deleted_through_a_third(fleet: Fleet) -> None:
