@@ -87,6 +87,7 @@ def collect_garbage(argv: list[str]) -> int:
     from service.settings import load_settings
     from service.store.backends import open_store
     from service.store.model_store import START_GRACE_SECONDS
+    from service.store.uploads import resumable_uploads_for
 
     parser = argparse.ArgumentParser(
         prog="python -m service gc",
@@ -98,7 +99,7 @@ def collect_garbage(argv: list[str]) -> int:
         "--full",
         action="store_true",
         help="also list every place of the store's content (on object storage, every object: slow for a large store) "
-        "and remove what no record names",
+        "and remove what no record names, and a fleet's objects of resumable uploads no row names",
     )
     parser.add_argument(
         "--grace-seconds",
@@ -108,16 +109,20 @@ def collect_garbage(argv: list[str]) -> int:
     )
     arguments, rest = parser.parse_known_args(argv)
     try:
-        store = open_store(load_settings(rest))
+        settings = load_settings(rest)
+        store = open_store(settings)
         store.open_storage()
         try:
             removed = store.collect_garbage(arguments.grace_seconds, full=arguments.full)
+            orphaned = resumable_uploads_for(settings, store).collect_orphans() if arguments.full else []
         finally:
             store.close()
     except (SettingsError, StorageUnavailable) as error:
         print(f"python -m service gc: {error}", file=sys.stderr)
         return 2
     print(f"removed {len(removed)} unrecorded contents" + "".join(f"\n  {place}" for place in removed))
+    if orphaned:
+        print(f"removed the objects of {len(orphaned)} resumable uploads no row names" + "".join(f"\n  {folder}" for folder in orphaned))
     return 0
 
 

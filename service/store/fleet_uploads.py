@@ -211,6 +211,27 @@ class FleetUploads:
         """Bytes the uploads still await."""
         return self.rows.survey("").awaited
 
+    def collect_orphans(self) -> list[str]:
+        """`gc --full`: remove the objects and multipart uploads under `uploads/`
+        of uploads no row names (an incomplete part a PATCH put while another
+        replica removed its upload); their folders. Listed before the rows are
+        read: an upload's row is written before its first object and deleted
+        after its last, so a folder listed whose row is gone is garbage."""
+        listed = set(self.objects.keys(UPLOADS)) | {key for key, _ in self.objects.uploads(UPLOADS)}
+        folders = {}  # folder -> the upload id it is named after
+        for key in listed:
+            tenant, _, rest = key.removeprefix(UPLOADS).partition("/")
+            upload_id = rest.partition("/")[0]
+            if UPLOAD_ID.fullmatch(upload_id):
+                folders[_folder(tenant, upload_id)] = upload_id
+        orphans = sorted(folder for folder, upload_id in folders.items() if not self.rows.exists(upload_id))
+        for folder in orphans:
+            for key, multipart_id in self.objects.uploads(folder):
+                self.objects.abort(key, multipart_id)
+            self.objects.delete_all(folder)
+            log.info("removed the objects of an upload no row names (%s)", folder)
+        return orphans
+
 
 class FleetAppending:
     """One PATCH's hold on a fleet upload (`service.store.uploads.Appending`):

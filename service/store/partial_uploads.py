@@ -400,6 +400,10 @@ class PartialUploads:
         """Bytes the uploads still await (they count against the store's free space)."""
         return self._survey(None).awaited
 
+    def collect_orphans(self) -> list[str]:
+        """Nothing: what a creation or a removal cut short leaves is the sweep's (on this disk, named by no id)."""
+        return []
+
     def sweep(self) -> int:
         """Remove the expired uploads (not one a PATCH holds) and what a
         creation or removal cut short left; the number of uploads removed."""

@@ -85,6 +85,8 @@ class ResumableUploads(Protocol):
 
     def sweep(self) -> int: ...
     def reserved(self) -> int: ...
+    def collect_orphans(self) -> list[str]:
+        """`gc --full`: remove what no upload names; what was removed."""
 
 
 def check_creation(store: Store, tenant: str, length: int, max_open: int, *, open_now: int, declared: int, awaited: int, held: int) -> None:

@@ -118,6 +118,14 @@ class Multipart:
                 body.close()
         return written
 
+    def keys(self, under: str) -> list[str]:
+        """The keys (below the store's prefix) of every object under `under`."""
+        found: list[str] = []
+        with answering():
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.key(under)):
+                found += [_relative(item["Key"], self.prefix) for item in page.get("Contents", [])]
+        return found
+
     def delete_all(self, under: str) -> None:
         """Delete every object whose key starts with `under`."""
         with answering():

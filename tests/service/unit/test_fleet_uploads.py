@@ -244,3 +244,20 @@ def test_object_storage_that_does_not_answer_is_storage_unavailable() -> None:
     with pytest.raises(StorageUnavailable) as refused:
         multipart.create("uploads/x/data")
     assert "127.0.0.1" not in refused.value.detail and "bucket" not in refused.value.detail
+
+
+def test_gc_full_removes_the_objects_of_uploads_no_row_names(replica: Replica) -> None:
+    """An incomplete part a PATCH put while another replica removed its upload
+    (the row gone first) is named by no row: `gc --full` removes it and aborts
+    its multipart upload; a live upload's objects stay."""
+    uploads = replica()
+    live, gone = (uploads.create("alice", 2 * PART_BYTES, "", "") for _ in range(2))
+    for state in (live, gone):
+        write(uploads.append("alice", state.upload_id, 0), os.urandom(PART_BYTES + MIB))  # a part and an incomplete part
+    assert uploads.rows.delete(gone.upload_id)  # its objects left behind, as by the race
+    folder = f"uploads/{tenant_key('alice')}/{gone.upload_id}/"
+    assert uploads.collect_orphans() == [folder]
+    assert not any(key.startswith(folder) for key in objects(uploads))
+    assert [key for key, _ in uploads.objects.uploads("uploads/")] == [f"uploads/{tenant_key('alice')}/{live.upload_id}/data"]
+    assert uploads.collect_orphans() == []
+    assert uploads.find("alice", live.upload_id).offset == PART_BYTES + MIB
