@@ -1,29 +1,35 @@
-"""Work repeated in the background while a block runs: `every(seconds, work, name)`.
+"""Work in the background while a block runs: `running(work, name)` and `every(seconds, work, name)`.
 
-An async context manager: a task runs `work` every `seconds` (first after
-one interval) until the block ends, then is cancelled and awaited. Used by
-the app's lifespan for the readiness probe and the sweep of expired
-resumable uploads.
+Async context managers: a task runs `work` (once, or every `seconds`, first
+after one interval) until the block ends, then is cancelled and awaited (a
+step under way in a thread finishes first). Used by the app's lifespan for
+the readiness probe, the sweep of expired resumable uploads and the store's
+opening while its storage does not answer, and by the registry's hook.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any
 
 
 @contextlib.asynccontextmanager
-async def every(seconds: float, work: Callable[[], Awaitable[None]], name: str) -> AsyncIterator[None]:
-    async def loop() -> None:
-        while True:
-            await asyncio.sleep(seconds)
-            await work()
-
-    task = asyncio.create_task(loop(), name=name)
+async def running(work: Coroutine[Any, Any, None], name: str) -> AsyncIterator[None]:
+    task = asyncio.create_task(work, name=name)
     try:
         yield
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def every(seconds: float, work: Callable[[], Awaitable[None]], name: str) -> contextlib.AbstractAsyncContextManager[None]:
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            await work()
+
+    return running(loop(), name)

@@ -30,6 +30,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
+from service.background import running
 from service.errors import StorageUnavailable
 
 log = logging.getLogger("service.store")
@@ -145,13 +146,8 @@ class StoreOpening:
         if self.opened:
             yield
             return
-        task = asyncio.create_task(self.run(when_open), name="store-opening")
-        try:
+        async with running(self.run(when_open), "store-opening"):
             yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def first_try(self) -> None:
         """Until the first try has ended, at most `FIRST_WAIT_SECONDS`: a store
