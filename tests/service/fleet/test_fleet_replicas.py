@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 from support.paths import REPO
-from support.service_harness import SAMPLES, ServiceProcess, children_of
+from support.service_harness import SAMPLES, ServiceProcess, children_of, model_id_of
 from support.small_models import weight_model
 
 from service.settings import Settings
@@ -144,11 +144,12 @@ def test_the_byte_total_is_exact_after_concurrent_imports_and_eviction(fleet_ser
         capped.stop()
 
 
-def wait_for_unrecorded_content(fleet: Fleet, seconds: float = 60.0) -> None:
+def wait_for_unrecorded_content(fleet: Fleet, model_ids: set[str], seconds: float = 60.0) -> None:
+    """Until one of `model_ids` has objects no record names (its commit holds between the two)."""
     store = fleet.inspect()
     try:
         deadline = time.monotonic() + seconds
-        while not set(store.content.places()) - store.index.places():
+        while not {place.partition("/")[0] for place in set(store.content.places()) - store.index.places()} & model_ids:
             assert time.monotonic() < deadline, "no upload reached the point between its objects and its record"
             time.sleep(0.2)
     finally:
@@ -172,7 +173,8 @@ def test_a_replica_killed_mid_commit_loses_no_acknowledged_import_and_gc_leaves_
 
         with concurrent.futures.ThreadPoolExecutor(20) as pool:
             futures = [pool.submit(post, index) for index in range(len(models))]
-            wait_for_unrecorded_content(killed)  # the victim holds uploaded objects no record names yet
+            held = {model_id_of(models[index], {}) for index in range(0, len(models), 3)}  # the victim's
+            wait_for_unrecorded_content(killed, held)  # the victim holds uploaded objects no record names yet
             assert victim.process is not None
             os.kill(victim.process.pid, signal.SIGKILL)
             answers = [future.result() for future in futures]
