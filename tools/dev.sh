@@ -6,8 +6,8 @@
 # The importer is installed compiled (mypyc) where a C compiler works, else
 # pure Python: IMPORTER_BUILD (auto, compiled, pure; README, "Two builds of
 # the importer"). `test` runs the whole suite on the installed build, then the
-# service's process tests again on a fleet store (S3 and PostgreSQL, started
-# by tools/fleet_servers.py), then the importer's tests again on the other
+# service's process tests marked both_stores again on a fleet store (S3 and
+# PostgreSQL, started by tools/fleet_servers.py), then the importer's tests again on the other
 # build: on a pure copy of importer/ in .cache/pure when the installed build
 # is compiled; where it is pure, it says that the compiled build could not be
 # tested here.
@@ -52,19 +52,26 @@ build_inputs() {
 }
 
 # The editable install (about a minute when compiled, a few seconds pure),
-# redone only when its inputs or the build asked for changed since the last one.
+# redone only when its inputs or the build asked for changed since the last
+# one, or when it lacks what the command needs: `serve` installs what serving
+# needs (the check stages' onnxruntime, the fleet store's clients), `test` and
+# `setup` the test and lint toolchain too (a superset: `serve` after it
+# installs nothing).
 setup() {
+    local need=${1:-test} extras
+    case "$need" in serve) extras=runtime,fleet ;; *) need=test extras=test,dev,runtime ;; esac
     if [ ! -x .venv/bin/python ]; then
         "$(pick_python)" -m venv .venv
     fi
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-    local inputs
+    local inputs installed
     inputs=$(build_inputs)
-    if [ "$(cat "$BUILD_STAMP" 2>/dev/null)" != "$inputs $(installed_build)" ]; then
-        echo "installing the project, the importer's build: ${IMPORTER_BUILD:-auto}"
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,dev,runtime]'
+    installed=$(cat "$BUILD_STAMP" 2>/dev/null || true)
+    if [ "$installed" != "$inputs $(installed_build) test" ] && [ "$installed" != "$inputs $(installed_build) $need" ]; then
+        echo "installing the project for $need, the importer's build: ${IMPORTER_BUILD:-auto}"
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
         mkdir -p "$(dirname "$BUILD_STAMP")"
-        echo "$inputs $(installed_build)" >"$BUILD_STAMP"
+        echo "$inputs $(installed_build) $need" >"$BUILD_STAMP"
     fi
     echo "importer: the $(installed_build) build"
 }
@@ -161,7 +168,7 @@ install_sarif_multitool() {
 }
 
 run_tests() {
-    setup
+    setup test
     install_exporters
     install_browser
     install_curl
@@ -176,12 +183,13 @@ run_tests() {
     case "${IMPORTER_BUILD:-auto}" in compiled | pure) build=$IMPORTER_BUILD ;; esac  # what was asked for, or fail
     echo "== pytest, the $build build of the importer"
     IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "$@" || status=$?
-    # The service's process tests once more, every service they start storing on
-    # S3 (SeaweedFS) with its index in PostgreSQL (support/service_harness.py);
+    # The service's process tests whose behaviour the store's kind may change
+    # (marked both_stores) once more, every service they start storing on S3
+    # (SeaweedFS) with its index in PostgreSQL (support/service_harness.py);
     # where those servers cannot be had, they skip with the reason.
-    echo "== pytest, the service's process tests on a fleet store (ONNX_TEST_STORE=fleet)"
+    echo "== pytest, the service's both_stores tests on a fleet store (ONNX_TEST_STORE=fleet)"
     local fleet_status=0
-    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest tests/service/process "$@" || fleet_status=$?
+    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest -m both_stores tests/service/process "$@" || fleet_status=$?
     if [ "$fleet_status" != 0 ] && ! { [ "$fleet_status" = 5 ] && [ $# -gt 0 ]; }; then  # 5: the caller's -k selects none of them
         status=$fleet_status
     fi
@@ -207,6 +215,6 @@ run_tests() {
 case "${1:-test}" in
     setup) setup ;;
     test) shift || true; run_tests "$@" ;;
-    serve) shift; setup; exec .venv/bin/python -m service "$@" ;;
+    serve) shift; setup serve; exec .venv/bin/python -m service "$@" ;;
     *) echo "usage: bash tools/dev.sh [setup|test [pytest args]|serve [service args]]" >&2; exit 64 ;;
 esac

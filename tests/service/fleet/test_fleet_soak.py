@@ -11,6 +11,8 @@ supervisor takes its replica down, which is started again, as compose and
 Kubernetes do. After each round every import answered 200 or 201 is read on
 the other two replicas, its summary and its tensor's bytes; at the end every
 one on every replica, and `gc --grace-seconds 0` removes none of them.
+`ONNX_SOAK_ROUNDS` (9 by default: each victim of each replica once) makes
+the soak longer.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from support.service_harness import ServiceProcess, children_of
 from support.small_models import weight_model
 from test_fleet_replicas import Fleet, upload
 
-ROUNDS = 30
+ROUNDS = int(os.environ.get("ONNX_SOAK_ROUNDS", "9"))  # 9: each victim of each replica once; more for a longer soak
 DISTINCT_PER_ROUND = 6
 VALUES = 4096  # the weight's elements: a tensor of 16 KiB, read back byte for byte
 KILL_WITHIN_SECONDS = 1.5

@@ -37,6 +37,8 @@ from service.access.keys import new_key
 from service.client import AsyncClient, Client, Retry, ServiceError
 from service.client._common import tensor_path, upload_parts
 
+pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
 EXTERNAL = SAMPLES / "external"
 EXTERNAL_FILES = [EXTERNAL / "weights.bin", EXTERNAL / "more" / "bias.bin"]
 

@@ -43,6 +43,8 @@ from support.tcp_proxy import TcpProxy
 from service.client import AsyncClient, Client, Retry, ServiceError
 from service.client.resumable import MAX_STALLS, SETTLE_SECONDS, TUS_VERSION
 
+pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
 EXTERNAL = SAMPLES / "external"
 EXTERNAL_FILES = [EXTERNAL / "weights.bin", EXTERNAL / "more" / "bias.bin"]
 MIB = 1 << 20

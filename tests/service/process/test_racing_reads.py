@@ -24,8 +24,11 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 from support.service_harness import ServiceProcess, copy_samples, model_id_of, serving
 from support.small_models import weight_model
+
+pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
 
 MODELS = 14
 # float32s of each model's weight: 64 KiB (read at once) for odd seeds, 384 KiB

@@ -27,6 +27,8 @@ from support.service_harness import SAMPLES, ServiceProcess, assert_problem, chi
 
 from service.access.keys import new_key
 
+pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
 TUS = {"Tus-Resumable": "1.0.0"}
 OCTETS = "application/offset+octet-stream"
 MAX_UPLOAD = 256 << 10

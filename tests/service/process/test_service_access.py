@@ -26,6 +26,8 @@ from service.__main__ import anonymous_refusal, is_loopback
 from service.access.keys import new_key
 from service.settings import Settings
 
+pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
 
 def key(tenant: str, scopes: list[str]) -> tuple[str, str]:
     return new_key(tenant, scopes)

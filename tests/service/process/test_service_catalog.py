@@ -22,6 +22,8 @@ from support.service_harness import SAMPLES, ServiceProcess, assert_problem, cop
 
 from service.http.schemas import GraphDocument, Health, ModelPage, ModelSummary, Problem, Readiness, TensorPage
 
+pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
 ODD_NAMES = ["a/b", "onnx::Split_138", "/model.10/Constant_output_0", "100%", "what?", "#hash", "with space", "été/Δ", "a_b", ".", ".."]
 OPSET = [helper.make_opsetid("", 21), helper.make_opsetid("local", 1)]
 

@@ -23,6 +23,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, model_id_of, serving
 
+pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
 HOOKS = {"ONNX_SERVICE_TEST_HOOKS": "1"}
 
 

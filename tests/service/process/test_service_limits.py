@@ -14,6 +14,8 @@ import pytest
 from support.big_models import write_big_graph_model
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem
 
+pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:

@@ -26,6 +26,8 @@ from support.service_harness import ServiceProcess, assert_problem, copy_samples
 
 from service.access.keys import new_key
 
+pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
 
 @dataclass
 class Tenants:

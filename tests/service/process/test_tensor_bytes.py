@@ -29,6 +29,8 @@ from support.service_harness import ServiceProcess, assert_problem, copy_samples
 
 from service.access.keys import new_key
 
+pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
 BIG_DIMS = [1024, 1024]  # 4 MiB of float32: far above SMALL_BYTES (256 KiB) of service/http/tensor_responses.py
 HUGE_ELEMENTS = 16 << 20  # 64 MiB of float32
 CUT_ELEMENTS = 10 << 20  # 40 MiB: more than the loopback's socket buffers hold
