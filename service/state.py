@@ -1,15 +1,11 @@
-"""The service's parts, as the routes reach them: `ServiceDep`.
+"""The service's parts: `Service`, set up by the app's lifespan.
 
 Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics,
 readiness, the data root when it is a bucket, the graph renders under
 way in this process, the data-root files kept open, the resumable uploads
-in the making, the store's opening), `Service.read` (a store read on the
-event loop or in a thread, whichever costs less) and the FastAPI
-dependencies that hand it to a route, set up by the app's lifespan:
-`ServiceDep`, which is the 503 `storage-unavailable` while the store is not
-open yet (`service.store.opening`: a replica started before its object
-storage or database), and `StartingServiceDep`, the service either way
-(for `/readyz`, which says what is missing).
+in the making, the store's opening) and `Service.read` (a store read on the
+event loop or in a thread, whichever costs less). Nothing here knows the web
+framework: the routes are handed it by `service.http.dependencies`.
 """
 
 from __future__ import annotations
@@ -18,10 +14,9 @@ import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio.to_thread
-from fastapi import Depends, Request
 
 from service.access.keys import KeyRing
 from service.imports.limiter import ImportLimiter
@@ -69,19 +64,3 @@ class Service:
         if self.store.local_reads and self.bucket_root is None:
             return call()
         return await anyio.to_thread.run_sync(call)
-
-
-async def get_starting_service(request: Request) -> Service:  # async: a plain def would cost a thread hop per request
-    service: Service = request.app.state.service
-    return service
-
-
-async def get_service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    if not service.opening.opened:
-        service.opening.require()  # 503 storage-unavailable, Retry-After
-    return service
-
-
-ServiceDep = Annotated[Service, Depends(get_service)]
-StartingServiceDep = Annotated[Service, Depends(get_starting_service)]

@@ -9,11 +9,14 @@ lint run; this test proves the rule holds on the tree as committed.)
 The service's layers: the worker package (what runs in the fork) holds nothing
 of the front end; below `service.http` (and in `service.registry`, the MLflow
 hook's use case) nothing sees the web framework; routes
-never touch store paths; only `service.store` names and opens store files."""
+never touch store paths; only `service.store` names and opens store files.
+The first two follow imports transitively, through every service module an
+import reaches (at its top or inside a function), and name the chain."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 from support.paths import REPO
@@ -103,18 +106,69 @@ def _under(*folder: str) -> list[Path]:
     return sorted(SERVICE.joinpath(*folder).rglob("*.py"))
 
 
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+SERVICE_MODULES = {_module_name(path): path for path in SERVICE.rglob("*.py")}
+
+
+def _direct(module: str) -> set[str]:
+    """What `module` imports: the service's modules (and the packages above
+    them, which Python imports first) by their full names, others by their top name."""
+    found: set[str] = set()
+    for name in _modules(SERVICE_MODULES[module]):
+        parts = name.split(".")
+        found.update(prefix for prefix in (".".join(parts[:end]) for end in range(1, len(parts) + 1)) if prefix in SERVICE_MODULES)
+        if parts[0] != "service":
+            found.add(parts[0])
+    return found
+
+
+def _chains(module: str, wrong: Callable[[str], bool]) -> list[str]:
+    """The import chains from `module` to each `wrong` module it reaches, transitively."""
+    came_from: dict[str, str | None] = {module: None}
+    queue, found = [module], []
+    while queue:
+        current = queue.pop(0)
+        if current != module and wrong(current):
+            chain, step = [current], came_from[current]
+            while step is not None:
+                chain.append(step)
+                step = came_from[step]
+            found.append(" -> ".join(reversed(chain)))
+            continue
+        if current in SERVICE_MODULES:
+            for name in sorted(_direct(current) - came_from.keys()):
+                came_from[name] = current
+                queue.append(name)
+    return found
+
+
 def test_the_worker_package_holds_nothing_of_the_front_end() -> None:
     for path in _under("sandbox", "worker"):
-        found = {name for name in _modules(path) if name.startswith(FRONT_END)}
-        assert not found, f"{path.relative_to(REPO)} (it runs in the fork) imports {sorted(found)}"
+        found = _chains(_module_name(path), lambda name: name.startswith(FRONT_END))
+        assert not found, f"{path.relative_to(REPO)} (it runs in the fork) reaches the front end: {found}"
+
+
+def _sees_http(name: str) -> bool:
+    return name in WEB or name.startswith("service.http")
 
 
 def test_below_http_nothing_knows_the_web_framework() -> None:
     for folder in ("imports", "store", "sandbox", "registry"):
         for path in _under(folder):
-            modules = _modules(path)
-            found = {name for name in modules if name.split(".")[0] in WEB or name.startswith("service.http")}
-            assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}: it must not see HTTP"
+            found = _chains(_module_name(path), _sees_http)
+            assert not found, f"{path.relative_to(REPO)} must not see HTTP, and reaches it: {found}"
+
+
+def test_the_transitive_check_follows_a_chain() -> None:
+    """What the two tests above rely on: a module reached only through
+    another one is found, and the chain named."""
+    assert "service.state" not in _modules(SERVICE / "http" / "routes" / "hooks.py")  # it reaches the state through others
+    chains = _chains("service.http.routes.hooks", lambda name: name == "service.state")
+    assert chains and chains[0].count(" -> ") >= 2 and chains[0].endswith(" -> service.state"), chains
 
 
 def test_routes_never_touch_store_paths() -> None:

@@ -20,9 +20,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from service.access.keys import METRICS_SCOPE, Principal
+from service.http.dependencies import ServiceDep
 from service.http.problems import ProblemError
 from service.http.request_context import current_request
-from service.state import Service, ServiceDep
+from service.state import Service
 
 audit = logging.getLogger("service.audit")
 

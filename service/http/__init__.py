@@ -3,7 +3,8 @@
 Owns the one map from domain errors to RFC 9457 problems (`problems`), the
 connection protocol and middleware (`protocol`), request bodies and uploads,
 tensor responses (Range, ETag, .npy), the API's schemas, paging, the OpenAPI
-document, and the routes (`routes/`). Routes parse, call a use case
+document, the dependencies that hand a route the service (`dependencies`),
+and the routes (`routes/`). Routes parse, call a use case
 (`service.imports`) or the store, and render.
 
 May import: `service.imports`, `service.store`, `service.access`,

@@ -12,7 +12,7 @@ does not answer), waiting `backoff_delays` between tries
 replicas do not knock in step). Until it succeeds, `problem` names what is
 missing (for `/readyz`) and `require` is the 503 `storage-unavailable`,
 with `Retry-After`, of every request that needs the store
-(`service.state.get_service`). Any other error (no dependency to wait for:
+(`service.http.dependencies.get_service`). Any other error (no dependency to wait for:
 a bug, a cache folder that cannot be written) ends the retries: logged with
 its traceback, it stays the store's `problem`, and the replica stays up and
 never ready until restarted. A store entirely on this machine (a folder, or

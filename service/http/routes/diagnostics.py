@@ -26,13 +26,14 @@ from service.checks.junit import junit_report
 from service.checks.outcome import STAGES, Finding, Stage, results_of
 from service.checks.runs import CheckRuns
 from service.checks.sarif import sarif_report
+from service.http.dependencies import ServiceDep
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
 from service.http.problems import ProblemError
 from service.http.routes.models import MAX_PAGE, require_model
 from service.http.routes.tensors import catalog_errors, catalog_of
 from service.http.schemas import DiagnosticEntry, DiagnosticPage, PageLinks
-from service.state import Service, ServiceDep
+from service.state import Service
 
 router = APIRouter(tags=["diagnostics"])
 MAX_REPORT_FINDINGS = 20_000

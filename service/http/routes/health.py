@@ -23,11 +23,11 @@ from fastapi.responses import Response
 
 from importer import BUILD
 from service.access.callers import MetricsCaller
+from service.http.dependencies import ServiceDep, StartingServiceDep
 from service.http.openapi import problem_responses
 from service.http.problems import ProblemError
 from service.http.schemas import Health, Readiness
 from service.sandbox.supervisor import describe_isolation
-from service.state import ServiceDep, StartingServiceDep
 
 log = logging.getLogger("service")
 router = APIRouter(tags=["health"])

@@ -16,12 +16,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from service.http.dependencies import ServiceDep
 from service.http.openapi import problem_responses
 from service.http.problems import ProblemError
 from service.http.request_body import MAX_JSON_BODY, body_chunks
 from service.registry.hook import RegistryHook
 from service.registry.signature import Unsigned
-from service.state import ServiceDep
 
 router = APIRouter(tags=["hooks"])
 

@@ -30,6 +30,7 @@ from starlette.requests import ClientDisconnect
 from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
 from service.checks.outcome import ChecksError, parse_checks, parse_dims
 from service.errors import ServiceError, bounded
+from service.http.dependencies import ServiceDep
 from service.http.openapi import problem_responses
 from service.http.paging import decode_cursor, page_of
 from service.http.problems import ProblemError, known_problem
@@ -46,7 +47,7 @@ from service.imports.graph import graph_document
 from service.imports.inputs import Upload
 from service.imports.recheck import recheck
 from service.settings import Settings
-from service.state import Service, ServiceDep
+from service.state import Service
 from service.store.byte_source import FileSource
 from service.store.records import StoredRecord
 

@@ -25,6 +25,7 @@ from fastapi.responses import Response
 from service.access.callers import ImportCaller
 from service.errors import NotFound, ServiceError, bounded
 from service.http.body_pipe import BodyPipe
+from service.http.dependencies import ServiceDep
 from service.http.hash_thread import HashThread
 from service.http.openapi import problem_responses
 from service.http.problems import ProblemError, known_problem
@@ -38,7 +39,6 @@ from service.http.tus import (
     parse_metadata,
     require_tus,
 )
-from service.state import ServiceDep
 from service.store.uploads import Appending
 from service.writeback import Writeback
 

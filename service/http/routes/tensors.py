@@ -37,6 +37,7 @@ from fastapi.responses import Response
 
 from service.access.callers import ReadCaller, authorize
 from service.errors import TensorSourceChanged, TensorSourceGone, bounded
+from service.http.dependencies import ServiceDep, get_service
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
 from service.http.plain_reads import plain_read_route
@@ -46,7 +47,7 @@ from service.http.schemas import PageLinks, TensorEntry, TensorPage
 from service.http.tensor_responses import tensor_response
 from service.imports.stored_model import GONE
 from service.sandbox.catalog_format import TensorRow, npy_href, tensor_href
-from service.state import Service, ServiceDep, get_service
+from service.state import Service
 from service.store.byte_source import ByteSource, FileSource
 from service.store.catalog import Catalog, CatalogUnavailable
 from service.store.records import StoredRecord
