@@ -85,9 +85,8 @@ def collect_garbage(argv: list[str]) -> int:
     from service.errors import StorageUnavailable
     from service.setting_kinds import SettingsError
     from service.settings import load_settings
-    from service.store.backends import open_store
+    from service.store.backends import open_store, resumable_uploads_for
     from service.store.model_store import START_GRACE_SECONDS
-    from service.store.uploads import resumable_uploads_for
 
     parser = argparse.ArgumentParser(
         prog="python -m service gc",

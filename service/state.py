@@ -24,10 +24,11 @@ from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
+from service.store.backends import resumable_uploads_for
 from service.store.model_store import Store
 from service.store.open_files import OpenFiles
 from service.store.opening import StoreOpening
-from service.store.uploads import ResumableUploads, resumable_uploads_for
+from service.store.uploads import ResumableUploads
 
 if TYPE_CHECKING:
     from service.store.s3.bucket_root import BucketRoot

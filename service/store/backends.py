@@ -6,7 +6,8 @@ or object storage (`--store s3://BUCKET/PREFIX`, `service.store.s3`); the
 index: beside a local folder, or in PostgreSQL (`--database`,
 `service.store.postgres`); `--store-backend memory` keeps both in the
 process (`service.store.memory`). The object-storage and PostgreSQL
-clients are the optional `fleet` extra, imported only when named.
+clients are the optional `fleet` extra, imported only when named. Also
+`resumable_uploads_for(settings, store)`: the resumable uploads of that store.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from service.store.local.content import LocalContent
 from service.store.local.index import LocalIndex
 from service.store.memory import MemoryContent, MemoryIndex
 from service.store.model_store import Store
+from service.store.uploads import ResumableUploads
 from service.store.work_area import WorkArea
 
 if TYPE_CHECKING:
@@ -86,3 +88,14 @@ def open_store(settings: Settings) -> Store:
         tenant_max_reserved=settings.tenant_max_reserved,
         local_reads=content.on_local_disk and not settings.database,
     )
+
+
+def resumable_uploads_for(settings: Settings, store: Store) -> ResumableUploads:
+    """The uploads of `store`: in the bucket and the index for the fleet store, else on this machine's disk."""
+    if settings.store_bucket is not None and settings.database and settings.store_backend != "memory":
+        from service.store.fleet_uploads import FleetUploads
+
+        return FleetUploads(settings, store)
+    from service.store.partial_uploads import PartialUploads
+
+    return PartialUploads(settings.local_root, store, settings.upload_expiry, settings.max_open_uploads)

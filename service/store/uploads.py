@@ -1,10 +1,11 @@
-"""Resumable uploads in the making (tus 1.0, `/uploads`): what the routes ask of them, and which kind a store has.
+"""Resumable uploads in the making (tus 1.0, `/uploads`): what the routes ask of them.
 
 Owns `UploadState` (an upload as HEAD tells it), the two protocols the
 routes and the import rely on, `ResumableUploads` (create, find, append,
 remove, link into an import's work folder, the sweep of the expired, the
 bytes reserved) and `Appending` (one PATCH's hold on an upload: `consume`
-each chunk, `end` once), and `resumable_uploads_for`, the kind a store has:
+each chunk, `end` once). Two kinds implement them
+(`service.store.backends.resumable_uploads_for` picks a store's):
 
 - on this machine's disk (`service.store.partial_uploads`), for a store whose
   content or index is on this machine: any front-end process of the replica
@@ -24,7 +25,6 @@ from pathlib import Path
 from typing import Protocol
 
 from service.errors import TenantQuotaExceeded, TooManyUploads
-from service.settings import Settings
 from service.store.model_store import Store
 
 UPLOAD_ID = re.compile(r"[0-9a-f]{32}")
@@ -107,13 +107,3 @@ def check_creation(store: Store, tenant: str, length: int, max_open: int, *, ope
         )
     store.check_reservation(length, awaited=awaited, held=held, tenant_declared=declared)
 
-
-def resumable_uploads_for(settings: Settings, store: Store) -> ResumableUploads:
-    """The uploads of `store`: in the bucket and the index for the fleet store, else on this machine's disk."""
-    if settings.store_bucket is not None and settings.database and settings.store_backend != "memory":
-        from service.store.fleet_uploads import FleetUploads
-
-        return FleetUploads(settings, store)
-    from service.store.partial_uploads import PartialUploads
-
-    return PartialUploads(settings.local_root, store, settings.upload_expiry, settings.max_open_uploads)

@@ -31,12 +31,11 @@ from service.errors import (
     UploadOffsetMismatch,
 )
 from service.settings import Settings
-from service.store.backends import open_store
+from service.store.backends import open_store, resumable_uploads_for
 from service.store.fleet_uploads import PART_BYTES, FleetAppending, FleetUploads
 from service.store.model_store import Store
 from service.store.postgres.index import tenant_key
 from service.store.s3.multipart import Multipart
-from service.store.uploads import resumable_uploads_for
 
 if TYPE_CHECKING:
     from fleet_servers import FleetServers  # tools/ (tests/support/fleet.py's fixture)
