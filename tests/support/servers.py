@@ -3,7 +3,8 @@ tests/conftest.py names it in `pytest_plugins`, so there is one conftest.py).
 
 `server` is a real `python -m service` with the default settings and a store
 of its own, over `data_root`, started once per module; `client` is an httpx
-client on it. `data_root` is a copy of the samples: a module that needs more
+client on it. `in_process_server` is the same service in the test process
+(support.in_process_service): a module of API tests makes it its `server`. `data_root` is a copy of the samples: a module that needs more
 files overrides it (module-scoped), one that needs other settings defines its
 own `server`. Nothing is started for a module that asks for none of these.
 """
@@ -19,6 +20,7 @@ import pytest
 if TYPE_CHECKING:
     import httpx
 
+    from support.in_process_service import InProcessService
     from support.service_harness import ServiceProcess
 
 
@@ -59,7 +61,16 @@ def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterato
         yield service
 
 
+@pytest.fixture(scope="module")
+def in_process_server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[InProcessService]:
+    """The module's service in the test process: default settings, its own store."""
+    from support.in_process_service import serving_in_process
+
+    with serving_in_process(tmp_path_factory.mktemp("store") / "store", data_root) as service:
+        yield service
+
+
 @pytest.fixture()
-def client(server: ServiceProcess) -> Iterator[httpx.Client]:
+def client(server: ServiceProcess | InProcessService) -> Iterator[httpx.Client]:
     with server.client() as session:
         yield session

@@ -126,21 +126,7 @@ class ServiceProcess:
         return workers
 
     def stored_contents(self) -> set[str]:
-        """The ids of the models whose content is in the store: folders in a
-        local one; in fleet mode, those with objects in the bucket (recorded or not)."""
-        if self.fleet_store is None:
-            return {folder.name for folder in (self.store / "models").iterdir()}
-        from service.store.backends import open_store
-
-        for name, value in FLEET.environ.items():
-            os.environ.setdefault(name, value)
-        settings = Settings(store=self.fleet_store[0], database=self.fleet_store[1], cache_dir=self.store.parent / "inspect-cache")
-        store = open_store(settings)
-        store.open_storage()
-        try:
-            return {place.split("/")[0] for place in store.content.places()}
-        finally:
-            store.close()
+        return stored_contents(self.store, self.fleet_store)
 
     def content_stored(self, model_id: str) -> bool:
         return model_id in self.stored_contents()
@@ -148,6 +134,25 @@ class ServiceProcess:
     def temporary_files(self) -> list[Path]:
         """What the service left in its per-process tmp folders."""
         return [p for folder in (self.store / "tmp").iterdir() if folder.is_dir() for p in folder.rglob("*")]
+
+
+def stored_contents(store: Path, fleet_store: tuple[str, str] | None) -> set[str]:
+    """The ids of the models whose content is in a service's store: folders in
+    a local one (`store`); in fleet mode, those with objects in the bucket
+    (recorded or not)."""
+    if fleet_store is None:
+        return {folder.name for folder in (store / "models").iterdir()}
+    from service.store.backends import open_store
+
+    for name, value in FLEET.environ.items():
+        os.environ.setdefault(name, value)
+    settings = Settings(store=fleet_store[0], database=fleet_store[1], cache_dir=store.parent / "inspect-cache")
+    opened = open_store(settings)
+    opened.open_storage()
+    try:
+        return {place.split("/")[0] for place in opened.content.places()}
+    finally:
+        opened.close()
 
 
 @contextlib.contextmanager

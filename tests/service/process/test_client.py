@@ -1,5 +1,6 @@
-"""The Python client (`service.client`) and its command line against real
-server processes: uploads with external data (as relative paths and as a
+"""The Python client (`service.client`) and its command line against the real
+service (in the test process, its workers real; the API-key and saturated
+servers are processes): uploads with external data (as relative paths and as a
 mapping), data-root imports, the summary, graph, paged tensors, tensors as
 numpy arrays (against the onnx reference) and streamed bytes, delete,
 refusals as `ServiceError`, API keys, 503 retried after `Retry-After` (a
@@ -30,8 +31,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
+from support.in_process_service import InProcessService
 from support.paths import REPO
-from support.service_harness import SAMPLES, ServiceProcess, copy_samples, reference_sha256, saturated, serving
+from support.service_harness import SAMPLES, copy_samples, reference_sha256, saturated, serving
 
 from service.access.keys import new_key
 from service.client import AsyncClient, Client, Retry, ServiceError
@@ -39,12 +41,18 @@ from service.client._common import tensor_path, upload_parts
 
 pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
 
+
+@pytest.fixture(scope="module")
+def server(in_process_server: InProcessService) -> InProcessService:
+    return in_process_server
+
+
 EXTERNAL = SAMPLES / "external"
 EXTERNAL_FILES = [EXTERNAL / "weights.bin", EXTERNAL / "more" / "bias.bin"]
 
 
 @pytest.fixture()
-def client(server: ServiceProcess) -> Iterator[Client]:
+def client(server: InProcessService) -> Iterator[Client]:
     with Client(server.url) as session:
         yield session
 
@@ -250,7 +258,7 @@ def test_retries_are_bounded_and_honour_retry_after(monkeypatch: pytest.MonkeyPa
 # -- the async twin
 
 
-def test_the_async_client(server: ServiceProcess, tmp_path: Path) -> None:
+def test_the_async_client(server: InProcessService, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with AsyncClient(server.url) as client:
             summary = await client.import_file(
@@ -280,7 +288,7 @@ def test_the_async_client(server: ServiceProcess, tmp_path: Path) -> None:
 # -- the command line
 
 
-def test_cli_import_prints_the_summary_and_tensor_writes_npy(server: ServiceProcess, tmp_path: Path) -> None:
+def test_cli_import_prints_the_summary_and_tensor_writes_npy(server: InProcessService, tmp_path: Path) -> None:
     result = run_cli(
         "--url",
         server.url,
@@ -302,7 +310,7 @@ def test_cli_import_prints_the_summary_and_tensor_writes_npy(server: ServiceProc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["W.npy"]  # no temporary left behind
 
 
-def test_cli_refused_import_prints_the_problem_on_stderr_and_exits_2(server: ServiceProcess, tmp_path: Path) -> None:
+def test_cli_refused_import_prints_the_problem_on_stderr_and_exits_2(server: InProcessService, tmp_path: Path) -> None:
     result = run_cli("--url", server.url, "import", str(broken_model(tmp_path)))
     assert result.returncode == 2
     assert result.stdout == ""
@@ -325,7 +333,7 @@ def test_cli_without_a_service_exits_1(tmp_path: Path) -> None:
     assert json.loads(result.stderr)["error"] == "ConnectError"
 
 
-def test_cli_external_data_dir_sends_exactly_the_files_the_model_names(server: ServiceProcess, tmp_path: Path) -> None:
+def test_cli_external_data_dir_sends_exactly_the_files_the_model_names(server: InProcessService, tmp_path: Path) -> None:
     folder = tmp_path / "data"
     shutil.copytree(EXTERNAL, folder)
     (folder / "unrelated.bin").write_bytes(b"not named by the model")  # sent, it would be refused as unused (400)

@@ -5,7 +5,7 @@ clients and the command line (`--checks`, `--dim`, `recheck ID`, exiting 0,
 1 or 2 by the verdict as `onnx-import check` does).
 
 In memory (an httpx mock transport): the query each method sends, and the
-command line's exit statuses. Against a real server: the stages asked are the
+command line's exit statuses. Against a real service (in the test process, its workers real): the stages asked are the
 stages run, on every kind of import; `recheck` runs the stages asked again
 and answers the summary with them (each with a fresh `ran_at` and the
 `versions` of onnx and onnxruntime, beside the stages run before), refuses an unknown model (404) and an unknown stage
@@ -28,11 +28,17 @@ import httpx
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from support.in_process_service import InProcessService
 from support.paths import REPO
-from support.service_harness import ServiceProcess
 
 import service.client.__main__ as command
 from service.client import AsyncClient, Client, ServiceError
+
+
+@pytest.fixture(scope="module")
+def server(in_process_server: InProcessService) -> InProcessService:
+    return in_process_server
+
 
 Query = tuple[str, str, list[tuple[str, str]]]  # a request's method, path and query
 ASKED = [("checks", "shape,runtime"), ("dim", "N:1"), ("dim", "a:b:2")]  # a name may hold colons: the value is after the last
@@ -150,7 +156,7 @@ def stages(summary: dict[str, Any]) -> dict[str, str]:
     return {name: entry["status"] for name, entry in summary["checks"].items()}
 
 
-def test_every_kind_of_import_runs_the_stages_asked(server: ServiceProcess, data_root: Path, tmp_path: Path) -> None:
+def test_every_kind_of_import_runs_the_stages_asked(server: InProcessService, data_root: Path, tmp_path: Path) -> None:
     with Client(server.url, resume_store=tmp_path / "resume") as client:
         one_shot = client.import_file(relu(tmp_path / "a"), resumable=False, checks="schema,shape")
         resumed = client.import_file(relu(tmp_path / "b"), resumable=True, checks=["smoke"], dim={"N": 3})
@@ -185,7 +191,7 @@ def run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
-def test_recheck_runs_the_stages_asked_again(server: ServiceProcess, tmp_path: Path) -> None:
+def test_recheck_runs_the_stages_asked_again(server: InProcessService, tmp_path: Path) -> None:
     """Needs the service's `POST /models/{id}/checks` (issue 35): a 404 or 405 until it exists."""
     with Client(server.url) as client:
         model_id = client.import_file(relu(tmp_path), checks="schema")["id"]
@@ -210,7 +216,7 @@ def test_recheck_runs_the_stages_asked_again(server: ServiceProcess, tmp_path: P
     assert ran(json.loads(printed.stdout), "shape,runtime", since) == {"shape": "pass", "runtime": "pass"}
 
 
-def test_recheck_refusals_and_a_failing_model(server: ServiceProcess, tmp_path: Path) -> None:
+def test_recheck_refusals_and_a_failing_model(server: InProcessService, tmp_path: Path) -> None:
     """Needs the service's `POST /models/{id}/checks` (issue 35), as the test above."""
     with Client(server.url) as client:
         model_id = client.import_file(relu(tmp_path / "a"), checks="schema")["id"]

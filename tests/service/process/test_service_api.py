@@ -1,6 +1,7 @@
-"""The service over HTTP (a real server process): imports by path and by
-upload, the summary and graph, tensor bytes against the onnx reference, Range,
-.npy, ids, problems and the OpenAPI document."""
+"""The service over HTTP (in the test process, its workers real: see
+support.in_process_service): imports by path and by upload, the summary and
+graph, tensor bytes against the onnx reference, Range, .npy, ids, problems and
+the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from support.in_process_service import InProcessService
 from support.service_harness import (
     SAMPLES,
-    ServiceProcess,
     assert_problem,
     copy_samples,
     model_id_of,
@@ -26,6 +27,11 @@ from support.service_harness import (
 import importer
 
 pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
+
+@pytest.fixture(scope="module")
+def server(in_process_server: InProcessService) -> InProcessService:
+    return in_process_server
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +191,7 @@ def test_tensor_bytes_equal_the_reference_by_path(client: httpx.Client, path: st
     assert sources <= {"raw_data", "external", "float_data", "int32_data", "int64_data", "double_data", "string_data"}
 
 
-def test_upload_with_external_data(server: ServiceProcess, client: httpx.Client) -> None:
+def test_upload_with_external_data(server: InProcessService, client: httpx.Client) -> None:
     model = (SAMPLES / "external" / "model.onnx").read_bytes()
     externals = {k: v.read_bytes() for k, v in EXTERNAL_FILES.items()}
     weights = bytearray(externals["weights.bin"])
@@ -209,7 +215,7 @@ def test_upload_without_its_external_data_is_an_external_data_problem(client: ht
     assert body["field_path"] == "ModelProto.graph.initializer[1]" and isinstance(body["offset"], int)
 
 
-def test_malformed_upload_is_a_typed_problem(server: ServiceProcess, client: httpx.Client) -> None:
+def test_malformed_upload_is_a_typed_problem(server: InProcessService, client: httpx.Client) -> None:
     body = assert_problem(upload(client, b"\x0a\xff\xff\xff\xff\xff", filename="broken.onnx"), 422, "malformed")
     assert body["kind"] == "Malformed" and body["input"] == "broken.onnx"
     assert "offset" in body and "field_path" in body
@@ -293,7 +299,7 @@ def test_unknown_models_and_tensors(client: httpx.Client) -> None:
         ("external/missing.onnx", 404),
     ],
 )
-def test_server_side_paths_are_confined(server: ServiceProcess, client: httpx.Client, path: str, status: int) -> None:
+def test_server_side_paths_are_confined(server: InProcessService, client: httpx.Client, path: str, status: int) -> None:
     body = assert_problem(post_path(client, path), status)
     assert "\0" not in body["detail"]
     assert server.temporary_files() == []
@@ -313,7 +319,7 @@ def test_external_data_linked_out_of_the_root_is_refused(client: httpx.Client) -
     "location",
     ["../weights.bin", "/tmp/weights.bin", "sub/../../weights.bin", "..\\weights.bin", "%2e%2e/weights.bin", "C:weights.bin", "."],
 )
-def test_upload_locations_are_confined(server: ServiceProcess, client: httpx.Client, location: str) -> None:
+def test_upload_locations_are_confined(server: InProcessService, client: httpx.Client, location: str) -> None:
     model = (SAMPLES / "add.onnx").read_bytes()
     assert_problem(upload(client, model, {location: b"x"}), 400, "path-refused")
     assert server.temporary_files() == []
@@ -375,7 +381,7 @@ def _add_variant(seed: int) -> bytes:
     return data
 
 
-def test_fifty_concurrent_uploads(server: ServiceProcess) -> None:
+def test_fifty_concurrent_uploads(server: InProcessService) -> None:
     import concurrent.futures
 
     seeds = [1000 + i % 40 for i in range(50)]  # 40 distinct models, 10 of them posted twice

@@ -1,4 +1,5 @@
-"""The catalogue API against a real server: tensors by their ONNX names (any
+"""The catalogue API against the real service (in the test process, its
+workers real): tensors by their ONNX names (any
 characters, the empty name, names shared across subgraphs and functions),
 `field_path` addressing, aliases, pagination of tensors and models, DELETE,
 HEAD on every GET route, bounded summaries, and every JSON body validated
@@ -18,11 +19,18 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from pydantic import BaseModel
-from support.service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, reference_sha256
+from support.in_process_service import InProcessService
+from support.service_harness import SAMPLES, assert_problem, copy_samples, reference_sha256
 
 from service.http.schemas import GraphDocument, Health, ModelPage, ModelSummary, Problem, Readiness, TensorPage
 
 pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+
+
+@pytest.fixture(scope="module")
+def server(in_process_server: InProcessService) -> InProcessService:
+    return in_process_server
+
 
 ODD_NAMES = ["a/b", "onnx::Split_138", "/model.10/Constant_output_0", "100%", "what?", "#hash", "with space", "été/Δ", "a_b", ".", ".."]
 OPSET = [helper.make_opsetid("", 21), helper.make_opsetid("local", 1)]
@@ -229,7 +237,7 @@ def test_model_pages_newest_first(client: httpx.Client) -> None:
     assert newest["input"] == "if_subgraph.onnx" and newest["href"] == f"/models/{ids[-1]}"
 
 
-def test_delete_removes_the_record_and_never_the_data_root(server: ServiceProcess, client: httpx.Client, data_root: Path) -> None:
+def test_delete_removes_the_record_and_never_the_data_root(server: InProcessService, client: httpx.Client, data_root: Path) -> None:
     before = tree_digest(data_root)
     by_path = imported(client, "external/model.onnx")["id"]
     model = onnx.load(str(SAMPLES / "add.onnx"))
