@@ -1,8 +1,10 @@
 """Shared fixtures: the repository paths, the reference tools, the backend data.
 
 The tests are in folders by layer: importer/ (the reader, in process), service/unit/
-(the service's parts in process), service/process/ (real service and worker
-processes), e2e/ (the packaged service, the container, the browser, builds,
+(the service's parts in process), service/api/ (the API's behaviour: the
+whole service in the test process, its workers real), service/process/ (what
+needs service processes: walls, signals, several front ends, hostile TCP,
+restarts), service/fleet/ (replicas on S3 and PostgreSQL), e2e/ (the packaged service, the container, the browser, builds,
 deployment files, the README), and the repository-wide rules here. What they
 share is in support/ (a package: `from support.service_harness import ...`;
 the folders of tests are not packages, each is put on sys.path by pytest, and

@@ -6,7 +6,7 @@
 # The importer is installed compiled (mypyc) where a C compiler works, else
 # pure Python: IMPORTER_BUILD (auto, compiled, pure; README, "Two builds of
 # the importer"). `test` runs the whole suite on the installed build, then the
-# service's process tests marked both_stores again on a fleet store (S3 and
+# service's API and process tests marked both_stores again on a fleet store (S3 and
 # PostgreSQL, started by tools/fleet_servers.py), then the importer's tests again on the other
 # build: on a pure copy of importer/ in .cache/pure when the installed build
 # is compiled; where it is pure, it says that the compiled build could not be
@@ -183,13 +183,13 @@ run_tests() {
     case "${IMPORTER_BUILD:-auto}" in compiled | pure) build=$IMPORTER_BUILD ;; esac  # what was asked for, or fail
     echo "== pytest, the $build build of the importer"
     IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "$@" || status=$?
-    # The service's process tests whose behaviour the store's kind may change
-    # (marked both_stores) once more, every service they start storing on S3
+    # The service's API and process tests whose behaviour the store's kind may
+    # change (marked both_stores) once more, every service they start storing on S3
     # (SeaweedFS) with its index in PostgreSQL (support/service_harness.py);
     # where those servers cannot be had, they skip with the reason.
     echo "== pytest, the service's both_stores tests on a fleet store (ONNX_TEST_STORE=fleet)"
     local fleet_status=0
-    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest -m both_stores tests/service/process "$@" || fleet_status=$?
+    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest -m both_stores tests/service/api tests/service/process "$@" || fleet_status=$?
     if [ "$fleet_status" != 0 ] && ! { [ "$fleet_status" = 5 ] && [ $# -gt 0 ]; }; then  # 5: the caller's -k selects none of them
         status=$fleet_status
     fi
