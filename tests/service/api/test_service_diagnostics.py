@@ -1,5 +1,5 @@
-"""The operator-schema check through the service, with real processes: the
-worker runs it at import, the summary carries the counts and the first
+"""The operator-schema check through the service (in the test process, its
+workers real): the worker runs it at import, the summary carries the counts and the first
 findings, `GET /models/{id}/diagnostics` pages through all of them with their
 field paths and byte offsets (which point at the field's key in the file)."""
 
@@ -11,11 +11,17 @@ import httpx
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from support.in_process_service import InProcessService
 from support.service_harness import assert_problem
 
 from service.http.schemas import DiagnosticPage, ModelSummary
 
 BROKEN_NODES = 30
+
+
+@pytest.fixture(scope="module")
+def server(in_process_server: InProcessService) -> InProcessService:
+    return in_process_server
 
 
 def broken_model() -> bytes:

@@ -1,4 +1,5 @@
-"""The check stages through the real service: `POST /models?checks=...&dim=...`
+"""The check stages through the real service (in the test process, its
+workers real; those with other settings or environment are processes): `POST /models?checks=...&dim=...`
 runs them in the real sandboxed workers, the summary carries each stage's
 status and one fail-closed verdict, `/diagnostics` pages every finding by
 stage, and `?format=sarif` (validated against the official SARIF 2.1.0
@@ -32,9 +33,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.fanout_model import fanout_model
+from support.in_process_service import InProcessService
 from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
-from support.service_harness import SAMPLES, ServiceProcess, assert_problem, serving
+from support.service_harness import SAMPLES, assert_problem, serving
 from support.small_models import unnamed_reshape
 from support.training_info_model import FIELD_PATH as TRAINING_FIELD_PATH
 from support.training_info_model import training_info_model
@@ -122,8 +124,13 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.fixture(scope="module")
+def server(in_process_server: InProcessService) -> InProcessService:
+    return in_process_server
+
+
 @pytest.fixture()
-def client(server: ServiceProcess) -> Iterator[httpx.Client]:
+def client(server: InProcessService) -> Iterator[httpx.Client]:
     with server.client() as session:
         yield session
 
