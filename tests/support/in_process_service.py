@@ -4,12 +4,10 @@ the real workers but no process of its own.
 `InProcessService` is `create_app` served by uvicorn (with the service's own
 hardened h11 protocol) in a thread of the test process, on a loopback port,
 with the real sandbox: its fork server a child of this process, its workers
-walled as in production. No interpreter starts and imports per server. It
-has the `url`, `client()`, `store`, `data_root` and store inspections of
-`ServiceProcess`, and stores on the session's S3 and PostgreSQL in fleet mode
-as it does; a test
-that reads the service's log, signals it, restarts it or finds its processes
-wants `ServiceProcess`.
+walled as in production. No interpreter starts and imports per server. What
+it shares with `ServiceProcess` (address, client, store, fleet mode) is
+`support.service_harness.ServiceUnderTest`; a test that reads the service's
+log, signals it, restarts it or finds its processes wants `ServiceProcess`.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import uvicorn
 
 from service.app import create_app
@@ -31,32 +28,22 @@ from service.http.listeners import open_listeners
 from service.http.protocol import protocol_class
 from service.settings import load_settings
 from support import service_harness
+from support.service_harness import ServiceUnderTest
 
 
-class InProcessService:
+class InProcessService(ServiceUnderTest):
     def __init__(self, store: Path, data_root: Path, *args: str) -> None:
-        self.store = store
-        self.data_root = data_root
-        self.args = list(args)
-        self.port = 0
-        self.fleet_store: tuple[str, str] | None = None
+        super().__init__(store, data_root, *args)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._listener: socket.socket | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        self._gc_threshold = gc.get_threshold()
 
     def start(self, timeout: float = 60.0) -> InProcessService:
         argv = ["--host", "127.0.0.1", "--store", str(self.store), "--data-root", str(self.data_root), "--http-workers", "1"]
-        fleet = service_harness.FLEET
-        if fleet is not None and not any(arg.startswith("--store") for arg in self.args):
-            if self.store not in service_harness.FLEET_STORES:  # as ServiceProcess: one folder, one fleet store
-                service_harness.FLEET_STORES[self.store] = (fleet.new_store_url(), fleet.new_database())
-            self.fleet_store = service_harness.FLEET_STORES[self.store]
-            argv += ["--store", self.fleet_store[0], "--database", self.fleet_store[1], "--cache-dir", str(self.store)]
-            os.environ.update(fleet.environ)  # the S3 client's credentials and endpoint, as the process is given them
+        if fleet := self.fleet_arguments():
+            argv += fleet
+            os.environ.update(service_harness.FLEET.environ)  # the S3 client's credentials and endpoint, as a process is given them
         settings = load_settings([*argv, *self.args], environ={})
         listener = self._listener = open_listeners(settings.host, 0, 1, backlog=2048)[0]
         self.port = listener.getsockname()[1]
@@ -85,22 +72,9 @@ class InProcessService:
             self._listener.close()
             self._listener = None
         # The app's start-up tunes the collector for a long-lived server (gc.freeze, rarer
-        # collections): the test process goes back to Python's defaults.
+        # collections): the test process gets back what it had.
         gc.unfreeze()
-        gc.set_threshold(700, 10, 10)
-
-    def client(self, **kwargs: object) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=60, **kwargs)  # type: ignore[arg-type]
-
-    def stored_contents(self) -> set[str]:
-        return service_harness.stored_contents(self.store, self.fleet_store)
-
-    def content_stored(self, model_id: str) -> bool:
-        return model_id in self.stored_contents()
-
-    def temporary_files(self) -> list[Path]:
-        """What the service left in its per-process tmp folders."""
-        return [p for folder in (self.store / "tmp").iterdir() if folder.is_dir() for p in folder.rglob("*")]
+        gc.set_threshold(*self._gc_threshold)
 
 
 @contextlib.contextmanager

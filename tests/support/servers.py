@@ -1,10 +1,11 @@
 """The server fixtures the service's test modules share (a pytest plugin:
 tests/conftest.py names it in `pytest_plugins`, so there is one conftest.py).
 
-`server` is a real `python -m service` with the default settings and a store
-of its own, over `data_root`, started once per module; `client` is an httpx
-client on it. `in_process_server` is the same service in the test process
-(support.in_process_service): a module of API tests makes it its `server`. `data_root` is a copy of the samples: a module that needs more
+`server` is the service with the default settings and a store of its own,
+over `data_root`, started once per module: a real `python -m service`, or,
+for a module in tests/service/api/ (API behaviour), the same service in the
+test process (support.in_process_service); `client` is an httpx client on
+it. `data_root` is a copy of the samples: a module that needs more
 files overrides it (module-scoped), one that needs other settings defines its
 own `server`. Nothing is started for a module that asks for none of these.
 """
@@ -20,8 +21,7 @@ import pytest
 if TYPE_CHECKING:
     import httpx
 
-    from support.in_process_service import InProcessService
-    from support.service_harness import ServiceProcess
+    from support.service_harness import ServiceUnderTest
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -53,24 +53,17 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
-    """The module's service: default settings, its own store."""
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceUnderTest]:
+    """The module's service: default settings, its own store; in the test process for tests/service/api/."""
+    from support.in_process_service import serving_in_process
     from support.service_harness import serving
 
-    with serving(tmp_path_factory.mktemp("store") / "store", data_root) as service:
-        yield service
-
-
-@pytest.fixture(scope="module")
-def in_process_server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[InProcessService]:
-    """The module's service in the test process: default settings, its own store."""
-    from support.in_process_service import serving_in_process
-
-    with serving_in_process(tmp_path_factory.mktemp("store") / "store", data_root) as service:
+    start = serving_in_process if request.path.parent.name == "api" else serving
+    with start(tmp_path_factory.mktemp("store") / "store", data_root) as service:
         yield service
 
 
 @pytest.fixture()
-def client(server: ServiceProcess | InProcessService) -> Iterator[httpx.Client]:
+def client(server: ServiceUnderTest) -> Iterator[httpx.Client]:
     with server.client() as session:
         yield session

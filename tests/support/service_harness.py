@@ -1,7 +1,9 @@
 """Helpers of the service tests: a real `python -m service` on a free port.
 
 `ServiceProcess` starts the server as a subprocess (its own store and data
-root), waits for /readyz, and stops it with SIGTERM. Also: finding the import
+root), waits for /readyz, and stops it with SIGTERM; what it shares with the
+service in the test process (support.in_process_service) is
+`ServiceUnderTest`. Also: finding the import
 workers (children of the fork server, a child of the service) through /proc,
 the content-derived id as documented in service/app.py, and the reference
 SHA-256 of a tensor from the onnx package (tools/onnx_dump.py).
@@ -49,21 +51,68 @@ def free_port() -> int:
         return port
 
 
-class ServiceProcess:
-    def __init__(self, store: Path, data_root: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None) -> None:
+class ServiceUnderTest:
+    """What a service the tests start has, in a process of its own or in the
+    test process (support.in_process_service): its address and a client, its
+    store (in fleet mode, the session's S3 and PostgreSQL) and what is in it."""
+
+    def __init__(self, store: Path, data_root: Path, *args: str) -> None:
         self.store = store
         self.data_root = data_root
         self.args = list(args)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ONNX_SERVICE_")}
-        self.env.update(env or {})
-        self.log = log or store.parent / f"service-{id(self)}.log"
         self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
         self.fleet_store: tuple[str, str] | None = None  # (s3 URL, database URL) in fleet mode
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def fleet_arguments(self) -> list[str]:
+        """In fleet mode, unless the test names a store, the flags that store
+        the service on the session's S3 and PostgreSQL (chosen once per store
+        folder: a restart, or a second service, finds the same models)."""
+        if FLEET is None or any(arg.startswith("--store") for arg in self.args):
+            return []
+        if self.store not in FLEET_STORES:
+            FLEET_STORES[self.store] = (FLEET.new_store_url(), FLEET.new_database())
+        self.fleet_store = FLEET_STORES[self.store]
+        return ["--store", self.fleet_store[0], "--database", self.fleet_store[1], "--cache-dir", str(self.store)]
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60, **kwargs)
+
+    def stored_contents(self) -> set[str]:
+        """The ids of the models whose content is in the store: folders in a
+        local one; in fleet mode, those with objects in the bucket (recorded or not)."""
+        if self.fleet_store is None:
+            return {folder.name for folder in (self.store / "models").iterdir()}
+        from service.store.backends import open_store
+
+        for name, value in FLEET.environ.items():
+            os.environ.setdefault(name, value)
+        settings = Settings(store=self.fleet_store[0], database=self.fleet_store[1], cache_dir=self.store.parent / "inspect-cache")
+        store = open_store(settings)
+        store.open_storage()
+        try:
+            return {place.split("/")[0] for place in store.content.places()}
+        finally:
+            store.close()
+
+    def content_stored(self, model_id: str) -> bool:
+        return model_id in self.stored_contents()
+
+    def temporary_files(self) -> list[Path]:
+        """What the service left in its per-process tmp folders."""
+        return [p for folder in (self.store / "tmp").iterdir() if folder.is_dir() for p in folder.rglob("*")]
+
+
+class ServiceProcess(ServiceUnderTest):
+    def __init__(self, store: Path, data_root: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None) -> None:
+        super().__init__(store, data_root, *args)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ONNX_SERVICE_")}
+        self.env.update(env or {})
+        self.log = log or store.parent / f"service-{id(self)}.log"
+        self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0, wait_for: str = "/readyz") -> ServiceProcess:
         """Start the service and wait until `wait_for` answers 200 (`/healthz`
@@ -83,11 +132,8 @@ class ServiceProcess:
         if not any(arg.startswith("--http-workers") for arg in self.args):
             # one front end: the tests reach into it (its children, its log); test_front_ends.py runs several
             command += ["--http-workers", "1"]
-        if FLEET is not None and not any(arg.startswith("--store") for arg in self.args):
-            if self.store not in FLEET_STORES:  # chosen once: a restart, or a second process, finds the same models
-                FLEET_STORES[self.store] = (FLEET.new_store_url(), FLEET.new_database())
-            self.fleet_store = FLEET_STORES[self.store]
-            command += ["--store", self.fleet_store[0], "--database", self.fleet_store[1], "--cache-dir", str(self.store)]
+        if fleet := self.fleet_arguments():
+            command += fleet
             self.env.update(FLEET.environ)
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen([*command, *self.args], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
@@ -114,9 +160,6 @@ class ServiceProcess:
                 self.process.wait()
         self.process = None
 
-    def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=60, **kwargs)
-
     def worker_pids(self) -> list[int]:
         """Import workers: grandchildren of the service (fork server children)."""
         assert self.process is not None
@@ -124,35 +167,6 @@ class ServiceProcess:
         for child in children_of(self.process.pid):
             workers.extend(children_of(child))
         return workers
-
-    def stored_contents(self) -> set[str]:
-        return stored_contents(self.store, self.fleet_store)
-
-    def content_stored(self, model_id: str) -> bool:
-        return model_id in self.stored_contents()
-
-    def temporary_files(self) -> list[Path]:
-        """What the service left in its per-process tmp folders."""
-        return [p for folder in (self.store / "tmp").iterdir() if folder.is_dir() for p in folder.rglob("*")]
-
-
-def stored_contents(store: Path, fleet_store: tuple[str, str] | None) -> set[str]:
-    """The ids of the models whose content is in a service's store: folders in
-    a local one (`store`); in fleet mode, those with objects in the bucket
-    (recorded or not)."""
-    if fleet_store is None:
-        return {folder.name for folder in (store / "models").iterdir()}
-    from service.store.backends import open_store
-
-    for name, value in FLEET.environ.items():
-        os.environ.setdefault(name, value)
-    settings = Settings(store=fleet_store[0], database=fleet_store[1], cache_dir=store.parent / "inspect-cache")
-    opened = open_store(settings)
-    opened.open_storage()
-    try:
-        return {place.split("/")[0] for place in opened.content.places()}
-    finally:
-        opened.close()
 
 
 @contextlib.contextmanager

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.fanout_model import fanout_model
-from support.in_process_service import InProcessService
 from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
 from support.service_harness import SAMPLES, assert_problem, serving
@@ -122,17 +120,6 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "wrong": wrong_type(folder / "wrong_type.onnx"),
         "relu": symbolic_relu(folder / "symbolic_relu.onnx"),
     }
-
-
-@pytest.fixture(scope="module")
-def server(in_process_server: InProcessService) -> InProcessService:
-    return in_process_server
-
-
-@pytest.fixture()
-def client(server: InProcessService) -> Iterator[httpx.Client]:
-    with server.client() as session:
-        yield session
 
 
 def post(client: httpx.Client, path: Path, query: str = "", externals: list[tuple[Path, str]] = ()) -> dict[str, Any]:  # type: ignore[assignment]

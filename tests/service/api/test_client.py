@@ -42,11 +42,6 @@ from service.client._common import tensor_path, upload_parts
 pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
 
 
-@pytest.fixture(scope="module")
-def server(in_process_server: InProcessService) -> InProcessService:
-    return in_process_server
-
-
 EXTERNAL = SAMPLES / "external"
 EXTERNAL_FILES = [EXTERNAL / "weights.bin", EXTERNAL / "more" / "bias.bin"]
 

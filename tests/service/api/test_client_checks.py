@@ -34,12 +34,6 @@ from support.paths import REPO
 import service.client.__main__ as command
 from service.client import AsyncClient, Client, ServiceError
 
-
-@pytest.fixture(scope="module")
-def server(in_process_server: InProcessService) -> InProcessService:
-    return in_process_server
-
-
 Query = tuple[str, str, list[tuple[str, str]]]  # a request's method, path and query
 ASKED = [("checks", "shape,runtime"), ("dim", "N:1"), ("dim", "a:b:2")]  # a name may hold colons: the value is after the last
 

@@ -30,11 +30,6 @@ pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh
 
 
 @pytest.fixture(scope="module")
-def server(in_process_server: InProcessService) -> InProcessService:
-    return in_process_server
-
-
-@pytest.fixture(scope="module")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The samples, plus what the traversal tests need: links in and out,
     a directory, a FIFO, and a secret outside the root."""

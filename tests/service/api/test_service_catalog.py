@@ -27,11 +27,6 @@ from service.http.schemas import GraphDocument, Health, ModelPage, ModelSummary,
 pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
 
 
-@pytest.fixture(scope="module")
-def server(in_process_server: InProcessService) -> InProcessService:
-    return in_process_server
-
-
 ODD_NAMES = ["a/b", "onnx::Split_138", "/model.10/Constant_output_0", "100%", "what?", "#hash", "with space", "été/Δ", "a_b", ".", ".."]
 OPSET = [helper.make_opsetid("", 21), helper.make_opsetid("local", 1)]
 

@@ -11,17 +11,11 @@ import httpx
 import onnx
 import pytest
 from onnx import TensorProto, helper
-from support.in_process_service import InProcessService
 from support.service_harness import assert_problem
 
 from service.http.schemas import DiagnosticPage, ModelSummary
 
 BROKEN_NODES = 30
-
-
-@pytest.fixture(scope="module")
-def server(in_process_server: InProcessService) -> InProcessService:
-    return in_process_server
 
 
 def broken_model() -> bytes:
