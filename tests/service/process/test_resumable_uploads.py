@@ -11,6 +11,7 @@ import base64
 import itertools
 import json
 import os
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -113,6 +114,30 @@ def raw_patch(server: ServiceProcess, url: str, offset: int, length: int, auth: 
     head = f"PATCH {url} HTTP/1.1\r\nHost: x\r\n" + "".join(f"{name}: {value}\r\n" for name, value in fields.items()) + "\r\n"
     connection.sendall(head.encode())
     return connection
+
+
+def writing_patch(
+    server: ServiceProcess, client: httpx.Client, url: str, data: bytes, sent: int, auth: dict[str, str] | None = None
+) -> socket.socket:
+    """A raw PATCH of `data` that holds the upload, its first `sent` bytes sent.
+    Each probe (`held_by_a_writer`) holds the upload for an instant too: a
+    PATCH that asks for it in that instant is refused, 409 upload-busy, and
+    closed. Such a PATCH is sent again, so that one does hold it."""
+    deadline = time.monotonic() + 10
+    while True:
+        connection = raw_patch(server, url, 0, len(data), auth)
+        connection.sendall(data[:sent])
+        while time.monotonic() < deadline:
+            if held_by_a_writer(client, url, sent, auth):
+                return connection
+            if select.select([connection], [], [], 0.05)[0]:  # it was answered: refused
+                status, answer = read_status(connection)
+                assert status == 409 and b"/upload-busy" in answer, answer
+                connection.close()
+                break
+        else:
+            connection.close()
+            raise AssertionError("no PATCH came to hold the upload within 10 s")
 
 
 def read_status(connection: socket.socket) -> tuple[int, bytes]:
@@ -338,10 +363,8 @@ def test_a_second_patch_while_one_writes_is_409(server: ServiceProcess, alice: d
     data = bytes(range(256)) * 64
     with server.client() as client:
         url = create(client, len(data), alice)
-        connection = raw_patch(server, url, 0, len(data), alice)
+        connection = writing_patch(server, client, url, data, 1000, alice)
         try:
-            connection.sendall(data[:1000])
-            wait_until(lambda: held_by_a_writer(client, url, 1000, alice))
             if server.fleet_store is None:  # written as they arrive (the fleet's offset is what is durable: the PATCH's end, a part)
                 assert offset_of(client, url, alice) == 1000
             busy = patch(client, url, 1000, data[1000:], alice)
