@@ -6,9 +6,9 @@
 # The importer is installed compiled (mypyc) where a C compiler works, else
 # pure Python: IMPORTER_BUILD (auto, compiled, pure; README, "Two builds of
 # the importer"). `test` runs the whole suite on the installed build, then the
-# service's API and process tests marked both_stores again on a fleet store (S3 and
-# PostgreSQL, started by tools/fleet_servers.py), then the importer's tests again on the other
-# build: on a pure copy of importer/ in .cache/pure when the installed build
+# service's API and process tests marked both_stores again on a fleet store
+# (S3 and PostgreSQL, started by tools/fleet_servers.py), then the importer's
+# tests again on the other build: on a pure copy of importer/ in .cache/pure when the installed build
 # is compiled; where it is pure, it says that the compiled build could not be
 # tested here.
 set -euo pipefail
@@ -184,8 +184,8 @@ run_tests() {
     echo "== pytest, the $build build of the importer"
     IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "$@" || status=$?
     # The service's API and process tests whose behaviour the store's kind may
-    # change (marked both_stores) once more, every service they start storing on S3
-    # (SeaweedFS) with its index in PostgreSQL (support/service_harness.py);
+    # change (marked both_stores) once more, every service they start storing
+    # on S3 (SeaweedFS) with its index in PostgreSQL (support/service_harness.py);
     # where those servers cannot be had, they skip with the reason.
     echo "== pytest, the service's both_stores tests on a fleet store (ONNX_TEST_STORE=fleet)"
     local fleet_status=0
