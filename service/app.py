@@ -47,7 +47,7 @@ from service.registry.hook import RegistryHook
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.state import Service
-from service.store.backends import open_bucket_root, open_store
+from service.store.backends import open_data_root, open_store
 from service.store.opening import StoreOpening
 
 log = logging.getLogger("service")
@@ -58,7 +58,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
     `shared_dir`, the folder every front-end process of the service shares (the import
     limiter's places in `imports/`), else a private one removed at the end."""
     store = open_store(settings)
-    bucket_root = open_bucket_root(settings)
+    data_root = open_data_root(settings)
     sandbox = sandbox or Sandbox(settings)
     keys = KeyRing(settings.api_keys)  # a broken key file refuses the start (KeyFileError)
     if shared_dir is None:
@@ -92,7 +92,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         remote = store_is_remote(settings)
         opening = StoreOpening(open_storage, store.close) if remote else StoreOpening.done()
         readiness = ReadinessProbe(sandbox, store, opening)
-        app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness, bucket_root, opening=opening)
+        app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness, data_root, opening=opening)
         if not remote:
             await anyio.to_thread.run_sync(open_storage)
         try:
@@ -120,7 +120,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
                 ):
                     yield
         finally:  # the opening has ended: nothing opens the store any more
-            app.state.service.data_root_files.close()
+            data_root.close()
             store.close()
             limiter.close()
             if private_dir is not None:

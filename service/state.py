@@ -1,9 +1,8 @@
 """The service's parts: `Service`, set up by the app's lifespan.
 
 Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics,
-readiness, the data root when it is a bucket, the graph renders under
-way in this process, the data-root files kept open, the resumable uploads
-in the making, the store's opening) and `Service.read` (a store read on the
+readiness, the data root, the graph renders under way in this process, the
+resumable uploads in the making, the store's opening) and `Service.read` (a store read on the
 event loop or in a thread, whichever costs less). Nothing here knows the web
 framework: the routes are handed it by `service.http.dependencies`.
 """
@@ -11,10 +10,9 @@ framework: the routes are handed it by `service.http.dependencies`.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import anyio.to_thread
 
@@ -25,13 +23,10 @@ from service.observability.readiness import ReadinessProbe
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.backends import resumable_uploads_for
+from service.store.data_root import DataRoot
 from service.store.model_store import Store
-from service.store.open_files import OpenFiles
 from service.store.opening import StoreOpening
 from service.store.uploads import ResumableUploads
-
-if TYPE_CHECKING:
-    from service.store.s3.bucket_root import BucketRoot
 
 T = TypeVar("T")
 
@@ -45,23 +40,19 @@ class Service:
     keys: KeyRing
     metrics: Metrics
     readiness: ReadinessProbe
-    bucket_root: BucketRoot | None = None  # the data root, when it is a bucket (--data-root s3://...)
+    data_root: DataRoot  # where server-side models are read from (--data-root: a folder or a bucket)
     graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
-    data_root_files: OpenFiles = field(default_factory=OpenFiles)  # data-root files tensors are served from, kept open
-    data_root_real: str = ""  # the data root folder, links resolved once at start
     opening: StoreOpening = field(default_factory=StoreOpening.done)  # the store's opening, in the background for a remote store
     partial_uploads: ResumableUploads = field(init=False)  # resumable uploads (tus): this machine's or the fleet's (opened by the app)
 
     def __post_init__(self) -> None:
-        self.data_root_real = os.path.realpath(self.settings.data_root) if self.bucket_root is None else ""
-        settings = self.settings
-        self.partial_uploads = resumable_uploads_for(settings, self.store)
+        self.partial_uploads = resumable_uploads_for(self.settings, self.store)
 
     async def read(self, call: Callable[[], T]) -> T:
         """`call()` (a read of the store: index lookups, a catalogue query, a
         small file read) where it costs least: on the event loop when the
         store and the data root are on this machine (tens of microseconds,
         less than a thread hop), else in a worker thread (network round trips)."""
-        if self.store.local_reads and self.bucket_root is None:
+        if self.store.local_reads and self.data_root.local_reads:
             return call()
         return await anyio.to_thread.run_sync(call)

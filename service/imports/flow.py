@@ -1,6 +1,7 @@
 """The import use case: an upload or a data-root path -> a worker -> identify -> commit.
 
-Owns `import_upload` and `import_path`, each run in a fresh work folder of
+Owns `import_upload` and `import_path` (a data root that is a folder on this
+machine, read in place; `service.imports.root_imports` picks it), each run in a fresh work folder of
 the store, and `stored_summary`. They take parsed inputs and return an
 `Imported` result, and raise the typed errors of `service.errors`; the HTTP
 layer (`service.http.routes.models`) parses the request, renders the result
@@ -65,6 +66,7 @@ from service.paths import relative_below, resolve_under_root
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import IMPORT_STREAMS, ImportFailure, SourceReport, WorkerHeader, WorkerJob
 from service.state import Service
+from service.store.folder_root import FolderRoot
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
 
@@ -191,9 +193,11 @@ async def import_upload(
             return await commit(service, work, model_id, header, files, owner, upload.model.size, upload.model.sha256, hooks, runs)
 
 
-async def import_path(service: Service, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None) -> Imported:
-    """Import the model at `path`, a client's path under the data root."""
-    data_root = os.path.realpath(service.settings.data_root)
+async def import_path(
+    service: Service, root: FolderRoot, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None
+) -> Imported:
+    """Import the model at `path`, a client's path under the data root folder `root`."""
+    data_root = root.url
     resolved = resolve_under_root(data_root, path)
     folder, name = os.path.split(resolved.real_path)
     with service.store.work_folder() as work:

@@ -1,11 +1,13 @@
-"""The import of a server-side model kept in a bucket (`--data-root s3://BUCKET/PREFIX`).
+"""The import of a server-side model fetched from its data root (a bucket: `--data-root s3://BUCKET/PREFIX`).
 
-Owns `import_object` (the use case of `service.imports.flow.import_path` for
-a data root in a bucket) and `fetch_recorded` (the same objects again, for
-the worker that renders the graph). The steps, in one work folder:
+Owns `import_object`, the use case of `service.imports.flow.import_path` for
+a data root the worker cannot read in place (the same objects are fetched
+again for a later worker by `service.store.data_root.fetch_recorded`). It uses only the
+`DataRoot` interface (`fetch`), so it serves any root but a local folder's,
+which is read in place. The steps, in one work folder:
 
-1. the path names a key below the prefix, confined as a folder's path is
-   (`BucketRoot.key_of`); the model object is fetched into the work folder,
+1. the path names a key below the root, confined as a folder's path is
+   (`data_root.key_of`); the model object is fetched into the work folder,
    at most `--max-upload` bytes;
 2. a sandboxed worker reads the model only and reports the external data
    files its tensors name (task "externals": the front end never parses
@@ -26,7 +28,6 @@ import time
 
 import anyio.to_thread
 
-from service.errors import ImportTooLarge, ModelSourceChanged
 from service.imports.checks import CheckRequest, complete_checks, default_checks
 from service.imports.flow import (
     SUMMARY_TENSORS,
@@ -40,18 +41,17 @@ from service.imports.flow import (
     worker_reports,
 )
 from service.imports.tenant_checks import import_runs
-from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
+from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.state import Service
-from service.store.layout import ModelFolder
-from service.store.records import SourceFile, StoredRecord, TenantRecord
-from service.store.s3.bucket_root import BucketRoot, FetchedObject
+from service.store.data_root import DataRoot, FetchedObject, beside, key_of
+from service.store.records import TenantRecord
 
 
 async def import_object(
-    service: Service, root: BucketRoot, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None
+    service: Service, root: DataRoot, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None
 ) -> Imported:
     """Import the model object a client's `path` names."""
-    key = root.key_of(path)
+    key = key_of(path)
     settings = service.settings
     with service.store.work_folder() as work:
         async with service.limiter.admission():
@@ -65,7 +65,7 @@ async def import_object(
             left = settings.max_upload_total - model.size
             for location in named:
                 target = work.upload_external / location
-                fetched[location] = await anyio.to_thread.run_sync(root.fetch, root.beside(key, location), target, left)
+                fetched[location] = await anyio.to_thread.run_sync(root.fetch, beside(key, location), target, left)
                 left -= fetched[location].size
             job = service.sandbox.job(
                 "import",
@@ -94,23 +94,3 @@ async def import_object(
             owner = TenantRecord(tenant=tenant, input=path, created_ns=time.time_ns())
             return await commit(service, work, model_id, header, files, owner, model.size, model.sha256, hooks, runs)
 
-
-def fetch_recorded(root: BucketRoot, record: StoredRecord, folder: ModelFolder, max_bytes: int) -> None:
-    """Copy the model's recorded objects into `folder` (the model as files/model.onnx, its
-    external data below files/external), each only if it is still the one recorded."""
-    left = max_bytes
-    for name, item in record.files.items():
-        if name == CONVERTED_FILE_KEY:
-            continue
-        target = folder.upload_model if name == MODEL_FILE_KEY else folder.upload_external / name
-        fetched = root.fetch(item.path, target, left, expected=item)
-        if fetched.sha256 != item.sha256:
-            raise ModelSourceChanged(f"the object {item.path!r} changed since the import; import it again")
-        left -= fetched.size
-        if left < 0:
-            raise ImportTooLarge("the model's objects take more than the bytes one import may read")
-
-
-def is_object(item: SourceFile) -> bool:
-    """The record's entry names an object of a data root in a bucket."""
-    return not item.in_store and bool(item.etag)

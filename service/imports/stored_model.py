@@ -3,8 +3,8 @@ are the ones recorded.
 
 Owns `held_model` (the record of a model a tenant holds, and the tenant's
 own record of it; NotFound if either is gone), `stored_model_files` (the model and its external data as local paths:
-an upload's from the store, a remote backend's copied here; a data root in a
-bucket, its recorded objects copied here; a local data root, in place) and
+an upload's from the store, a remote backend's copied here; a path import's
+in place in a data root folder, else its recorded objects copied here) and
 `check_sources` (the files the worker read are the ones recorded at import:
 `ModelSourceChanged` otherwise). The graph render (`service.imports.graph`)
 and the tenant's check runs (`service.imports.tenant_checks`) read a stored
@@ -22,6 +22,8 @@ from service.errors import ModelSourceChanged, NotFound, bounded
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import WorkerHeader
 from service.state import Service
+from service.store.data_root import fetch_recorded
+from service.store.folder_root import FolderRoot
 from service.store.records import StoredRecord, TenantRecord
 
 GONE = "the model was removed from the store meanwhile"
@@ -48,14 +50,12 @@ async def stored_model_files(service: Service, model_id: str, record: StoredReco
             raise NotFound(GONE) from None
         stack.push_async_callback(anyio.to_thread.run_sync, files.__exit__, None, None, None)
         return str(folder.root / model_item.path), str(folder.upload_external)
-    if service.bucket_root is not None:  # a data root in a bucket: the recorded objects, copied here
-        from service.imports.object_import import fetch_recorded  # the fleet extra's obstore
-
-        copies = stack.enter_context(service.store.work_folder())
-        limit = service.settings.max_upload_total
-        await anyio.to_thread.run_sync(fetch_recorded, service.bucket_root, record, copies, limit)
-        return str(copies.upload_model), str(copies.upload_external)
-    return os.path.join(os.path.realpath(service.settings.data_root), model_item.path), None
+    root = service.data_root
+    if isinstance(root, FolderRoot):  # read in place: the worker reports each file's identity (`check_sources`)
+        return os.path.join(root.url, model_item.path), None
+    copies = stack.enter_context(service.store.work_folder())  # any other root: its objects, each checked as fetched
+    await anyio.to_thread.run_sync(fetch_recorded, root, record, copies, service.settings.max_upload_total)
+    return str(copies.upload_model), str(copies.upload_external)
 
 
 def check_sources(record: StoredRecord, header: WorkerHeader) -> None:

@@ -4,13 +4,12 @@ Both answer `listing()` (the folder's entries: path, is_dir, file_size) and
 `download(path, target, max_bytes)` for a path below the folder, already
 confined by `service.registry.sources`. A `BucketFolder` is an `s3://`
 artifact location below the service's own `--data-root s3://BUCKET/PREFIX`,
-read with the service's S3 client (`service.store.s3.bucket_root.BucketRoot`,
-as the data root's objects are); any other bucket is refused before this.
+read through the data root (`service.store.data_root.DataRoot`: `list` and
+`fetch`, as the data root's models are); any other bucket is refused before this.
 """
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,7 +20,7 @@ from service.errors import NotFound
 from service.registry.mlflow_api import Fetched, MlflowApi
 
 if TYPE_CHECKING:
-    from service.store.s3.bucket_root import BucketRoot
+    from service.store.data_root import DataRoot
 
 
 class ObjectMissing(Exception):
@@ -55,7 +54,7 @@ class ProxyFolder:
 
 @dataclass(frozen=True, slots=True)
 class BucketFolder:
-    root: BucketRoot
+    root: DataRoot
     key: str  # below the data root's prefix
 
     @property
@@ -63,14 +62,9 @@ class BucketFolder:
         return f"{self.root.url.rstrip('/')}/{self.key}"
 
     async def listing(self) -> list[dict[str, Any]]:
-        import obstore  # the fleet extra's: a bucket folder exists only where the data root is a bucket
-
-        found = await anyio.to_thread.run_sync(lambda: obstore.list_with_delimiter(self.root.store, prefix=self.key))
-        entries: list[dict[str, Any]] = [
-            {"path": posixpath.basename(item["path"]), "is_dir": False, "file_size": item["size"]} for item in found["objects"]
-        ]
-        entries += [{"path": posixpath.basename(prefix), "is_dir": True} for prefix in found["common_prefixes"]]
-        return entries
+        found = await anyio.to_thread.run_sync(self.root.list, self.key)
+        return [{"path": entry.name, "is_dir": True} if entry.is_dir else
+                {"path": entry.name, "is_dir": False, "file_size": entry.size} for entry in found]  # fmt: skip
 
     async def download(self, path: str, target: Path, max_bytes: int) -> Fetched:
         try:

@@ -29,7 +29,7 @@ from service.registry.mlmodel import MlmodelError, onnx_model_path
 from service.setting_kinds import s3_location
 
 if TYPE_CHECKING:
-    from service.store.s3.bucket_root import BucketRoot
+    from service.store.data_root import DataRoot
 
 MAX_HOPS = 3  # models:/NAME/VERSION sources followed to another version's
 
@@ -48,7 +48,7 @@ def confined(path: str, what: str) -> str:
     return decoded
 
 
-def _folder(uri: str, api: MlflowApi, bucket: BucketRoot | None, what: str) -> ArtifactFolder:
+def _folder(uri: str, api: MlflowApi, data_root: DataRoot | None, what: str) -> ArtifactFolder:
     """The folder of an artifact URI: MLflow's artifact proxy, or the data root's bucket; else Refused."""
     parts = urlsplit(uri)
     if parts.scheme == "mlflow-artifacts":
@@ -56,14 +56,14 @@ def _folder(uri: str, api: MlflowApi, bucket: BucketRoot | None, what: str) -> A
             raise Refused(f"{what} {uri[:200]!r} names another host than the tracking server ({parts.netloc[:100]})")
         return ProxyFolder(api, confined(parts.path.strip("/"), what))
     if parts.scheme == "s3":
-        root = s3_location(bucket.url) if bucket is not None else None
+        root = s3_location(data_root.url) if data_root is not None else None
         key = parts.path.strip("/")
-        if bucket is None or root is None or parts.netloc != root[0] or (root[1] and not key.startswith(root[1].rstrip("/") + "/")):
+        if data_root is None or root is None or parts.netloc != root[0] or (root[1] and not key.startswith(root[1].rstrip("/") + "/")):
             raise Refused(
                 f"{what} {uri[:200]!r} is in S3 outside the service's bucket: S3 artifacts are read only below --data-root "
                 "s3://BUCKET/PREFIX, anything else only through MLflow's artifact proxy"
             )
-        return BucketFolder(bucket, confined(key[len(root[1].rstrip("/")) + 1 :] if root[1] else key, what))
+        return BucketFolder(data_root, confined(key[len(root[1].rstrip("/")) + 1 :] if root[1] else key, what))
     if parts.scheme in ("", "file"):
         raise Refused(f"{what} {uri[:200]!r} is a local path: the service fetches only through MLflow's artifact proxy")
     raise Refused(f"{what} {uri[:200]!r}: the scheme {parts.scheme[:20]!r} is not fetched (only mlflow-artifacts, through MLflow)")
@@ -76,8 +76,8 @@ def _below(folder: ArtifactFolder, path: str) -> ArtifactFolder:
     return BucketFolder(folder.root, f"{folder.key}/{path}")
 
 
-async def artifact_folder(api: MlflowApi, version: dict[str, Any], bucket: BucketRoot | None = None, hops: int = 0) -> ArtifactFolder:
-    """The folder holding the version's model (`bucket`: the data root's, when it is one)."""
+async def artifact_folder(api: MlflowApi, version: dict[str, Any], data_root: DataRoot | None = None, hops: int = 0) -> ArtifactFolder:
+    """The folder holding the version's model (`data_root`: the service's, whose bucket, when it is one, S3 artifacts may be read from)."""
     source = str(version.get("source", ""))
     parts = urlsplit(source)
     if parts.scheme == "runs":
@@ -86,7 +86,7 @@ async def artifact_folder(api: MlflowApi, version: dict[str, Any], bucket: Bucke
         run_id, _, below = parts.path.lstrip("/").partition("/")
         if not run_id:
             raise Refused(f"the source {source[:200]!r} names no run")
-        base = _folder(await api.run_artifact_uri(run_id), api, bucket, f"run {run_id[:64]}'s artifact location")
+        base = _folder(await api.run_artifact_uri(run_id), api, data_root, f"run {run_id[:64]}'s artifact location")
         return _below(base, confined(below, "the source's path")) if below else base
     if parts.scheme == "models":
         if parts.netloc:
@@ -94,7 +94,7 @@ async def artifact_folder(api: MlflowApi, version: dict[str, Any], bucket: Bucke
         body = parts.path.lstrip("/")
         if "/" not in body and "@" not in body:  # a logged model's id
             uri = await api.logged_model_artifact_uri(body)
-            return _folder(uri, api, bucket, f"logged model {body[:64]}'s artifact location")
+            return _folder(uri, api, data_root, f"logged model {body[:64]}'s artifact location")
         if hops >= MAX_HOPS:
             raise Refused(f"the source {source[:200]!r} leads through more than {MAX_HOPS} model versions")
         if "@" in body:
@@ -103,8 +103,8 @@ async def artifact_folder(api: MlflowApi, version: dict[str, Any], bucket: Bucke
         else:
             name, _, number = body.rpartition("/")
             other = await api.model_version(name, number)
-        return await artifact_folder(api, other, bucket, hops + 1)
-    return _folder(source, api, bucket, "the source")
+        return await artifact_folder(api, other, data_root, hops + 1)
+    return _folder(source, api, data_root, "the source")
 
 
 def model_file(mlmodel_text: str | None, listing: list[dict[str, Any]]) -> str:

@@ -52,7 +52,7 @@ async def import_version(service: Service, api: MlflowApi, tenant: str, name: st
         record = await api.model_version(name, version)
     except MlflowRefused as error:
         raise Refused(f"MLflow has no version {version} of {name!r}: {error}") from None
-    folder = await artifact_folder(api, record, service.bucket_root)
+    folder = await artifact_folder(api, record, service.data_root)
     settings = service.settings
     display_name = f"models:/{name}/{version}"
     with service.store.work_folder() as work:

@@ -7,16 +7,19 @@ index: beside a local folder, or in PostgreSQL (`--database`,
 `service.store.postgres`); `--store-backend memory` keeps both in the
 process (`service.store.memory`). The object-storage and PostgreSQL
 clients are the optional `fleet` extra, imported only when named. Also
-`resumable_uploads_for(settings, store)`: the resumable uploads of that store.
+`resumable_uploads_for(settings, store)`: the resumable uploads of that store;
+and `open_data_root(settings)`: the data root (`service.store.data_root`), a
+folder or a bucket.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from service.setting_kinds import SettingsError
 from service.settings import Settings
+from service.store.data_root import DataRoot
+from service.store.folder_root import FolderRoot
 from service.store.interface import Content, Index
 from service.store.local.content import LocalContent
 from service.store.local.index import LocalIndex
@@ -24,9 +27,6 @@ from service.store.memory import MemoryContent, MemoryIndex
 from service.store.model_store import Store
 from service.store.uploads import ResumableUploads
 from service.store.work_area import WorkArea
-
-if TYPE_CHECKING:
-    from service.store.s3.bucket_root import BucketRoot
 
 FLEET_EXTRA = "pip install 'onnx-import-service[fleet]' (obstore, psycopg, psycopg-pool, boto3)"
 
@@ -55,11 +55,11 @@ def _index(settings: Settings) -> Index:
     return PostgresIndex(settings.database, pool_size=max(2, -(-(settings.workers + 8) // settings.http_workers)))
 
 
-def open_bucket_root(settings: Settings) -> BucketRoot | None:
-    """The data root in a bucket the settings name (`--data-root s3://...`), or None for a folder."""
+def open_data_root(settings: Settings) -> DataRoot:
+    """The data root the settings name: a folder, or a bucket (`--data-root s3://...`)."""
     bucket = settings.data_root_bucket
     if bucket is None:
-        return None
+        return FolderRoot(settings.data_root)
     try:
         from service.store.s3.bucket_root import BucketRoot
     except ImportError as error:

@@ -42,10 +42,11 @@ from service.http.test_hooks import import_hooks
 from service.http.upload_imports import import_uploaded
 from service.http.uploads import receive_upload
 from service.imports.checks import CheckRequest
-from service.imports.flow import Imported, import_path, import_upload, stored_summary
+from service.imports.flow import Imported, import_upload, stored_summary
 from service.imports.graph import graph_document
 from service.imports.inputs import Upload
 from service.imports.recheck import recheck
+from service.imports.root_imports import import_from_root
 from service.settings import Settings
 from service.state import Service
 from service.store.byte_source import FileSource
@@ -96,7 +97,7 @@ UPLOAD_BODY = {
             },
             "application/json": {"schema": ImportRequest.model_json_schema()},
         },
-    }
+    },
 }
 
 
@@ -165,12 +166,8 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
                 wanted = await read_json(request, ImportRequest, service.settings.body_timeout)
                 if wanted.upload is not None:  # finished resumable uploads (POST /uploads)
                     imported = await import_uploaded(service, caller.tenant, wanted, hooks, checks)
-                elif service.bucket_root is not None:
-                    from service.imports.object_import import import_object  # the fleet extra's obstore
-
-                    imported = await import_object(service, service.bucket_root, caller.tenant, wanted.path or "", hooks, checks)
                 else:
-                    imported = await import_path(service, caller.tenant, wanted.path or "", hooks, checks)
+                    imported = await import_from_root(service, caller.tenant, wanted.path or "", hooks, checks)
         except (ServiceError, OSError) as error:
             problem = known_problem(error)
             if problem is None:

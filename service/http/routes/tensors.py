@@ -48,7 +48,7 @@ from service.http.tensor_responses import tensor_response
 from service.imports.stored_model import GONE
 from service.sandbox.catalog_format import TensorRow, npy_href, tensor_href
 from service.state import Service
-from service.store.byte_source import ByteSource, FileSource
+from service.store.byte_source import ByteSource
 from service.store.catalog import Catalog, CatalogUnavailable
 from service.store.records import StoredRecord
 
@@ -205,9 +205,7 @@ def tensor_of(request: Request, service: Service, tenant: str, model_id: str, na
         def open_source() -> ByteSource:
             if stored.in_store:
                 return open_stored(service, tenant, model_id, record, key)
-            if service.bucket_root is not None:
-                return service.bucket_root.open(stored)
-            return FileSource(service.data_root_files.borrow(service.data_root_real, stored))
+            return service.data_root.open(stored)
 
         source = (open_source, item)
     return tensor_response(request, model_id, row, source, fmt)

@@ -1,9 +1,9 @@
 """A data root in a bucket: server-side models as objects (`--data-root s3://BUCKET/PREFIX`).
 
-Owns `BucketRoot`. A client's path names a key below the prefix, under the
-rules a folder's path keeps (`service.paths.check_relative_path`: relative,
-no `..`, no empty segment, every percent-decoded form too), and an external
-data location names a key beside its model's, as in a folder. `fetch`
+Owns `BucketRoot`, the `DataRoot` (`service.store.data_root`) of a bucket. A
+client's path names a key below the prefix, under the rules a folder's path
+keeps (`data_root.key_of`), and an external data location names a key beside
+its model's, as in a folder (`data_root.beside`). `fetch`
 copies one object into a local file (the worker's scratch folder), refusing
 one larger than the bytes left to the import, hashing it on the way, and
 gives its identity: the key, ETag, version (where the bucket keeps them),
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,8 +24,8 @@ import obstore
 from obstore.exceptions import PreconditionError
 
 from service.errors import ImportTooLarge, ModelSourceChanged, NotFound, bounded
-from service.paths import check_relative_path
 from service.store.byte_source import ByteSource
+from service.store.data_root import Entry, FetchedObject
 from service.store.records import SourceFile
 from service.store.s3.objects import ObjectSource, connect, reachable
 
@@ -36,35 +35,12 @@ if TYPE_CHECKING:
 CHUNK_BYTES = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class FetchedObject:
-    key: str  # below the data root's prefix
-    etag: str
-    version: str
-    size: int
-    sha256: str
-
-    def source(self) -> SourceFile:
-        """The record's entry of this object."""
-        return SourceFile(
-            path=self.key, in_store=False, size=self.size, mtime_ns=0, inode=0, etag=self.etag, version=self.version, sha256=self.sha256
-        )
-
-
 class BucketRoot:
+    local_reads = False
+
     def __init__(self, bucket: str, prefix: str) -> None:
         self.url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
         self.store = connect(bucket, prefix)
-
-    @staticmethod
-    def key_of(path: str) -> str:
-        """The key a client's path names (PathRefused where a folder's path would be refused)."""
-        return posixpath.normpath(check_relative_path(path))
-
-    @staticmethod
-    def beside(model_key: str, location: str) -> str:
-        """The key of an external data file (its location checked by the importer: relative, no `..`)."""
-        return posixpath.normpath(posixpath.join(posixpath.dirname(model_key), location))
 
     def fetch(self, key: str, target: Path, max_bytes: int, expected: SourceFile | None = None) -> FetchedObject:
         """Copy the object `key` to `target` (at most `max_bytes`, else ImportTooLarge).
@@ -94,3 +70,13 @@ class BucketRoot:
 
     def open(self, item: SourceFile) -> ByteSource:
         return ObjectSource(self.store, item.path, item.etag)
+
+    def list(self, prefix: str) -> list[Entry]:
+        with reachable():
+            found = obstore.list_with_delimiter(self.store, prefix=prefix.strip("/") or None)
+        entries = [Entry(posixpath.basename(item["path"]), False, item["size"]) for item in found["objects"]]
+        entries += [Entry(posixpath.basename(prefix.rstrip("/")), True, 0) for prefix in found["common_prefixes"]]
+        return sorted(entries, key=lambda entry: entry.name)
+
+    def close(self) -> None:
+        pass  # obstore's client holds no file or connection that outlives a request

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import quote, unquote
 
 import pytest
 from in_process import InProcessSandbox
@@ -17,16 +19,21 @@ from in_process import InProcessSandbox
 from service import errors
 from service.access.keys import KeyRing
 from service.http.problems import DOMAIN_PROBLEMS, PROBLEMS, domain_problem
-from service.imports.flow import Imported, ImportHooks, import_path, import_upload
+from service.imports.flow import Imported, ImportHooks, import_upload
+from service.imports.graph import graph_document
 from service.imports.inputs import StagedFile, Upload
 from service.imports.limiter import ImportLimiter
+from service.imports.root_imports import import_from_root
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.sandbox.protocol import ImportFailure
 from service.sandbox.supervisor import WorkerOutcome
 from service.settings import Settings
 from service.state import Service
-from service.store.backends import open_store
+from service.store.backends import open_data_root, open_store
+from service.store.byte_source import ByteSource, FileSource
+from service.store.data_root import Entry, FetchedObject
+from service.store.records import SourceFile
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLES = REPO / "testdata" / "samples"
@@ -48,7 +55,8 @@ def service(tmp_path: Path) -> Service:
     sandbox.start()
     (tmp_path / "limiter").mkdir()
     limiter = ImportLimiter(1, 4, 4, tmp_path / "limiter")
-    return Service(settings, store, sandbox, limiter, KeyRing(None), Metrics(store, lambda: limiter), ReadinessProbe(sandbox, store))
+    metrics, readiness = Metrics(store, lambda: limiter), ReadinessProbe(sandbox, store)
+    return Service(settings, store, sandbox, limiter, KeyRing(None), metrics, readiness, open_data_root(settings))
 
 
 def receiving(*parts: tuple[str, bytes]) -> Callable[[Path, Path], Awaitable[Upload]]:
@@ -71,12 +79,12 @@ def receiving(*parts: tuple[str, bytes]) -> Callable[[Path, Path], Awaitable[Upl
 
 
 def test_a_path_import_is_created_once_per_tenant(service: Service) -> None:
-    first = run(service, lambda s: import_path(s, "alice", "add.onnx", ImportHooks()))
+    first = run(service, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
     assert isinstance(first, Imported) and first.created
     assert b'"input":"add.onnx"' in first.summary
-    again = run(service, lambda s: import_path(s, "alice", "add.onnx", ImportHooks()))
+    again = run(service, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
     assert (again.model_id, again.created) == (first.model_id, False)
-    other = run(service, lambda s: import_path(s, "bob", "./add.onnx", ImportHooks()))
+    other = run(service, lambda s: import_from_root(s, "bob", "./add.onnx", ImportHooks()))
     assert (other.model_id, other.created) == (first.model_id, True)
     assert b'"input":"./add.onnx"' in other.summary  # bob's own name, never alice's
     assert service.store.model_count() == 1
@@ -92,7 +100,7 @@ def test_a_model_deleted_while_imported_again_is_imported_anew(service: Service,
     def again() -> Imported:
         if kind == "upload":
             return run(service, lambda s: import_upload(s, "alice", receiving(("add.onnx", data)), ImportHooks()))
-        return run(service, lambda s: import_path(s, "alice", "add.onnx", ImportHooks()))
+        return run(service, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
 
     first = again()
     summary = service.store.summary
@@ -136,7 +144,7 @@ def test_the_importers_refusal_is_a_typed_error_naming_the_place(service: Servic
 
 def test_a_path_outside_the_data_root_is_refused_before_any_worker(service: Service) -> None:
     with pytest.raises(errors.PathRefused):
-        run(service, lambda s: import_path(s, "alice", "../outside.onnx", ImportHooks()))
+        run(service, lambda s: import_from_root(s, "alice", "../outside.onnx", ImportHooks()))
     assert isinstance(service.sandbox, InProcessSandbox) and service.sandbox.jobs == []
 
 
@@ -165,3 +173,73 @@ def test_every_domain_error_has_its_problem() -> None:
     assert overloaded.problem.status == 503 and overloaded.headers["Retry-After"] == "7"
     quota = domain_problem(errors.TenantQuotaExceeded("full", limit="tenant_max_models"))
     assert quota.extensions["limit"] == "tenant_max_models"
+
+
+class FlatFolderRoot:
+    """A data root of another layout, as a backend added later would be (this
+    class is all it takes): every key one file in one folder, named by its key
+    percent-encoded, its ETag the file's size and mtime."""
+
+    local_reads = False
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.url = folder, f"flat://{folder}"
+
+    def file(self, key: str) -> Path:
+        return self.folder / quote(key, safe="")
+
+    def etag(self, key: str) -> str:
+        info = self.file(key).stat()
+        return f"{info.st_size}-{info.st_mtime_ns}"
+
+    def open(self, item: SourceFile) -> ByteSource:
+        if not self.file(item.path).is_file():
+            raise errors.TensorSourceGone(item.path)
+        if self.etag(item.path) != item.etag:
+            raise errors.TensorSourceChanged(item.path)
+        return FileSource(os.open(self.file(item.path), os.O_RDONLY))
+
+    def fetch(self, key: str, target: Path, max_bytes: int, expected: SourceFile | None = None) -> FetchedObject:
+        if not self.file(key).is_file():
+            raise errors.NotFound(key)
+        etag, data = self.etag(key), self.file(key).read_bytes()
+        if expected is not None and expected.etag != etag:
+            raise errors.ModelSourceChanged(key)
+        if len(data) > max_bytes:
+            raise errors.ImportTooLarge(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        return FetchedObject(key, etag, "", len(data), hashlib.sha256(data).hexdigest())
+
+    def list(self, prefix: str) -> list[Entry]:
+        keys = [unquote(path.name) for path in self.folder.iterdir()]
+        return [Entry(key.rpartition("/")[2], False, self.file(key).stat().st_size) for key in keys if key.rpartition("/")[0] == prefix]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_data_root_of_another_kind_serves_imports_renders_and_tensors_through_the_interface(service: Service, tmp_path: Path) -> None:
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for name in ("model.onnx", "weights.bin", "more/bias.bin"):
+        shutil.copy(SAMPLES / "external" / name, flat / quote(f"external/{name}", safe=""))
+    root = service.data_root = FlatFolderRoot(flat)
+    imported = run(service, lambda s: import_from_root(s, "alice", "external/model.onnx", ImportHooks()))
+    assert imported.created
+    record = service.store.read_record(imported.model_id)
+    assert record is not None and {item.path for item in record.files.values()} >= {"external/weights.bin", "external/more/bias.bin"}
+    weights = record.files["weights.bin"]
+    source = root.open(weights)
+    try:
+        assert source.read(0, weights.size) == (SAMPLES / "external" / "weights.bin").read_bytes()
+    finally:
+        source.close()
+    os.close(run(service, lambda s: graph_document(s, imported.model_id, "alice")))  # its worker reads fetched copies
+    assert service.store.graph_rendered("alice", imported.model_id)
+    assert run(service, lambda s: import_from_root(s, "bob", "external/model.onnx", ImportHooks())).model_id == imported.model_id
+    root.file("external/weights.bin").write_bytes(b"\0" * weights.size)  # another file now: the record's no longer
+    with pytest.raises(errors.TensorSourceChanged):
+        root.open(weights)
+    with pytest.raises(errors.ModelSourceChanged):
+        run(service, lambda s: graph_document(s, imported.model_id, "bob"))
