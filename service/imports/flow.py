@@ -61,7 +61,7 @@ from service.errors import BadInput, ImportFailed, ImportTooLarge, NotFound, Sto
 from service.imports.checks import CheckRequest, complete_checks, default_checks
 from service.imports.inputs import Upload
 from service.imports.summary import finish_summary
-from service.imports.tenant_checks import import_runs, keep_runs
+from service.imports.tenant_checks import keep_runs
 from service.paths import relative_below, resolve_under_root
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import IMPORT_STREAMS, ImportFailure, SourceReport, WorkerHeader, WorkerJob
@@ -176,8 +176,7 @@ async def import_upload(
                 spin=hooks.spin,
             )
             header = await run_worker(service, job, [work.catalog, work.converted], limit - upload.size)
-            await complete_checks(service, job, header, work.catalog)
-            runs = await import_runs(job, header, work.catalog)
+            runs = await complete_checks(service, job, header, work.catalog)
             unused = sorted({staged.location for staged in upload.externals} - set(header.external_files))
             if unused:
                 names = ", ".join(repr(location) for location in unused[:10])
@@ -218,8 +217,7 @@ async def import_path(
                 spin=hooks.spin,
             )
             header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes)
-            await complete_checks(service, job, header, work.catalog)
-            runs = await import_runs(job, header, work.catalog)
+            runs = await complete_checks(service, job, header, work.catalog)
             reports = worker_reports(header, path)
             files: dict[str, SourceFile] = {}
             for key, report in reports.items():
@@ -261,7 +259,7 @@ async def commit(
         files[CONVERTED_FILE_KEY] = SourceFile(
             path=work.relative(work.converted), in_store=True, size=info.st_size, mtime_ns=info.st_mtime_ns, inode=info.st_ino
         )
-    summary = finish_summary(header.summary, model_id, model_size, model_sha256)
+    summary = summary_for(finish_summary(header.summary, model_id, model_size, model_sha256), runs, SUMMARY_TENSORS)  # this run's checks
     record = StoredRecord(
         id=model_id,
         input=owner.input,

@@ -40,7 +40,6 @@ from service.imports.flow import (
     run_worker,
     worker_reports,
 )
-from service.imports.tenant_checks import import_runs
 from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.state import Service
 from service.store.data_root import DataRoot, FetchedObject, beside, key_of
@@ -81,8 +80,7 @@ async def import_object(
                 spin=hooks.spin,
             )
             header = await run_worker(service, job, [work.catalog, work.converted], settings.max_import_bytes)
-            await complete_checks(service, job, header, work.catalog)
-            runs = await import_runs(job, header, work.catalog)
+            runs = await complete_checks(service, job, header, work.catalog)
             reports = worker_reports(header, path)
             files = {name: fetched[name].source() for name in reports}
             model_id = model_id_of("path", model.sha256, [(name, fetched[name].sha256) for name in reports if name != MODEL_FILE_KEY])

@@ -16,7 +16,7 @@ from contextlib import AsyncExitStack
 from service.imports.checks import CheckRequest, complete_checks
 from service.imports.flow import SUMMARY_TENSORS, run_worker, stored_summary
 from service.imports.stored_model import check_sources, held_model, stored_model_files
-from service.imports.tenant_checks import import_runs, keep_runs
+from service.imports.tenant_checks import keep_runs
 from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.state import Service
 
@@ -41,7 +41,6 @@ async def recheck(service: Service, tenant: str, model_id: str, request: CheckRe
         )
         header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes)
         check_sources(record, header)
-        await complete_checks(service, job, header, work.catalog)
-        runs = await import_runs(job, header, work.catalog)
+        runs = await complete_checks(service, job, header, work.catalog)
     await keep_runs(service, tenant, model_id, runs)
     return await stored_summary(service, tenant, model_id, held.input)

@@ -33,7 +33,6 @@ from service.imports.flow import (
     run_worker,
     worker_reports,
 )
-from service.imports.tenant_checks import import_runs
 from service.registry.folders import ArtifactFolder, ObjectMissing
 from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused, TooLarge
 from service.registry.mlmodel import MAX_MLMODEL
@@ -96,8 +95,7 @@ async def import_version(service: Service, api: MlflowApi, tenant: str, name: st
             )
             limit = settings.max_import_bytes - (settings.max_upload_total - left)
             header = await run_worker(service, job, [work.catalog, work.converted], max(0, limit))
-            await complete_checks(service, job, header, work.catalog)
-            runs = await import_runs(job, header, work.catalog)
+            runs = await complete_checks(service, job, header, work.catalog)
             reports = worker_reports(header, display_name)
             files = {MODEL_FILE_KEY: _source(reports[MODEL_FILE_KEY], work.relative(work.upload_model))}
             for location in header.external_files:

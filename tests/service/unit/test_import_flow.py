@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import shutil
 from collections.abc import Awaitable, Callable
@@ -18,7 +19,9 @@ from in_process import InProcessSandbox
 
 from service import errors
 from service.access.keys import KeyRing
+from service.checks.outcome import parse_checks
 from service.http.problems import DOMAIN_PROBLEMS, PROBLEMS, domain_problem
+from service.imports.checks import CheckRequest
 from service.imports.flow import Imported, ImportHooks, import_upload
 from service.imports.graph import graph_document
 from service.imports.inputs import StagedFile, Upload
@@ -243,3 +246,13 @@ def test_a_data_root_of_another_kind_serves_imports_renders_and_tensors_through_
         root.open(weights)
     with pytest.raises(errors.ModelSourceChanged):
         run(service, lambda s: graph_document(s, imported.model_id, "bob"))
+
+
+def test_each_stage_keeps_the_time_its_worker_measured(service: Service) -> None:
+    """The summary's `checks.NAME.seconds` is the stage's own time as its worker
+    reported it (it read 0.0 for every stage while the results went through the summary)."""
+    asked = CheckRequest(parse_checks("runtime"))  # an onnxruntime session: milliseconds, never 0.000
+    imported = run(service, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks(), asked))
+    checks = json.loads(imported.summary)["checks"]
+    assert set(checks) == {"runtime"} and checks["runtime"]["seconds"] > 0
+    assert json.loads(service.store.summary(imported.model_id))["checks"]["runtime"]["seconds"] == checks["runtime"]["seconds"]
