@@ -56,11 +56,11 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from service.checks.runs import CheckRuns, merged, stages_missing, summary_for
+from service.checks.runs import CheckRuns, merged, stages_missing
 from service.errors import BadInput, ImportFailed, ImportTooLarge, NotFound, StoreFull, bounded
 from service.imports.checks import CheckRequest, complete_checks, default_checks
 from service.imports.inputs import Upload
-from service.imports.summary import finish_summary
+from service.imports.summary import SUMMARY_TENSORS, content_summary, summary_bytes, tenant_view
 from service.imports.tenant_checks import keep_runs
 from service.paths import relative_below, resolve_under_root
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
@@ -72,7 +72,6 @@ from service.store.records import SourceFile, StoredRecord, TenantRecord
 
 log = logging.getLogger("service")
 
-SUMMARY_TENSORS = 100  # tensors (and initializers) a summary lists; the rest are paged
 ReceiveUpload = Callable[[Path, Path], Awaitable[Upload]]  # (where the model goes, the folder for external parts)
 
 
@@ -259,7 +258,7 @@ async def commit(
         files[CONVERTED_FILE_KEY] = SourceFile(
             path=work.relative(work.converted), in_store=True, size=info.st_size, mtime_ns=info.st_mtime_ns, inode=info.st_ino
         )
-    summary = summary_for(finish_summary(header.summary, model_id, model_size, model_sha256), runs, SUMMARY_TENSORS)  # this run's checks
+    summary = content_summary(header.summary, model_id, model_size, model_sha256, runs)
     record = StoredRecord(
         id=model_id,
         input=owner.input,
@@ -272,10 +271,9 @@ async def commit(
     earlier = CheckRuns.from_bytes(await anyio.to_thread.run_sync(service.store.checks, owner.tenant, model_id))
     runs = merged(earlier, runs)
     store_commit = functools.partial(service.store.commit, checks=runs.to_bytes(), hold_uploaded=hooks.hold_uploaded)
-    created = await anyio.to_thread.run_sync(store_commit, work, model_id, record, _json_bytes(summary), owner)
+    created = await anyio.to_thread.run_sync(store_commit, work, model_id, record, summary_bytes(summary), owner)
     await anyio.to_thread.run_sync(service.store.touch, model_id)
-    summary["input"] = owner.input  # stored content another tenant imported first has its name
-    return Imported(model_id, created, _json_bytes(summary_for(summary, runs, SUMMARY_TENSORS)))
+    return Imported(model_id, created, tenant_view(summary, owner.input, runs))  # never the name another tenant gave it
 
 
 async def held_again(service: Service, tenant: str, model_id: str, display_name: str, runs: CheckRuns) -> Imported | None:
@@ -291,10 +289,6 @@ async def held_again(service: Service, tenant: str, model_id: str, display_name:
         return None
 
 
-def _json_bytes(document: object) -> bytes:
-    return json.dumps(document, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 async def stored_summary(service: Service, tenant: str, model_id: str, display_name: str) -> bytes:
     """The stored summary as `tenant` sees it: under the name this request
     gave the model, with the tenant's own check runs (another client's name
@@ -306,8 +300,4 @@ async def stored_summary(service: Service, tenant: str, model_id: str, display_n
         raise NotFound("the model was evicted from the store meanwhile; post it again") from None
     runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(service.store.checks, tenant, model_id))
     await anyio.to_thread.run_sync(service.store.touch, model_id)
-    summary = json.loads(body)
-    summary["input"] = display_name
-    if runs is not None:
-        summary_for(summary, runs, SUMMARY_TENSORS)
-    return _json_bytes(summary)
+    return tenant_view(json.loads(body), display_name, runs)

@@ -30,7 +30,6 @@ import anyio.to_thread
 
 from service.imports.checks import CheckRequest, complete_checks, default_checks
 from service.imports.flow import (
-    SUMMARY_TENSORS,
     Imported,
     ImportHooks,
     commit,
@@ -40,6 +39,7 @@ from service.imports.flow import (
     run_worker,
     worker_reports,
 )
+from service.imports.summary import SUMMARY_TENSORS
 from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.state import Service
 from service.store.data_root import DataRoot, FetchedObject, beside, key_of
@@ -91,4 +91,3 @@ async def import_object(
                 return again
             owner = TenantRecord(tenant=tenant, input=path, created_ns=time.time_ns())
             return await commit(service, work, model_id, header, files, owner, model.size, model.sha256, hooks, runs)
-

@@ -14,8 +14,9 @@ import os
 from contextlib import AsyncExitStack
 
 from service.imports.checks import CheckRequest, complete_checks
-from service.imports.flow import SUMMARY_TENSORS, run_worker, stored_summary
+from service.imports.flow import run_worker, stored_summary
 from service.imports.stored_model import check_sources, held_model, stored_model_files
+from service.imports.summary import SUMMARY_TENSORS
 from service.imports.tenant_checks import keep_runs
 from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.state import Service

@@ -23,7 +23,6 @@ from typing import Any
 from service.errors import BadInput, ImportTooLarge
 from service.imports.checks import CheckRequest, complete_checks
 from service.imports.flow import (
-    SUMMARY_TENSORS,
     Imported,
     ImportHooks,
     commit,
@@ -33,6 +32,7 @@ from service.imports.flow import (
     run_worker,
     worker_reports,
 )
+from service.imports.summary import SUMMARY_TENSORS
 from service.registry.folders import ArtifactFolder, ObjectMissing
 from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused, TooLarge
 from service.registry.mlmodel import MAX_MLMODEL
