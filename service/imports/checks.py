@@ -10,11 +10,11 @@ every stage's result, as the workers reported it (its time too), makes this
 run's `CheckRuns`, from which the summary's `checks`, `verdict` and
 `diagnostics` are drawn (`service.checks.runs.summary_for`): the worker's
 summary is not patched. Fail closed: a check worker that crashes, hits a
-limit or breaks the protocol leaves every stage it did not report `incomplete`, with the reason,
-and the verdict is then never `pass`; the import itself stands. A request
-with `?dim=` bindings runs the check worker whatever its stages, which reads
-them against the model: one the model has no place for is BadInput (400),
-before anything is stored.
+limit or breaks the protocol leaves every stage it did not report
+`incomplete`, with the reason, and the verdict is then never `pass`; the
+import itself stands. A request with `?dim=` bindings runs the check worker
+whatever its stages, which reads them against the model: one the model has
+no place for is BadInput (400), before anything is stored.
 """
 
 from __future__ import annotations

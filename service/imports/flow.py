@@ -1,11 +1,11 @@
 """The import use case: an upload or a data-root path -> a worker -> identify -> commit.
 
 Owns `import_upload` and `import_path` (a data root that is a folder on this
-machine, read in place; `service.imports.root_imports` picks it), each run in a fresh work folder of
-the store, and `stored_summary`. They take parsed inputs and return an
-`Imported` result, and raise the typed errors of `service.errors`; the HTTP
-layer (`service.http.routes.models`) parses the request, renders the result
-and maps the errors to problems. The steps:
+machine, read in place; `service.imports.root_imports` picks it), each run
+in a fresh work folder of the store, and `stored_summary`. They take parsed
+inputs and return an `Imported` result, and raise the typed errors of
+`service.errors`; the HTTP layer (`service.http.routes.models`) parses the
+request, renders the result and maps the errors to problems. The steps:
 
 1. receive: an upload is streamed into the work folder by the caller's
    `receive` (`service.http.uploads`) while it holds a receiving place; only

@@ -2,9 +2,9 @@
 
 Owns `import_object`, the use case of `service.imports.flow.import_path` for
 a data root the worker cannot read in place (the same objects are fetched
-again for a later worker by `service.store.data_root.fetch_recorded`). It uses only the
-`DataRoot` interface (`fetch`), so it serves any root but a local folder's,
-which is read in place. The steps, in one work folder:
+again for a later worker by `service.store.data_root.fetch_recorded`). It
+uses only the `DataRoot` interface (`fetch`), so it serves any root but a
+local folder's, which is read in place. The steps, in one work folder:
 
 1. the path names a key below the root, confined as a folder's path is
    (`data_root.key_of`); the model object is fetched into the work folder,

@@ -31,6 +31,7 @@ from service.registry.pending import PendingWrites, WriteBack
 from service.registry.signature import Unsigned, signature_of, verify_delivery
 from service.registry.sources import Refused, artifact_folder, confined, model_file
 from service.registry.verdict import imported, not_imported
+from service.store.folder_root import FolderRoot
 from service.store.s3.bucket_root import BucketRoot
 
 SECRET = "s3cret"
@@ -184,6 +185,9 @@ def test_s3_artifacts_are_read_only_below_the_services_own_bucket(tmp_path: Path
             asyncio.run(artifact_folder(_Api({"r1": run_uri}), {"source": "runs:/r1/model"}, root))
     with pytest.raises(Refused, match="outside the service's bucket"):  # no bucket of the service's: never S3
         asyncio.run(artifact_folder(_Api({"r1": "s3://models/mlflow/0/r1/artifacts"}), {"source": "runs:/r1/model"}))
+    folder_root = FolderRoot(str(tmp_path))
+    with pytest.raises(Refused, match="outside the service's bucket"):  # a data root folder: never S3 either
+        asyncio.run(artifact_folder(_Api({"r1": "s3://models/mlflow/0/r1/artifacts"}), {"source": "runs:/r1/model"}, folder_root))
     folder = asyncio.run(artifact_folder(_Api({"r1": "s3://models/mlflow/0/r1/artifacts"}), {"source": "runs:/r1/model"}, root))
     assert isinstance(folder, BucketFolder) and folder.where == "s3://models/mlflow/0/r1/artifacts/model"
     listing = asyncio.run(folder.listing())
