@@ -65,23 +65,26 @@ class FolderRoot:
         return FetchedObject(key, "", "", size, digest.hexdigest())
 
     def list(self, prefix: str) -> list[Entry]:
-        directory = self._folder(key_of(prefix)) if prefix.strip("/") else os.open(self.url, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        directory = self._folder(tuple(key_of(prefix).split("/")) if prefix.strip("/") else ())
         if directory < 0:
             return []
         try:
             entries = []
-            for item in os.scandir(directory):
-                info = item.stat(follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode):  # a link is no entry: it is never followed
-                    entries.append(Entry(item.name, stat.S_ISDIR(info.st_mode), 0 if stat.S_ISDIR(info.st_mode) else info.st_size))
+            with os.scandir(directory) as items:
+                for item in items:
+                    info = item.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(info.st_mode):
+                        entries.append(Entry(item.name, True, 0))
+                    elif stat.S_ISREG(info.st_mode):  # a link is no entry: it is never followed
+                        entries.append(Entry(item.name, False, info.st_size))
             return sorted(entries, key=lambda entry: entry.name)
         finally:
             os.close(directory)
 
-    def _folder(self, key: str) -> int:
-        """A descriptor of the folder `key`, walked with no link followed; -1 if there is none."""
+    def _folder(self, parts: tuple[str, ...]) -> int:
+        """A descriptor of the folder `parts` names below the root, walked with no link followed; -1 if there is none."""
         directory = os.open(self.url, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        for part in key.split("/"):
+        for part in parts:
             try:
                 inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
             except OSError:  # missing, a link, not a folder
