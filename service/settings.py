@@ -168,7 +168,7 @@ class Settings:
         rule=Rule(lambda size: size >= MIB, "must be at least 1MiB"),
     )  # fmt: skip
     store_backend: str = setting(
-        "local", LEVEL, "local (the --store folder or bucket), or memory (one process, lost at exit: tests and trials only)",
+        "local", LEVEL, "local (the --store folder or bucket), or memory (a temporary folder, removed at exit: tests and trials only)",
         rule=one_of(*STORE_BACKENDS),
     )  # fmt: skip
     workers: int = setting(max(1, os.cpu_count() or 1), INT, "imports running at once", rule=within(1, 256), shown="CPU count")
@@ -365,7 +365,7 @@ class Settings:
         if self.store_bucket is not None and not self.database:
             raise SettingsError("--store s3://... needs --database (the index of a store on object storage is in PostgreSQL)")
         if self.store_backend == "memory" and (self.store_bucket is not None or self.database):
-            raise SettingsError("--store-backend memory keeps everything in the process: give it neither s3:// nor --database")
+            raise SettingsError("--store-backend memory keeps everything in a temporary folder: give it neither s3:// nor --database")
         if self.max_upload_total < self.max_upload:
             raise SettingsError("--max-upload-total must be at least --max-upload")
         if self.mlflow_url and not (self.mlflow_webhook_secret or self.mlflow_webhook_secret_file):

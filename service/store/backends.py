@@ -4,8 +4,8 @@ Owns `open_store(settings)`: the `Store` over the content and the index the
 settings describe. Content: a folder (`--store PATH`, `service.store.local`)
 or object storage (`--store s3://BUCKET/PREFIX`, `service.store.s3`); the
 index: beside a local folder, or in PostgreSQL (`--database`,
-`service.store.postgres`); `--store-backend memory` keeps both in the
-process (`service.store.memory`). The object-storage and PostgreSQL
+`service.store.postgres`); `--store-backend memory` keeps both in a
+temporary folder of the process's, removed at exit. The object-storage and PostgreSQL
 clients are the optional `fleet` extra, imported only when named. Also
 `resumable_uploads_for(settings, store)`: the resumable uploads of that store;
 and `open_data_root(settings)`: the data root (`service.store.data_root`), a
@@ -14,6 +14,8 @@ folder or a bucket.
 
 from __future__ import annotations
 
+import tempfile
+import weakref
 from pathlib import Path
 
 from service.setting_kinds import SettingsError
@@ -22,9 +24,8 @@ from service.store.data_root import DataRoot
 from service.store.folder_root import FolderRoot
 from service.store.interface import Content, Index
 from service.store.local.content import LocalContent
-from service.store.local.index import LocalIndex
-from service.store.memory import MemoryContent, MemoryIndex
 from service.store.model_store import Store
+from service.store.sqlite.index import SqliteIndex
 from service.store.uploads import ResumableUploads
 from service.store.work_area import WorkArea
 
@@ -46,7 +47,7 @@ def _content(settings: Settings, work_area: WorkArea) -> Content:
 
 def _index(settings: Settings) -> Index:
     if not settings.database:
-        return LocalIndex(Path(settings.store))
+        return SqliteIndex(Path(settings.store))
     try:
         from service.store.postgres.index import PostgresIndex
     except ImportError as error:
@@ -70,13 +71,15 @@ def open_data_root(settings: Settings) -> DataRoot:
 def open_store(settings: Settings) -> Store:
     """The store the settings describe (not opened yet: `Store.open`)."""
     work_area = WorkArea(settings.local_root / "tmp")  # the local work area, on this machine for every backend
-    content: Content
-    index: Index
-    if settings.store_backend == "memory":
-        content, index = MemoryContent(work_area), MemoryIndex()
+    temporary: tempfile.TemporaryDirectory[str] | None = None
+    if settings.store_backend == "memory":  # a local store in a folder beside the work area (so renames stay on one file system)
+        settings.local_root.mkdir(parents=True, exist_ok=True)
+        temporary = tempfile.TemporaryDirectory(prefix="memory-store-", dir=settings.local_root)
+        content: Content = LocalContent(Path(temporary.name), work_area)
+        index: Index = SqliteIndex(Path(temporary.name))
     else:
         content, index = _content(settings, work_area), _index(settings)
-    return Store(
+    store = Store(
         content,
         index,
         work_area,
@@ -88,6 +91,9 @@ def open_store(settings: Settings) -> Store:
         tenant_max_reserved=settings.tenant_max_reserved,
         local_reads=content.on_local_disk and not settings.database,
     )
+    if temporary is not None:
+        weakref.finalize(store, temporary.cleanup)  # with the store, or at exit
+    return store
 
 
 def resumable_uploads_for(settings: Settings, store: Store) -> ResumableUploads:

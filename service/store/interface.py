@@ -5,10 +5,11 @@ needs of a backend, in two parts that may be swapped apart.
 summary, the catalogue, the converted bytes, the graph), addressed by
 place; `Index` holds what changes: the records, which tenant holds which model,
 the bytes each takes and in all, the order of last use, and the lock that
-serializes changes. The local backend (`service.store.local`) keeps both in
-one folder; the in-memory one (`service.store.memory`) in dictionaries; a
-fleet's (`service.store.s3`, `service.store.postgres`) puts content on
-object storage and the index in PostgreSQL.
+serializes changes. The local backend keeps content in a folder
+(`service.store.local`) and the index in an SQLite file beside it
+(`service.store.sqlite`); a fleet's puts content on object storage
+(`service.store.s3`) and the index in PostgreSQL (`service.store.postgres`),
+with the same queries (`service.store.sql`).
 
 Rules every backend keeps: content is put whole at a place of its own and
 never changes after (but for the graph, added once); a model is stored when
@@ -214,9 +215,6 @@ class Index(Protocol):
 
     def held_by(self, tenant: str) -> list[str]:
         """The models the tenant holds."""
-
-    def holders(self) -> dict[str, set[str]]:
-        """Model id -> the keys of the tenants that hold it."""
 
     def newest(self, tenant: str, before: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
         """(when the tenant took it, in ns; id) of up to `limit` of its models,

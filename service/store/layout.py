@@ -8,9 +8,10 @@ a model's folder):
     converted.bin   converted tensor bytes (typed fields, strings), one after another
     graph.json      the resolved graph, made on first request
     files/...       an uploaded model (model.onnx) and its external data (external/...)
-    record.json     the stored record (the local index keeps it here)
-    lru             its mtime is the model's last use, its text the bytes the
-                    model takes (the local index keeps it here)
+    record.json     the stored record, and
+    lru             its mtime the model's last use, its text the bytes it
+                    takes: the file index of releases before the SQL index
+                    (read once, by `service.store.sqlite.file_index`)
 """
 
 from __future__ import annotations

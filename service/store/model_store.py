@@ -336,7 +336,7 @@ class Store:
         file system, the OSError (the problem map answers 507)."""
         work.summary.write_bytes(summary)
         size = tree_bytes(work.root) + len(record.model_dump_json().encode())
-        size += len(str(size + 20))  # the size as the local index writes it
+        size += len(str(size + 20))  # and the size itself, as the file index before the SQL one wrote it
         if size > self.max_import_bytes:
             raise ImportTooLarge(f"the import would add {size} bytes to the store, more than the limit of {self.max_import_bytes}")
         if size > self.max_bytes:

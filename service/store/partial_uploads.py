@@ -17,7 +17,7 @@ folder):
     <T>/.<id>.new-<hex>   an upload being created (renamed to <id> once whole)
     <T>/.gone-<hex>       an upload being removed (renamed away first: nobody sees half of one)
 
-where <T> is the tenant's folder name (the local index's hash of the tenant):
+where <T> is the tenant's folder name (the index's key of the tenant, `service.store.sql.index.tenant_key`):
 a tenant looks only in its own folder, so another tenant's upload is missing
 to it in the same way, and at the same cost, as one that never existed.
 Every state is on disk, so any front-end process serves any request of any
@@ -52,8 +52,8 @@ from service.errors import (
     bounded,
 )
 from service.store.files import fsync_dir, write_file_atomically
-from service.store.local.tenants import tenant_folder_name
 from service.store.model_store import Store
+from service.store.sql.index import tenant_key
 from service.store.uploads import UPLOAD_ID, DigestUpdate, UploadState, check_creation
 
 log = logging.getLogger("service.store")
@@ -172,7 +172,7 @@ class PartialUploads:
         """The upload's folder; NotFound for an id that cannot be one."""
         if not UPLOAD_ID.fullmatch(upload_id):
             raise _not_found(upload_id)
-        return self.root / tenant_folder_name(tenant) / upload_id
+        return self.root / tenant_key(tenant) / upload_id
 
     def _expired(self, info: os.stat_result, now: float | None = None) -> bool:
         return info.st_mtime + self.expiry < (time.time() if now is None else now)
@@ -204,7 +204,7 @@ class PartialUploads:
         (`--tenant-max-reserved`); StoreFull if the bytes every upload still
         awaits (this one's included) would take the store below its free-space
         floor. Nothing is evicted (`Store.check_reservation`)."""
-        tenant_dir = self.root / tenant_folder_name(tenant)
+        tenant_dir = self.root / tenant_key(tenant)
         with self._creating():
             survey = self._survey(tenant_dir)
             check_creation(

@@ -36,6 +36,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from service.errors import StorageUnavailable
+from service.store.sql.dialect import POSTGRES
 
 log = logging.getLogger("service.store")
 
@@ -44,6 +45,8 @@ Connection = psycopg.Connection[TupleRow]
 CHECK_AFTER_SECONDS = 1.0
 
 class Database:
+    dialect = POSTGRES  # `service.store.sql.database.SqlDatabase`
+
     def __init__(self, url: str, *, pool_size: int, timeout: float) -> None:
         self.url = url
         # libpq would read PGPASSWORD at each connection; it is read once here,
@@ -152,7 +155,8 @@ class Database:
         with self.connection() as connection:
             return connection.execute(query, params).fetchone()
 
-    def change(self, query: LiteralString, params: Sequence[Any] = ()) -> int:
-        """Run a change; the number of rows it changed."""
+    def change(self, query: LiteralString, params: Sequence[Any] = (), *, durable: bool = True) -> int:
+        """Run a change; the number of rows it changed (`durable` is the
+        server's to keep: each commit waits for its disk)."""
         with self.connection() as connection:
             return connection.execute(query, params).rowcount

@@ -1,5 +1,5 @@
 """The whole application in process: `create_app` with a TestClient, the
-in-memory store and the in-process sandbox (the real import task in a
+temporary store (SQLite) and the in-process sandbox (the real import task in a
 thread). The routes, the import use case, the problem map and tenancy,
 without a process or a port; the process tests cover the same API over
 real processes."""

@@ -10,7 +10,7 @@ says FileNotFoundError (gone), which the render answers as `not-found`; so
 do a removal while the worker reads the files, before the graph is added
 (nothing is added) and before it is opened. Each
 race is made to happen here at its point, in process (the in-process
-sandbox), on the local folder backend, the in-memory one and a fleet's (a
+sandbox), on the local folder backend and a fleet's (a
 real SeaweedFS and PostgreSQL, skipped where those cannot be had); the
 process test `test_a_graph_racing_delete_never_answers_500_or_a_cut_body`
 races them by timing.
@@ -55,7 +55,7 @@ def serve(request: pytest.FixtureRequest, backend: str) -> Iterator[TestClient]:
         yield served
 
 
-@pytest.fixture(params=("local", "memory", "fleet"))
+@pytest.fixture(params=("local", "fleet"))
 def client(request: pytest.FixtureRequest) -> Iterator[TestClient]:
     yield from serve(request, request.param)
 

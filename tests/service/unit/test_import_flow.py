@@ -1,6 +1,6 @@
 """The import use case (`service.imports.flow`) without HTTP: parsed inputs
 in, an `Imported` result or a typed error out; the in-process sandbox and
-the in-memory store. Also the one map from those errors to problems."""
+a temporary store (`--store-backend memory`). Also the one map from those errors to problems."""
 
 from __future__ import annotations
 

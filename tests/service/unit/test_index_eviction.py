@@ -1,4 +1,4 @@
-"""What each index (the local folder's, the in-memory one, PostgreSQL's) answers
+"""What the index answers, over SQLite and PostgreSQL alike,
 for eviction and garbage collection, the same everywhere: `Index.evictable`
 (what a tenant may evict, least recently used first, only as much as is
 wanted), `Index.tenant_usage`, and the marks of content in flight turning
@@ -15,9 +15,8 @@ import pytest
 
 from service.store.eviction import TenantCaps
 from service.store.interface import Index
-from service.store.local.index import LocalIndex
-from service.store.memory import MemoryIndex
 from service.store.records import SourceFile, StoredRecord, TenantRecord
+from service.store.sqlite.index import SqliteIndex
 
 # name, size, holders; stored in this order, so least recently used first
 MODELS = (
@@ -36,17 +35,15 @@ def model_id(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()
 
 
-@pytest.fixture(params=("local", "memory", "postgres"))
+@pytest.fixture(params=("sqlite", "postgres"))
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
     opened: Index
     if request.param == "postgres":
         from service.store.postgres.index import PostgresIndex
 
         opened = PostgresIndex(request.getfixturevalue("fleet_servers").new_database(), timeout=2.0)
-    elif request.param == "local":
-        opened = LocalIndex(tmp_path)
     else:
-        opened = MemoryIndex()
+        opened = SqliteIndex(tmp_path)
     opened.open()
     yield opened
     opened.close()
@@ -54,8 +51,6 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
 
 def add(index: Index, name: str, size: int, holders: tuple[str, ...]) -> None:
     identity = model_id(name)
-    if isinstance(index, LocalIndex):
-        (index.models / identity).mkdir()  # the content's folder, where the local index keeps the record
     item = SourceFile(path="files/model.onnx", in_store=True, size=1, mtime_ns=1, inode=1)
     record = StoredRecord(
         id=identity, input=name, created_ns=time.time_ns(), model_size=size, model_sha256=identity, tensor_count=0, files={"model": item}
@@ -127,9 +122,6 @@ def test_a_tenants_usage_counts_its_stored_models(stocked: Index) -> None:
 def test_marks_of_content_in_flight_turn_stale_after_their_grace(index: Index) -> None:
     index.begin_upload("a/01")
     index.begin_upload("b/02")
-    if isinstance(index, LocalIndex):  # its content is never in flight: nothing is marked
-        assert index.live_uploads(60) == index.stale_uploads(0) == set()
-        return
     assert index.live_uploads(60) == {"a/01", "b/02"} and index.stale_uploads(60) == set()
     time.sleep(0.3)
     index.begin_upload("b/02")  # again: its grace starts again

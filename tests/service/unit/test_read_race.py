@@ -5,7 +5,7 @@ catalogue and looks the name up, then opens the file holding the bytes
 (`service.http.routes.tensors`). A DELETE (`Store.release`), an eviction or
 another replica can land between any two, and the same bytes may be imported
 again at once (the same id). Each interleaving is made to happen here at its
-point, in process, on the local folder backend, the in-memory one and a
+point, in process, on the local folder backend and a
 fleet's (a real SeaweedFS and PostgreSQL, skipped where those cannot be had);
 the process test tests/service/process/test_racing_reads.py races them by
 timing.
@@ -38,7 +38,7 @@ def read_before(stale: StoredRecord | None, real: Callable[[str, str], StoredRec
     return lambda tenant, model_id: answers.pop() if answers else real(tenant, model_id)
 
 
-@pytest.fixture(params=("local", "memory", "fleet"))
+@pytest.fixture(params=("local", "fleet"))
 def client(request: pytest.FixtureRequest) -> Iterator[TestClient]:
     yield from serve(request, request.param)
 

@@ -1,7 +1,7 @@
 """The store's policy (`service.store.model_store.Store`) over each backend:
 commits, sharing between tenants, caps, eviction, release, graphs, each
-tenant's own check runs, garbage collection. In process, on the local folder backend, the
-in-memory one and a fleet's (S3 and PostgreSQL) alike."""
+tenant's own check runs, garbage collection. In process, on the local folder backend and a
+fleet's (S3 and PostgreSQL) alike."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from fleet_servers import FleetServers  # tools/ (tests/support/fleet.py's fixture)
 
 MIB = 1 << 20
-# The store over each backend: the local folder, the process's memory, and a
+# The store over each backend: the local folder (with its SQLite index) and a
 # fleet's (objects in a real SeaweedFS, the index in a real PostgreSQL).
-BACKENDS = ("local", "memory", "fleet")
+BACKENDS = ("local", "fleet")
 MakeStore = Callable[..., Store]
 
 
@@ -447,7 +447,7 @@ def test_an_evicted_models_runs_are_gone(tmp_path: Path, make_store: MakeStore) 
         store.close()
 
 
-@pytest.mark.parametrize("backend", ["memory", "fleet"])  # the local folder's commits install under the lock: nothing in flight
+@pytest.mark.parametrize("backend", ["fleet"])  # the local folder's commits install under the lock: nothing in flight
 def test_a_commit_that_begins_while_gc_full_lists_is_not_garbage(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another replica begins a commit, its objects uploaded, while `gc --full`
     lists the content: gc must not take them (it would delete what the commit
@@ -484,7 +484,7 @@ def test_a_commit_that_begins_while_gc_full_lists_is_not_garbage(store: Store, m
     assert created and store.summary(model_id) == b'{"input":"m.onnx"}'
 
 
-@pytest.mark.parametrize("backend", ["memory", "fleet"])
+@pytest.mark.parametrize("backend", ["fleet"])
 def test_a_commit_whose_content_gc_took_is_refused_never_recorded(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gc whose grace is shorter than a commit's upload (`gc --grace-seconds 0`) takes
     the commit's content: the commit answers 503, it never records a model whose objects are going."""

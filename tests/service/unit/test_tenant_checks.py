@@ -1,5 +1,5 @@
 """Each tenant's check runs are its own, in process (`create_app`, the
-in-memory store, the real worker tasks in a thread): two tenants importing
+temporary store, the real worker tasks in a thread): two tenants importing
 the same bytes with other stages see only their own; a re-POST asking for
 stages the tenant has not run runs them; `POST /models/{id}/checks` runs
 what it is asked and answers the new checks and verdict. The jobs the

@@ -1,19 +1,23 @@
-"""PostgresIndex against a real PostgreSQL (`fleet_servers`: skipped where
-none can be run): what the Store relies on of an index, when several threads,
+"""The SQL index over each database it runs on: SQLite (a file in a
+temporary folder) and a real PostgreSQL (`fleet_servers`: skipped where none
+can be run). What the Store relies on of an index, when several threads,
 several index objects and several processes share one database.
 
 Each test has a fresh database. Records and holdings round-trip; sizes and
 the total stay exact under concurrent writers, threads and processes;
 `locked()` excludes across index objects and processes (a read-modify-write
 under it loses no update) and is one transaction; two replicas opening at
-once migrate once; listing pages match the in-memory index's; uploads age
-out by the database's clock; the password may come from PGPASSWORD; a
-stopped database is StorageUnavailable, and the same index object works
-again once it is back.
+once migrate once; listing pages are newest first, ties by id; uploads age
+out by the database's clock. PostgreSQL's own: the password may come from
+PGPASSWORD; a stopped database is StorageUnavailable, and the same index
+object works again once it is back; a schema of an older version migrates
+its totals. SQLite's own: a full disk is ENOSPC, and the transaction it cut
+short leaves nothing.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import subprocess
@@ -31,10 +35,12 @@ import pytest
 from support.paths import REPO
 
 from service.errors import StorageUnavailable
-from service.store.memory import MemoryIndex
 from service.store.postgres.index import PostgresIndex
 from service.store.postgres.schema import MIGRATIONS, VERSION_TABLE
 from service.store.records import SourceFile, StoredRecord, TenantRecord
+from service.store.sql.index import SqlIndex
+from service.store.sqlite import schema as sqlite_schema
+from service.store.sqlite.index import SqliteIndex
 
 if TYPE_CHECKING:
     from fleet_servers import FleetServers  # tools/ (tests/support/fleet.py's fixture)
@@ -59,20 +65,38 @@ def stored(name: object, place: str = "", tensors: int = 0) -> StoredRecord:
     )
 
 
+def open_index(database: str, timeout: float = 3.0) -> SqlIndex:
+    """The index of `database`: a PostgreSQL URL, or the folder of an SQLite one."""
+    if database.startswith("postgresql:"):
+        return PostgresIndex(database, timeout=timeout)
+    return SqliteIndex(Path(database))
+
+
+def migrations_of(database: str) -> int:
+    return len(MIGRATIONS) if database.startswith("postgresql:") else len(sqlite_schema.MIGRATIONS)
+
+
 @pytest.fixture()
-def database(fleet_servers: FleetServers) -> str:
+def postgres(fleet_servers: FleetServers) -> str:
     return fleet_servers.new_database()
 
 
+@pytest.fixture(params=("sqlite", "postgres"))
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres"))
+    return str(tmp_path / "store")
+
+
 @pytest.fixture()
-def index(database: str) -> Iterator[PostgresIndex]:
-    opened = PostgresIndex(database, timeout=2.0)
+def index(database: str) -> Iterator[SqlIndex]:
+    opened = open_index(database, timeout=2.0)
     opened.open()
     yield opened
     opened.close()
 
 
-def test_records_round_trip_with_their_place(index: PostgresIndex) -> None:
+def test_records_round_trip_with_their_place(index: SqlIndex) -> None:
     first, second = stored("a", place=f"{model_id('a')}/00ff"), stored("b")
     index.add_record(first, 1000)
     index.add_record(second, 24)
@@ -87,7 +111,7 @@ def test_records_round_trip_with_their_place(index: PostgresIndex) -> None:
     assert (index.size(second.id), index.usage()) == (100, 1100)
 
 
-def test_ids_that_are_not_content_hashes_are_never_stored(index: PostgresIndex) -> None:
+def test_ids_that_are_not_content_hashes_are_never_stored(index: SqlIndex) -> None:
     for odd in ("m1", "a\0b", "", model_id("x").upper()):
         assert not index.has(odd) and index.record(odd) is None and index.size(odd) == 0
         assert not index.holds("t", odd) and index.holding("t", odd) is None and not index.let_go("t", odd)
@@ -100,7 +124,7 @@ def test_ids_that_are_not_content_hashes_are_never_stored(index: PostgresIndex) 
     assert index.count() == 0
 
 
-def test_last_use_orders_eviction(index: PostgresIndex) -> None:
+def test_last_use_orders_eviction(index: SqlIndex) -> None:
     records = [stored(n) for n in range(3)]
     for record in records:
         index.add_record(record, 1)  # used now
@@ -110,7 +134,7 @@ def test_last_use_orders_eviction(index: PostgresIndex) -> None:
     assert index.by_last_use() == [*ids[1:], ids[0]]
 
 
-def test_holdings_their_marks_and_drop(index: PostgresIndex) -> None:
+def test_holdings_their_marks_and_drop(index: SqlIndex) -> None:
     shared, own = stored("shared"), stored("own")
     index.add_record(shared, 10)
     alice = TenantRecord(tenant="alice", input="its name", created_ns=5)
@@ -120,7 +144,7 @@ def test_holdings_their_marks_and_drop(index: PostgresIndex) -> None:
     index.add_record(own, 20)
     assert index.holding("alice", shared.id) == alice and index.holding("alice", own.id) is None
     assert index.tenant_key("alice") == hashlib.sha256(b"alice").hexdigest()[:32] != index.tenant_key("bob")
-    assert index.holders() == {shared.id: {index.tenant_key("alice"), index.tenant_key("bob")}, own.id: {index.tenant_key("bob")}}
+    assert index.held_by("alice") == [shared.id] and index.held_by_anyone(own.id)
     assert sorted(index.held_by("bob")) == sorted([shared.id, own.id]) and index.held_by("carol") == []
 
     assert not index.graph_rendered("alice", shared.id)
@@ -135,32 +159,29 @@ def test_holdings_their_marks_and_drop(index: PostgresIndex) -> None:
     assert index.held_by_anyone(shared.id)
     index.drop(shared.id, 10)
     assert not index.has(shared.id) and not index.held_by_anyone(shared.id) and not index.holds("alice", shared.id)
-    assert not index.graph_rendered("bob", shared.id) and index.holders() == {own.id: {index.tenant_key("bob")}}
+    assert not index.graph_rendered("bob", shared.id) and index.held_by("bob") == [own.id] and index.held_by("alice") == []
     assert (index.usage(), index.count()) == (20, 1)
 
 
-def test_newest_pages_as_the_memory_index_does(index: PostgresIndex) -> None:
-    oracle = MemoryIndex()
+def test_newest_pages_newest_first_ties_by_id(index: SqlIndex) -> None:
     for n in range(23):
         for tenant in ("alice", "bob"):
             owner = TenantRecord(tenant=tenant, input=str(n), created_ns=1000 + n // 3)  # ties: ordered by id
             index.hold(owner, model_id(n))
-            oracle.hold(owner, model_id(n))
+    expected = sorted(((1000 + n // 3, model_id(n)) for n in range(23)), reverse=True)
     for limit in (1, 7, 23, 50):
         before: tuple[int, str] | None = None
-        pages = 0
-        while True:
-            page = index.newest("alice", before, limit)
-            assert page == oracle.newest("alice", before, limit)
-            if not page:
-                break
-            before, pages = page[-1], pages + 1
-        assert pages == -(-23 // limit)
+        pages: list[list[tuple[int, str]]] = []
+        while page := index.newest("alice", before, limit):
+            assert len(page) <= limit
+            pages.append(page)
+            before = page[-1]
+        assert [entry for page in pages for entry in page] == expected and len(pages) == -(-23 // limit)
     assert index.newest("carol", None, 10) == [] and index.newest("alice", None, 0) == []
     assert index.newest("alice", (1010, "a\0"), 10) == []  # a forged cursor
 
 
-def test_uploads_age_out_by_the_databases_clock(index: PostgresIndex) -> None:
+def test_uploads_age_out_by_the_databases_clock(index: SqlIndex) -> None:
     index.begin_upload("a/01")
     index.begin_upload("b/02")
     assert index.live_uploads(60) == {"a/01", "b/02"}
@@ -173,8 +194,8 @@ def test_uploads_age_out_by_the_databases_clock(index: PostgresIndex) -> None:
     assert index.live_uploads(0.2) == {"b/02"}
 
 
-def test_locked_is_one_transaction(database: str, index: PostgresIndex) -> None:
-    other = PostgresIndex(database)
+def test_locked_is_one_transaction(database: str, index: SqlIndex) -> None:
+    other = open_index(database)
     other.open()
     try:
         record = stored("kept")
@@ -194,8 +215,8 @@ def test_locked_is_one_transaction(database: str, index: PostgresIndex) -> None:
         other.close()
 
 
-def test_locked_excludes_another_index(database: str, index: PostgresIndex) -> None:
-    other = PostgresIndex(database)
+def test_locked_excludes_another_index(database: str, index: SqlIndex) -> None:
+    other = open_index(database)
     other.open()
     entered = threading.Event()
 
@@ -214,7 +235,7 @@ def test_locked_excludes_another_index(database: str, index: PostgresIndex) -> N
         other.close()
 
 
-def test_concurrent_threads_keep_sizes_exact(database: str, index: PostgresIndex) -> None:
+def test_concurrent_threads_keep_sizes_exact(database: str, index: SqlIndex) -> None:
     counter = stored("counter")
     index.add_record(counter, 0)
     threads_count, each = 6, 15
@@ -242,8 +263,10 @@ def test_concurrent_threads_keep_sizes_exact(database: str, index: PostgresIndex
 REPLICA = textwrap.dedent(
     """
     import hashlib, sys, time
+    from pathlib import Path
     from service.store.postgres.index import PostgresIndex
     from service.store.records import StoredRecord
+    from service.store.sqlite.index import SqliteIndex
 
     url, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
@@ -252,7 +275,7 @@ REPLICA = textwrap.dedent(
         return StoredRecord(id=identity, input=key, created_ns=time.time_ns(), model_size=0,
                             model_sha256=identity, tensor_count=0, files={})
 
-    index = PostgresIndex(url)
+    index = PostgresIndex(url) if url.startswith("postgresql:") else SqliteIndex(Path(url))
     print("ready", flush=True)
     sys.stdin.readline()  # go: both replicas open at once
     index.open()
@@ -299,9 +322,9 @@ def test_two_processes_share_one_index(database: str) -> None:
     outputs = [replica.communicate(timeout=60)[0] for replica in replicas]
     assert [replica.returncode for replica in replicas] == [0, 0], outputs
     applied = [int(output.split()[-1]) for output in outputs]
-    assert sorted(applied) == [0, len(MIGRATIONS)]  # one migrated, the other found the schema current
+    assert sorted(applied) == [0, migrations_of(database)]  # one migrated, the other found the schema current
 
-    index = PostgresIndex(database)
+    index = open_index(database)
     index.open()
     try:
         shared = index.record(model_id("shared"))
@@ -313,10 +336,10 @@ def test_two_processes_share_one_index(database: str) -> None:
 
 
 def test_replicas_opening_at_once_migrate_once(database: str) -> None:
-    replicas = [PostgresIndex(database) for _ in range(4)]
+    replicas = [open_index(database) for _ in range(4)]
     start = threading.Barrier(len(replicas))
 
-    def open_at_once(replica: PostgresIndex) -> None:
+    def open_at_once(replica: SqlIndex) -> None:
         start.wait()
         replica.open()
 
@@ -326,7 +349,7 @@ def test_replicas_opening_at_once_migrate_once(database: str) -> None:
     for thread in threads:
         thread.join()
     try:
-        assert sorted(replica.migrations_applied for replica in replicas) == [0, 0, 0, len(MIGRATIONS)]
+        assert sorted(replica.migrations_applied for replica in replicas) == [0, 0, 0, migrations_of(database)]
         replicas[0].add_record(stored("x"), 1)
         assert replicas[3].count() == 1
     finally:
@@ -334,8 +357,8 @@ def test_replicas_opening_at_once_migrate_once(database: str) -> None:
             replica.close()
 
 
-def test_the_password_may_come_from_libpqs_environment(database: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    parts = urlsplit(database)
+def test_the_password_may_come_from_libpqs_environment(postgres: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    parts = urlsplit(postgres)
     if parts.password is None:
         pytest.skip("the test database takes no password")
     monkeypatch.setenv("PGPASSWORD", parts.password)
@@ -357,7 +380,7 @@ def test_open_gives_up_when_nothing_answers() -> None:
     index.close()
 
 
-def _answers_again(index: PostgresIndex, within: float) -> float:
+def _answers_again(index: SqlIndex, within: float) -> float:
     """Seconds until `check()` passes."""
     began = time.monotonic()
     while True:
@@ -370,8 +393,8 @@ def _answers_again(index: PostgresIndex, within: float) -> float:
             time.sleep(0.2)
 
 
-def test_a_stopped_database_is_unavailable_then_answers_again(fleet_servers: FleetServers, database: str) -> None:
-    index = PostgresIndex(database, timeout=1.0)  # each call fails after it, while the database is down
+def test_a_stopped_database_is_unavailable_then_answers_again(fleet_servers: FleetServers, postgres: str) -> None:
+    index = PostgresIndex(postgres, timeout=1.0)  # each call fails after it, while the database is down
     index.open()
     record = stored("kept")
     index.add_record(record, 9)
@@ -399,11 +422,11 @@ def test_a_stopped_database_is_unavailable_then_answers_again(fleet_servers: Fle
         index.close()
 
 
-def test_the_totals_follow_every_write_and_a_migration_counts_what_was_stored(database: str) -> None:
+def test_the_totals_follow_every_write_and_a_migration_counts_what_was_stored(postgres: str) -> None:
     """The byte total and the count come from one row a trigger keeps (a sum
     scans every model): exact after adds, a re-add, growth, touches and drops,
     and counted from the models a database of schema 3 held when it migrates."""
-    with psycopg.connect(database, autocommit=True) as connection:  # a database of the version before: schema 3
+    with psycopg.connect(postgres, autocommit=True) as connection:  # a database of the version before: schema 3
         with connection.transaction():
             connection.execute(VERSION_TABLE)
             connection.execute("INSERT INTO onnx_schema (version) VALUES (0)")
@@ -415,7 +438,7 @@ def test_the_totals_follow_every_write_and_a_migration_counts_what_was_stored(da
             "INSERT INTO onnx_models (id, record, size, last_use_ns) VALUES (%s, %s, 100, 1), (%s, %s, 20, 2)",
             (model_id("old-a"), stored("old-a").model_dump_json(), model_id("old-b"), stored("old-b").model_dump_json()),
         )
-    index = PostgresIndex(database)
+    index = PostgresIndex(postgres)
     index.open()
     try:
         assert index.migrations_applied == len(MIGRATIONS) - 3
@@ -432,5 +455,28 @@ def test_the_totals_follow_every_write_and_a_migration_counts_what_was_stored(da
         assert (index.usage(), index.count()) == (1527, 2)
         row = index.database.one("SELECT COALESCE(SUM(size), 0)::bigint, count(*) FROM onnx_models")
         assert row is not None and (index.usage(), index.count()) == (int(row[0]), int(row[1]))
+    finally:
+        index.close()
+
+
+def test_a_full_sqlite_database_is_enospc_and_loses_nothing(tmp_path: Path) -> None:
+    index = SqliteIndex(tmp_path)
+    index.open()
+    try:
+        kept = stored("kept")
+        index.add_record(kept, 5)
+        connection = index.database.connection()
+        pages = int(connection.execute("PRAGMA page_count").fetchone()[0])
+        connection.execute(f"PRAGMA max_page_count = {pages}")  # this connection's file can grow no more
+        big = stored("big").model_copy(update={"input": "x" * 100_000})
+        with pytest.raises(OSError) as full, index.locked():
+            index.hold(TenantRecord(tenant="t", input="x", created_ns=1), big.id)
+            index.add_record(big, 7)
+        assert full.value.errno == errno.ENOSPC
+        assert index.record(kept.id) == kept and not index.has(big.id) and not index.holds("t", big.id)
+        assert (index.usage(), index.count()) == (5, 1)
+        with index.locked():  # the lock was let go
+            index.grow(kept.id, 1)
+        assert index.usage() == 6
     finally:
         index.close()

@@ -1,0 +1,135 @@
+"""The SQLite file the local index lives in: connections, the lock, faults.
+
+Owns `SqliteDatabase` (`service.store.sql.database.SqlDatabase`). Each
+thread of each process has its own connection, in autocommit, in
+write-ahead-log mode (readers never wait for the writer, nor it for them).
+`locked()` is a `BEGIN IMMEDIATE` transaction: it holds the database's one
+write lock, so changes are serialized across every thread and process that
+shares the file (one thread of a process waits for it at a time); every
+statement the thread runs inside it runs in that transaction, committed at
+the end, rolled back on an exception. A commit waits for the disk
+(`synchronous=FULL`) unless the change says it need not (`durable=False`: a
+last use). A full disk is the OSError ENOSPC the service answers 507 with;
+any other fault of the file is `StorageUnavailable`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from service.errors import StorageUnavailable
+from service.store.sql.database import Row
+from service.store.sql.dialect import SQLITE
+
+log = logging.getLogger("service.store")
+BUSY_SECONDS = 60.0  # a writer waits this long for another's lock before the index is unavailable
+
+
+@lru_cache(maxsize=256)
+def _native(query: str) -> str:
+    """A query's `%s` placeholders as SQLite's `?` (the queries hold no other `%`)."""
+    return query.replace("%s", "?")
+
+
+class SqliteDatabase:
+    dialect = SQLITE
+
+    def __init__(self, path: Path, *, busy_seconds: float = BUSY_SECONDS) -> None:
+        self.path = path
+        self.busy_seconds = busy_seconds
+        self._local = threading.local()  # .connection, .pid, .held (in this thread's locked block)
+        self._mutex = threading.RLock()  # one thread of this process at a time waits for the write lock
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (a new one in a forked child)."""
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None or self._local.pid != os.getpid():
+            with self.answering():
+                connection = sqlite3.connect(self.path, timeout=self.busy_seconds, isolation_level=None, check_same_thread=False)
+                connection.execute("PRAGMA journal_mode=WAL")
+                connection.execute("PRAGMA synchronous=FULL")
+            self._local.connection, self._local.pid, self._local.held = connection, os.getpid(), False
+            with self._all_lock:
+                self._all.append(connection)
+        return connection
+
+    def close(self) -> None:
+        with self._all_lock:
+            connections, self._all = self._all, []
+        for connection in connections:
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """SQLite's faults as the service's: a full disk as ENOSPC, any other as StorageUnavailable."""
+        try:
+            yield
+        except sqlite3.Error as error:
+            code = getattr(error, "sqlite_errorcode", None)
+            if code == sqlite3.SQLITE_FULL:
+                raise OSError(errno.ENOSPC, f"the index's database is full: {error}") from error
+            if isinstance(error, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+                raise  # a fault of the query, not of the file
+            log.warning("the index's database fails: %s", error)
+            raise StorageUnavailable(f"the index's database fails: {error}") from error
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """A transaction holding the write lock; re-entrant in a thread (nested blocks just run)."""
+        connection = self.connection()
+        if self._local.held:
+            yield
+            return
+        with self._mutex:
+            with self.answering():
+                connection.execute("BEGIN IMMEDIATE")
+            self._local.held = True
+            try:
+                yield
+            except BaseException:
+                self._local.held = False
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+                raise
+            self._local.held = False
+            try:
+                with self.answering():
+                    connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:  # a commit that failed (a full disk) leaves it open
+                    with contextlib.suppress(sqlite3.Error):
+                        connection.execute("ROLLBACK")
+                raise
+
+    def rows(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
+        with self.answering():
+            return self.connection().execute(_native(query), params).fetchall()
+
+    def one(self, query: str, params: Sequence[Any] = ()) -> Row | None:
+        with self.answering():
+            row: Row | None = self.connection().execute(_native(query), params).fetchone()
+            return row
+
+    def change(self, query: str, params: Sequence[Any] = (), *, durable: bool = True) -> int:
+        connection = self.connection()
+        with self.answering():
+            if durable or self._local.held:
+                return connection.execute(_native(query), params).rowcount
+            connection.execute("PRAGMA synchronous=NORMAL")
+            try:
+                return connection.execute(_native(query), params).rowcount
+            finally:
+                connection.execute("PRAGMA synchronous=FULL")
