@@ -87,7 +87,9 @@ FRONT_END = (
 WEB = {"fastapi", "starlette", "uvicorn", "h11", "python_multipart"}
 STORE_INTERNALS = ("service.store.local", "service.store.files", "service.store.work_area", "service.store.layout")
 # The store's file and folder names (service.store.layout, service.store.local): nobody else spells them.
-STORE_NAMES = {"record.json", "lru", "usage", "lock", "index.sqlite", "catalog.sqlite", "summary.json", "graph.json", "converted.bin", "tenants"}
+STORE_NAMES = {
+    "record.json", "lru", "usage", "lock", "index.sqlite", "catalog.sqlite", "summary.json", "graph.json", "converted.bin", "tenants",
+}  # fmt: skip
 
 
 def _modules(path: Path) -> set[str]:

@@ -16,12 +16,13 @@ runs them for real where a container engine can be started).
 - deploy/: the kustomization rendered here (resources and images; compared
   with `kubectl kustomize` where kubectl exists), every manifest validated
   against the Kubernetes schemas of 1.30 and 1.37 (strict: unknown fields are
-  errors), then security contexts, probes, selectors, volumes, sizing, and
-  the API keys read from a Secret.
+  errors), then security contexts, probes, selectors, volumes, sizing, the
+  API keys read from a Secret, and one replica on a ReadWriteOnce store,
+  replaced by stopping it first.
 - deploy/fleet/ (object storage and PostgreSQL, no shared volume): rendered and
   validated the same way; its copies of the base's files equal to them, its
-  ConfigMap and Deployment the base's but for the store; no ReadWriteMany
-  claim, the cache an emptyDir at the cache dir, settings the service
+  ConfigMap and Deployment the base's but for the store and the replica
+  count and rollout (the autoscaler's; a rolling update); no store claim, the cache an emptyDir at the cache dir, settings the service
   accepts, the database URL and the object storage's keys from secretKeyRefs
   only, egress to DNS, PostgreSQL and the endpoint's port only, the HPA
   scaling the Deployment, the gc CronJob with the service's settings.
@@ -401,11 +402,9 @@ def test_kustomization_has_every_resource(by_kind: dict[str, list[Json]]) -> Non
         "DaemonSet": 1,  # the seccomp profile's installer
         "Deployment": 1,
         "Service": 1,
-        "HorizontalPodAutoscaler": 1,
-        "PodDisruptionBudget": 1,
         "NetworkPolicy": 1,
         "PersistentVolumeClaim": 2,
-    }
+    }, "one replica: no autoscaler, no disruption budget (a drain of its node must proceed)"
     listed = set(yaml_document(KUSTOMIZATION)["resources"])
     assert listed == {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}, "every manifest file is listed"
 
@@ -532,8 +531,7 @@ def test_pods_write_only_the_store_and_tmp(by_kind: dict[str, list[Json]], tmp_p
     assert data["readOnly"] is True and volumes[data["name"]]["persistentVolumeClaim"]["readOnly"] is True
     store = volumes[mounts[str(settings.store)]["name"]]["persistentVolumeClaim"]["claimName"]
     claims = {c["metadata"]["name"]: c for c in by_kind["PersistentVolumeClaim"]}
-    if one(by_kind, "HorizontalPodAutoscaler")["spec"]["maxReplicas"] > 1:
-        assert claims[store]["spec"]["accessModes"] == ["ReadWriteMany"], "replicas share one store"
+    assert claims[store]["spec"]["accessModes"] == ["ReadWriteOnce"], "one node's: the index's SQLite lock holds on one machine only"
     assert claims[volumes[data["name"]]["persistentVolumeClaim"]["claimName"]]["spec"]["accessModes"] == ["ReadOnlyMany"]
     assert "sizeLimit" in volumes[mounts["/tmp"]["name"]]["emptyDir"]
 
@@ -571,10 +569,7 @@ def test_selectors_pick_the_deployments_pods(by_kind: dict[str, list[Json]]) -> 
 
     assert selects(deployment["spec"]["selector"]["matchLabels"])
     assert selects(one(by_kind, "Service")["spec"]["selector"])
-    assert selects(one(by_kind, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"])
     assert selects(one(by_kind, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"])
-    target = one(by_kind, "HorizontalPodAutoscaler")["spec"]["scaleTargetRef"]
-    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
 
 
 def test_network_policy_allows_ingress_to_the_port_and_no_egress(by_kind: dict[str, list[Json]]) -> None:
@@ -585,13 +580,10 @@ def test_network_policy_allows_ingress_to_the_port_and_no_egress(by_kind: dict[s
     assert set(rule) == {"ports"} and len(rule["ports"]) == 1
 
 
-def test_scaling_keeps_a_replica_through_disruptions(by_kind: dict[str, list[Json]]) -> None:
+def test_the_base_runs_one_replica_replaced_by_stopping_it_first(by_kind: dict[str, list[Json]]) -> None:
     deployment = one(by_kind, "Deployment")["spec"]
-    hpa = one(by_kind, "HorizontalPodAutoscaler")["spec"]
-    assert "replicas" not in deployment, "the HorizontalPodAutoscaler owns the replica count"
-    assert 2 <= hpa["minReplicas"] <= hpa["maxReplicas"]
-    assert one(by_kind, "PodDisruptionBudget")["spec"]["minAvailable"] < hpa["minReplicas"], "a drain can proceed"
-    assert deployment["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert deployment["replicas"] == 1, "several replicas are the fleet's: the store's volume is one node's"
+    assert deployment["strategy"] == {"type": "Recreate"}, "a ReadWriteOnce volume attaches to one node at a time"
 
 
 def test_pod_resources_cover_the_workers(by_kind: dict[str, list[Json]], tmp_path: Path) -> None:
@@ -664,7 +656,7 @@ FLEET = DEPLOY / "fleet"
 # The base's files that deploy/fleet holds copies of (kustomize refuses an overlay
 # that includes the folder it lies in): equal documents, comments aside.
 FLEET_COPIES = [
-    "service.yaml", "hpa.yaml", "pdb.yaml", "pvc-models.yaml", "networkpolicy.yaml",
+    "service.yaml", "pvc-models.yaml", "networkpolicy.yaml",
     "seccomp-profile-configmap.yaml", "seccomp-profile-daemonset.yaml",
 ]  # fmt: skip
 # The settings in which the fleet's ConfigMap differs from the base's.
@@ -804,7 +796,8 @@ def test_fleet_deployment_is_the_bases_but_for_its_storage(fleet: dict[str, list
     PostgreSQL; startup and liveness on /healthz, and no init container: a
     pod started before its storage stays up, not ready, and opens the store
     once it answers, so no start order is relied on), sizing, API keys,
-    rollout: all the base's. It differs in the store volume (a cache emptyDir
+    all the base's. It differs in the replica count and rollout (the
+    autoscaler's, and a rolling update), the store volume (a cache emptyDir
     instead of the claim), the object storage's ConfigMap, the Secrets, and
     the ephemeral storage that the cache needs."""
 
@@ -818,6 +811,8 @@ def test_fleet_deployment_is_the_bases_but_for_its_storage(fleet: dict[str, list
         container["env"] = [e for e in container["env"] if e["name"] not in SECRET_VARIABLES]
         for part in ("requests", "limits"):
             del container["resources"][part]["ephemeral-storage"]
+        deployment["spec"].pop("replicas", None)  # one replica, stopped before its replacement starts; the fleet's roll
+        del deployment["spec"]["strategy"]
         return deployment
 
     assert without_storage(one(fleet, "Deployment")) == without_storage(one(by_kind, "Deployment"))
@@ -842,8 +837,11 @@ def test_fleet_shares_no_volume_and_scales(fleet: dict[str, list[Json]]) -> None
     target = hpa["scaleTargetRef"]
     assert (target["apiVersion"], target["kind"], target["name"]) == ("apps/v1", "Deployment", deployment["metadata"]["name"])
     assert hpa["maxReplicas"] > 1 and 2 <= hpa["minReplicas"] <= hpa["maxReplicas"]
-    assert "replicas" not in deployment["spec"]
-    assert one(fleet, "PodDisruptionBudget")["spec"]["minAvailable"] < hpa["minReplicas"]
+    assert "replicas" not in deployment["spec"], "the HorizontalPodAutoscaler owns the replica count"
+    assert one(fleet, "PodDisruptionBudget")["spec"]["minAvailable"] < hpa["minReplicas"], "a drain can proceed"
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    selector = one(fleet, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
 
 
 @pytest.mark.parametrize("kind", ["Deployment", "CronJob"])
