@@ -2,7 +2,8 @@
 
 Owns `SqliteDatabase` (`service.store.sql.database.SqlDatabase`). Each
 thread of each process has its own connection, in autocommit, in
-write-ahead-log mode (readers never wait for the writer, nor it for them).
+write-ahead-log mode (readers never wait for the writer, nor it for them;
+`open` sets it, once for the file).
 `locked()` is a `BEGIN IMMEDIATE` transaction: it holds the database's one
 write lock, so changes are serialized across every thread and process that
 shares the file (one thread of a process waits for it at a time); every
@@ -21,6 +22,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -57,12 +59,26 @@ class SqliteDatabase:
         if connection is None or self._local.pid != os.getpid():
             with self.answering():
                 connection = sqlite3.connect(self.path, timeout=self.busy_seconds, isolation_level=None, check_same_thread=False)
-                connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=FULL")
             self._local.connection, self._local.pid, self._local.held = connection, os.getpid(), False
             with self._all_lock:
                 self._all.append(connection)
         return connection
+
+    def open(self) -> None:
+        """The file made (if new) and put in write-ahead-log mode, which it
+        keeps. Several processes opening a new file at once: the switch takes
+        a lock SQLite does not wait for, so a refused one is tried again."""
+        deadline = time.monotonic() + self.busy_seconds
+        while True:
+            try:
+                self.connection().execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    with self.answering():
+                        raise
+                time.sleep(0.01)
 
     def close(self) -> None:
         with self._all_lock:

@@ -27,6 +27,7 @@ class SqliteIndex(SqlIndex):
 
     def open(self) -> None:
         self.store.mkdir(parents=True, exist_ok=True)
+        self.database.open()
         with self.database.answering():
             self.migrations_applied = migrate(self.database.connection(), self.store)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -480,3 +481,31 @@ def test_a_full_sqlite_database_is_enospc_and_loses_nothing(tmp_path: Path) -> N
         assert index.usage() == 6
     finally:
         index.close()
+
+
+def _open_new_store(folder: str, start: Any, answers: Any) -> None:
+    index = SqliteIndex(Path(folder))
+    start.wait()
+    try:
+        index.open()
+        answers.put(index.migrations_applied)
+    except Exception as error:  # the parent reports it
+        answers.put(repr(error))
+    finally:
+        index.close()
+
+
+def test_processes_opening_a_new_sqlite_store_at_once_all_open(tmp_path: Path) -> None:
+    """Front ends start together on a new store: each opens it (the first
+    makes the file and its write-ahead log; SQLite refuses the others that
+    switch at the same moment without waiting), and one migrates."""
+    forked = multiprocessing.get_context("fork")
+    for trial in range(20):
+        start, answers = forked.Barrier(6), forked.Queue()
+        openers = [forked.Process(target=_open_new_store, args=(str(tmp_path / str(trial)), start, answers)) for _ in range(6)]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join(60)
+        results = sorted(str(answers.get(timeout=10)) for _ in openers)
+        assert results == ["0"] * 5 + [str(len(sqlite_schema.MIGRATIONS))], (trial, results)
