@@ -112,7 +112,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
                     settings.data_root, settings.store, settings.workers, settings.queue,
                     f"{len(keys.keys)} API keys" if not keys.anonymous else "anonymous (no API keys)",
                 )  # fmt: skip
-                hook = app.state.registry_hook = RegistryHook(app.state.service) if settings.mlflow_url else None
+                hook = app.state.registry_hook = RegistryHook(app.state.service.imports) if settings.mlflow_url else None
                 async with (
                     readiness.running(),
                     sweeping(app.state.service, min(60.0, settings.upload_expiry / 4)),

@@ -2,8 +2,10 @@
 
 Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics,
 readiness, the data root, the graph renders under way in this process, the
-resumable uploads in the making, the store's opening) and `Service.read` (a store read on the
-event loop or in a thread, whichever costs less). Nothing here knows the web
+resumable uploads in the making, the store's opening), `Service.imports`
+(the part of them the import use cases are handed: `service.imports.parts`)
+and `Service.read` (a store read on the event loop or in a thread, whichever
+costs less). Nothing here knows the web
 framework: the routes are handed it by `service.http.dependencies`.
 """
 
@@ -18,6 +20,7 @@ import anyio.to_thread
 
 from service.access.keys import KeyRing
 from service.imports.limiter import ImportLimiter
+from service.imports.parts import ImportParts
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.sandbox.supervisor import Sandbox
@@ -44,9 +47,11 @@ class Service:
     graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
     opening: StoreOpening = field(default_factory=StoreOpening.done)  # the store's opening, in the background for a remote store
     partial_uploads: ResumableUploads = field(init=False)  # resumable uploads (tus): this machine's or the fleet's (opened by the app)
+    imports: ImportParts = field(init=False)  # what the import use cases are handed (the same parts)
 
     def __post_init__(self) -> None:
         self.partial_uploads = resumable_uploads_for(self.settings, self.store)
+        self.imports = ImportParts(self.settings, self.store, self.sandbox, self.limiter, self.data_root, self.graph_renders)
 
     async def read(self, call: Callable[[], T]) -> T:
         """`call()` (a read of the store: index lookups, a catalogue query, a

@@ -8,7 +8,8 @@ lint run; this test proves the rule holds on the tree as committed.)
 
 The service's layers: the worker package (what runs in the fork) holds nothing
 of the front end; below `service.http` (and in `service.registry`, the MLflow
-hook's use case) nothing sees the web framework; routes
+hook's use case) nothing sees the web framework, nor the service's state
+(they are handed `ImportParts`); routes
 never touch store paths; only `service.store` names and opens store files.
 The first two follow imports transitively, through every service module an
 import reaches (at its top or inside a function), and name the chain."""
@@ -163,6 +164,16 @@ def test_below_http_nothing_knows_the_web_framework() -> None:
         for path in _under(folder):
             found = _chains(_module_name(path), _sees_http)
             assert not found, f"{path.relative_to(REPO)} must not see HTTP, and reaches it: {found}"
+
+
+def test_the_use_cases_are_handed_their_parts_not_the_service() -> None:
+    """The import use cases and the registry's gate take `ImportParts`
+    (`service.imports.parts`): the service's state (`service.state`: its API
+    keys, metrics, readiness, uploads in the making) is the HTTP layer's."""
+    for folder in ("imports", "registry", "store", "sandbox"):
+        for path in _under(folder):
+            found = _chains(_module_name(path), lambda name: name == "service.state")
+            assert not found, f"{path.relative_to(REPO)} reaches the service's state: {found}"
 
 
 def test_the_transitive_check_follows_a_chain() -> None:

@@ -103,7 +103,7 @@ async def import_uploaded(
         return upload
 
     try:
-        imported = await import_upload(service, tenant, receive, hooks, checks)
+        imported = await import_upload(service.imports, tenant, receive, hooks, checks)
     except (ProblemError, ServiceError, OSError) as error:
         problem = error if isinstance(error, ProblemError) else known_problem(error)
         if problem is not None and problem.problem.status in REFUSED_CONTENT:

@@ -27,9 +27,9 @@ import anyio.to_thread
 from service.checks.outcome import IN_CHECK_WORKER, STAGES, DimensionBindingError, Stage, parse_checks
 from service.checks.runs import CheckRuns, now_iso, runs_of
 from service.errors import BadInput, bounded
+from service.imports.parts import ImportParts
 from service.sandbox.check_run import check_worker_results
 from service.sandbox.protocol import WorkerHeader, WorkerJob
-from service.state import Service
 from service.store.catalog_findings import append_findings, findings_in
 
 
@@ -39,19 +39,19 @@ class CheckRequest:
     dims: tuple[tuple[str, int], ...] = ()
 
 
-def default_checks(service: Service) -> CheckRequest:
+def default_checks(parts: ImportParts) -> CheckRequest:
     """What an import runs when the request names no stage (`--default-checks`)."""
-    return CheckRequest(parse_checks(service.settings.default_checks))
+    return CheckRequest(parse_checks(parts.settings.default_checks))
 
 
-async def complete_checks(service: Service, job: WorkerJob, header: WorkerHeader, catalog: Path) -> CheckRuns:
+async def complete_checks(parts: ImportParts, job: WorkerJob, header: WorkerHeader, catalog: Path) -> CheckRuns:
     """Run the check worker's stages of `job` (if any), add their findings to
     `catalog`; every stage `job` ran, with its findings, as this run's `CheckRuns`."""
     results = [report.result() for report in header.checks]
     if any(stage in IN_CHECK_WORKER for stage in job.checks) or job.dims:
-        async with service.limiter.slot():
+        async with parts.limiter.slot():
             try:
-                checked = await anyio.to_thread.run_sync(check_worker_results, service.sandbox, job)
+                checked = await anyio.to_thread.run_sync(check_worker_results, parts.sandbox, job)
             except DimensionBindingError as error:
                 raise BadInput(bounded(str(error), 400)) from None  # the request's names, which may be long
         findings = [finding for result in checked for finding in result.findings]

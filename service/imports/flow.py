@@ -60,12 +60,12 @@ from service.checks.runs import CheckRuns, merged, stages_missing
 from service.errors import BadInput, ImportFailed, ImportTooLarge, NotFound, StoreFull, bounded
 from service.imports.checks import CheckRequest, complete_checks, default_checks
 from service.imports.inputs import Upload
+from service.imports.parts import ImportParts
 from service.imports.summary import SUMMARY_TENSORS, content_summary, summary_bytes, tenant_view
 from service.imports.tenant_checks import keep_runs
 from service.paths import relative_below, resolve_under_root
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import IMPORT_STREAMS, ImportFailure, SourceReport, WorkerHeader, WorkerJob
-from service.state import Service
 from service.store.folder_root import FolderRoot
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
@@ -100,10 +100,10 @@ def model_id_of(origin: str, model_sha256: str, externals: list[tuple[str, str]]
     return digest.hexdigest()
 
 
-async def run_worker(service: Service, job: WorkerJob, destinations: list[Path], max_bytes: int | None = None) -> WorkerHeader:
+async def run_worker(parts: ImportParts, job: WorkerJob, destinations: list[Path], max_bytes: int | None = None) -> WorkerHeader:
     """Run `job` in a worker slot; its header, or the typed error of how it ended."""
-    async with service.limiter.slot():
-        outcome = await anyio.to_thread.run_sync(service.sandbox.run, job, destinations, max_bytes)
+    async with parts.limiter.slot():
+        outcome = await anyio.to_thread.run_sync(parts.sandbox.run, job, destinations, max_bytes)
     log.info("%s of %r: %s in %.3f s", job.task, job.display_name[:100], outcome.status, outcome.seconds)
     return outcome.result(job.display_name)
 
@@ -124,14 +124,14 @@ def _source(report: SourceReport, path: str, in_store: bool) -> SourceFile:
     return SourceFile(path=path, in_store=in_store, size=report.size, mtime_ns=report.mtime_ns, inode=report.inode)
 
 
-async def make_room(service: Service, tenant: str) -> None:
+async def make_room(parts: ImportParts, tenant: str) -> None:
     """Before an import, whose size is not known yet (a body to receive, a
     worker's output): StoreFull unless the store's file system is above its
     free-space floor, or evicting what the tenant may evict would bring it
     back there. Nothing is evicted here: the commit evicts what the bytes
     then received need (`Store.commit`), or refuses evicting nothing."""
-    if not await anyio.to_thread.run_sync(service.store.floor_reachable, tenant):
-        floor = service.settings.store_min_free
+    if not await anyio.to_thread.run_sync(parts.store.floor_reachable, tenant):
+        floor = parts.settings.store_min_free
         raise StoreFull(
             f"the store's file system has less than {floor} bytes free (--store-min-free), and evicting every model this "
             "tenant may evict would not free enough; nothing was evicted"
@@ -139,29 +139,29 @@ async def make_room(service: Service, tenant: str) -> None:
 
 
 async def import_upload(
-    service: Service, tenant: str, receive: ReceiveUpload, hooks: ImportHooks, checks: CheckRequest | None = None
+    parts: ImportParts, tenant: str, receive: ReceiveUpload, hooks: ImportHooks, checks: CheckRequest | None = None
 ) -> Imported:
     """Import an upload that `receive` streams into the work folder."""
-    with service.store.work_folder() as work:
-        async with service.limiter.receiving():  # a receiving place, not an import place
-            await make_room(service, tenant)
+    with parts.store.work_folder() as work:
+        async with parts.limiter.receiving():  # a receiving place, not an import place
+            await make_room(parts, tenant)
             upload = await receive(work.upload_model, work.upload_external)
-        limit = service.settings.max_import_bytes
+        limit = parts.settings.max_import_bytes
         if upload.size > limit:
             raise ImportTooLarge(f"the upload has {upload.size} bytes, more than the {limit} one import may add")
         assert upload.model is not None
-        async with service.limiter.admission():
+        async with parts.limiter.admission():
             model_id = model_id_of("upload", upload.model.sha256, [(e.location, e.sha256) for e in upload.externals])
-            asked = checks or default_checks(service)
-            if await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):  # this tenant's own, again
-                runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(service.store.checks, tenant, model_id))
+            asked = checks or default_checks(parts)
+            if await anyio.to_thread.run_sync(parts.store.visible, tenant, model_id):  # this tenant's own, again
+                runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, tenant, model_id))
                 if not stages_missing(runs, asked.stages, asked.dims):
                     with contextlib.suppress(NotFound):  # evicted or deleted meanwhile: imported as new
-                        return Imported(model_id, False, await stored_summary(service, tenant, model_id, upload.display_name))
+                        return Imported(model_id, False, await stored_summary(parts, tenant, model_id, upload.display_name))
             # Content another tenant holds is imported like new (a worker runs, the
             # answer is 201): neither the status nor the time says it existed. So is
             # this tenant's own when it asks for stages it has not run on it.
-            job = service.sandbox.job(
+            job = parts.sandbox.job(
                 "import",
                 directory=str(work.files),
                 model=work.upload_model.name,
@@ -169,13 +169,13 @@ async def import_upload(
                 external_dir=str(work.upload_external),
                 allow_hard_links=True,  # the service's own files (a resumable upload's are hard-linked from its folder)
                 summary_items=SUMMARY_TENSORS,
-                checks=(checks or default_checks(service)).stages,
-                dims=(checks or default_checks(service)).dims,
+                checks=(checks or default_checks(parts)).stages,
+                dims=(checks or default_checks(parts)).dims,
                 sleep=hooks.sleep,
                 spin=hooks.spin,
             )
-            header = await run_worker(service, job, [work.catalog, work.converted], limit - upload.size)
-            runs = await complete_checks(service, job, header, work.catalog)
+            header = await run_worker(parts, job, [work.catalog, work.converted], limit - upload.size)
+            runs = await complete_checks(parts, job, header, work.catalog)
             unused = sorted({staged.location for staged in upload.externals} - set(header.external_files))
             if unused:
                 names = ", ".join(repr(location) for location in unused[:10])
@@ -185,38 +185,38 @@ async def import_upload(
             for location in header.external_files:
                 files[location] = _source(reports[location], work.relative(work.upload_external / location), True)
             await asyncio.sleep(hooks.pause)
-            if (again := await held_again(service, tenant, model_id, upload.display_name, runs)) is not None:  # held already
+            if (again := await held_again(parts, tenant, model_id, upload.display_name, runs)) is not None:  # held already
                 return again
             owner = TenantRecord(tenant=tenant, input=upload.display_name, created_ns=time.time_ns())
-            return await commit(service, work, model_id, header, files, owner, upload.model.size, upload.model.sha256, hooks, runs)
+            return await commit(parts, work, model_id, header, files, owner, upload.model.size, upload.model.sha256, hooks, runs)
 
 
 async def import_path(
-    service: Service, root: FolderRoot, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None
+    parts: ImportParts, root: FolderRoot, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None
 ) -> Imported:
     """Import the model at `path`, a client's path under the data root folder `root`."""
     data_root = root.url
     resolved = resolve_under_root(data_root, path)
     folder, name = os.path.split(resolved.real_path)
-    with service.store.work_folder() as work:
-        async with service.limiter.admission():
-            await make_room(service, tenant)
-            job = service.sandbox.job(
+    with parts.store.work_folder() as work:
+        async with parts.limiter.admission():
+            await make_room(parts, tenant)
+            job = parts.sandbox.job(
                 "import",
                 directory=folder,
                 model=name,
                 display_name=path,
                 summary_items=SUMMARY_TENSORS,
-                checks=(checks or default_checks(service)).stages,
-                dims=(checks or default_checks(service)).dims,
-                allow_hard_links=service.settings.allow_hard_links,
+                checks=(checks or default_checks(parts)).stages,
+                dims=(checks or default_checks(parts)).dims,
+                allow_hard_links=parts.settings.allow_hard_links,
                 expected_model=(resolved.device, resolved.inode),
                 hash_sources=True,
                 sleep=hooks.sleep,
                 spin=hooks.spin,
             )
-            header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes)
-            runs = await complete_checks(service, job, header, work.catalog)
+            header = await run_worker(parts, job, [work.catalog, work.converted], parts.settings.max_import_bytes)
+            runs = await complete_checks(parts, job, header, work.catalog)
             reports = worker_reports(header, path)
             files: dict[str, SourceFile] = {}
             for key, report in reports.items():
@@ -228,16 +228,16 @@ async def import_path(
             model_sha = reports[MODEL_FILE_KEY].sha256
             model_id = model_id_of("path", model_sha, externals)
             await asyncio.sleep(hooks.pause)
-            if await anyio.to_thread.run_sync(service.store.has, model_id):
-                await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
-            if (again := await held_again(service, tenant, model_id, path, runs)) is not None:  # held already
+            if await anyio.to_thread.run_sync(parts.store.has, model_id):
+                await anyio.to_thread.run_sync(parts.store.refresh_sources, model_id, files)
+            if (again := await held_again(parts, tenant, model_id, path, runs)) is not None:  # held already
                 return again
             owner = TenantRecord(tenant=tenant, input=path, created_ns=time.time_ns())
-            return await commit(service, work, model_id, header, files, owner, reports[MODEL_FILE_KEY].size, model_sha, hooks, runs)
+            return await commit(parts, work, model_id, header, files, owner, reports[MODEL_FILE_KEY].size, model_sha, hooks, runs)
 
 
 async def commit(
-    service: Service,
+    parts: ImportParts,
     work: ModelFolder,
     model_id: str,
     header: WorkerHeader,
@@ -268,36 +268,36 @@ async def commit(
         tensor_count=header.tensor_count,
         files=files,
     )
-    earlier = CheckRuns.from_bytes(await anyio.to_thread.run_sync(service.store.checks, owner.tenant, model_id))
+    earlier = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, owner.tenant, model_id))
     runs = merged(earlier, runs)
-    store_commit = functools.partial(service.store.commit, checks=runs.to_bytes(), hold_uploaded=hooks.hold_uploaded)
+    store_commit = functools.partial(parts.store.commit, checks=runs.to_bytes(), hold_uploaded=hooks.hold_uploaded)
     created = await anyio.to_thread.run_sync(store_commit, work, model_id, record, summary_bytes(summary), owner)
-    await anyio.to_thread.run_sync(service.store.touch, model_id)
+    await anyio.to_thread.run_sync(parts.store.touch, model_id)
     return Imported(model_id, created, tenant_view(summary, owner.input, runs))  # never the name another tenant gave it
 
 
-async def held_again(service: Service, tenant: str, model_id: str, display_name: str, runs: CheckRuns) -> Imported | None:
+async def held_again(parts: ImportParts, tenant: str, model_id: str, display_name: str, runs: CheckRuns) -> Imported | None:
     """A model the tenant holds, imported again: this import's stages laid over
     its earlier runs, and its summary (200). None if the tenant does not hold
     it, or it went meanwhile (a DELETE, an eviction): the caller commits it as new."""
-    if not await anyio.to_thread.run_sync(service.store.visible, tenant, model_id):
+    if not await anyio.to_thread.run_sync(parts.store.visible, tenant, model_id):
         return None
     try:
-        await keep_runs(service, tenant, model_id, runs)
-        return Imported(model_id, False, await stored_summary(service, tenant, model_id, display_name))
+        await keep_runs(parts, tenant, model_id, runs)
+        return Imported(model_id, False, await stored_summary(parts, tenant, model_id, display_name))
     except NotFound:
         return None
 
 
-async def stored_summary(service: Service, tenant: str, model_id: str, display_name: str) -> bytes:
+async def stored_summary(parts: ImportParts, tenant: str, model_id: str, display_name: str) -> bytes:
     """The stored summary as `tenant` sees it: under the name this request
     gave the model, with the tenant's own check runs (another client's name
     and checks for the same bytes are never shown); marks the model used. A
     holding from before per-tenant runs shows the checks stored with the content."""
     try:
-        body = await anyio.to_thread.run_sync(service.store.summary, model_id)
+        body = await anyio.to_thread.run_sync(parts.store.summary, model_id)
     except FileNotFoundError:
         raise NotFound("the model was evicted from the store meanwhile; post it again") from None
-    runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(service.store.checks, tenant, model_id))
-    await anyio.to_thread.run_sync(service.store.touch, model_id)
+    runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, tenant, model_id))
+    await anyio.to_thread.run_sync(parts.store.touch, model_id)
     return tenant_view(json.loads(body), display_name, runs)

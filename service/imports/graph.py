@@ -31,44 +31,44 @@ import anyio.to_thread
 
 from service.errors import NotFound
 from service.imports.flow import run_worker
+from service.imports.parts import ImportParts
 from service.imports.stored_model import GONE, check_sources, held_model, stored_model_files
-from service.state import Service
 
 
-async def graph_document(service: Service, model_id: str, tenant: str) -> int:
+async def graph_document(parts: ImportParts, model_id: str, tenant: str) -> int:
     """An open descriptor of the model's graph document (open before anything
     can remove it: a DELETE or an eviction racing the answer cannot cut it).
     Rendered for the tenant's first request even when the store has it (for
     another tenant): how long a first request takes says nothing of others."""
-    if not await anyio.to_thread.run_sync(service.store.graph_rendered, tenant, model_id):
+    if not await anyio.to_thread.run_sync(parts.store.graph_rendered, tenant, model_id):
         key = (model_id, tenant)
-        render = service.graph_renders.get(key)
+        render = parts.graph_renders.get(key)
         if render is None:
-            render = asyncio.ensure_future(_render(service, model_id, tenant))
-            service.graph_renders[key] = render
-            render.add_done_callback(lambda _: service.graph_renders.pop(key, None))
+            render = asyncio.ensure_future(_render(parts, model_id, tenant))
+            parts.graph_renders[key] = render
+            render.add_done_callback(lambda _: parts.graph_renders.pop(key, None))
         await asyncio.shield(render)
     try:
-        return await anyio.to_thread.run_sync(service.store.open_graph, model_id)
+        return await anyio.to_thread.run_sync(parts.store.open_graph, model_id)
     except FileNotFoundError:
         raise NotFound(GONE) from None
 
 
-async def _render(service: Service, model_id: str, tenant: str) -> None:
-    record, held = await held_model(service, tenant, model_id)
-    async with service.limiter.admission(), AsyncExitStack() as stack:
-        model_path, external_dir = await stored_model_files(service, model_id, record, stack)
-        work = stack.enter_context(service.store.work_folder())
-        job = service.sandbox.job(
+async def _render(parts: ImportParts, model_id: str, tenant: str) -> None:
+    record, held = await held_model(parts, tenant, model_id)
+    async with parts.limiter.admission(), AsyncExitStack() as stack:
+        model_path, external_dir = await stored_model_files(parts, model_id, record, stack)
+        work = stack.enter_context(parts.store.work_folder())
+        job = parts.sandbox.job(
             "graph",
             directory=os.path.dirname(model_path),
             model=os.path.basename(model_path),
             display_name=held.input,  # the name this tenant gave it, never another tenant's
             external_dir=external_dir,
-            allow_hard_links=service.settings.allow_hard_links,
+            allow_hard_links=parts.settings.allow_hard_links,
             model_id=model_id,
         )
-        header = await run_worker(service, job, [work.graph], service.settings.max_import_bytes)
+        header = await run_worker(parts, job, [work.graph], parts.settings.max_import_bytes)
         check_sources(record, header)
-        if not await anyio.to_thread.run_sync(service.store.add_graph, model_id, work.graph, tenant):
+        if not await anyio.to_thread.run_sync(parts.store.add_graph, model_id, work.graph, tenant):
             raise NotFound(GONE)

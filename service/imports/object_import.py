@@ -39,55 +39,55 @@ from service.imports.flow import (
     run_worker,
     worker_reports,
 )
+from service.imports.parts import ImportParts
 from service.imports.summary import SUMMARY_TENSORS
 from service.sandbox.catalog_format import MODEL_FILE_KEY
-from service.state import Service
 from service.store.data_root import DataRoot, FetchedObject, beside, key_of
 from service.store.records import TenantRecord
 
 
 async def import_object(
-    service: Service, root: DataRoot, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None
+    parts: ImportParts, root: DataRoot, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None
 ) -> Imported:
     """Import the model object a client's `path` names."""
     key = key_of(path)
-    settings = service.settings
-    with service.store.work_folder() as work:
-        async with service.limiter.admission():
-            await make_room(service, tenant)
+    settings = parts.settings
+    with parts.store.work_folder() as work:
+        async with parts.limiter.admission():
+            await make_room(parts, tenant)
             model = await anyio.to_thread.run_sync(root.fetch, key, work.upload_model, settings.max_upload)
-            listing = service.sandbox.job(
+            listing = parts.sandbox.job(
                 "externals", directory=str(work.files), model=work.upload_model.name, display_name=path, allow_hard_links=True
             )
-            named = (await run_worker(service, listing, [], 0)).external_files
+            named = (await run_worker(parts, listing, [], 0)).external_files
             fetched: dict[str, FetchedObject] = {MODEL_FILE_KEY: model}
             left = settings.max_upload_total - model.size
             for location in named:
                 target = work.upload_external / location
                 fetched[location] = await anyio.to_thread.run_sync(root.fetch, beside(key, location), target, left)
                 left -= fetched[location].size
-            job = service.sandbox.job(
+            job = parts.sandbox.job(
                 "import",
                 directory=str(work.files),
                 model=work.upload_model.name,
                 display_name=path,
                 external_dir=str(work.upload_external),
                 summary_items=SUMMARY_TENSORS,
-                checks=(checks or default_checks(service)).stages,
-                dims=(checks or default_checks(service)).dims,
+                checks=(checks or default_checks(parts)).stages,
+                dims=(checks or default_checks(parts)).dims,
                 allow_hard_links=True,  # the worker's own copies
                 sleep=hooks.sleep,
                 spin=hooks.spin,
             )
-            header = await run_worker(service, job, [work.catalog, work.converted], settings.max_import_bytes)
-            runs = await complete_checks(service, job, header, work.catalog)
+            header = await run_worker(parts, job, [work.catalog, work.converted], settings.max_import_bytes)
+            runs = await complete_checks(parts, job, header, work.catalog)
             reports = worker_reports(header, path)
             files = {name: fetched[name].source() for name in reports}
             model_id = model_id_of("path", model.sha256, [(name, fetched[name].sha256) for name in reports if name != MODEL_FILE_KEY])
             shutil.rmtree(work.files)  # copies: the objects are what the record names
-            if await anyio.to_thread.run_sync(service.store.has, model_id):
-                await anyio.to_thread.run_sync(service.store.refresh_sources, model_id, files)
-            if (again := await held_again(service, tenant, model_id, path, runs)) is not None:  # held already
+            if await anyio.to_thread.run_sync(parts.store.has, model_id):
+                await anyio.to_thread.run_sync(parts.store.refresh_sources, model_id, files)
+            if (again := await held_again(parts, tenant, model_id, path, runs)) is not None:  # held already
                 return again
             owner = TenantRecord(tenant=tenant, input=path, created_ns=time.time_ns())
-            return await commit(service, work, model_id, header, files, owner, model.size, model.sha256, hooks, runs)
+            return await commit(parts, work, model_id, header, files, owner, model.size, model.sha256, hooks, runs)

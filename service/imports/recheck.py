@@ -15,33 +15,33 @@ from contextlib import AsyncExitStack
 
 from service.imports.checks import CheckRequest, complete_checks
 from service.imports.flow import run_worker, stored_summary
+from service.imports.parts import ImportParts
 from service.imports.stored_model import check_sources, held_model, stored_model_files
 from service.imports.summary import SUMMARY_TENSORS
 from service.imports.tenant_checks import keep_runs
 from service.sandbox.catalog_format import MODEL_FILE_KEY
-from service.state import Service
 
 
-async def recheck(service: Service, tenant: str, model_id: str, request: CheckRequest) -> bytes:
+async def recheck(parts: ImportParts, tenant: str, model_id: str, request: CheckRequest) -> bytes:
     """Run `request`'s stages on the tenant's stored model; its summary with
     the tenant's checks, these runs in place of its earlier ones of the same stages."""
-    record, held = await held_model(service, tenant, model_id)
-    async with service.limiter.admission(), AsyncExitStack() as stack:
-        model_path, external_dir = await stored_model_files(service, model_id, record, stack)
-        work = stack.enter_context(service.store.work_folder())
-        job = service.sandbox.job(
+    record, held = await held_model(parts, tenant, model_id)
+    async with parts.limiter.admission(), AsyncExitStack() as stack:
+        model_path, external_dir = await stored_model_files(parts, model_id, record, stack)
+        work = stack.enter_context(parts.store.work_folder())
+        job = parts.sandbox.job(
             "import",
             directory=os.path.dirname(model_path),
             model=os.path.basename(model_path),
             display_name=held.input,  # the name this tenant gave it, never another tenant's
             external_dir=external_dir,
-            allow_hard_links=record.files[MODEL_FILE_KEY].in_store or service.settings.allow_hard_links,  # the store's own files
+            allow_hard_links=record.files[MODEL_FILE_KEY].in_store or parts.settings.allow_hard_links,  # the store's own files
             summary_items=SUMMARY_TENSORS,
             checks=request.stages,
             dims=request.dims,
         )
-        header = await run_worker(service, job, [work.catalog, work.converted], service.settings.max_import_bytes)
+        header = await run_worker(parts, job, [work.catalog, work.converted], parts.settings.max_import_bytes)
         check_sources(record, header)
-        runs = await complete_checks(service, job, header, work.catalog)
-    await keep_runs(service, tenant, model_id, runs)
-    return await stored_summary(service, tenant, model_id, held.input)
+        runs = await complete_checks(parts, job, header, work.catalog)
+    await keep_runs(parts, tenant, model_id, runs)
+    return await stored_summary(parts, tenant, model_id, held.input)

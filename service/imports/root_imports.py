@@ -12,14 +12,14 @@ from __future__ import annotations
 from service.imports.checks import CheckRequest
 from service.imports.flow import Imported, ImportHooks, import_path
 from service.imports.object_import import import_object
-from service.state import Service
+from service.imports.parts import ImportParts
 from service.store.folder_root import FolderRoot
 
 
-async def import_from_root(service: Service, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None) -> Imported:
+async def import_from_root(parts: ImportParts, tenant: str, path: str, hooks: ImportHooks, checks: CheckRequest | None = None) -> Imported:
     """Import the model a client's `path` names under the data root."""
-    root = service.data_root
+    root = parts.data_root
     if isinstance(root, FolderRoot):
-        return await import_path(service, root, tenant, path, hooks, checks)
-    return await import_object(service, root, tenant, path, hooks, checks)
+        return await import_path(parts, root, tenant, path, hooks, checks)
+    return await import_object(parts, root, tenant, path, hooks, checks)
 

@@ -19,9 +19,9 @@ from contextlib import AsyncExitStack
 import anyio.to_thread
 
 from service.errors import ModelSourceChanged, NotFound, bounded
+from service.imports.parts import ImportParts
 from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import WorkerHeader
-from service.state import Service
 from service.store.data_root import fetch_recorded
 from service.store.folder_root import FolderRoot
 from service.store.records import StoredRecord, TenantRecord
@@ -29,32 +29,32 @@ from service.store.records import StoredRecord, TenantRecord
 GONE = "the model was removed from the store meanwhile"
 
 
-async def held_model(service: Service, tenant: str, model_id: str) -> tuple[StoredRecord, TenantRecord]:
+async def held_model(parts: ImportParts, tenant: str, model_id: str) -> tuple[StoredRecord, TenantRecord]:
     """The model's record and the tenant's record of it; NotFound if the model or the holding is gone."""
-    record = await anyio.to_thread.run_sync(service.store.read_record, model_id)
-    held = await anyio.to_thread.run_sync(service.store.holding, tenant, model_id)
+    record = await anyio.to_thread.run_sync(parts.store.read_record, model_id)
+    held = await anyio.to_thread.run_sync(parts.store.holding, tenant, model_id)
     if record is None or held is None:
         raise NotFound(GONE)
     return record, held
 
 
-async def stored_model_files(service: Service, model_id: str, record: StoredRecord, stack: AsyncExitStack) -> tuple[str, str | None]:
+async def stored_model_files(parts: ImportParts, model_id: str, record: StoredRecord, stack: AsyncExitStack) -> tuple[str, str | None]:
     """(the model file's path, its external data folder or None) for a worker,
     valid until `stack` closes. NotFound if the model goes meanwhile."""
     model_item = record.files[MODEL_FILE_KEY]
     if model_item.in_store:  # an upload: its files are in the store (a remote backend's: copied here)
-        files = service.store.model_files(model_id)
+        files = parts.store.model_files(model_id)
         try:
             folder = await anyio.to_thread.run_sync(files.__enter__)
         except FileNotFoundError:  # removed since its record was read: by a DELETE, an eviction, another replica
             raise NotFound(GONE) from None
         stack.push_async_callback(anyio.to_thread.run_sync, files.__exit__, None, None, None)
         return str(folder.root / model_item.path), str(folder.upload_external)
-    root = service.data_root
+    root = parts.data_root
     if isinstance(root, FolderRoot):  # read in place: the worker reports each file's identity (`check_sources`)
         return os.path.join(root.url, model_item.path), None
-    copies = stack.enter_context(service.store.work_folder())  # any other root: its objects, each checked as fetched
-    await anyio.to_thread.run_sync(fetch_recorded, root, record, copies, service.settings.max_upload_total)
+    copies = stack.enter_context(parts.store.work_folder())  # any other root: its objects, each checked as fetched
+    await anyio.to_thread.run_sync(fetch_recorded, root, record, copies, parts.settings.max_upload_total)
     return str(copies.upload_model), str(copies.upload_external)
 
 

@@ -16,14 +16,14 @@ import anyio.to_thread
 
 from service.checks.runs import CheckRuns, merged
 from service.errors import NotFound
+from service.imports.parts import ImportParts
 from service.imports.stored_model import GONE
-from service.state import Service
 
 
-async def keep_runs(service: Service, tenant: str, model_id: str, runs: CheckRuns) -> CheckRuns:
+async def keep_runs(parts: ImportParts, tenant: str, model_id: str, runs: CheckRuns) -> CheckRuns:
     """`runs` laid over the tenant's earlier runs of the model, and kept; NotFound if the tenant let it go meanwhile."""
-    earlier = CheckRuns.from_bytes(await anyio.to_thread.run_sync(service.store.checks, tenant, model_id))
+    earlier = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, tenant, model_id))
     now = merged(earlier, runs)
-    if not await anyio.to_thread.run_sync(service.store.keep_checks, tenant, model_id, now.to_bytes()):
+    if not await anyio.to_thread.run_sync(parts.store.keep_checks, tenant, model_id, now.to_bytes()):
         raise NotFound(GONE)
     return now

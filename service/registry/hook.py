@@ -26,6 +26,7 @@ from service.background import every
 from service.checks.outcome import parse_checks
 from service.errors import BadInput, ImportFailed, ImportTooLarge, Overloaded, ServiceError
 from service.imports.checks import CheckRequest
+from service.imports.parts import ImportParts
 from service.registry.deliveries import Deliveries
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
 from service.registry.pending import AUTH_REFUSALS, PendingWrites, WriteBack, write_back
@@ -35,7 +36,6 @@ from service.registry.under_way import UnderWay
 from service.registry.verdict import imported, not_imported
 from service.registry.version_import import import_version
 from service.settings import Settings
-from service.state import Service
 
 log = logging.getLogger("service")
 
@@ -53,9 +53,9 @@ def webhook_secret(settings: Settings) -> str:
 
 
 class RegistryHook:
-    def __init__(self, service: Service, api: MlflowApi | None = None) -> None:
-        settings = service.settings
-        self.service = service
+    def __init__(self, parts: ImportParts, api: MlflowApi | None = None) -> None:
+        settings = parts.settings
+        self.parts = parts
         self.secret = webhook_secret(settings)
         self.api = api or MlflowApi(settings.mlflow_url)
         root = Path(settings.local_root) / "registry"
@@ -80,7 +80,7 @@ class RegistryHook:
         task.add_done_callback(self.tasks.pop)
 
     async def validate(self, name: str, version: str) -> None:
-        settings = self.service.settings
+        settings = self.parts.settings
         log.info("mlflow: validating %s version %s as tenant %s", name, version, settings.mlflow_tenant)
         alias = ""
         try:
@@ -116,7 +116,7 @@ class RegistryHook:
     async def _imported(self, name: str, version: str) -> tuple[str, bytes]:
         for wait in (*OVERLOADED_WAITS, None):
             try:
-                result = await import_version(self.service, self.api, self.service.settings.mlflow_tenant, name, version, self.checks)
+                result = await import_version(self.parts, self.api, self.parts.settings.mlflow_tenant, name, version, self.checks)
             except Overloaded:
                 if wait is None:
                     raise

@@ -32,6 +32,7 @@ from service.imports.flow import (
     run_worker,
     worker_reports,
 )
+from service.imports.parts import ImportParts
 from service.imports.summary import SUMMARY_TENSORS
 from service.registry.folders import ArtifactFolder, ObjectMissing
 from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused, TooLarge
@@ -39,24 +40,23 @@ from service.registry.mlmodel import MAX_MLMODEL
 from service.registry.sources import Refused, artifact_folder, confined, model_file
 from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.sandbox.protocol import SourceReport
-from service.state import Service
 from service.store.records import SourceFile, TenantRecord
 
 log = logging.getLogger("service")
 
 
-async def import_version(service: Service, api: MlflowApi, tenant: str, name: str, version: str, checks: CheckRequest) -> Imported:
+async def import_version(parts: ImportParts, api: MlflowApi, tenant: str, name: str, version: str, checks: CheckRequest) -> Imported:
     """Import version `version` of registered model `name` for `tenant`, running `checks`."""
     try:
         record = await api.model_version(name, version)
     except MlflowRefused as error:
         raise Refused(f"MLflow has no version {version} of {name!r}: {error}") from None
-    folder = await artifact_folder(api, record, service.data_root)
-    settings = service.settings
+    folder = await artifact_folder(api, record, parts.data_root)
+    settings = parts.settings
     display_name = f"models:/{name}/{version}"
-    with service.store.work_folder() as work:
-        async with service.limiter.admission():
-            await make_room(service, tenant)
+    with parts.store.work_folder() as work:
+        async with parts.limiter.admission():
+            await make_room(parts, tenant)
             listing = await _listed(folder)
             names = {str(entry.get("path", "")).rpartition("/")[2]: entry for entry in listing}
             mlmodel = None
@@ -68,10 +68,10 @@ async def import_version(service: Service, api: MlflowApi, tenant: str, name: st
             path = model_file(mlmodel, listing)
             model = await _download(folder, path, work.upload_model, settings.max_upload, "the model")
             beside = posixpath.dirname(path)
-            lister = service.sandbox.job(
+            lister = parts.sandbox.job(
                 "externals", directory=str(work.files), model=work.upload_model.name, display_name=display_name, allow_hard_links=True
             )
-            named = (await run_worker(service, lister, [], 0)).external_files
+            named = (await run_worker(parts, lister, [], 0)).external_files
             if len(named) > settings.max_external_files:
                 raise BadInput(f"the model names {len(named)} external data files, more than {settings.max_external_files}")
             fetched: dict[str, Fetched] = {MODEL_FILE_KEY: model}
@@ -82,7 +82,7 @@ async def import_version(service: Service, api: MlflowApi, tenant: str, name: st
                 left -= fetched[location].size
             total = sum(item.size for item in fetched.values())
             log.info("mlflow: %s fetched through MLflow: %d files, %d bytes", display_name, len(fetched), total)
-            job = service.sandbox.job(
+            job = parts.sandbox.job(
                 "import",
                 directory=str(work.files),
                 model=work.upload_model.name,
@@ -94,18 +94,18 @@ async def import_version(service: Service, api: MlflowApi, tenant: str, name: st
                 dims=checks.dims,
             )
             limit = settings.max_import_bytes - (settings.max_upload_total - left)
-            header = await run_worker(service, job, [work.catalog, work.converted], max(0, limit))
-            runs = await complete_checks(service, job, header, work.catalog)
+            header = await run_worker(parts, job, [work.catalog, work.converted], max(0, limit))
+            runs = await complete_checks(parts, job, header, work.catalog)
             reports = worker_reports(header, display_name)
             files = {MODEL_FILE_KEY: _source(reports[MODEL_FILE_KEY], work.relative(work.upload_model))}
             for location in header.external_files:
                 files[location] = _source(reports[location], work.relative(work.upload_external / location))
             externals = [(location, fetched[location].sha256) for location in header.external_files]
             model_id = model_id_of("upload", model.sha256, externals)
-            if (again := await held_again(service, tenant, model_id, display_name, runs)) is not None:  # held already
+            if (again := await held_again(parts, tenant, model_id, display_name, runs)) is not None:  # held already
                 return again
             owner = TenantRecord(tenant=tenant, input=display_name, created_ns=time.time_ns())
-            return await commit(service, work, model_id, header, files, owner, model.size, model.sha256, ImportHooks(), runs)
+            return await commit(parts, work, model_id, header, files, owner, model.size, model.sha256, ImportHooks(), runs)
 
 
 def _source(report: SourceReport, path: str) -> SourceFile:

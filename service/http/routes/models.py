@@ -161,13 +161,13 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
                 async def receive(model_path: Path, external_dir: Path) -> Upload:
                     return await receive_upload(request, model_path, external_dir, service.settings)
 
-                imported = await import_upload(service, caller.tenant, receive, hooks, checks)
+                imported = await import_upload(service.imports, caller.tenant, receive, hooks, checks)
             else:
                 wanted = await read_json(request, ImportRequest, service.settings.body_timeout)
                 if wanted.upload is not None:  # finished resumable uploads (POST /uploads)
                     imported = await import_uploaded(service, caller.tenant, wanted, hooks, checks)
                 else:
-                    imported = await import_from_root(service, caller.tenant, wanted.path or "", hooks, checks)
+                    imported = await import_from_root(service.imports, caller.tenant, wanted.path or "", hooks, checks)
         except (ServiceError, OSError) as error:
             problem = known_problem(error)
             if problem is None:
@@ -252,7 +252,7 @@ def list_models(
 async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> Response:
     await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)  # the index may be a database
     held = await anyio.to_thread.run_sync(service.store.holding, caller.tenant, model_id)
-    summary = await stored_summary(service, caller.tenant, model_id, held.input if held is not None else "")
+    summary = await stored_summary(service.imports, caller.tenant, model_id, held.input if held is not None else "")
     return summary_response(Imported(model_id, False, summary), 200)
 
 
@@ -267,7 +267,7 @@ async def post_checks(model_id: str, request: Request, service: ServiceDep, call
     checks = check_request(request, service.settings)
     await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)
     try:
-        summary = await recheck(service, caller.tenant, model_id, checks)
+        summary = await recheck(service.imports, caller.tenant, model_id, checks)
     except (ServiceError, OSError) as error:
         problem = known_problem(error)
         if problem is None:
@@ -290,7 +290,7 @@ async def post_checks(model_id: str, request: Request, service: ServiceDep, call
 async def get_graph(model_id: str, request: Request, service: ServiceDep, caller: ReadCaller) -> Response:
     await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)
     await anyio.to_thread.run_sync(service.store.touch, model_id)
-    fd = await graph_document(service, model_id, caller.tenant)
+    fd = await graph_document(service.imports, model_id, caller.tenant)
     size = os.fstat(fd).st_size
     headers = {"Content-Length": str(size)}
     if request.method == "HEAD" or size == 0:

@@ -5,6 +5,7 @@ a temporary store (`--store-backend memory`). Also the one map from those errors
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import os
@@ -18,7 +19,6 @@ import pytest
 from in_process import InProcessSandbox
 
 from service import errors
-from service.access.keys import KeyRing
 from service.checks.outcome import parse_checks
 from service.http.problems import DOMAIN_PROBLEMS, PROBLEMS, domain_problem
 from service.imports.checks import CheckRequest
@@ -26,13 +26,11 @@ from service.imports.flow import Imported, ImportHooks, import_upload
 from service.imports.graph import graph_document
 from service.imports.inputs import StagedFile, Upload
 from service.imports.limiter import ImportLimiter
+from service.imports.parts import ImportParts
 from service.imports.root_imports import import_from_root
-from service.observability.metrics import Metrics
-from service.observability.readiness import ReadinessProbe
 from service.sandbox.protocol import ImportFailure
 from service.sandbox.supervisor import WorkerOutcome
 from service.settings import Settings
-from service.state import Service
 from service.store.backends import open_data_root, open_store
 from service.store.byte_source import ByteSource, FileSource
 from service.store.data_root import Entry, FetchedObject
@@ -43,12 +41,12 @@ SAMPLES = REPO / "testdata" / "samples"
 T = TypeVar("T")
 
 
-def run(service: Service, work: Callable[[Service], Awaitable[T]]) -> T:
-    return asyncio.run(work(service))  # type: ignore[arg-type]
+def run(imports: ImportParts, work: Callable[[ImportParts], Awaitable[T]]) -> T:
+    return asyncio.run(work(imports))  # type: ignore[arg-type]
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Service:
+def imports(tmp_path: Path) -> ImportParts:
     data_root = tmp_path / "data"
     shutil.copytree(SAMPLES, data_root)
     settings = Settings(data_root=str(data_root), store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0)
@@ -58,8 +56,7 @@ def service(tmp_path: Path) -> Service:
     sandbox.start()
     (tmp_path / "limiter").mkdir()
     limiter = ImportLimiter(1, 4, 4, tmp_path / "limiter")
-    metrics, readiness = Metrics(store, lambda: limiter), ReadinessProbe(sandbox, store)
-    return Service(settings, store, sandbox, limiter, KeyRing(None), metrics, readiness, open_data_root(settings))
+    return ImportParts(settings, store, sandbox, limiter, open_data_root(settings))
 
 
 def receiving(*parts: tuple[str, bytes]) -> Callable[[Path, Path], Awaitable[Upload]]:
@@ -81,20 +78,20 @@ def receiving(*parts: tuple[str, bytes]) -> Callable[[Path, Path], Awaitable[Upl
     return receive
 
 
-def test_a_path_import_is_created_once_per_tenant(service: Service) -> None:
-    first = run(service, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
+def test_a_path_import_is_created_once_per_tenant(imports: ImportParts) -> None:
+    first = run(imports, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
     assert isinstance(first, Imported) and first.created
     assert b'"input":"add.onnx"' in first.summary
-    again = run(service, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
+    again = run(imports, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
     assert (again.model_id, again.created) == (first.model_id, False)
-    other = run(service, lambda s: import_from_root(s, "bob", "./add.onnx", ImportHooks()))
+    other = run(imports, lambda s: import_from_root(s, "bob", "./add.onnx", ImportHooks()))
     assert (other.model_id, other.created) == (first.model_id, True)
     assert b'"input":"./add.onnx"' in other.summary  # bob's own name, never alice's
-    assert service.store.model_count() == 1
+    assert imports.store.model_count() == 1
 
 
 @pytest.mark.parametrize("kind", ["upload", "path"])
-def test_a_model_deleted_while_imported_again_is_imported_anew(service: Service, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+def test_a_model_deleted_while_imported_again_is_imported_anew(imports: ImportParts, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     """The tenant's own model, imported again, is deleted (or evicted) between the
     import's seeing it held and its reading the stored summary: the import
     stores it anew (201), it never answers 404 for a model it was given."""
@@ -102,53 +99,53 @@ def test_a_model_deleted_while_imported_again_is_imported_anew(service: Service,
 
     def again() -> Imported:
         if kind == "upload":
-            return run(service, lambda s: import_upload(s, "alice", receiving(("add.onnx", data)), ImportHooks()))
-        return run(service, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
+            return run(imports, lambda s: import_upload(s, "alice", receiving(("add.onnx", data)), ImportHooks()))
+        return run(imports, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
 
     first = again()
-    summary = service.store.summary
+    summary = imports.store.summary
 
     def deleted_first(model_id: str) -> bytes:
-        service.store.release("alice", model_id)  # another request's DELETE, just before the read
-        monkeypatch.setattr(service.store, "summary", summary)
+        imports.store.release("alice", model_id)  # another request's DELETE, just before the read
+        monkeypatch.setattr(imports.store, "summary", summary)
         return summary(model_id)
 
-    monkeypatch.setattr(service.store, "summary", deleted_first)
+    monkeypatch.setattr(imports.store, "summary", deleted_first)
     second = again()
     assert (second.model_id, second.created) == (first.model_id, True)
-    assert service.store.visible("alice", first.model_id) and service.store.summary(first.model_id)
+    assert imports.store.visible("alice", first.model_id) and imports.store.summary(first.model_id)
 
 
-def test_an_upload_with_its_external_data_is_stored(service: Service) -> None:
+def test_an_upload_with_its_external_data_is_stored(imports: ImportParts) -> None:
     folder = SAMPLES / "external"
     parts = [("model.onnx", (folder / "model.onnx").read_bytes())]
     parts += [(name, (folder / name).read_bytes()) for name in ("weights.bin", "more/bias.bin")]
-    imported = run(service, lambda s: import_upload(s, "alice", receiving(*parts), ImportHooks()))
+    imported = run(imports, lambda s: import_upload(s, "alice", receiving(*parts), ImportHooks()))
     assert imported.created
-    record = service.store.read_record(imported.model_id)
+    record = imports.store.read_record(imported.model_id)
     assert record is not None and set(record.files) >= {"model", "weights.bin", "more/bias.bin"}
     assert all(item.in_store for item in record.files.values())
 
 
-def test_an_unused_external_part_is_refused(service: Service) -> None:
+def test_an_unused_external_part_is_refused(imports: ImportParts) -> None:
     parts = [("add.onnx", (SAMPLES / "add.onnx").read_bytes()), ("stray.bin", b"\0" * 8)]
     with pytest.raises(errors.BadInput, match="not used by any tensor"):
-        run(service, lambda s: import_upload(s, "alice", receiving(*parts), ImportHooks()))
-    assert service.store.model_count() == 0
+        run(imports, lambda s: import_upload(s, "alice", receiving(*parts), ImportHooks()))
+    assert imports.store.model_count() == 0
 
 
-def test_the_importers_refusal_is_a_typed_error_naming_the_place(service: Service) -> None:
+def test_the_importers_refusal_is_a_typed_error_naming_the_place(imports: ImportParts) -> None:
     with pytest.raises(errors.ImportFailed) as refused:
-        run(service, lambda s: import_upload(s, "alice", receiving(("bad.onnx", b"\x0a\xff\xff\xff\xff\x0f")), ImportHooks()))
+        run(imports, lambda s: import_upload(s, "alice", receiving(("bad.onnx", b"\x0a\xff\xff\xff\xff\x0f")), ImportHooks()))
     assert refused.value.failure.kind == "Malformed" and refused.value.failure.input == "bad.onnx"
     assert refused.value.failure.offset is not None
     assert domain_problem(refused.value).problem.status == 422
 
 
-def test_a_path_outside_the_data_root_is_refused_before_any_worker(service: Service) -> None:
+def test_a_path_outside_the_data_root_is_refused_before_any_worker(imports: ImportParts) -> None:
     with pytest.raises(errors.PathRefused):
-        run(service, lambda s: import_from_root(s, "alice", "../outside.onnx", ImportHooks()))
-    assert isinstance(service.sandbox, InProcessSandbox) and service.sandbox.jobs == []
+        run(imports, lambda s: import_from_root(s, "alice", "../outside.onnx", ImportHooks()))
+    assert isinstance(imports.sandbox, InProcessSandbox) and imports.sandbox.jobs == []
 
 
 @pytest.mark.parametrize(
@@ -222,15 +219,16 @@ class FlatFolderRoot:
         pass
 
 
-def test_a_data_root_of_another_kind_serves_imports_renders_and_tensors_through_the_interface(service: Service, tmp_path: Path) -> None:
+def test_a_data_root_of_another_kind_serves_imports_renders_and_tensors_through_the_interface(imports: ImportParts, tmp_path: Path) -> None:
     flat = tmp_path / "flat"
     flat.mkdir()
     for name in ("model.onnx", "weights.bin", "more/bias.bin"):
         shutil.copy(SAMPLES / "external" / name, flat / quote(f"external/{name}", safe=""))
-    root = service.data_root = FlatFolderRoot(flat)
-    imported = run(service, lambda s: import_from_root(s, "alice", "external/model.onnx", ImportHooks()))
+    root = FlatFolderRoot(flat)
+    imports = dataclasses.replace(imports, data_root=root)
+    imported = run(imports, lambda s: import_from_root(s, "alice", "external/model.onnx", ImportHooks()))
     assert imported.created
-    record = service.store.read_record(imported.model_id)
+    record = imports.store.read_record(imported.model_id)
     assert record is not None and {item.path for item in record.files.values()} >= {"external/weights.bin", "external/more/bias.bin"}
     weights = record.files["weights.bin"]
     source = root.open(weights)
@@ -238,21 +236,21 @@ def test_a_data_root_of_another_kind_serves_imports_renders_and_tensors_through_
         assert source.read(0, weights.size) == (SAMPLES / "external" / "weights.bin").read_bytes()
     finally:
         source.close()
-    os.close(run(service, lambda s: graph_document(s, imported.model_id, "alice")))  # its worker reads fetched copies
-    assert service.store.graph_rendered("alice", imported.model_id)
-    assert run(service, lambda s: import_from_root(s, "bob", "external/model.onnx", ImportHooks())).model_id == imported.model_id
+    os.close(run(imports, lambda s: graph_document(s, imported.model_id, "alice")))  # its worker reads fetched copies
+    assert imports.store.graph_rendered("alice", imported.model_id)
+    assert run(imports, lambda s: import_from_root(s, "bob", "external/model.onnx", ImportHooks())).model_id == imported.model_id
     root.file("external/weights.bin").write_bytes(b"\0" * weights.size)  # another file now: the record's no longer
     with pytest.raises(errors.TensorSourceChanged):
         root.open(weights)
     with pytest.raises(errors.ModelSourceChanged):
-        run(service, lambda s: graph_document(s, imported.model_id, "bob"))
+        run(imports, lambda s: graph_document(s, imported.model_id, "bob"))
 
 
-def test_each_stage_keeps_the_time_its_worker_measured(service: Service) -> None:
+def test_each_stage_keeps_the_time_its_worker_measured(imports: ImportParts) -> None:
     """The summary's `checks.NAME.seconds` is the stage's own time as its worker
     reported it (it read 0.0 for every stage while the results went through the summary)."""
     asked = CheckRequest(parse_checks("runtime"))  # an onnxruntime session: milliseconds, never 0.000
-    imported = run(service, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks(), asked))
+    imported = run(imports, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks(), asked))
     checks = json.loads(imported.summary)["checks"]
     assert set(checks) == {"runtime"} and checks["runtime"]["seconds"] > 0
-    assert json.loads(service.store.summary(imported.model_id))["checks"]["runtime"]["seconds"] == checks["runtime"]["seconds"]
+    assert json.loads(imports.store.summary(imported.model_id))["checks"]["runtime"]["seconds"] == checks["runtime"]["seconds"]

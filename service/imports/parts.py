@@ -1,0 +1,30 @@
+"""What the import use cases need of the service, and nothing more.
+
+Owns `ImportParts`: the settings, the store, the sandbox, the admission
+limiter, the data root and the graph renders under way in this process.
+The app builds one (`service.state.Service.imports`); the routes hand it to
+the use cases (`flow`, `graph`, `recheck`, ...) and the registry's gate, which
+never see the rest of the service (its API keys, metrics, readiness, uploads
+in the making) or the web framework.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from service.imports.limiter import ImportLimiter
+from service.sandbox.supervisor import Sandbox
+from service.settings import Settings
+from service.store.data_root import DataRoot
+from service.store.model_store import Store
+
+
+@dataclass(frozen=True)
+class ImportParts:
+    settings: Settings
+    store: Store
+    sandbox: Sandbox
+    limiter: ImportLimiter
+    data_root: DataRoot  # where server-side models are read from (--data-root: a folder or a bucket)
+    graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
