@@ -40,6 +40,7 @@ from service.http.protocol import NoSniffMiddleware
 from service.http.routes import diagnostics, health, hooks, models, resumable, tensors, ui
 from service.http.tus import TusHeaderMiddleware
 from service.imports.limiter import ImportLimiter
+from service.imports.parts import ImportParts
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.observability.request_log import RequestLogMiddleware
@@ -92,7 +93,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         remote = store_is_remote(settings)
         opening = StoreOpening(open_storage, store.close) if remote else StoreOpening.done()
         readiness = ReadinessProbe(sandbox, store, opening)
-        app.state.service = Service(settings, store, sandbox, limiter, keys, metrics, readiness, data_root, opening=opening)
+        app.state.service = Service(ImportParts(settings, store, sandbox, limiter, data_root), keys, metrics, readiness, opening=opening)
         if not remote:
             await anyio.to_thread.run_sync(open_storage)
         try:

@@ -1,17 +1,17 @@
 """The service's parts: `Service`, set up by the app's lifespan.
 
-Owns `Service` (settings, store, sandbox, import limiter, API keys, metrics,
-readiness, the data root, the graph renders under way in this process, the
-resumable uploads in the making, the store's opening), `Service.imports`
-(the part of them the import use cases are handed: `service.imports.parts`)
-and `Service.read` (a store read on the event loop or in a thread, whichever
-costs less). Nothing here knows the web
-framework: the routes are handed it by `service.http.dependencies`.
+Owns `Service`: the parts the import use cases are handed (`imports`,
+`service.imports.parts.ImportParts`: settings, store, sandbox, import
+limiter, data root, graph renders under way in this process; all but the
+renders also properties of their own names), and what only the HTTP layer uses (API keys,
+metrics, readiness, the resumable uploads in the making, the store's
+opening); and `Service.read` (a store read on the event loop or in a thread,
+whichever costs less). Nothing here knows the web framework: the routes are
+handed it by `service.http.dependencies`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -36,22 +36,36 @@ T = TypeVar("T")
 
 @dataclass
 class Service:
-    settings: Settings
-    store: Store
-    sandbox: Sandbox
-    limiter: ImportLimiter
+    imports: ImportParts  # settings, store, sandbox, limiter, data root, graph renders: what the use cases are handed
     keys: KeyRing
     metrics: Metrics
     readiness: ReadinessProbe
-    data_root: DataRoot  # where server-side models are read from (--data-root: a folder or a bucket)
-    graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
     opening: StoreOpening = field(default_factory=StoreOpening.done)  # the store's opening, in the background for a remote store
     partial_uploads: ResumableUploads = field(init=False)  # resumable uploads (tus): this machine's or the fleet's (opened by the app)
-    imports: ImportParts = field(init=False)  # what the import use cases are handed (the same parts)
 
     def __post_init__(self) -> None:
         self.partial_uploads = resumable_uploads_for(self.settings, self.store)
-        self.imports = ImportParts(self.settings, self.store, self.sandbox, self.limiter, self.data_root, self.graph_renders)
+
+    # The parts the routes use as often as the use cases do, by their own names.
+    @property
+    def settings(self) -> Settings:
+        return self.imports.settings
+
+    @property
+    def store(self) -> Store:
+        return self.imports.store
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self.imports.sandbox
+
+    @property
+    def limiter(self) -> ImportLimiter:
+        return self.imports.limiter
+
+    @property
+    def data_root(self) -> DataRoot:
+        return self.imports.data_root
 
     async def read(self, call: Callable[[], T]) -> T:
         """`call()` (a read of the store: index lookups, a catalogue query, a
