@@ -182,7 +182,8 @@ run_tests() {
     build=$(installed_build)
     case "${IMPORTER_BUILD:-auto}" in compiled | pure) build=$IMPORTER_BUILD ;; esac  # what was asked for, or fail
     echo "== pytest, the $build build of the importer"
-    IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "$@" || status=$?
+    # --durations: the slowest tests, in every run's log (what to move to a lower layer first)
+    IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest --durations=40 "$@" || status=$?
     # The service's API and process tests whose behaviour the store's kind may
     # change (marked both_stores) once more, every service they start storing
     # on S3 (SeaweedFS) with its index in PostgreSQL (support/service_harness.py);

@@ -1,6 +1,9 @@
-"""The FastAPI dependencies that hand a route the service: `ServiceDep`, `StartingServiceDep`.
+"""The FastAPI dependencies that hand a route the service: `ImportsDep`,
+`ServiceDep`, `StartingServiceDep`.
 
-`ServiceDep` is the service's parts (`service.state.Service`, set up by the
+`ImportsDep` is the parts the import use cases take
+(`service.imports.parts.ImportParts`), all a route needs that asks the
+store and runs use cases; `ServiceDep` is the service's parts (`service.state.Service`, set up by the
 app's lifespan), or the 503 `storage-unavailable` while the store is not
 open yet (`service.store.opening`: a replica started before its object
 storage or database); `StartingServiceDep` is the service either way (for
@@ -12,6 +15,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from service.imports.parts import ImportParts
 from service.state import Service
 
 
@@ -27,5 +31,10 @@ async def get_service(request: Request) -> Service:
     return service
 
 
+async def get_imports(request: Request) -> ImportParts:
+    return (await get_service(request)).imports
+
+
 ServiceDep = Annotated[Service, Depends(get_service)]
+ImportsDep = Annotated[ImportParts, Depends(get_imports)]
 StartingServiceDep = Annotated[Service, Depends(get_starting_service)]

@@ -62,7 +62,7 @@ def list_diagnostics(
     format: Literal["json", "sarif", "junit"] = "json",
 ) -> Response | DiagnosticPage:
     # a plain def: FastAPI runs it in a worker thread (SQLite queries)
-    require_model(service, caller.tenant, model_id)
+    require_model(service.store, caller.tenant, model_id)
     if format != "json":
         return _report(service, caller.tenant, model_id, format)
     after = seq_after("diagnostics", cursor)

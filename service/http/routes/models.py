@@ -30,7 +30,7 @@ from starlette.requests import ClientDisconnect
 from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
 from service.checks.outcome import ChecksError, parse_checks, parse_dims
 from service.errors import ServiceError, bounded
-from service.http.dependencies import ServiceDep
+from service.http.dependencies import ImportsDep, ServiceDep
 from service.http.openapi import problem_responses
 from service.http.paging import decode_cursor, page_of
 from service.http.problems import ProblemError, known_problem
@@ -48,8 +48,8 @@ from service.imports.inputs import Upload
 from service.imports.recheck import recheck
 from service.imports.root_imports import import_from_root
 from service.settings import Settings
-from service.state import Service
 from service.store.byte_source import FileSource
+from service.store.model_store import Store
 from service.store.records import StoredRecord
 
 router = APIRouter(tags=["models"])
@@ -113,18 +113,18 @@ def check_request(request: Request, settings: Settings) -> CheckRequest:
         raise ProblemError("bad-request", bounded(str(error), 300)) from None
 
 
-def require_model(service: Service, tenant: str, model_id: str) -> None:
-    """404 unless the tenant holds the model and it is stored (two stats, no
+def require_model(store: Store, tenant: str, model_id: str) -> None:
+    """404 unless the tenant holds the model and it is stored (one lookup, no
     parse); another tenant's model is a 404 like a missing one."""
-    if not service.store.visible(tenant, model_id):
+    if not store.visible(tenant, model_id):
         raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
     if (info := current_request()) is not None:
         info.model_id = model_id
 
 
-def require_record(service: Service, tenant: str, model_id: str) -> StoredRecord:
+def require_record(store: Store, tenant: str, model_id: str) -> StoredRecord:
     """`require_model`, giving the model's record (one lookup of the index)."""
-    record = service.store.visible_record(tenant, model_id)
+    record = store.visible_record(tenant, model_id)
     if record is None:
         raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
     if (info := current_request()) is not None:
@@ -211,7 +211,7 @@ def summary_response(imported: Imported, status: int) -> Response:
     responses=problem_responses(400, 401, 403, 422),
 )
 def list_models(
-    service: ServiceDep,
+    parts: ImportsDep,
     caller: ReadCaller,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
@@ -221,12 +221,12 @@ def list_models(
     if cursor is not None:
         committed, model_id = decode_cursor("models", cursor, (int, str))
         before = (int(committed), str(model_id))
-    found = service.store.list_models(caller.tenant, before, limit + 1)
+    found = parts.store.list_models(caller.tenant, before, limit + 1)
     page = page_of(found, limit, "models", lambda position: position, "/models")
     items = []
     for recorded_ns, model_id in page.items:
-        record = service.store.read_record(model_id)
-        held = service.store.holding(caller.tenant, model_id)
+        record = parts.store.read_record(model_id)
+        held = parts.store.holding(caller.tenant, model_id)
         if record is None or held is None:  # deleted meanwhile
             continue
         items.append(
@@ -249,10 +249,10 @@ def list_models(
     summary="The summary of an imported model (bounded; tensors are paged from /tensors)",
     responses=problem_responses(401, 403, 404),
 )
-async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> Response:
-    await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)  # the index may be a database
-    held = await anyio.to_thread.run_sync(service.store.holding, caller.tenant, model_id)
-    summary = await stored_summary(service.imports, caller.tenant, model_id, held.input if held is not None else "")
+async def get_model(model_id: str, parts: ImportsDep, caller: ReadCaller) -> Response:
+    await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)  # the index may be a database
+    held = await anyio.to_thread.run_sync(parts.store.holding, caller.tenant, model_id)
+    summary = await stored_summary(parts, caller.tenant, model_id, held.input if held is not None else "")
     return summary_response(Imported(model_id, False, summary), 200)
 
 
@@ -263,11 +263,11 @@ async def get_model(model_id: str, service: ServiceDep, caller: ReadCaller) -> R
     openapi_extra={"parameters": UPLOAD_BODY["parameters"]},
     responses=problem_responses(400, 401, 403, 404, 409, 422, 500, 503),
 )
-async def post_checks(model_id: str, request: Request, service: ServiceDep, caller: ImportCaller) -> Response:
-    checks = check_request(request, service.settings)
-    await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)
+async def post_checks(model_id: str, request: Request, parts: ImportsDep, caller: ImportCaller) -> Response:
+    checks = check_request(request, parts.settings)
+    await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)
     try:
-        summary = await recheck(service.imports, caller.tenant, model_id, checks)
+        summary = await recheck(parts, caller.tenant, model_id, checks)
     except (ServiceError, OSError) as error:
         problem = known_problem(error)
         if problem is None:
@@ -287,10 +287,10 @@ async def post_checks(model_id: str, request: Request, service: ServiceDep, call
     summary="The full resolved graph (rendered by a worker on first request)",
     responses=problem_responses(401, 403, 404, 409, 422, 503),
 )
-async def get_graph(model_id: str, request: Request, service: ServiceDep, caller: ReadCaller) -> Response:
-    await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)
-    await anyio.to_thread.run_sync(service.store.touch, model_id)
-    fd = await graph_document(service.imports, model_id, caller.tenant)
+async def get_graph(model_id: str, request: Request, parts: ImportsDep, caller: ReadCaller) -> Response:
+    await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)
+    await anyio.to_thread.run_sync(parts.store.touch, model_id)
+    fd = await graph_document(parts, model_id, caller.tenant)
     size = os.fstat(fd).st_size
     headers = {"Content-Length": str(size)}
     if request.method == "HEAD" or size == 0:
@@ -306,9 +306,9 @@ async def get_graph(model_id: str, request: Request, service: ServiceDep, caller
     summary="Remove the caller's model: its record, and the bytes the store copied once no tenant holds them (never data-root files)",
     responses=problem_responses(401, 403, 404),
 )
-async def delete_model(model_id: str, service: ServiceDep, caller: DeleteCaller) -> Response:
-    await anyio.to_thread.run_sync(require_model, service, caller.tenant, model_id)
-    released = await anyio.to_thread.run_sync(service.store.release, caller.tenant, model_id)
+async def delete_model(model_id: str, parts: ImportsDep, caller: DeleteCaller) -> Response:
+    await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)
+    released = await anyio.to_thread.run_sync(parts.store.release, caller.tenant, model_id)
     audit.info(
         "delete by %s: %s (model %s)", caller.tenant, "ok" if released else "not-found", model_id,
         extra={"fields": {"event": "delete", "tenant": caller.tenant, "outcome": "ok" if released else "not-found", "model_id": model_id}},

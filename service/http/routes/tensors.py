@@ -105,7 +105,7 @@ async def list_tensors(
     after = seq_after("tensors", cursor)
 
     def rows_of_page() -> list[TensorRow]:
-        require_model(service, caller.tenant, model_id)
+        require_model(service.store, caller.tenant, model_id)
         with catalog_errors():
             return catalog_of(service, model_id, caller.tenant).page(after, limit + 1, prefix)
 
@@ -191,7 +191,7 @@ router.add_api_route(
 def tensor_of(request: Request, service: Service, tenant: str, model_id: str, name: str, field_path: str | None, fmt: str) -> Response:
     """The tensor's response: its lookup (record, catalogue), its file opened
     and checked, a small tensor read (`Service.read` runs it)."""
-    record = require_record(service, tenant, model_id)
+    record = require_record(service.store, tenant, model_id)
     with catalog_errors():
         row = find_tensor(service, model_id, tenant, name, field_path, record)
     service.store.touch(model_id)
