@@ -16,6 +16,7 @@ refused with KeyError as a write).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from contextlib import AbstractContextManager
@@ -38,6 +39,7 @@ EVICTABLE = (
 TOTAL_SIZE = "CAST(COALESCE(SUM(m.size), 0) AS BIGINT)"
 
 
+@functools.lru_cache(maxsize=4096)
 def tenant_key(tenant: str) -> str:
     """The first 32 hex digits of the SHA-256 of the tenant's name (the
     folder name of the file index before it, so keys carried over agree)."""
