@@ -1,5 +1,6 @@
-"""The client's resumable uploads (tus 1.0) and progress, against real server
-processes over real HTTP, with a TCP proxy (tests/support/tcp_proxy.py)
+"""The client's resumable uploads (tus 1.0) and progress, against the service
+in the test process (the real app and workers, over real HTTP), with the
+client and its command line as they ship, and a TCP proxy (tests/support/tcp_proxy.py)
 between them where the wire must misbehave: a resumable import gives the
 one-shot import's summary and id (sync and async); a connection cut mid-upload
 is resumed on its own, sending hardly more than the file; the command line
@@ -37,7 +38,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 from support.paths import REPO
-from support.service_harness import SAMPLES, ServiceProcess, model_id_of
+from support.service_harness import SAMPLES, ServiceUnderTest, model_id_of
 from support.tcp_proxy import TcpProxy
 
 from service.client import AsyncClient, Client, Retry, ServiceError
@@ -97,7 +98,7 @@ def run_cli(url: str, *args: str, timeout: float = 180) -> subprocess.CompletedP
 # -- against the service
 
 
-def test_a_resumable_import_gives_the_one_shot_summary(server: ServiceProcess, tmp_path: Path) -> None:
+def test_a_resumable_import_gives_the_one_shot_summary(server: ServiceUnderTest, tmp_path: Path) -> None:
     with Client(server.url, resume_store=tmp_path / "resume") as client:
         one_shot = client.import_file(EXTERNAL / "model.onnx", external_data=EXTERNAL_FILES, resumable=False)
         seen: list[tuple[int, int]] = []
@@ -121,7 +122,7 @@ def test_a_resumable_import_gives_the_one_shot_summary(server: ServiceProcess, t
     assert asyncio.run(twin()) == one_shot
 
 
-def test_a_refused_resumable_import_raises_the_problem_and_forgets_its_uploads(server: ServiceProcess, tmp_path: Path) -> None:
+def test_a_refused_resumable_import_raises_the_problem_and_forgets_its_uploads(server: ServiceUnderTest, tmp_path: Path) -> None:
     broken = tmp_path / "broken.onnx"
     broken.write_bytes((SAMPLES / "add.onnx").read_bytes()[:120])
     with Client(server.url, resume_store=tmp_path / "resume") as client, pytest.raises(ServiceError) as refused:
@@ -130,7 +131,7 @@ def test_a_refused_resumable_import_raises_the_problem_and_forgets_its_uploads(s
     assert not list((tmp_path / "resume").iterdir())
 
 
-def test_a_dropped_connection_is_resumed_on_its_own(server: ServiceProcess, tmp_path: Path) -> None:
+def test_a_dropped_connection_is_resumed_on_its_own(server: ServiceUnderTest, tmp_path: Path) -> None:
     model, _ = byte_model(tmp_path / "m", 24 * MIB, seed=2)
     size = model.stat().st_size
     with TcpProxy(server.port, cut_after=9 * MIB) as proxy, Client(proxy.url, resume_store=tmp_path / "resume") as client:
@@ -140,7 +141,7 @@ def test_a_dropped_connection_is_resumed_on_its_own(server: ServiceProcess, tmp_
     assert proxy.sent <= 1.05 * size + OVERHEAD, (proxy.sent, size)
 
 
-def test_a_killed_command_continues_where_the_service_stopped(server: ServiceProcess, tmp_path: Path) -> None:
+def test_a_killed_command_continues_where_the_service_stopped(server: ServiceUnderTest, tmp_path: Path) -> None:
     model, _ = byte_model(tmp_path / "m", 64 * MIB, seed=3)
     size = model.stat().st_size
     resume = tmp_path / "resume"
@@ -205,7 +206,7 @@ def in_pty(command: list[str], timeout: float = 180) -> tuple[int, str, str]:
     return process.returncode, stdout.decode(), drawn.decode("utf-8", "replace")
 
 
-def test_the_progress_bar_on_a_terminal(server: ServiceProcess, tmp_path: Path) -> None:
+def test_the_progress_bar_on_a_terminal(server: ServiceUnderTest, tmp_path: Path) -> None:
     model, externals = byte_model(tmp_path / "big", 200 * 1000 * 1000, external=True, seed=4)
     args = ("import", str(model), "--external-data", *map(str, externals), "--resume-store", str(tmp_path / "resume"))
     status, stdout, drawn = in_pty(cli(server.url, *args))
@@ -230,7 +231,7 @@ def test_the_progress_bar_on_a_terminal(server: ServiceProcess, tmp_path: Path) 
     assert result.returncode == 0 and "100%" in result.stderr
 
 
-def test_progress_of_a_one_shot_upload_and_a_download(server: ServiceProcess, tmp_path: Path) -> None:
+def test_progress_of_a_one_shot_upload_and_a_download(server: ServiceUnderTest, tmp_path: Path) -> None:
     model, externals = byte_model(tmp_path / "m", 3 * MIB, external=True, seed=5)
     total = model.stat().st_size + externals[0].stat().st_size
     uploaded: list[tuple[int, int]] = []

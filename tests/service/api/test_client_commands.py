@@ -1,10 +1,11 @@
-"""The command line's reading commands and the client's retries, against real
-server processes over real HTTP: `list` (every page followed, a line per
+"""The command line's reading commands and the client's retries, over real
+HTTP, against the service in the test process (the real app and workers)
+or, where a server's own life is the point, a real server process: `list` (every page followed, a line per
 model or `--json`), `diagnostics` (the findings as JSON, the report as SARIF
 2.1.0 and JUnit XML, to standard output or `-o`), `graph -o` (the bytes of
 GET /models/{id}/graph), `delete` then `list`; a saturated server's 503
-retried after its `Retry-After`; a refused connection retried with a bounded,
-doubling backoff until a server comes up on the port (and given up after
+retried after its `Retry-After` (a process); a refused connection retried with a bounded,
+doubling backoff until a server process comes up on the port (and given up after
 `--retries`); and connection resets: a GET sent again, a POST not (a small
 socket server in the test, as no real server resets on purpose).
 """
@@ -29,7 +30,7 @@ import pytest
 from onnx import TensorProto, helper
 from support import service_harness
 from support.paths import REPO
-from support.service_harness import ServiceProcess, copy_samples, free_port, saturated
+from support.service_harness import ServiceProcess, ServiceUnderTest, copy_samples, free_port, saturated
 
 from service.client import AsyncClient, Client, Retry, RetryNote
 
@@ -68,7 +69,7 @@ def wrong_type_model(path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def imported(server: ServiceProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def imported(server: ServiceUnderTest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """{id: model file} of the models the module uploads with `import`; the first has a failed check."""
     folder = tmp_path_factory.mktemp("models")
     files = [wrong_type_model(folder / "wrong_type.onnx")]
@@ -82,7 +83,7 @@ def imported(server: ServiceProcess, tmp_path_factory: pytest.TempPathFactory) -
     return ids
 
 
-def listed(server: ServiceProcess) -> list[dict[str, object]]:
+def listed(server: ServiceUnderTest) -> list[dict[str, object]]:
     """GET /models, every page, by hand."""
     items: list[dict[str, object]] = []
     params = {"limit": "1000"}
@@ -97,7 +98,7 @@ def listed(server: ServiceProcess) -> list[dict[str, object]]:
 # -- list, diagnostics, graph, delete
 
 
-def test_list_follows_every_page(server: ServiceProcess, imported: dict[str, Path]) -> None:
+def test_list_follows_every_page(server: ServiceUnderTest, imported: dict[str, Path]) -> None:
     result = run_cli("--url", server.url, "list", "--page-size", "2")
     assert result.returncode == 0 and result.stderr == "", result.stderr
     rows = [line.split("\t") for line in result.stdout.splitlines()]
@@ -113,7 +114,7 @@ def test_list_follows_every_page(server: ServiceProcess, imported: dict[str, Pat
     assert json.loads(as_json.stdout) == expected
 
 
-def test_diagnostics_as_json_sarif_and_junit(server: ServiceProcess, imported: dict[str, Path], tmp_path: Path) -> None:
+def test_diagnostics_as_json_sarif_and_junit(server: ServiceUnderTest, imported: dict[str, Path], tmp_path: Path) -> None:
     model_id = next(iter(imported))  # wrong_type.onnx
     result = run_cli("--url", server.url, "diagnostics", model_id)
     assert result.returncode == 0, result.stderr
@@ -142,7 +143,7 @@ def test_diagnostics_as_json_sarif_and_junit(server: ServiceProcess, imported: d
         ]
 
 
-def test_graph_writes_what_the_service_sends(server: ServiceProcess, imported: dict[str, Path], tmp_path: Path) -> None:
+def test_graph_writes_what_the_service_sends(server: ServiceUnderTest, imported: dict[str, Path], tmp_path: Path) -> None:
     model_id = next(iter(imported))
     out = tmp_path / "graph.json"
     result = run_cli("--url", server.url, "graph", model_id, "-o", str(out))
@@ -167,7 +168,7 @@ def test_graph_writes_what_the_service_sends(server: ServiceProcess, imported: d
     asyncio.run(twin())
 
 
-def test_delete_then_list_no_longer_shows_it(server: ServiceProcess, tmp_path: Path) -> None:
+def test_delete_then_list_no_longer_shows_it(server: ServiceUnderTest, tmp_path: Path) -> None:
     model = relu_model(tmp_path / "doomed.onnx", "doomed")
     model_id = json.loads(run_cli("--url", server.url, "import", str(model)).stdout)["id"]
     assert model_id in run_cli("--url", server.url, "list").stdout
