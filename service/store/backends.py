@@ -3,10 +3,11 @@
 Owns `open_store(settings)`: the `Store` over the content and the index the
 settings describe. Content: a folder (`--store PATH`, `service.store.local`)
 or object storage (`--store s3://BUCKET/PREFIX`, `service.store.s3`); the
-index: beside a local folder, or in PostgreSQL (`--database`,
-`service.store.postgres`); `--store-backend memory` keeps both in a
-temporary folder of the process's, removed at exit. The object-storage and PostgreSQL
-clients are the optional `fleet` extra, imported only when named. Also
+index: an SQLite file in the folder (`service.store.sqlite`), or PostgreSQL
+(`--database`, `service.store.postgres`); `--store-backend memory` keeps
+both in a temporary folder of the process's, removed at exit. The
+object-storage and PostgreSQL clients are the optional `fleet` extra,
+imported only when named. Also
 `resumable_uploads_for(settings, store)`: the resumable uploads of that store;
 and `open_data_root(settings)`: the data root (`service.store.data_root`), a
 folder or a bucket.
