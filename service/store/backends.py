@@ -1,13 +1,17 @@
 """The storage backends the settings name, and the store they make.
 
-Owns `open_store(settings)`: the `Store` over the content and the index the
-settings describe. Content: a folder (`--store PATH`, `service.store.local`)
-or object storage (`--store s3://BUCKET/PREFIX`, `service.store.s3`); the
-index: an SQLite file in the folder (`service.store.sqlite`), or PostgreSQL
+Owns `open_store(settings)`: the `Store` over the bytes and the index the
+settings describe. Bytes (`service.store.interface.Blobs`): a folder
+(`--store PATH`, `service.store.local.blobs`) or object storage
+(`--store s3://BUCKET/PREFIX`, `service.store.s3.blobs`), each model's
+content laid out on them by `service.store.content.Content`; the index: an
+SQLite file in the folder (`service.store.sqlite`), or PostgreSQL
 (`--database`, `service.store.postgres`); `--store-backend memory` keeps
-both in a temporary folder of the process's, removed at exit. The
-object-storage and PostgreSQL clients are the optional `fleet` extra,
-imported only when named. Also
+both in a temporary folder of the process's, removed at exit. Another
+backend of bytes is a module with a `Blobs` class and a branch in
+`_blobs`. The object-storage and PostgreSQL clients are the optional `fleet`
+extra, imported only when named. `store_over` makes the store of any
+`Blobs` and index with the settings' policy (tests give their own). Also
 `resumable_uploads_for(settings, store)`: the resumable uploads of that store;
 and `open_data_root(settings)`: the data root (`service.store.data_root`), a
 folder or a bucket.
@@ -21,10 +25,11 @@ from pathlib import Path
 
 from service.setting_kinds import SettingsError
 from service.settings import Settings
+from service.store.content import Content
 from service.store.data_root import DataRoot
 from service.store.folder_root import FolderRoot
-from service.store.interface import Content, Index
-from service.store.local.content import LocalContent
+from service.store.interface import Blobs, Index
+from service.store.local.blobs import FolderBlobs
 from service.store.model_store import Store
 from service.store.sqlite.index import SqliteIndex
 from service.store.uploads import ResumableUploads
@@ -33,17 +38,16 @@ from service.store.work_area import WorkArea
 FLEET_EXTRA = "pip install 'onnx-import-service[fleet]' (obstore, psycopg, psycopg-pool, boto3)"
 
 
-def _content(settings: Settings, work_area: WorkArea) -> Content:
+def _blobs(settings: Settings) -> Blobs:
     bucket = settings.store_bucket
     if bucket is None:
-        return LocalContent(Path(settings.store), work_area)
+        return FolderBlobs(Path(settings.store))
     try:
-        from service.store.s3.content import S3Content
+        from service.store.s3.blobs import BucketBlobs
         from service.store.s3.local_cache import LocalCache
     except ImportError as error:
         raise SettingsError(f"--store s3://... needs the fleet extra ({error.name} is missing): {FLEET_EXTRA}") from None
-    cache = LocalCache(settings.cache_dir / "objects", settings.cache_max_bytes)
-    return S3Content(bucket[0], bucket[1], cache, work_area)
+    return BucketBlobs(bucket[0], bucket[1], LocalCache(settings.cache_dir / "objects", settings.cache_max_bytes))
 
 
 def _index(settings: Settings) -> Index:
@@ -72,16 +76,19 @@ def open_data_root(settings: Settings) -> DataRoot:
 def open_store(settings: Settings) -> Store:
     """The store the settings describe (not opened yet: `Store.open`)."""
     work_area = WorkArea(settings.local_root / "tmp")  # the local work area, on this machine for every backend
-    temporary: tempfile.TemporaryDirectory[str] | None = None
-    if settings.store_backend == "memory":  # a local store in a folder beside the work area (so renames stay on one file system)
-        settings.local_root.mkdir(parents=True, exist_ok=True)
-        temporary = tempfile.TemporaryDirectory(prefix="memory-store-", dir=settings.local_root)
-        content: Content = LocalContent(Path(temporary.name), work_area)
-        index: Index = SqliteIndex(Path(temporary.name))
-    else:
-        content, index = _content(settings, work_area), _index(settings)
-    store = Store(
-        content,
+    if settings.store_backend != "memory":
+        return store_over(settings, _blobs(settings), _index(settings), work_area)
+    settings.local_root.mkdir(parents=True, exist_ok=True)  # a folder beside the work area (so puts are renames)
+    temporary = tempfile.TemporaryDirectory(prefix="memory-store-", dir=settings.local_root)
+    store = store_over(settings, FolderBlobs(Path(temporary.name)), SqliteIndex(Path(temporary.name)), work_area)
+    weakref.finalize(store, temporary.cleanup)  # with the store, or at exit
+    return store
+
+
+def store_over(settings: Settings, blobs: Blobs, index: Index, work_area: WorkArea) -> Store:
+    """The store of these bytes and this index, with the settings' caps and quotas."""
+    return Store(
+        Content(blobs, work_area),
         index,
         work_area,
         settings.store_max_bytes,
@@ -90,11 +97,8 @@ def open_store(settings: Settings) -> Store:
         tenant_max_bytes=settings.tenant_max_bytes,
         tenant_max_models=settings.tenant_max_models,
         tenant_max_reserved=settings.tenant_max_reserved,
-        local_reads=content.on_local_disk and not settings.database,
+        local_reads=blobs.local and isinstance(index, SqliteIndex),
     )
-    if temporary is not None:
-        weakref.finalize(store, temporary.cleanup)  # with the store, or at exit
-    return store
 
 
 def resumable_uploads_for(settings: Settings, store: Store) -> ResumableUploads:

@@ -1,105 +1,78 @@
 """The storage interface: what the store's policy (`service.store.model_store`)
 needs of a backend, in two parts that may be swapped apart.
 
-`Content` holds each model's immutable blobs (the uploaded files, the
-summary, the catalogue, the converted bytes, the graph), addressed by
-place; `Index` holds what changes: the records, which tenant holds which model,
-the bytes each takes and in all, the order of last use, and the lock that
-serializes changes. The local backend keeps content in a folder
-(`service.store.local`) and the index in an SQLite file beside it
-(`service.store.sqlite`); a fleet's puts content on object storage
-(`service.store.s3`) and the index in PostgreSQL (`service.store.postgres`),
-with the same queries (`service.store.sql`).
+`Blobs` holds bytes: immutable objects by key, below one root (a folder on
+this machine, `service.store.local.blobs`; a bucket's prefix,
+`service.store.s3.blobs`). Six operations: put a file, read a range, a
+local file to open or send, copy one out, list, delete. What the objects
+are (a model's uploaded files, summary, catalogue, converted bytes, graph)
+and where each model's go is `service.store.content.Content`'s, written once
+over any `Blobs`. `Index` holds what changes: the records, which tenant
+holds which model, the bytes each takes and in all, the order of last use,
+and the lock that serializes changes: an SQLite file beside a folder store
+(`service.store.sqlite`), or PostgreSQL for a fleet's
+(`service.store.postgres`), with the same queries (`service.store.sql`).
 
-Rules every backend keeps: content is put whole at a place of its own and
-never changes after (but for the graph, added once); a model is stored when
-the index has its record, which names the place and is written after the
-content is in place, and dropped before it is removed; every change of the
-index happens under `Index.locked()`; an index call that cannot reach its
-database, or a content call its object storage, raises `StorageUnavailable`.
+Rules every backend keeps: an object is put whole at a key of its own and
+never changes after; a model is stored when the index has its record, which
+names the place and is written after the content is in place, and dropped
+before it is removed; every change of the index happens under
+`Index.locked()`; a call that cannot reach its database or its object
+storage raises `StorageUnavailable`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
 from service.store.byte_source import ByteSource
 from service.store.eviction import TenantCaps
-from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
 
 
-class Content(Protocol):
-    """A model's blobs, at a place: the model id for a local backend, a
-    generation of it ("id/hex") for a remote one, so a re-import after a
-    removal never meets the old one's objects."""
+class Blobs(Protocol):
+    """Objects of bytes by key: relative, "/"-separated, with no empty, "." or
+    ".." segment ("models/<id>/<generation>/summary.json")."""
 
     @property
-    def on_local_disk(self) -> bool:
-        """The content takes room on the work area's file system (evicting it frees some)."""
+    def local(self) -> bool:
+        """The objects are files on this machine, on the work area's file
+        system: putting one moves a file, they take the free space the store
+        keeps a floor of, and a read costs microseconds, not a round trip."""
 
     def open(self) -> None:
-        """Ready the content store."""
+        """Ready the storage."""
 
     def close(self) -> None: ...
 
     def check(self) -> None:
-        """Raise `StorageUnavailable` if the content cannot be reached now (readiness)."""
+        """Raise `StorageUnavailable` if the storage cannot be reached now (readiness)."""
 
-    def new_place(self, model_id: str) -> str:
-        """Where a commit of `model_id` puts its content."""
+    def put(self, key: str, source: Path) -> None:
+        """The file `source` (in the work area) becomes the object `key`,
+        durably; the file is taken (moved, or uploaded and removed)."""
 
-    def prepare(self, place: str, work: ModelFolder) -> None:
-        """Make a finished work folder durable at `place`, outside the index's
-        lock (an object store uploads it here; it is garbage until recorded)."""
+    def reader(self, folder: str, item: SourceFile) -> ByteSource:
+        """The object `folder/item.path`, to read by range; a local file is
+        checked to be the one `item` recorded (TensorSourceGone, TensorSourceChanged)."""
 
-    def install(self, place: str, work: ModelFolder) -> None:
-        """Take the prepared content as stored (lock held; no record names `place`)."""
+    def local_path(self, key: str) -> Path:
+        """The object as a file on this machine, to open, send or query (a
+        remote object's copy in a local cache); FileNotFoundError if there is none."""
 
-    def discard(self, place: str) -> None:
-        """A prepared content that was not installed (the model was stored
-        meanwhile, or the commit failed): free what `prepare` put there."""
+    def fetch(self, key: str, target: Path) -> None:
+        """The object's bytes as a new file at `target`, in the work area;
+        FileNotFoundError if there is none."""
 
-    def places(self) -> list[str]:
-        """Every place with content, recorded or not (an interrupted commit
-        leaves one unrecorded). A listing of the whole store (for object
-        storage, of every object): only `gc --full` and a local store's start call it."""
+    def keys(self, folder: str) -> list[str]:
+        """The keys of every object below `folder` ("models/<id>/": a key's
+        first segments and a "/"; "" for every object)."""
 
-    def remove(self, place: str) -> Callable[[], None] | None:
-        """Make the content unreachable now (lock held); the returned call frees
-        its bytes (outside the lock). None if there was none."""
-
-    def has_graph(self, place: str) -> bool: ...
-
-    def add_graph(self, place: str, rendered: Path) -> None:
-        """Take a rendered graph document as the model's (lock held; it has none)."""
-
-    def summary(self, place: str) -> bytes:
-        """The stored summary's bytes; FileNotFoundError if the model is gone."""
-
-    def catalog(self, place: str) -> Path:
-        """The catalogue as a local file (a remote backend's cached copy); FileNotFoundError if gone."""
-
-    def open_graph(self, place: str) -> int:
-        """An open descriptor of the graph document; FileNotFoundError if it has none (or is gone)."""
-
-    def model_files(self, place: str) -> AbstractContextManager[ModelFolder]:
-        """The model's uploaded files as a local folder, for a worker to read
-        again (a remote backend's copy, removed at the end of the block). A
-        copy is FileNotFoundError if the files are gone, or one goes while it
-        is copied (a removal's objects are deleted outside the index's lock);
-        a folder read in place may go under the worker, whose import then
-        finds no file."""
-
-    def forget(self, place: str) -> None:
-        """Drop local copies of a removed place's files (a cached catalogue)."""
-
-    def open_file(self, place: str, item: SourceFile) -> ByteSource:
-        """A stored file the record names, checked to be the one recorded
-        (TensorSourceGone, TensorSourceChanged otherwise), to read by range."""
+    def delete(self, keys: list[str]) -> None:
+        """Remove these objects (one already gone is no error), and what this
+        process keeps of them (open files, local copies)."""
 
 
 class Index(Protocol):

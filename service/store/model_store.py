@@ -2,8 +2,9 @@
 what goes when room is needed.
 
 Owns `Store`, the one object the rest of the service reaches the store
-through. It composes a `Content`, an `Index` (`service.store.interface`) and
-the local `WorkArea`, and keeps, whatever the backend:
+through. It composes a `Content` (`service.store.content`: each model's
+files on any `Blobs`), an `Index` (`service.store.interface`) and the local
+`WorkArea`, and keeps, whatever the backend:
 
 - a commit (`commit`) stores a finished work folder under its content id
   unless that content is stored already, and gives the caller's tenant its
@@ -33,7 +34,8 @@ the local `WorkArea`, and keeps, whatever the backend:
   which lists the store; `gc --full` also lists every place the content has
   (for object storage, every object) and removes what no record names, but
   a commit still within its grace period. A local folder's start does the
-  full collection (a directory listing; its commits leave no marks).
+  full collection (a directory listing: it also finds what a store of a
+  release before the marks left).
 """
 
 from __future__ import annotations
@@ -47,9 +49,10 @@ from pathlib import Path
 from service.errors import ImportTooLarge, StorageUnavailable, StoreFull, TenantQuotaExceeded
 from service.store.byte_source import ByteSource
 from service.store.catalog import Catalog, CatalogUnavailable, OpenCatalogs
+from service.store.content import Content
 from service.store.eviction import TenantCaps
 from service.store.files import fsync_path, tree_bytes
-from service.store.interface import Content, Index
+from service.store.interface import Index
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
 from service.store.work_area import WorkArea
@@ -145,7 +148,7 @@ class Store:
                 self.index.end_upload(place)  # a commit recorded, its process killed before it ended its mark
             for place in orphans:
                 self.index.claim_upload(place)
-            removals = [(place, self.content.remove(place)) for place in orphans]
+            removals: list[Removal] = [(place, self.content.remove(place)) for place in orphans]
         self._free(removals, "removed the unrecorded content of an interrupted commit or removal (%s)")  # ends their marks
         return orphans
 
@@ -359,8 +362,7 @@ class Store:
                     )
                 evicting = self._eviction_plan(owner.tenant, keep=model_id, adding=0 if stored else size)
                 if not stored:
-                    self.content.install(place, work)
-                    self.index.add_record(record.model_copy(update={"place": "" if place == model_id else place}), size)
+                    self.index.add_record(record.model_copy(update={"place": place}), size)
                     self.uses_written += 1
                     installed = True
                 created = self.index.hold(owner, model_id)

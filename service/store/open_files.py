@@ -11,7 +11,7 @@ folder swapped for a link is seen); else the file is opened afresh, which
 answers as `open_checked` does (gone, changed). Each borrower gets a descriptor of its own (`os.dup`),
 so an eviction never closes one in use.
 
-A removed model's descriptors are closed by `forget(root)`; `sweep()`, at
+A removed file's descriptors are closed by `forget(paths)`; `sweep()`, at
 most every SWEEP_SECONDS, closes those whose path no longer names their file
 (a model deleted by another process, a data-root file removed), so their
 space is freed.
@@ -118,11 +118,11 @@ class OpenFiles:
             stale = [key for key, (fd, chain) in self.open.items() if not _names_it(chain, fd)]
         self._close(stale)
 
-    def forget(self, root: str) -> None:
-        """Close every descriptor of a file below `root` (a removed model's folder)."""
+    def forget(self, paths: set[str]) -> None:
+        """Close every descriptor of these files (whole paths: removed ones)."""
         with self.lock:
-            below = [key for key in self.open if key[0] == root]
-        self._close(below)
+            named = [key for key in self.open if f"{key[0]}/{key[1]}" in paths]
+        self._close(named)
 
     def close(self) -> None:
         with self.lock:

@@ -192,8 +192,12 @@ def tensor_of(request: Request, service: Service, tenant: str, model_id: str, na
     """The tensor's response: its lookup (record, catalogue), its file opened
     and checked, a small tensor read (`Service.read` runs it)."""
     record = require_record(service.store, tenant, model_id)
-    with catalog_errors():
+    try:
         row = find_tensor(service, model_id, tenant, name, field_path, record)
+    except CatalogUnavailable:  # removed since its record was read: 404, or imported again meanwhile (a new place): that copy
+        record = require_record(service.store, tenant, model_id)
+        with catalog_errors():
+            row = find_tensor(service, model_id, tenant, name, field_path, record)
     service.store.touch(model_id)
     source = None
     if row.file is not None and row.length:

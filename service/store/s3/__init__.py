@@ -1,6 +1,6 @@
-"""Content on S3-compatible object storage (AWS S3, Ceph RGW, SeaweedFS, MinIO).
+"""Bytes on S3-compatible object storage (AWS S3, Ceph RGW, SeaweedFS, MinIO).
 
-Owns `S3Content` (`content`: the `service.store.interface.Content` of
+Owns `BucketBlobs` (`blobs`: the `service.store.interface.Blobs` of
 `--store s3://BUCKET/PREFIX`), the client and its errors (`objects`:
 obstore, the endpoint and credentials from the standard AWS environment,
 ranged reads as a `ByteSource`) and the local cache of what must be a file
@@ -9,5 +9,5 @@ ranged reads as a `ByteSource`) and the local cache of what must be a file
 (`service.store.postgres`).
 
 May import: service.errors, service.store (its interface, records, layout,
-byte_source, files, work_area), obstore.
+byte_source, files, work_area), obstore, boto3 (`multipart`).
 """

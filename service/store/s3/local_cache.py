@@ -37,11 +37,6 @@ class LocalCache:
                 leftover.unlink(missing_ok=True)
         self.trim()
 
-    @staticmethod
-    def name(place: str, kind: str) -> str:
-        """`id/generation` + `catalog.sqlite` -> `id-generation-catalog.sqlite` (one folder, no nesting)."""
-        return f"{place.replace('/', '-')}-{kind}"
-
     def get(self, name: str, fill: Callable[[Path], None]) -> Path:
         """The cached file `name`, made by `fill(temporary_path)` on first use
         (which raises FileNotFoundError when the object is gone)."""
@@ -65,10 +60,9 @@ class LocalCache:
             self.trim(keep=path)
         return path
 
-    def drop(self, prefix: str) -> None:
-        """Remove every cached file whose name starts with `prefix` (a removed place's)."""
-        for path in self.folder.glob(f"{prefix}*"):
-            path.unlink(missing_ok=True)
+    def drop(self, name: str) -> None:
+        """Remove the cached file `name` (a deleted object's), if there is one."""
+        (self.folder / name).unlink(missing_ok=True)
 
     def trim(self, keep: Path | None = None) -> None:
         """Remove least recently used files until the folder is within its bound."""

@@ -31,7 +31,6 @@ from service.access.keys import ANONYMOUS
 from service.app import create_app
 from service.settings import Settings
 from service.store.model_store import Store
-from service.store.s3.content import S3Content
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLES = REPO / "testdata" / "samples"
@@ -125,9 +124,9 @@ def test_a_model_deleted_while_its_objects_are_copied_answers_404(fleet_client: 
     """The DELETE's removal of the objects lands between the listing of the
     model's files and their download: the GET finds no object."""
     store = store_of(fleet_client)
-    assert isinstance(store.content, S3Content)
+    assert not store.content.on_local_disk
     model_id, content = upload(fleet_client), store.content
-    monkeypatch.setattr(content, "_download", deleted_after(content._download, store, model_id))
+    monkeypatch.setattr(content.blobs, "fetch", deleted_after(content.blobs.fetch, store, model_id))
     assert_gone(fleet_client, model_id)
     assert not [place for place in content.places() if place.startswith(model_id)]  # its objects are gone
 
@@ -135,7 +134,7 @@ def test_a_model_deleted_while_its_objects_are_copied_answers_404(fleet_client: 
 def test_the_files_of_a_removed_place_are_not_found(fleet_client: TestClient) -> None:
     """A removed place's copy is FileNotFoundError (an empty folder would send a worker to find nothing)."""
     store = store_of(fleet_client)
-    assert isinstance(store.content, S3Content)
+    assert not store.content.on_local_disk
     model_id = upload(fleet_client)
     record = store.read_record(model_id)
     assert record is not None and record.place

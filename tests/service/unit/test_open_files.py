@@ -4,7 +4,7 @@ own; a file rewritten in place, replaced by a rename or deleted is refused on
 the next borrow as `open_checked` refuses it (409/410 to a client), its
 cached descriptor closed; `sweep()` closes the descriptor of a deleted file;
 a folder on the path swapped for a link is refused; eviction beyond the
-capacity and `forget(root)` close what they drop. Descriptors are counted in
+capacity and `forget(paths)` close what they drop. Descriptors are counted in
 /proc/self/fd."""
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def test_eviction_beyond_the_capacity_closes_the_least_recently_used(tmp_path: P
     assert [held(tmp_path / f"f{n}.bin") for n in range(3)] == [0, 0, 0]
 
 
-def test_forget_closes_the_descriptors_below_that_root_only(tmp_path: Path, files: OpenFiles) -> None:
+def test_forget_closes_the_descriptors_of_those_files_only(tmp_path: Path, files: OpenFiles) -> None:
     removed, other = tmp_path / "models" / "a", tmp_path / "models" / "b"
     gone = [write(removed, name, b"a" * 10) for name in ("model.onnx", "ext/w.bin")]
     staying = write(other, "model.onnx", b"b" * 10)
@@ -213,7 +213,7 @@ def test_forget_closes_the_descriptors_below_that_root_only(tmp_path: Path, file
         os.close(files.borrow(str(removed), identity))
     os.close(files.borrow(str(other), staying))
     assert held(removed / "model.onnx") == held(removed / "ext/w.bin") == held(other / "model.onnx") == 1
-    files.forget(str(removed))
+    files.forget({f"{removed}/model.onnx", f"{removed}/ext/w.bin"})
     assert held(removed / "model.onnx") == held(removed / "ext/w.bin") == 0
     assert held(other / "model.onnx") == 1 and len(files.open) == 1
     assert read_all(files.borrow(str(removed), gone[0])) == b"a" * 10  # still there: opened afresh

@@ -26,7 +26,6 @@ from service.access.keys import ANONYMOUS
 from service.http.tensor_responses import SMALL_BYTES
 from service.store.catalog import Catalog, CatalogUnavailable
 from service.store.records import StoredRecord
-from service.store.s3.content import S3Content
 
 PROBLEMS = "https://onnx-import.example/problems/"
 WEIGHT = onnx.numpy_helper.to_array(next(t for t in onnx.load(str(SAMPLES / "add.onnx")).graph.initializer if t.name == "W"))
@@ -73,21 +72,16 @@ def test_a_closed_catalogue_whose_file_went_is_unavailable(client: TestClient) -
 
 def test_a_model_imported_again_after_its_record_was_read_answers_its_bytes(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """The record is read, then the model is deleted and the same bytes
-    imported again (the same id, a new copy) before its file is opened: the
-    read answers the new copy's bytes, as a read after the import would, not
-    409 tensor-source-changed (the local store's copy has a new inode). On a
-    fleet the old copy's place is in the record read, and its catalogue is
-    gone with it: 404, removed meanwhile."""
+    imported again (the same id, a new copy at a place of its own) before
+    its catalogue is opened: the read answers the new copy's bytes, as a read
+    after the import would, not 404 (the place the record read names is gone
+    with its catalogue) or 409 tensor-source-changed."""
     model_id, store = upload(client), store_of(client)
     stale = store.read_record(model_id)
     assert client.delete(f"/models/{model_id}").status_code == 204
     assert upload(client) == model_id
     monkeypatch.setattr(store, "visible_record", read_before(stale, store.visible_record))
     response = client.get(f"/models/{model_id}/tensors/W")
-    if isinstance(store.content, S3Content):
-        assert response.status_code == 404, response.text
-        assert response.json()["type"] == PROBLEMS + "not-found"
-        return
     assert response.status_code == 200, response.text
     assert np.frombuffer(response.content, dtype="<f4").tolist() == WEIGHT.astype("<f4").ravel().tolist()
 
@@ -119,6 +113,6 @@ def test_a_streamed_tensor_whose_file_goes_after_its_lookup_is_gone_not_cut(clie
     assert whole.status_code == 200 and len(whole.content) == values * 4
     monkeypatch.setattr(store, "touch", deleted_after(store.touch, store, model_id))  # touched after the lookup
     response = client.get(f"/models/{model_id}/tensors/W")
-    status, slug = (410, "tensor-source-gone") if isinstance(store.content, S3Content) else (404, "not-found")
+    status, slug = (410, "tensor-source-gone") if not store.content.on_local_disk else (404, "not-found")
     assert response.status_code == status, response.text
     assert response.json()["type"] == PROBLEMS + slug

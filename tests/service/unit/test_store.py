@@ -1,7 +1,8 @@
 """The store's policy (`service.store.model_store.Store`) over each backend:
 commits, sharing between tenants, caps, eviction, release, graphs, each
-tenant's own check runs, garbage collection. In process, on the local folder backend and a
-fleet's (S3 and PostgreSQL) alike."""
+tenant's own check runs, garbage collection. In process, on the local folder backend, a
+fleet's (S3 and PostgreSQL) and a third the tests add in one module
+(`support.flat_blobs`: another layout of a folder's bytes) alike."""
 
 from __future__ import annotations
 
@@ -14,22 +15,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.flat_blobs import FlatBlobs
 
 from service.__main__ import main
 from service.errors import ImportTooLarge, StorageUnavailable, StoreFull, TenantQuotaExceeded
 from service.settings import Settings
-from service.store.backends import open_store
+from service.store.backends import open_store, store_over
 from service.store.layout import ModelFolder
 from service.store.model_store import START_GRACE_SECONDS, Store
 from service.store.records import SourceFile, StoredRecord, TenantRecord
+from service.store.sqlite.index import SqliteIndex
+from service.store.work_area import WorkArea
 
 if TYPE_CHECKING:
     from fleet_servers import FleetServers  # tools/ (tests/support/fleet.py's fixture)
 
 MIB = 1 << 20
-# The store over each backend: the local folder (with its SQLite index) and a
-# fleet's (objects in a real SeaweedFS, the index in a real PostgreSQL).
-BACKENDS = ("local", "fleet")
+# The store over each backend: the local folder (with its SQLite index), a
+# fleet's (objects in a real SeaweedFS, the index in a real PostgreSQL), and
+# the tests' own flat folder of bytes (with the SQLite index).
+BACKENDS = ("local", "fleet", "flat")
 MakeStore = Callable[..., Store]
 
 
@@ -50,8 +55,13 @@ def make_store(request: pytest.FixtureRequest, backend: str, monkeypatch: pytest
                 monkeypatch.setenv(name, value)
             chosen.update(store=fleet.new_store_url(), database=fleet.new_database(), cache_dir=folder / "cache")
         else:
-            chosen.update(store=str(folder / "store"), store_backend=backend)
-        store = open_store(Settings(**chosen))  # type: ignore[arg-type]
+            chosen.update(store=str(folder / "store"))
+        settings = Settings(**chosen)  # type: ignore[arg-type]
+        if backend == "flat":  # the tests' own backend of bytes: the service's index and policy over it
+            root = Path(settings.store)
+            store = store_over(settings, FlatBlobs(root / "flat"), SqliteIndex(root), WorkArea(root / "tmp"))
+        else:
+            store = open_store(settings)
         store.open()
         return store
 
@@ -93,6 +103,36 @@ def test_a_commit_is_visible_to_its_tenant_only(store: Store) -> None:
     assert holding is not None and holding.input == "m.onnx"
     assert [listed for _, listed in store.list_models("alice", None, 10)] == [model_id]
     assert store.list_models("bob", None, 10) == []
+
+
+def test_a_stored_model_reads_back_whole_and_is_gone_once_released(store: Store) -> None:
+    """What the routes read: the tensor file by range, the files for a worker,
+    the catalogue and the graph as local files; after the release, none of it."""
+    content = b"the model's bytes " * 1000
+    model_id, _ = commit(store, "alice", content)
+    record = store.read_record(model_id)
+    assert record is not None and record.place.startswith(model_id + "/")  # a place of its own
+    source = store.open_file(record, record.files["model"])
+    try:
+        assert source.read(0, len(content)) == content and source.read(5, 9) == content[5:14]
+    finally:
+        source.close()
+    with store.model_files(model_id) as folder:
+        assert folder.upload_model.read_bytes() == content
+    with store.work_folder() as work:
+        work.graph.write_bytes(b'{"graph":true}')
+        assert store.add_graph(model_id, work.graph, "alice")
+    graph = store.open_graph(model_id)
+    try:
+        assert os.read(graph, 100) == b'{"graph":true}'
+    finally:
+        os.close(graph)
+    assert store.release("alice", model_id)
+    assert store.content.places() == []
+    with pytest.raises(FileNotFoundError):
+        store.content.summary(record.place)
+    with pytest.raises(FileNotFoundError), store.content.model_files(record.place):
+        pass
 
 
 def test_the_same_content_is_stored_once_and_held_by_each_tenant(store: Store) -> None:
@@ -255,7 +295,8 @@ def test_a_fleet_start_lists_no_object_gc_full_does(
     with first.work_folder() as work:
         work.files.mkdir()
         work.upload_model.write_bytes(b"uploaded, never recorded")
-        first.content.prepare(unmarked, work)
+        first.content.prepare(unmarked, work)  # puts take the work folder's files
+        work.upload_model.write_bytes(b"uploaded, never recorded")
         first.index.begin_upload(in_flight)  # a commit's mark: its replica killed after the upload
         first.content.prepare(in_flight, work)
     first.close()

@@ -1,0 +1,79 @@
+"""Objects in a bucket: the fleet store's bytes (`--store s3://BUCKET/PREFIX`).
+
+Owns `BucketBlobs` (`service.store.interface.Blobs`): the object `a/b/c` is
+the key `PREFIX/a/b/c`, put from a file (each large one in parts, by
+obstore), read by ranged GETs (`ObjectSource`, the most recent small reads
+kept: an object never changes), and copied to a local file where it must be
+one (a catalogue to query, a graph to send) in the bounded `LocalCache`,
+which a delete empties of it. A delete of many keys is a request per
+thousand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import obstore
+
+from service.store.byte_source import ByteSource
+from service.store.records import SourceFile
+from service.store.s3.local_cache import LocalCache
+from service.store.s3.objects import ObjectSource, RecentReads, connect, reachable
+
+CHUNK_BYTES = 1 << 20
+DELETES_AT_ONCE = 1000  # S3's DeleteObjects takes at most as many
+
+
+class BucketBlobs:
+    local = False
+
+    def __init__(self, bucket: str, prefix: str, cache: LocalCache) -> None:
+        self.store = connect(bucket, prefix)
+        self.cache = cache
+        self.recent = RecentReads()
+
+    def open(self) -> None:
+        self.cache.open()
+        self.check()
+
+    def close(self) -> None:
+        pass  # obstore's client holds no file or connection that outlives a request
+
+    def check(self) -> None:
+        with reachable():
+            obstore.list_with_delimiter(self.store, "models/-/")  # a listing of nothing: one cheap request
+
+    def put(self, key: str, source: Path) -> None:
+        with reachable():
+            obstore.put(self.store, key, source)
+        source.unlink()
+
+    def reader(self, folder: str, item: SourceFile) -> ByteSource:
+        return ObjectSource(self.store, f"{folder}/{item.path}", recent=self.recent)
+
+    def local_path(self, key: str) -> Path:
+        return self.cache.get(_cache_name(key), lambda path: self.fetch(key, path))
+
+    def fetch(self, key: str, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with reachable(), open(target, "wb") as out:
+            for chunk in obstore.get(self.store, key).stream(min_chunk_size=CHUNK_BYTES):
+                out.write(chunk)
+
+    def keys(self, folder: str) -> list[str]:
+        """From the objects themselves (a listing by delimiter would also show
+        the empty "folders" some servers, SeaweedFS among them, keep)."""
+        with reachable():
+            return [meta["path"] for batch in obstore.list(self.store, folder or None, chunk_size=1000) for meta in batch]
+
+    def delete(self, keys: list[str]) -> None:
+        with reachable():
+            for start in range(0, len(keys), DELETES_AT_ONCE):
+                obstore.delete(self.store, keys[start : start + DELETES_AT_ONCE])
+        for key in keys:
+            self.cache.drop(_cache_name(key))
+
+
+def _cache_name(key: str) -> str:
+    """`models/<id>/<generation>/catalog.sqlite` -> `models-<id>-<generation>-catalog.sqlite` (one folder, no nesting)."""
+    return key.replace("/", "-")
