@@ -85,7 +85,8 @@ class ServiceUnderTest:
         """The ids of the models whose content is in the store: folders in a
         local one; in fleet mode, those with objects in the bucket (recorded or not)."""
         if self.fleet_store is None:
-            return {folder.name for folder in (self.store / "models").iterdir()}
+            models = self.store / "models"
+            return {folder.name for folder in models.iterdir()} if models.exists() else set()
         from service.store.backends import open_store
 
         for name, value in FLEET.environ.items():
