@@ -56,12 +56,12 @@ def make_store(request: pytest.FixtureRequest, backend: str, monkeypatch: pytest
             chosen.update(store=fleet.new_store_url(), database=fleet.new_database(), cache_dir=folder / "cache")
         else:
             chosen.update(store=str(folder / "store"))
-        settings = Settings(**chosen)  # type: ignore[arg-type]
+        made = Settings(**chosen)  # type: ignore[arg-type]
         if backend == "flat":  # the tests' own backend of bytes: the service's index and policy over it
-            root = Path(settings.store)
-            store = store_over(settings, FlatBlobs(root / "flat"), SqliteIndex(root), WorkArea(root / "tmp"))
+            root = Path(made.store)
+            store = store_over(made, FlatBlobs(root / "flat"), SqliteIndex(root), WorkArea(root / "tmp"))
         else:
-            store = open_store(settings)
+            store = open_store(made)
         store.open()
         return store
 
