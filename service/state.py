@@ -5,18 +5,13 @@ Owns `Service`: the parts the import use cases are handed (`imports`,
 limiter, data root, graph renders under way in this process; all but the
 renders also properties of their own names), and what only the HTTP layer uses (API keys,
 metrics, readiness, the resumable uploads in the making, the store's
-opening); and `Service.read` (a store read on the event loop or in a thread,
-whichever costs less). Nothing here knows the web framework: the routes are
-handed it by `service.http.dependencies`.
+opening). Nothing here knows the web framework: the routes are handed it
+by `service.http.dependencies`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
-
-import anyio.to_thread
 
 from service.access.keys import KeyRing
 from service.imports.limiter import ImportLimiter
@@ -30,8 +25,6 @@ from service.store.data_root import DataRoot
 from service.store.model_store import Store
 from service.store.opening import StoreOpening
 from service.store.uploads import ResumableUploads
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -66,12 +59,3 @@ class Service:
     @property
     def data_root(self) -> DataRoot:
         return self.imports.data_root
-
-    async def read(self, call: Callable[[], T]) -> T:
-        """`call()` (a read of the store: index lookups, a catalogue query, a
-        small file read) where it costs least: on the event loop when the
-        store and the data root are on this machine (tens of microseconds,
-        less than a thread hop), else in a worker thread (network round trips)."""
-        if self.store.local_reads and self.data_root.local_reads:
-            return call()
-        return await anyio.to_thread.run_sync(call)

@@ -206,7 +206,7 @@ def tensor_response(
 ) -> Response:
     """The response for one tensor. `source`: (a call that opens the file
     holding it, checked to be the one recorded; the file's record), None when
-    it has no bytes. Called by `Service.read` (on the event loop for a store
+    it has no bytes. Called by `ImportParts.read` (on the event loop for a store
     on this machine, else in a worker thread): it opens (and for a small
     tensor reads) the file."""
     prefix = b""

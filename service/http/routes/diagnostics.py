@@ -26,14 +26,14 @@ from service.checks.junit import junit_report
 from service.checks.outcome import STAGES, Finding, Stage, results_of
 from service.checks.runs import CheckRuns
 from service.checks.sarif import sarif_report
-from service.http.dependencies import ServiceDep
+from service.http.dependencies import ImportsDep
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
 from service.http.problems import ProblemError
 from service.http.routes.models import MAX_PAGE, require_model
 from service.http.routes.tensors import catalog_errors, catalog_of
 from service.http.schemas import DiagnosticEntry, DiagnosticPage, PageLinks
-from service.state import Service
+from service.imports.parts import ImportParts
 
 router = APIRouter(tags=["diagnostics"])
 MAX_REPORT_FINDINGS = 20_000
@@ -53,7 +53,7 @@ JUNIT_MEDIA_TYPE = "application/xml"
 )
 def list_diagnostics(
     model_id: str,
-    service: ServiceDep,
+    parts: ImportsDep,
     caller: ReadCaller,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
@@ -62,17 +62,17 @@ def list_diagnostics(
     format: Literal["json", "sarif", "junit"] = "json",
 ) -> Response | DiagnosticPage:
     # a plain def: FastAPI runs it in a worker thread (SQLite queries)
-    require_model(service.store, caller.tenant, model_id)
+    require_model(parts.store, caller.tenant, model_id)
     if format != "json":
-        return _report(service, caller.tenant, model_id, format)
+        return _report(parts, caller.tenant, model_id, format)
     after = seq_after("diagnostics", cursor)
-    runs = CheckRuns.from_bytes(service.store.checks(caller.tenant, model_id))
+    runs = CheckRuns.from_bytes(parts.store.checks(caller.tenant, model_id))
     if runs is not None:
         listed = runs.findings_of(severity, stage)
         rows = [{"seq": seq, **finding} for seq, finding in enumerate(listed) if seq > after][: limit + 1]
     else:  # a holding from before per-tenant runs: the findings stored with the content
         with catalog_errors():
-            rows = catalog_of(service, model_id, caller.tenant).diagnostics(after, limit + 1, severity, stage)
+            rows = catalog_of(parts, model_id, caller.tenant).diagnostics(after, limit + 1, severity, stage)
     page = page_of(
         rows,
         limit,
@@ -86,20 +86,20 @@ def list_diagnostics(
     return DiagnosticPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
 
 
-def _report(service: Service, tenant: str, model_id: str, format: Literal["sarif", "junit"]) -> Response:
+def _report(parts: ImportParts, tenant: str, model_id: str, format: Literal["sarif", "junit"]) -> Response:
     """The model's whole check report, for CI."""
     try:
-        summary = json.loads(service.store.summary(model_id))
+        summary = json.loads(parts.store.summary(model_id))
     except FileNotFoundError:
         raise ProblemError("not-found", "the model was evicted from the store meanwhile; post it again") from None
-    held = service.store.holding(tenant, model_id)
+    held = parts.store.holding(tenant, model_id)
     name = held.input if held is not None else str(summary.get("input", ""))
-    runs = CheckRuns.from_bytes(service.store.checks(tenant, model_id))
+    runs = CheckRuns.from_bytes(parts.store.checks(tenant, model_id))
     if runs is not None:
         findings = [Finding.from_dict(item) for item in runs.findings[:MAX_REPORT_FINDINGS]]
         results = runs.results()
     else:  # a holding from before per-tenant runs: what is stored with the content
-        findings, results = _stored_findings(service, tenant, model_id), results_of(summary)
+        findings, results = _stored_findings(parts, tenant, model_id), results_of(summary)
     if format == "junit":
         return Response(junit_report(name, results, findings), media_type=JUNIT_MEDIA_TYPE)
     sha256 = (summary.get("model_file") or {}).get("sha256")
@@ -107,9 +107,9 @@ def _report(service: Service, tenant: str, model_id: str, format: Literal["sarif
     return JSONResponse(report, media_type=SARIF_MEDIA_TYPE)
 
 
-def _stored_findings(service: Service, tenant: str, model_id: str) -> list[Finding]:
+def _stored_findings(parts: ImportParts, tenant: str, model_id: str) -> list[Finding]:
     findings: list[Finding] = []
-    catalog = catalog_of(service, model_id, tenant)
+    catalog = catalog_of(parts, model_id, tenant)
     after = -1
     with catalog_errors():
         while len(findings) < MAX_REPORT_FINDINGS:

@@ -7,7 +7,7 @@ characters: `/` as `%2F`, and the empty name as nothing after the slash; the
 server decodes the path once, so `%252F` is the name `%2F`), or its URL-safe
 alias. A name several tensors share answers 409 with the candidates;
 `?field_path=` picks one exactly. Each lookup is one indexed query of the
-model's catalogue (kept open), run by `Service.read`: on the event loop for a
+model's catalogue (kept open), run by `ImportParts.read`: on the event loop for a
 store on this machine, in a worker thread for a fleet's; the bytes are served
 by `service.http.tensor_responses` (the file kept open, `OpenFiles`).
 
@@ -15,8 +15,8 @@ A model removed while a read runs (a DELETE, an eviction, another replica,
 between the record's lookup and the catalogue's or the file's) is 404
 not-found (on a fleet, an object deleted before its bytes are fetched: 410
 tensor-source-gone); one deleted and imported again meanwhile (the same id, the same
-bytes in a new copy) is read from the copy its record names now
-(`open_stored`), not refused as a changed file.
+bytes in a new copy at a place of its own) is read from the copy its
+record names now (`tensor_of`, `open_stored`), not refused as gone or changed.
 
 The server decodes a path and a query with replacement characters, so `%FF`
 would be the name U+FFFD: here the raw path and query must percent-decode to
@@ -37,7 +37,7 @@ from fastapi.responses import Response
 
 from service.access.callers import ReadCaller, authorize
 from service.errors import TensorSourceChanged, TensorSourceGone, bounded
-from service.http.dependencies import ServiceDep, get_service
+from service.http.dependencies import ImportsDep, get_service
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
 from service.http.plain_reads import plain_read_route
@@ -45,9 +45,9 @@ from service.http.problems import ProblemError
 from service.http.routes.models import MAX_PAGE, require_model, require_record
 from service.http.schemas import PageLinks, TensorEntry, TensorPage
 from service.http.tensor_responses import tensor_response
+from service.imports.parts import ImportParts
 from service.imports.stored_model import GONE
 from service.sandbox.catalog_format import TensorRow, npy_href, tensor_href
-from service.state import Service
 from service.store.byte_source import ByteSource
 from service.store.catalog import Catalog, CatalogUnavailable
 from service.store.records import StoredRecord
@@ -95,7 +95,7 @@ def entry_of(model_id: str, row: TensorRow) -> TensorEntry:
 async def list_tensors(
     request: Request,
     model_id: str,
-    service: ServiceDep,
+    parts: ImportsDep,
     caller: ReadCaller,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
@@ -105,21 +105,21 @@ async def list_tensors(
     after = seq_after("tensors", cursor)
 
     def rows_of_page() -> list[TensorRow]:
-        require_model(service.store, caller.tenant, model_id)
+        require_model(parts.store, caller.tenant, model_id)
         with catalog_errors():
-            return catalog_of(service, model_id, caller.tenant).page(after, limit + 1, prefix)
+            return catalog_of(parts, model_id, caller.tenant).page(after, limit + 1, prefix)
 
-    rows = await service.read(rows_of_page)
+    rows = await parts.read(rows_of_page)
     page = page_of(rows, limit, "tensors", lambda row: (row.seq,), f"/models/{model_id}/tensors", prefix=prefix)
     items = [entry_of(model_id, row) for row in page.items]
     return TensorPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
 
 
 def find_tensor(
-    service: Service, model_id: str, tenant: str, name: str, field_path: str | None, record: StoredRecord | None = None
+    parts: ImportParts, model_id: str, tenant: str, name: str, field_path: str | None, record: StoredRecord | None = None
 ) -> TensorRow:
     """The one tensor `name` (and `field_path`, if given) means; else 404 or 409."""
-    catalog = service.store.catalog(model_id, tenant, record)
+    catalog = parts.store.catalog(model_id, tenant, record)
     if field_path is not None:
         row = catalog.by_field_path(field_path)
         if row is None or name not in (row.name, row.alias):
@@ -148,13 +148,13 @@ async def get_tensor(
     request: Request,
     model_id: str,
     name: str,
-    service: ServiceDep,
+    parts: ImportsDep,
     caller: ReadCaller,
     format: Literal["raw", "npy"] = "raw",
     field_path: Annotated[str | None, Query(max_length=4096)] = None,
 ) -> Response:
     require_utf8(request.scope.get("query_string"), "query")
-    return await tensor_get(request, service, caller.tenant, model_id, name, field_path, format)
+    return await tensor_get(request, parts, caller.tenant, model_id, name, field_path, format)
 
 
 async def get_tensor_plain(request: Request) -> Response:
@@ -162,14 +162,15 @@ async def get_tensor_plain(request: Request) -> Response:
     the raw layout, found by name."""
     service = await get_service(request)
     caller = await authorize(request, service, "read")
-    return await tensor_get(request, service, caller.tenant, request.path_params["model_id"], request.path_params["name"], None, "raw")
+    model_id, name = request.path_params["model_id"], request.path_params["name"]
+    return await tensor_get(request, service.imports, caller.tenant, model_id, name, None, "raw")
 
 
 async def tensor_get(
-    request: Request, service: Service, tenant: str, model_id: str, name: str, field_path: str | None, fmt: str
+    request: Request, parts: ImportParts, tenant: str, model_id: str, name: str, field_path: str | None, fmt: str
 ) -> Response:
     require_utf8(request.scope.get("raw_path"), "path")
-    return await service.read(lambda: tensor_of(request, service, tenant, model_id, name, field_path, fmt))
+    return await parts.read(lambda: tensor_of(request, parts, tenant, model_id, name, field_path, fmt))
 
 
 router.add_api_route(
@@ -188,17 +189,17 @@ router.add_api_route(
 )
 
 
-def tensor_of(request: Request, service: Service, tenant: str, model_id: str, name: str, field_path: str | None, fmt: str) -> Response:
+def tensor_of(request: Request, parts: ImportParts, tenant: str, model_id: str, name: str, field_path: str | None, fmt: str) -> Response:
     """The tensor's response: its lookup (record, catalogue), its file opened
-    and checked, a small tensor read (`Service.read` runs it)."""
-    record = require_record(service.store, tenant, model_id)
+    and checked, a small tensor read (`ImportParts.read` runs it)."""
+    record = require_record(parts.store, tenant, model_id)
     try:
-        row = find_tensor(service, model_id, tenant, name, field_path, record)
+        row = find_tensor(parts, model_id, tenant, name, field_path, record)
     except CatalogUnavailable:  # removed since its record was read: 404, or imported again meanwhile (a new place): that copy
-        record = require_record(service.store, tenant, model_id)
+        record = require_record(parts.store, tenant, model_id)
         with catalog_errors():
-            row = find_tensor(service, model_id, tenant, name, field_path, record)
-    service.store.touch(model_id)
+            row = find_tensor(parts, model_id, tenant, name, field_path, record)
+    parts.store.touch(model_id)
     source = None
     if row.file is not None and row.length:
         item = record.files.get(row.file)
@@ -208,31 +209,31 @@ def tensor_of(request: Request, service: Service, tenant: str, model_id: str, na
 
         def open_source() -> ByteSource:
             if stored.in_store:
-                return open_stored(service, tenant, model_id, record, key)
-            return service.data_root.open(stored)
+                return open_stored(parts, tenant, model_id, record, key)
+            return parts.data_root.open(stored)
 
         source = (open_source, item)
     return tensor_response(request, model_id, row, source, fmt)
 
 
-def open_stored(service: Service, tenant: str, model_id: str, record: StoredRecord, key: str) -> ByteSource:
+def open_stored(parts: ImportParts, tenant: str, model_id: str, record: StoredRecord, key: str) -> ByteSource:
     """The model's stored file `key`. If it is not the one `record` names (gone,
     or another copy), the model was removed since its record was read: 404,
     or, imported again meanwhile (the same id: the same bytes, a new copy),
     the file its record names now."""
     try:
-        return service.store.open_file(record, record.files[key])
+        return parts.store.open_file(record, record.files[key])
     except (TensorSourceGone, TensorSourceChanged):
-        current = service.store.visible_record(tenant, model_id)
+        current = parts.store.visible_record(tenant, model_id)
         if current == record:
             raise  # the stored file itself changed or went: the store was damaged
         if current is None or key not in current.files:
             raise ProblemError("not-found", GONE) from None
-        return service.store.open_file(current, current.files[key])
+        return parts.store.open_file(current, current.files[key])
 
 
-def catalog_of(service: Service, model_id: str, tenant: str) -> Catalog:
-    return service.store.catalog(model_id, tenant)
+def catalog_of(parts: ImportParts, model_id: str, tenant: str) -> Catalog:
+    return parts.store.catalog(model_id, tenant)
 
 
 @contextlib.contextmanager
