@@ -53,8 +53,7 @@ COPY tools/build_backend.py tools/
 COPY importer/ importer/
 COPY service/ service/
 # The project's wheel and one wheel per dependency, with the `fleet` extra's
-# (obstore, psycopg[binary] with its own libpq, psycopg-pool, boto3 for the
-# resumable uploads' multipart parts: the image also
+# (obstore, psycopg[binary] with its own libpq, psycopg-pool: the image also
 # serves a fleet, --store s3://... with --database postgresql://...,
 # compose.fleet.yaml) and the `runtime` extra's (onnx and onnxruntime: the
 # shape, runtime and smoke check stages); --only-binary refuses any

@@ -35,7 +35,7 @@ from service.store.sqlite.index import SqliteIndex
 from service.store.uploads import ResumableUploads
 from service.store.work_area import WorkArea
 
-FLEET_EXTRA = "pip install 'onnx-import-service[fleet]' (obstore, psycopg, psycopg-pool, boto3)"
+FLEET_EXTRA = "pip install 'onnx-import-service[fleet]' (obstore, psycopg, psycopg-pool)"
 
 
 def _blobs(settings: Settings) -> Blobs:

@@ -63,8 +63,8 @@ class Blobs(Protocol):
         remote object's copy in a local cache); FileNotFoundError if there is none."""
 
     def fetch(self, key: str, target: Path) -> None:
-        """The object's bytes as a new file at `target`, in the work area;
-        FileNotFoundError if there is none."""
+        """The object's bytes appended to the file `target`, in the work area
+        (made if missing); FileNotFoundError if there is none."""
 
     def keys(self, folder: str) -> list[str]:
         """The keys of every object below `folder` ("models/<id>/": a key's

@@ -337,9 +337,7 @@ def test_the_image_is_built_and_lean(running: Stack, report: list[str]) -> None:
     )
     report.append(f"container: largest in the venv: {largest}; {len(layers)} non-empty layers")
     assert read_dockerfile().runtime.env()["VIRTUAL_ENV"] == "/opt/venv"
-    # onnxruntime and onnx (the runtime extra, the check stages) are about 85 MB of it, and
-    # boto3 (the fleet extra: resumable uploads as S3 multipart parts) about 35 MB, most of
-    # it botocore's models of every AWS API
+    # onnxruntime and onnx (the runtime extra, the check stages) are about 85 MB of it
     assert size - base_size < 270e6, "the service adds less than 270 MB to its base"
     no_pip = running.exec_python("import importlib.util, json; print(json.dumps(importlib.util.find_spec('pip') is None))")
     assert no_pip is True, "the service's environment has no pip"

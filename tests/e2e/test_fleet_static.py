@@ -5,7 +5,7 @@ builds and runs them for real where a container engine can be started).
   finding at any level, as the service's Dockerfile (tests/e2e/test_deploy_static.py);
   no `# syntax=` line; every stage on the service's base (PYTHON_IMAGE, the
   same default); a numeric, non-root user; a health check.
-- The service's Dockerfile installs the `fleet` extra (obstore, psycopg, psycopg-pool, boto3).
+- The service's Dockerfile installs the `fleet` extra (obstore, psycopg, psycopg-pool).
 - compose.fleet.yaml: the Compose specification's JSON schema, alone and
   merged over compose.yaml (and `docker compose config` where the CLI is);
   every service hardened (read-only root, no capabilities, no-new-privileges,
@@ -114,7 +114,7 @@ def test_every_fleet_image_is_built_here_on_the_services_base() -> None:
 def test_the_service_image_has_the_fleet_extra() -> None:
     with (REPO / "pyproject.toml").open("rb") as handle:
         extra = tomllib.load(handle)["project"]["optional-dependencies"]["fleet"]
-    assert {re.split(r"[\[<>=]", requirement)[0] for requirement in extra} == {"obstore", "psycopg", "psycopg-pool", "boto3"}
+    assert {re.split(r"[\[<>=]", requirement)[0] for requirement in extra} == {"obstore", "psycopg", "psycopg-pool"}
     dockerfile = read_dockerfile(DOCKERFILE)
     builder = " ".join(i.arguments for i in dockerfile.stage("builder").all("RUN"))
     runtime = " ".join(i.arguments for i in dockerfile.runtime.all("RUN"))

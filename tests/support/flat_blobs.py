@@ -64,7 +64,8 @@ class FlatBlobs:
     def fetch(self, key: str, target: Path) -> None:
         source = self.local_path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+        with open(source, "rb") as bytes_in, open(target, "ab") as out:
+            shutil.copyfileobj(bytes_in, out)
 
     def keys(self, folder: str) -> list[str]:
         return [key for key in map(unquote, os.listdir(self.root)) if key.startswith(folder)]

@@ -21,15 +21,18 @@ rolling upgrade. The tables, all named `onnx_*`:
                     same locked block before or after the model's record, and
                     dropping a model deletes its holdings itself
     onnx_uploads    commits in flight: a content place and when its upload began
-    onnx_tus_uploads  resumable uploads (tus) in the making, any replica's
-                    (`service.store.postgres.uploads`): the tenant (by key),
-                    the declared length and metadata, the S3 multipart upload
-                    (its id), the bytes of its recorded parts and of its
-                    incomplete part (an object of its own), the last write
+    onnx_resumable_uploads  resumable uploads (tus) in the making, any
+                    replica's (`service.store.postgres.uploads`): the tenant
+                    (by key), the declared length and metadata, the bytes of
+                    its recorded parts, the next part's number, the last write
                     (the database's clock: the expiry counts from it) and the
                     lease of the one request writing it
-    onnx_tus_parts  a resumable upload's recorded parts: number, ETag, size
-                    (deleted with their upload)
+    onnx_resumable_parts  a resumable upload's recorded parts (each an
+                    object of the store's): number, size (deleted with their
+                    upload)
+    onnx_tus_uploads, onnx_tus_parts  the same, of the release before
+                    (migration 3: the parts of an S3 multipart upload), left
+                    to its replicas during a rolling update, unread here
     onnx_totals     one row: the bytes and the number of the stored models,
                     kept by a trigger on onnx_models (`onnx_count_totals`) at
                     each insert, delete and change of size, whichever
@@ -149,6 +152,31 @@ MIGRATIONS: list[list[str]] = [
         CREATE TRIGGER onnx_models_totals AFTER INSERT OR DELETE OR UPDATE OF size ON onnx_models
         FOR EACH ROW EXECUTE FUNCTION onnx_count_totals()""",
         "INSERT INTO onnx_totals (bytes, models) SELECT COALESCE(SUM(size), 0), count(*) FROM onnx_models",
+    ],
+    [  # 5: resumable uploads whose parts are objects of the store's (`service.store.fleet_uploads`)
+        """
+        CREATE TABLE onnx_resumable_uploads (
+            id text COLLATE "C" PRIMARY KEY,
+            tenant_key text COLLATE "C" NOT NULL,
+            length bigint NOT NULL,
+            metadata text NOT NULL,
+            filename text NOT NULL,
+            created_ns bigint NOT NULL,
+            parts_bytes bigint NOT NULL DEFAULT 0,
+            next_part integer NOT NULL DEFAULT 1,
+            last_write timestamptz NOT NULL DEFAULT now(),
+            lease text COLLATE "C" NOT NULL DEFAULT '',
+            lease_until timestamptz NOT NULL DEFAULT '-infinity'
+        )""",
+        "CREATE INDEX onnx_resumable_uploads_by_tenant ON onnx_resumable_uploads (tenant_key)",
+        "CREATE INDEX onnx_resumable_uploads_by_last_write ON onnx_resumable_uploads (last_write)",
+        """
+        CREATE TABLE onnx_resumable_parts (
+            upload_id text COLLATE "C" NOT NULL REFERENCES onnx_resumable_uploads (id) ON DELETE CASCADE,
+            number integer NOT NULL,
+            size bigint NOT NULL,
+            PRIMARY KEY (upload_id, number)
+        )""",
     ],
 ]
 

@@ -9,5 +9,5 @@ ranged reads as a `ByteSource`) and the local cache of what must be a file
 (`service.store.postgres`).
 
 May import: service.errors, service.store (its interface, records, layout,
-byte_source, files, work_area), obstore, boto3 (`multipart`).
+byte_source, files, work_area), obstore.
 """

@@ -52,11 +52,11 @@ class BucketBlobs:
         return ObjectSource(self.store, f"{folder}/{item.path}", recent=self.recent)
 
     def local_path(self, key: str) -> Path:
-        return self.cache.get(_cache_name(key), lambda path: self.fetch(key, path))
+        return self.cache.get(_cache_name(key), lambda path: self.fetch(key, path))  # a new file each time
 
     def fetch(self, key: str, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with reachable(), open(target, "wb") as out:
+        with reachable(), open(target, "ab") as out:
             for chunk in obstore.get(self.store, key).stream(min_chunk_size=CHUNK_BYTES):
                 out.write(chunk)
 
