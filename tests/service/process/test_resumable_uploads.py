@@ -96,7 +96,7 @@ def uploads_held(server: ServiceProcess) -> set[str]:
     uploads folder, or with ONNX_TEST_STORE=fleet the index's rows."""
     if server.fleet_store is not None:
         with psycopg.connect(server.fleet_store[1]) as connection:
-            return {str(row[0]) for row in connection.execute("SELECT id FROM onnx_tus_uploads")}
+            return {str(row[0]) for row in connection.execute("SELECT id FROM onnx_resumable_uploads")}
     root = server.store / "uploads"
     return {entry.name for folder in root.iterdir() if folder.is_dir() for entry in folder.iterdir() if not entry.name.startswith(".")}
 
