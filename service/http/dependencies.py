@@ -1,13 +1,17 @@
-"""The FastAPI dependencies that hand a route the service: `ImportsDep`,
-`ServiceDep`, `StartingServiceDep`.
+"""The FastAPI dependencies that hand a route what it needs of the service:
+`ImportsDep`, `UploadsDep`, `MetricsDep`, `ServiceDep`, `StartingServiceDep`.
 
 `ImportsDep` is the parts the import use cases take
 (`service.imports.parts.ImportParts`), all a route needs that asks the
-store and runs use cases; `ServiceDep` is the service's parts (`service.state.Service`, set up by the
-app's lifespan), or the 503 `storage-unavailable` while the store is not
-open yet (`service.store.opening`: a replica started before its object
-storage or database); `StartingServiceDep` is the service either way (for
-`/readyz`, which says what is missing)."""
+store and runs use cases; `UploadsDep` the resumable uploads in the making
+(`service.store.uploads.ResumableUploads`); `MetricsDep` the metrics. Each
+is the 503 `storage-unavailable` while the store is not open yet
+(`service.store.opening`: a replica started before its object storage or
+database), and so is `ServiceDep`, the whole service, which only the
+callers' authorization takes (`service.access.callers`: the API keys).
+`StartingServiceDep` is the whole service (`service.state.Service`,
+set up by the app's lifespan) either way: for `/readyz`, which says what is
+missing, and for the plain read routes, which skip FastAPI's dependencies."""
 
 from __future__ import annotations
 
@@ -16,7 +20,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from service.imports.parts import ImportParts
+from service.observability.metrics import Metrics
 from service.state import Service
+from service.store.uploads import ResumableUploads
 
 
 async def get_starting_service(request: Request) -> Service:  # async: a plain def would cost a thread hop per request
@@ -35,6 +41,16 @@ async def get_imports(request: Request) -> ImportParts:
     return (await get_service(request)).imports
 
 
+async def get_uploads(request: Request) -> ResumableUploads:
+    return (await get_service(request)).partial_uploads
+
+
+async def get_metrics(request: Request) -> Metrics:
+    return (await get_service(request)).metrics
+
+
 ServiceDep = Annotated[Service, Depends(get_service)]
 ImportsDep = Annotated[ImportParts, Depends(get_imports)]
+UploadsDep = Annotated[ResumableUploads, Depends(get_uploads)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 StartingServiceDep = Annotated[Service, Depends(get_starting_service)]

@@ -30,8 +30,8 @@ from service.http.uploads import MAX_DISPLAY_NAME, check_location
 from service.imports.checks import CheckRequest
 from service.imports.flow import Imported, ImportHooks, import_upload
 from service.imports.inputs import DEFAULT_DISPLAY_NAME, StagedFile, Upload
-from service.state import Service
-from service.store.uploads import UploadState
+from service.imports.parts import ImportParts
+from service.store.uploads import ResumableUploads, UploadState
 
 REFUSED_CONTENT = frozenset({400, 413, 422})  # the import's own refusals of what was uploaded: the uploads go
 
@@ -54,10 +54,10 @@ def _locations(external_data: dict[str, str], max_files: int) -> dict[str, str]:
     return locations
 
 
-async def _finished(service: Service, tenant: str, upload_ids: set[str]) -> dict[str, UploadState]:
+async def _finished(uploads: ResumableUploads, tenant: str, upload_ids: set[str]) -> dict[str, UploadState]:
     found: dict[str, UploadState] = {}
     for upload_id in sorted(upload_ids):
-        state = await anyio.to_thread.run_sync(service.partial_uploads.find, tenant, upload_id)
+        state = await anyio.to_thread.run_sync(uploads.find, tenant, upload_id)
         if not state.complete:
             raise UploadIncomplete(
                 f"upload {upload_id} holds {state.offset} of its {state.length} bytes: PATCH the rest first", upload_id, state.offset
@@ -67,14 +67,19 @@ async def _finished(service: Service, tenant: str, upload_ids: set[str]) -> dict
 
 
 async def import_uploaded(
-    service: Service, tenant: str, wanted: ImportRequest, hooks: ImportHooks, checks: CheckRequest | None = None
+    parts: ImportParts,
+    uploads: ResumableUploads,
+    tenant: str,
+    wanted: ImportRequest,
+    hooks: ImportHooks,
+    checks: CheckRequest | None = None,
 ) -> Imported:
     """Import the finished uploads `wanted` names (see the module comment)."""
-    settings, uploads = service.settings, service.partial_uploads
+    settings = parts.settings
     assert wanted.upload is not None
     model_upload = wanted.upload
     locations = _locations(wanted.external_data or {}, settings.max_external_files)
-    states = await _finished(service, tenant, {model_upload, *locations.values()})
+    states = await _finished(uploads, tenant, {model_upload, *locations.values()})
     model = states[model_upload]
     if model.length > settings.max_upload:
         raise ProblemError(
@@ -103,17 +108,17 @@ async def import_uploaded(
         return upload
 
     try:
-        imported = await import_upload(service.imports, tenant, receive, hooks, checks)
+        imported = await import_upload(parts, tenant, receive, hooks, checks)
     except (ProblemError, ServiceError, OSError) as error:
         problem = error if isinstance(error, ProblemError) else known_problem(error)
         if problem is not None and problem.problem.status in REFUSED_CONTENT:
-            await _remove(service, tenant, set(states))
+            await _remove(uploads, tenant, set(states))
         raise
-    await _remove(service, tenant, set(states))
+    await _remove(uploads, tenant, set(states))
     return imported
 
 
-async def _remove(service: Service, tenant: str, upload_ids: set[str]) -> None:
+async def _remove(uploads: ResumableUploads, tenant: str, upload_ids: set[str]) -> None:
     for upload_id in upload_ids:
         with contextlib.suppress(ServiceError, OSError):
-            await anyio.to_thread.run_sync(service.partial_uploads.remove, tenant, upload_id)
+            await anyio.to_thread.run_sync(uploads.remove, tenant, upload_id)

@@ -23,7 +23,7 @@ from fastapi.responses import Response
 
 from importer import BUILD
 from service.access.callers import MetricsCaller
-from service.http.dependencies import ServiceDep, StartingServiceDep
+from service.http.dependencies import MetricsDep, StartingServiceDep
 from service.http.openapi import problem_responses
 from service.http.problems import ProblemError
 from service.http.schemas import Health, Readiness
@@ -89,6 +89,6 @@ async def readyz(service: StartingServiceDep) -> Response:
     response_class=Response,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **problem_responses(401, 403)},
 )
-async def metrics(service: ServiceDep, caller: MetricsCaller) -> Response:
-    body, content_type = await anyio.to_thread.run_sync(service.metrics.exposition)
+async def metrics(exposed: MetricsDep, caller: MetricsCaller) -> Response:
+    body, content_type = await anyio.to_thread.run_sync(exposed.exposition)
     return Response(body, media_type=content_type)

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from service.http.dependencies import ServiceDep
+from service.http.dependencies import ImportsDep
 from service.http.openapi import problem_responses
 from service.http.problems import ProblemError
 from service.http.request_body import MAX_JSON_BODY, body_chunks
@@ -58,12 +58,12 @@ def _version_of(body: bytes) -> tuple[str, str] | None:
         **problem_responses(400, 401, 404, 413),
     },
 )
-async def mlflow_hook(request: Request, service: ServiceDep) -> JSONResponse:
+async def mlflow_hook(request: Request, parts: ImportsDep) -> JSONResponse:
     hook: RegistryHook | None = getattr(request.app.state, "registry_hook", None)
     if hook is None:
         raise ProblemError("not-found", "the MLflow hook is off (--mlflow-url)")
     body = bytearray()
-    async for chunk in body_chunks(request, service.settings.body_timeout, 0):
+    async for chunk in body_chunks(request, parts.settings.body_timeout, 0):
         body += chunk
         if len(body) > MAX_JSON_BODY:
             raise ProblemError("payload-too-large", f"a delivery is at most {MAX_JSON_BODY} bytes")

@@ -30,7 +30,7 @@ from starlette.requests import ClientDisconnect
 from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
 from service.checks.outcome import ChecksError, parse_checks, parse_dims
 from service.errors import ServiceError, bounded
-from service.http.dependencies import ImportsDep, ServiceDep
+from service.http.dependencies import ImportsDep, MetricsDep, UploadsDep
 from service.http.openapi import problem_responses
 from service.http.paging import decode_cursor, page_of
 from service.http.problems import ProblemError, known_problem
@@ -144,7 +144,7 @@ def require_record(store: Store, tenant: str, model_id: str) -> StoredRecord:
         **problem_responses(400, 401, 403, 404, 408, 409, 413, 415, 422, 500, 503, 507),
     },
 )
-async def post_model(request: Request, service: ServiceDep, caller: ImportCaller) -> Response:
+async def post_model(request: Request, parts: ImportsDep, uploads: UploadsDep, metrics: MetricsDep, caller: ImportCaller) -> Response:
     started = time.perf_counter()
     result = "internal-error"  # anything not named below
     try:
@@ -154,20 +154,20 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
                 raise ProblemError(
                     "unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...} or {"upload": ...})'
                 )
-            hooks = import_hooks(request, service.settings)
-            checks = check_request(request, service.settings)
+            hooks = import_hooks(request, parts.settings)
+            checks = check_request(request, parts.settings)
             if media_type == "multipart/form-data":
 
                 async def receive(model_path: Path, external_dir: Path) -> Upload:
-                    return await receive_upload(request, model_path, external_dir, service.settings)
+                    return await receive_upload(request, model_path, external_dir, parts.settings)
 
-                imported = await import_upload(service.imports, caller.tenant, receive, hooks, checks)
+                imported = await import_upload(parts, caller.tenant, receive, hooks, checks)
             else:
-                wanted = await read_json(request, ImportRequest, service.settings.body_timeout)
+                wanted = await read_json(request, ImportRequest, parts.settings.body_timeout)
                 if wanted.upload is not None:  # finished resumable uploads (POST /uploads)
-                    imported = await import_uploaded(service, caller.tenant, wanted, hooks, checks)
+                    imported = await import_uploaded(parts, uploads, caller.tenant, wanted, hooks, checks)
                 else:
-                    imported = await import_from_root(service.imports, caller.tenant, wanted.path or "", hooks, checks)
+                    imported = await import_from_root(parts, caller.tenant, wanted.path or "", hooks, checks)
         except (ServiceError, OSError) as error:
             problem = known_problem(error)
             if problem is None:
@@ -185,8 +185,8 @@ async def post_model(request: Request, service: ServiceDep, caller: ImportCaller
         result = "client-gone"
         raise
     finally:
-        service.metrics.imports.labels(result).inc()
-        service.metrics.import_seconds.observe(time.perf_counter() - started)
+        metrics.imports.labels(result).inc()
+        metrics.import_seconds.observe(time.perf_counter() - started)
         info = current_request()
         model_id = info.model_id if info is not None else None
         audit.info(

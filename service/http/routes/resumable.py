@@ -25,7 +25,7 @@ from fastapi.responses import Response
 from service.access.callers import ImportCaller
 from service.errors import NotFound, ServiceError, bounded
 from service.http.body_pipe import BodyPipe
-from service.http.dependencies import ServiceDep
+from service.http.dependencies import ImportsDep, UploadsDep
 from service.http.hash_thread import HashThread
 from service.http.openapi import problem_responses
 from service.http.problems import ProblemError, known_problem
@@ -95,8 +95,8 @@ def _problem(error: ProblemError | ServiceError | OSError, **headers: str) -> Pr
     summary="tus discovery: the protocol version, its extensions and the largest upload (Tus-Max-Size)",
     responses={204: {"description": "Tus-Version, Tus-Extension, Tus-Max-Size"}, **problem_responses(401, 403)},
 )
-async def uploads_options(service: ServiceDep, caller: ImportCaller) -> Response:
-    headers = {"Tus-Version": TUS_VERSION, "Tus-Extension": TUS_EXTENSIONS, "Tus-Max-Size": str(service.settings.max_upload_total)}
+async def uploads_options(parts: ImportsDep, caller: ImportCaller) -> Response:
+    headers = {"Tus-Version": TUS_VERSION, "Tus-Extension": TUS_EXTENSIONS, "Tus-Max-Size": str(parts.settings.max_upload_total)}
     return Response(status_code=204, headers=headers)
 
 
@@ -111,12 +111,12 @@ async def uploads_options(service: ServiceDep, caller: ImportCaller) -> Response
         **problem_responses(400, 401, 403, 412, 413, 429, 503, 507),
     },
 )
-async def create_upload(request: Request, service: ServiceDep, caller: ImportCaller) -> Response:
+async def create_upload(request: Request, parts: ImportsDep, uploads: UploadsDep, caller: ImportCaller) -> Response:
     require_tus(request)
     if "upload-defer-length" in request.headers:
         raise ProblemError("bad-request", "a deferred length is not supported (no creation-defer-length): send Upload-Length")
     length = decimal_header(request, "upload-length")
-    limit = service.settings.max_upload_total
+    limit = parts.settings.max_upload_total
     if length > limit:
         raise ProblemError(
             "payload-too-large", f"Upload-Length {length} is larger than the limit of {limit} bytes", limit="max_upload_total"
@@ -128,7 +128,7 @@ async def create_upload(request: Request, service: ServiceDep, caller: ImportCal
             "creation with upload is not supported: create with an empty body, then PATCH the bytes",
             headers={"Connection": "close"},
         )
-    state = await anyio.to_thread.run_sync(service.partial_uploads.create, caller.tenant, length, metadata, filename)
+    state = await anyio.to_thread.run_sync(uploads.create, caller.tenant, length, metadata, filename)
     audit.info(
         "upload created by %s: %s (%d bytes)", caller.tenant, state.upload_id, length,
         extra={"fields": {"event": "upload-created", "tenant": caller.tenant, "upload_id": state.upload_id, "length": length}},
@@ -148,10 +148,10 @@ async def create_upload(request: Request, service: ServiceDep, caller: ImportCal
         **problem_responses(401, 403, 404, 412),
     },
 )
-async def upload_offset(upload_id: str, request: Request, service: ServiceDep, caller: ImportCaller) -> Response:
+async def upload_offset(upload_id: str, request: Request, parts: ImportsDep, uploads: UploadsDep, caller: ImportCaller) -> Response:
     try:
         require_tus(request)
-        state = await anyio.to_thread.run_sync(service.partial_uploads.find, caller.tenant, upload_id)
+        state = await anyio.to_thread.run_sync(uploads.find, caller.tenant, upload_id)
     except (ProblemError, ServiceError) as error:
         raise _problem(error, **{"Cache-Control": "no-store"}) from None
     headers = {
@@ -176,15 +176,15 @@ async def upload_offset(upload_id: str, request: Request, service: ServiceDep, c
         **problem_responses(400, 401, 403, 404, 408, 409, 412, 413, 415, 503, 507),
     },
 )
-async def patch_upload(upload_id: str, request: Request, service: ServiceDep, caller: ImportCaller) -> Response:
-    settings = service.settings
+async def patch_upload(upload_id: str, request: Request, parts: ImportsDep, uploads: UploadsDep, caller: ImportCaller) -> Response:
+    settings = parts.settings
     try:  # refused before its body is read: the connection closes after the answer (nobody reads what comes)
         require_tus(request)
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != OFFSET_MEDIA_TYPE:
             raise ProblemError("unsupported-media-type", f"a PATCH sends Content-Type: {OFFSET_MEDIA_TYPE}")
         offset = decimal_header(request, "upload-offset")
-        appending = await anyio.to_thread.run_sync(service.partial_uploads.append, caller.tenant, upload_id, offset)
+        appending = await anyio.to_thread.run_sync(uploads.append, caller.tenant, upload_id, offset)
     except (ProblemError, ServiceError, OSError) as error:
         raise _problem(error, **({"Connection": "close"} if _has_body(request) else {})) from None
     declared = request.headers.get("content-length")
@@ -195,7 +195,7 @@ async def patch_upload(upload_id: str, request: Request, service: ServiceDep, ca
     pipe = BodyPipe(appender.consume, appender.end)  # written and hashed in threads while the loop receives
     try:
         queued = appending.offset  # bytes consumed or on their way (the thread's consume moves appending.offset)
-        async with service.limiter.receiving():
+        async with parts.limiter.receiving():
             async for chunk in body_chunks(request, settings.body_timeout, settings.min_upload_rate):
                 piece = chunk[: appending.length - queued]
                 if piece:
@@ -258,8 +258,8 @@ def _past_length(appending: Appending, declared: int | None) -> ProblemError:
     openapi_extra=UPLOAD_HEADERS,
     responses=problem_responses(401, 403, 404, 412),
 )
-async def delete_upload(upload_id: str, request: Request, service: ServiceDep, caller: ImportCaller) -> Response:
+async def delete_upload(upload_id: str, request: Request, parts: ImportsDep, uploads: UploadsDep, caller: ImportCaller) -> Response:
     require_tus(request)
-    if not await anyio.to_thread.run_sync(service.partial_uploads.remove, caller.tenant, upload_id):
+    if not await anyio.to_thread.run_sync(uploads.remove, caller.tenant, upload_id):
         raise NotFound(f"no upload {bounded(repr(upload_id), 80)}")
     return Response(status_code=204)
