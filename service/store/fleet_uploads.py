@@ -25,7 +25,7 @@ buffer a PATCH holds, stay small; a request per 8 MiB costs little against
 S3's throughput.
 
 An import (`link_into`) fetches the parts in order into the import's work
-folder and hashes the file; `remove` (DELETE, after an import) and the
+folder, hashing each while the next is fetched; `remove` (DELETE, after an import) and the
 sweep of the expired (`--upload-expiry` after the last write; every replica
 sweeps, which is safe: each step may run twice) delete the upload's objects,
 then its row. Accounting is the local uploads' (`check_creation`), from
@@ -47,6 +47,7 @@ import hashlib
 import logging
 import secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
@@ -72,6 +73,18 @@ def _folder(key: str, upload_id: str) -> str:
 
 def _part(key: str, upload_id: str, number: int) -> str:
     return f"{_folder(key, upload_id)}part-{number:06d}"
+
+
+def _hash_range(path: Path, start: int, length: int, digest: hashlib._Hash) -> None:
+    """Feed `digest` the `length` bytes of the file at `start` (just written: in the file cache)."""
+    with open(path, "rb") as written:
+        written.seek(start)
+        while length > 0:
+            chunk = written.read(min(HASH_CHUNK, length))
+            if not chunk:
+                raise OSError(errno.EIO, f"{path.name} is shorter than the parts fetched into it")
+            digest.update(chunk)
+            length -= len(chunk)
 
 
 def _not_found(upload_id: str) -> NotFound:
@@ -171,18 +184,22 @@ class FleetUploads:
                 f"upload {upload_id} holds {row.offset} of its {row.length} bytes: PATCH the rest first", upload_id, row.offset
             )
         target.touch(exist_ok=False)
-        try:
-            for number, _ in self.rows.parts(upload_id):
-                self.blobs.fetch(_part(row.tenant_key, upload_id, number), target)
-        except FileNotFoundError:
-            raise _not_found(upload_id) from None
         digest, size = hashlib.sha256(), 0
-        with open(target, "rb") as written:
-            while chunk := written.read(HASH_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-        if size != row.length:
-            raise OSError(errno.EIO, f"upload {upload_id} holds {size} bytes in its parts, not its {row.length}")
+        with ThreadPoolExecutor(1) as hashing:  # each part hashed while the next is fetched (both let go of the GIL)
+            hashed = []
+            try:
+                for number, part_size in self.rows.parts(upload_id):
+                    self.blobs.fetch(_part(row.tenant_key, upload_id, number), target)
+                    hashed.append(hashing.submit(_hash_range, target, size, part_size, digest))
+                    size += part_size
+            except FileNotFoundError:
+                raise _not_found(upload_id) from None
+            finally:
+                for each in hashed:
+                    each.result()
+        written = target.stat().st_size
+        if written != size or size != row.length:
+            raise OSError(errno.EIO, f"upload {upload_id}'s parts hold {written} bytes, not the {row.length} it declared")
         return size, digest.hexdigest()
 
     def sweep(self) -> int:

@@ -1,8 +1,8 @@
 """Objects in a bucket: the fleet store's bytes (`--store s3://BUCKET/PREFIX`).
 
 Owns `BucketBlobs` (`service.store.interface.Blobs`): the object `a/b/c` is
-the key `PREFIX/a/b/c`, put from a file (each large one in parts, by
-obstore), read by ranged GETs (`ObjectSource`, the most recent small reads
+the key `PREFIX/a/b/c`, put from a file (in one PUT up to 16 MiB, else
+in parts at once, by obstore), read by ranged GETs (`ObjectSource`, the most recent small reads
 kept: an object never changes), and copied to a local file where it must be
 one (a catalogue to query, a graph to send) in the bounded `LocalCache`,
 which a delete empties of it. A delete of many keys is a request per
@@ -21,6 +21,7 @@ from service.store.s3.local_cache import LocalCache
 from service.store.s3.objects import ObjectSource, RecentReads, connect, reachable
 
 CHUNK_BYTES = 1 << 20
+PUT_PART_BYTES = 16 << 20  # a resumable upload's 8 MiB part goes in one PUT
 DELETES_AT_ONCE = 1000  # S3's DeleteObjects takes at most as many
 
 
@@ -45,7 +46,7 @@ class BucketBlobs:
 
     def put(self, key: str, source: Path) -> None:
         with reachable():
-            obstore.put(self.store, key, source)
+            obstore.put(self.store, key, source, chunk_size=PUT_PART_BYTES)  # one PUT up to a part's size, else parts at once
         source.unlink()
 
     def reader(self, folder: str, item: SourceFile) -> ByteSource:
