@@ -70,7 +70,7 @@ def _beyond(cap: int, amount: int) -> bool:
     return cap > 0 and amount > cap
 
 
-Removal = tuple[str, Callable[[], None] | None]  # a removed place, and the call that frees its bytes
+Removal = tuple[str, Callable[[], None]]  # a removed place, and the call that frees its bytes
 
 
 class Store:
@@ -148,7 +148,7 @@ class Store:
                 self.index.end_upload(place)  # a commit recorded, its process killed before it ended its mark
             for place in orphans:
                 self.index.claim_upload(place)
-            removals: list[Removal] = [(place, self.content.remove(place)) for place in orphans]
+            removals = [(place, self.content.remove(place)) for place in orphans]
         self._free(removals, "removed the unrecorded content of an interrupted commit or removal (%s)")  # ends their marks
         return orphans
 
@@ -497,8 +497,7 @@ class Store:
         collection frees the bytes once it is older than its grace."""
         for place, finish in removed:
             try:
-                if finish is not None:
-                    finish()
+                finish()
                 self.content.forget(place)
                 self.index.end_upload(place)
             except StorageUnavailable as error:

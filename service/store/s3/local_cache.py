@@ -1,8 +1,8 @@
-"""Local copies of stored objects that must be files: catalogues and graphs.
+"""Local copies of stored objects that must be files: catalogues, graphs, summaries.
 
-Owns `LocalCache`: a folder of immutable files named after their place and
-kind, filled on first use (downloaded to a temporary name, then renamed: a
-reader never sees half a file), marked used on each use (mtime), and kept
+Owns `LocalCache`: a folder of immutable files named after their key,
+filled on first use (downloaded to a temporary name, then renamed: a reader
+never sees half a file), marked used on each use (mtime), and kept
 within `--cache-max-bytes`, least recently used out first. Several
 processes may share the folder: a file is only ever renamed in whole, and
 one removed while open stays readable to whoever has it open (SQLite
