@@ -6,11 +6,20 @@ holds no reference cycle (its references back up the model are weak,
 importer/graph.py), so a dropped model must be freed at once by reference
 counting, leaving nothing for the collector: the number of live objects must
 not grow with the number of imports, even with the collector switched off.
+
+A host that froze objects (`gc.freeze()`, as the service's front end does at
+start-up) keeps them frozen, and its imports do not walk them: CPython counts
+the frozen generation by walking it, once per import that would be a full
+pass over the host's heap. That rule is process-wide state, so its test runs
+in a process of its own.
 """
 
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import onnx
@@ -34,8 +43,9 @@ def test_a_dropped_model_is_freed_at_once_without_the_collector(tmp_path: Path) 
     last run, 50 imports of each leave no object behind and nothing for the
     collector to find."""
     paths = [_model(tmp_path / "chain.onnx"), REPO / "testdata" / "samples" / "if_subgraph.onnx"]
-    for path in paths:
-        load_model(path).close()  # the first import loads what is loaded once (schema tables, caches)
+    for path in paths:  # the first import loads what is loaded once (schema tables, caches, and
+        with load_model(path):  # the compiled `__exit__`'s argument names, made on its first call)
+            pass
     gc.collect()
     gc.disable()
     try:
@@ -78,3 +88,28 @@ def test_the_collector_state_is_restored(tmp_path: Path) -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_host_that_froze_objects_keeps_them_frozen_and_is_not_walked_per_import(tmp_path: Path) -> None:
+    path = _model(tmp_path / "chain.onnx")
+    script = textwrap.dedent(f"""
+        import gc
+        from importer import load_model
+
+        load_model({str(path)!r}).close()
+        host_objects = [[number] for number in range(100_000)]
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        walks = []
+        count_frozen = gc.get_freeze_count
+        gc.get_freeze_count = lambda: walks.append(1) or count_frozen()
+        for _ in range(50):
+            load_model({str(path)!r}).close()
+        print(count_frozen() - frozen, len(walks), gc.isenabled())
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    newly_frozen, walks, collecting = result.stdout.split()
+    # Nothing the imports made was frozen with the host's objects (nor any of
+    # those unfrozen); the frozen generation was counted once, not per import.
+    assert (int(newly_frozen), int(walks), collecting) == (0, 1, "True")
