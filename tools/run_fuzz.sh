@@ -29,7 +29,11 @@ runner=".cache/fuzz/run-$target"
 printf '#!/bin/sh\nPYTHONPATH="%s" IMPORTER_EXPECT_BUILD=pure FUZZ_RUNNER="$0" exec "%s" "%s" "$@"\n' \
     "$pure" "$(pwd)/.venv/bin/python" "$(pwd)/fuzz/fuzz_$target.py" > "$runner"
 chmod +x "$runner"
-exec "$runner" \
+# A child of this shell, not an exec: a process keeps the peak RSS of what it
+# was before each exec (getrusage's ru_maxrss), which libFuzzer reads as the
+# target's, so a fuzzer exec'd from a large caller (a test process holding
+# gigabytes) would stop at once on -rss_limit_mb. Its status is this script's.
+"$runner" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=262144 \
     -artifact_prefix=".cache/fuzz/findings/$target-" -print_final_stats=1 \
     "$@" ".cache/fuzz/work-$target" ".cache/fuzz/corpus-$target"
