@@ -17,6 +17,7 @@ import itertools
 import json
 import logging
 import os
+import pwd
 import shutil
 import site
 import subprocess
@@ -100,13 +101,22 @@ def python_for_nobody(folder: Path) -> tuple[list[str], dict[str, str]] | str:
 
 def host_traces() -> dict[str, set[str]]:
     """What a worker could leave on the host: System V IPC objects (key and id), worker cgroups, processes of the worker uid."""
-    ipc = {
-        kind: {" ".join(line.split()[:2]) for line in Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]}
-        for kind in ("shm", "msg", "sem")
-    }
+    ipc = {kind: _ipc_objects(kind) for kind in ("shm", "msg", "sem")}
     groups = {str(path) for path in Path("/sys/fs/cgroup").glob("**/onnx-worker-*")}
     workers = {status.parent.name for status in Path("/proc").glob("[0-9]*/status") if _uid_of(status) == NOBODY}
     return {**ipc, "cgroups": groups, "worker processes": workers}
+
+
+def _ipc_objects(kind: str) -> set[str]:
+    """Key and id of the System V IPC objects of `kind`, but those the `postgres` account created: a test's
+    PostgreSQL (tools/fleet_servers.py, as that account when root) may start or stop beside this test."""
+    try:
+        postgres = str(pwd.getpwnam("postgres").pw_uid)
+    except KeyError:
+        postgres = None
+    header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+    creator = header.split().index("cuid")
+    return {" ".join(row.split()[:2]) for row in rows if row.split()[creator] != postgres}
 
 
 def assert_no_trace_left(before: dict[str, set[str]]) -> None:
