@@ -71,7 +71,8 @@ from urllib.parse import urlsplit
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the checkout first: tests/importer (a folder of tests) must not hide the importer
+# The checkout first: tests/importer (a folder of tests) must not hide the importer; tools/ for what tests/support imports.
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tools")]
 
 
 def support_module(name: str) -> Any:

@@ -74,7 +74,8 @@ pytest_plugins = [
     "support.explorer_browser",  # `browser`, `watched`: headless Chromium for the explorer's tests
 ]
 
-SWEEP_REPORT: list[str] = []
+SWEEP_REPORT: list[str] = []  # the `report` fixture's lines, in the process that prints the summary
+FIGURE = "figure"  # their user_properties key
 
 
 @pytest.fixture(scope="session")
@@ -92,18 +93,23 @@ def backend_dir(backend_manifest: dict[str, Any]) -> Path:
 
 @pytest.fixture(scope="session")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
-    """The project's wheels by IMPORTER_BUILD, each built once per session (tests/support/wheel_builds.py)."""
+    """The project's wheels by IMPORTER_BUILD, each built once per run (tests/support/wheel_builds.py):
+    pytest-xdist's workers share them, in the folder above each worker's own temporary one."""
     from support.wheel_builds import Wheels
 
-    return Wheels(tmp_path_factory.mktemp("wheels"))
+    base = tmp_path_factory.getbasetemp()
+    return Wheels((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "wheels")
 
 
 @pytest.fixture()
-def report() -> Iterator[list[str]]:
-    """Lines a test wants shown in the run's closing summary (counts, timings)."""
+def report(request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """Lines a test wants shown in the run's closing summary (counts, timings).
+
+    They travel in the test's report (`user_properties`), so a pytest-xdist
+    worker's lines reach the process that prints the summary."""
     lines: list[str] = []
     yield lines
-    SWEEP_REPORT.extend(lines)
+    request.node.user_properties.extend((FIGURE, line) for line in lines)
 
 
 def stale_compiled_modules(package: Path) -> list[str]:
@@ -142,6 +148,34 @@ def pytest_report_header() -> str:
     import importer
 
     return f"importer: {importer.BUILD} build, from {Path(importer.__file__ or '').parent}"
+
+
+# The modules that take longest (a minute or more of one core each, in
+# `--durations`), run first: pytest-xdist hands out modules in collection
+# order, so a long one started last would keep one core busy alone at the end.
+LONGEST_FIRST = (
+    "checks/test_runtime.py",
+    "importer/test_sweep.py",
+    "e2e/test_container.py",
+    "e2e/test_readme.py",
+    "importer/test_check.py",
+    "e2e/test_packaged_service.py",
+    "e2e/test_builds.py",
+    "service/fleet/test_fleet_soak.py",
+    "service/process/test_registry_mlflow.py",
+    "importer/test_fuzz.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest modules first (LONGEST_FIRST), the rest in their order."""
+    rank = {TESTS / name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "teardown":
+        SWEEP_REPORT.extend(str(line) for key, line in report.user_properties if key == FIGURE)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

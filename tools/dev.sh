@@ -11,6 +11,11 @@
 # tests again on the other build: on a pure copy of importer/ in .cache/pure when the installed build
 # is compiled; where it is pure, it says that the compiled build could not be
 # tested here.
+#
+# Each pytest run spreads its test modules over one process per core
+# (pytest-xdist: -n auto --dist loadfile), handed out in collection order,
+# the longest first (tests/conftest.py, LONGEST_FIRST), not xdist's own
+# most-tests-first; TEST_WORKERS=N sets the count, 1 runs them in this process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -169,6 +174,8 @@ install_sarif_multitool() {
 
 run_tests() {
     setup test
+    local parallel=()
+    case "${TEST_WORKERS:-auto}" in 1) ;; *) parallel=(-n "${TEST_WORKERS:-auto}" --dist loadfile --no-loadscope-reorder) ;; esac
     install_exporters
     install_browser
     install_curl
@@ -183,14 +190,14 @@ run_tests() {
     case "${IMPORTER_BUILD:-auto}" in compiled | pure) build=$IMPORTER_BUILD ;; esac  # what was asked for, or fail
     echo "== pytest, the $build build of the importer"
     # --durations: the slowest tests, in every run's log (what to move to a lower layer first)
-    IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest --durations=40 "$@" || status=$?
+    IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" --durations=40 "$@" || status=$?
     # The service's API and process tests whose behaviour the store's kind may
     # change (marked both_stores) once more, every service they start storing
     # on S3 (SeaweedFS) with its index in PostgreSQL (support/service_harness.py);
     # where those servers cannot be had, they skip with the reason.
     echo "== pytest, the service's both_stores tests on a fleet store (ONNX_TEST_STORE=fleet)"
     local fleet_status=0
-    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest -m both_stores tests/service/api tests/service/process "$@" || fleet_status=$?
+    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" -m both_stores tests/service/api tests/service/process "$@" || fleet_status=$?
     if [ "$fleet_status" != 0 ] && ! { [ "$fleet_status" = 5 ] && [ $# -gt 0 ]; }; then  # 5: the caller's -k selects none of them
         status=$fleet_status
     fi
@@ -202,7 +209,7 @@ run_tests() {
         bash tools/pure_copy.sh "$PWD/$PURE_COPY"
         local pure_status=0
         IMPORTER_EXPECT_BUILD=pure PYTHONSAFEPATH=1 PYTHONPATH="$PWD/$PURE_COPY" \
-            .venv/bin/python -m pytest "${OTHER_BUILD_TESTS[@]}" "$@" || pure_status=$?
+            .venv/bin/python -m pytest "${parallel[@]}" "${OTHER_BUILD_TESTS[@]}" "$@" || pure_status=$?
         if [ "$pure_status" != 0 ] && ! { [ "$pure_status" = 5 ] && [ $# -gt 0 ]; }; then  # 5: the caller's -k selects none of them
             status=$pure_status
         fi

@@ -66,6 +66,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from cache_lock import cache_lock
+
 if TYPE_CHECKING:  # torch is imported lazily: the module loads without it
     import torch
     from torch import nn
@@ -444,9 +446,10 @@ def export_case(case: Case, out: Path, force: bool = False) -> CaseResult:
 
 
 def export_all(out: Path = DEFAULT_OUT, force: bool = False) -> list[CaseResult]:
-    """Make every case of CASES in `out`; return the results in CASES order."""
-    out.mkdir(parents=True, exist_ok=True)
-    return [export_case(case, out, force) for case in CASES]
+    """Make every case of CASES in `out`; return the results in CASES order (one process at a time)."""
+    with cache_lock(out):
+        out.mkdir(parents=True, exist_ok=True)
+        return [export_case(case, out, force) for case in CASES]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.backend.test.case.node as node_cases
+from cache_lock import cache_lock
 from onnx.backend.test import cmd_tools
 
 GENERATOR_VERSION = 1
@@ -200,7 +201,12 @@ def _remove_built(folder: Path) -> None:
 
 
 def build(out: Path, force: bool = False) -> dict[str, Any]:
-    """Make `out` a complete cache folder; return its manifest."""
+    """Make `out` a complete cache folder; return its manifest (one process at a time)."""
+    with cache_lock(out):
+        return _build(out, force)
+
+
+def _build(out: Path, force: bool) -> dict[str, Any]:
     if not force and _is_complete(out):
         manifest: dict[str, Any] = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
         return manifest

@@ -19,7 +19,7 @@ from importer.dump import render_dump
 from importer.summary import summarize
 
 FINDINGS = sorted((SUPPORT / "fuzz_findings").iterdir())
-SMOKE_SECONDS = 25
+SMOKE_SECONDS = 10
 
 
 @pytest.mark.parametrize("finding", FINDINGS, ids=[path.name for path in FINDINGS])

@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 import onnx
+from cache_lock import cache_lock
 from onnx import TensorProto, helper
 
 from support.paths import CACHE
@@ -89,16 +90,17 @@ def _rapidocr_wheel() -> Path:
 
 
 def held_in_models() -> dict[str, Path]:
-    """The five models' paths (fetched or written on first use), smallest first."""
-    missing = [name for name in REAL if not (HELD_IN / name).exists()]
-    if missing:
-        with zipfile.ZipFile(_rapidocr_wheel()) as wheel:
-            for name in missing:
-                (HELD_IN / (name + ".part")).write_bytes(wheel.read(REAL[name]))
+    """The five models' paths (fetched or written on first use, one process at a time), smallest first."""
+    with cache_lock(HELD_IN):
+        missing = [name for name in REAL if not (HELD_IN / name).exists()]
+        if missing:
+            with zipfile.ZipFile(_rapidocr_wheel()) as wheel:
+                for name in missing:
+                    (HELD_IN / (name + ".part")).write_bytes(wheel.read(REAL[name]))
+                    (HELD_IN / (name + ".part")).rename(HELD_IN / name)
+        for name, count in GENERATED.items():
+            if not (HELD_IN / name).exists():
+                HELD_IN.mkdir(parents=True, exist_ok=True)
+                (HELD_IN / (name + ".part")).write_bytes(block_model(count))
                 (HELD_IN / (name + ".part")).rename(HELD_IN / name)
-    for name, count in GENERATED.items():
-        if not (HELD_IN / name).exists():
-            HELD_IN.mkdir(parents=True, exist_ok=True)
-            (HELD_IN / (name + ".part")).write_bytes(block_model(count))
-            (HELD_IN / (name + ".part")).rename(HELD_IN / name)
     return {name: HELD_IN / name for name in NODES}

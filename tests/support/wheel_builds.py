@@ -1,9 +1,9 @@
 """The project's wheels as the Dockerfile builds them: from a copy of exactly
 the files its builder stage copies, by `pip wheel` (the project's own backend,
 tools/build_backend.py, in an isolated build environment), with
-IMPORTER_BUILD. `Wheels` builds each kind once per test session (conftest's
-`wheels` fixture); tests/e2e/test_builds.py and tests/e2e/test_packaged_service.py
-share them. A compiled wheel takes about a minute on 2 cores.
+IMPORTER_BUILD. `Wheels` builds each kind once per test run (conftest's
+`wheels` fixture), whichever test process asks first; tests/e2e/test_builds.py and
+tests/e2e/test_packaged_service.py share them. A compiled wheel takes about a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from cache_lock import cache_lock
 
 from support.deploy_files import read_dockerfile
 from support.paths import REPO
@@ -60,10 +62,16 @@ class Wheels:
     def __call__(self, build: str) -> Path:
         if build not in self.built:
             folder = self.root / build
-            source = copy_build_context(folder / "src")
-            started = time.monotonic()
-            result = pip_wheel(source, folder / "wheels", build_environment(build))
-            self.seconds[build] = time.monotonic() - started
-            assert result.returncode == 0, f"IMPORTER_BUILD={build} pip wheel failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+            with cache_lock(folder):  # another test process of this run may be building it
+                if not (done := folder / "seconds").exists():
+                    shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+                    source = copy_build_context(folder / "src")
+                    started = time.monotonic()
+                    result = pip_wheel(source, folder / "wheels", build_environment(build))
+                    seconds = time.monotonic() - started
+                    failed = f"IMPORTER_BUILD={build} pip wheel failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+                    assert result.returncode == 0, failed
+                    done.write_text(f"{seconds:.1f}")  # how long it took: the build's figure, and the mark that it is whole
+            self.seconds[build] = float(done.read_text())
             (self.built[build],) = (folder / "wheels").glob("onnx_import_service-*.whl")
         return self.built[build]
