@@ -1,7 +1,7 @@
 """The import test hooks, read from request headers (refused unless test hooks are on).
 
 Owns `import_hooks(request, settings)`: `X-Test-Worker-Sleep: 2.5` (the
-worker sleeps) or `spin:2.5` (it burns CPU), and `X-Test-Pause-Before-Commit: 2`
+worker sleeps) or `spin:2.5` (it burns that much CPU time), and `X-Test-Pause-Before-Commit: 2`
 (a wait between the worker's answer and the commit, to swap links under a
 running import) and `X-Test-Pause-After-Upload: 2` (a wait between the
 content's upload and its record, to kill a replica mid-commit), as the use
