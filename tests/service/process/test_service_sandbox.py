@@ -37,6 +37,21 @@ def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]
         service.stop()
 
 
+@pytest.fixture(scope="module")
+def cpu_limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """1 s of CPU within a 60 s deadline: on a busy machine the CPU limit, not the clock, ends a spinning worker."""
+    service = ServiceProcess(
+        tmp_path_factory.mktemp("service-cpu") / "store",
+        SAMPLES,
+        "--workers", "1", "--worker-timeout", "60", "--worker-cpu-seconds", "1",
+        env={"ONNX_SERVICE_TEST_HOOKS": "1"},
+    ).start()  # fmt: skip
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
 def _post_sleeping(service: ServiceProcess, seconds: float | str, path: str = "add.onnx") -> httpx.Response:
     with service.client() as client:
         return client.post("/models", json={"path": path}, headers={SLEEP: str(seconds)})
@@ -73,10 +88,10 @@ def test_the_deadline_is_a_resource_limit(hooked: ServiceProcess) -> None:
     assert hooked.temporary_files() == []
 
 
-def test_the_cpu_limit_is_a_resource_limit(hooked: ServiceProcess) -> None:
-    body = assert_problem(_post_sleeping(hooked, "spin:2.5"), 422, "resource-limit")
+def test_the_cpu_limit_is_a_resource_limit(cpu_limited: ServiceProcess) -> None:
+    body = assert_problem(_post_sleeping(cpu_limited, "spin:2.5"), 422, "resource-limit")
     assert body["kind"] == "ResourceLimit" and body["limit"] == "cpu", body
-    assert hooked.temporary_files() == []
+    assert cpu_limited.temporary_files() == []
 
 
 def test_queue_overflow_is_503_with_retry_after(hooked: ServiceProcess) -> None:
