@@ -150,20 +150,24 @@ def pytest_report_header() -> str:
     return f"importer: {importer.BUILD} build, from {Path(importer.__file__ or '').parent}"
 
 
-# The modules that take longest (a minute or more of one core each, in
-# `--durations`), run first: pytest-xdist hands out modules in collection
-# order, so a long one started last would keep one core busy alone at the end.
+# The modules that take longest (half a minute or more of one core each, in
+# `--durations` of a clean clone's run), longest first: pytest-xdist hands out
+# modules in collection order, so a long one started last would keep one core
+# busy alone at the end. The two that build the image are apart, and
+# test_builds comes after test_packaged_service, whose wheel it shares (built
+# once, under a lock: the other would wait).
 LONGEST_FIRST = (
-    "checks/test_runtime.py",
-    "importer/test_sweep.py",
     "e2e/test_container.py",
     "e2e/test_readme.py",
-    "importer/test_check.py",
     "e2e/test_packaged_service.py",
-    "e2e/test_builds.py",
     "service/fleet/test_fleet_soak.py",
     "service/process/test_registry_mlflow.py",
+    "e2e/test_container_fleet.py",
     "importer/test_fuzz.py",
+    "e2e/test_ci_examples.py",
+    "checks/test_check_sweep.py",
+    "checks/test_runtime.py",
+    "e2e/test_builds.py",
 )
 
 
