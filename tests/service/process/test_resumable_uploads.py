@@ -141,12 +141,17 @@ def writing_patch(
 
 
 def read_status(connection: socket.socket) -> tuple[int, bytes]:
+    """The status and the whole answer: its head, then as much body as its content-length says (it may come later)."""
     received = b""
     while b"\r\n\r\n" not in received:
         chunk = connection.recv(65536)
         assert chunk, received
         received += chunk
-    return int(received.split(b" ", 2)[1]), received
+    head, _, body = received.partition(b"\r\n\r\n")
+    lengths = [line.split(b":", 1)[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+    while len(body) < (int(lengths[0]) if lengths else 0) and (chunk := connection.recv(65536)):
+        body += chunk
+    return int(received.split(b" ", 2)[1]), head + b"\r\n\r\n" + body
 
 
 def wait_until(condition: Any, seconds: float = 10.0) -> None:

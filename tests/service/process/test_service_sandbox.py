@@ -21,35 +21,27 @@ from support.service_harness import SAMPLES, ServiceProcess, assert_problem
 SLEEP = "x-test-worker-sleep"
 
 
-@pytest.fixture(scope="module")
-def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    """One worker, one waiting place, a 3 s deadline, 1 s of CPU, test hooks on."""
-    base = tmp_path_factory.mktemp("service-sandbox")
-    service = ServiceProcess(
-        base / "store",
-        SAMPLES,
-        "--workers", "1", "--queue", "1", "--worker-timeout", "3", "--worker-cpu-seconds", "1",
-        env={"ONNX_SERVICE_TEST_HOOKS": "1"},
-    ).start()  # fmt: skip
+def _with_test_hooks(store: Path, *args: str) -> Iterator[ServiceProcess]:
+    """The service on the samples with one worker, `args` and the test hooks on; stopped on the way out."""
+    service = ServiceProcess(store, SAMPLES, "--workers", "1", *args, env={"ONNX_SERVICE_TEST_HOOKS": "1"}).start()
     try:
         yield service
     finally:
         service.stop()
+
+
+@pytest.fixture(scope="module")
+def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """One worker, one waiting place, a 3 s deadline, 1 s of CPU, test hooks on."""
+    store = tmp_path_factory.mktemp("service-sandbox") / "store"
+    yield from _with_test_hooks(store, "--queue", "1", "--worker-timeout", "3", "--worker-cpu-seconds", "1")
 
 
 @pytest.fixture(scope="module")
 def cpu_limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     """1 s of CPU within a 60 s deadline: on a busy machine the CPU limit, not the clock, ends a spinning worker."""
-    service = ServiceProcess(
-        tmp_path_factory.mktemp("service-cpu") / "store",
-        SAMPLES,
-        "--workers", "1", "--worker-timeout", "60", "--worker-cpu-seconds", "1",
-        env={"ONNX_SERVICE_TEST_HOOKS": "1"},
-    ).start()  # fmt: skip
-    try:
-        yield service
-    finally:
-        service.stop()
+    store = tmp_path_factory.mktemp("service-cpu") / "store"
+    yield from _with_test_hooks(store, "--worker-timeout", "60", "--worker-cpu-seconds", "1")
 
 
 def _post_sleeping(service: ServiceProcess, seconds: float | str, path: str = "add.onnx") -> httpx.Response:
