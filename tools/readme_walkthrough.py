@@ -88,8 +88,10 @@ def _example(command: str) -> Example:
     return Example(command, int(status.group(1)) if status else None, int(exit_status.group(1)) if exit_status else 0)
 
 
-def clean_environment() -> dict[str, str]:
-    return {name: value for name, value in os.environ.items() if not name.startswith(CLEAN_ENVIRONMENT)}
+def clean_environment(importer_build: str | None = None) -> dict[str, str]:
+    """A new user's environment; `importer_build` sets IMPORTER_BUILD, the one default a caller may change."""
+    environment = {name: value for name, value in os.environ.items() if not name.startswith(CLEAN_ENVIRONMENT)}
+    return environment | ({"IMPORTER_BUILD": importer_build} if importer_build else {})
 
 
 def port_taken(port: int) -> bool:
@@ -111,15 +113,15 @@ def _answers(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def serving(root: Path, log: Path) -> Iterator[None]:
-    """`bash tools/dev.sh serve`, with its defaults, from `root`, until the block ends."""
+def serving(root: Path, log: Path, importer_build: str | None = None) -> Iterator[None]:
+    """`bash tools/dev.sh serve`, with its defaults (but `importer_build`), from `root`, until the block ends."""
     if port_taken(PORT):
         raise WalkthroughError(f"port {PORT}, which the README's examples use, is taken on 127.0.0.1")
     with log.open("wb") as output:
         process = subprocess.Popen(
             ["bash", "tools/dev.sh", "serve"],
             cwd=root,
-            env=clean_environment(),
+            env=clean_environment(importer_build),
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
@@ -207,11 +209,12 @@ def saved_tensor_problems(root: Path) -> list[str]:
     return problems
 
 
-def walk(root: Path, scratch: Path) -> tuple[list[Example], list[str]]:
-    """Serve from `root` with the defaults, run the README's walkthrough, and say what went wrong."""
+def walk(root: Path, scratch: Path, importer_build: str | None = None) -> tuple[list[Example], list[str]]:
+    """Serve from `root` with the defaults (IMPORTER_BUILD=`importer_build` when given), run the
+    README's walkthrough, and say what went wrong."""
     examples = readme_examples((root / "README.md").read_text(encoding="utf-8"))
     log = scratch / "serve.log"
-    with serving(root, log):
+    with serving(root, log, importer_build):
         outcomes = run_examples(root, examples, scratch)
     wrong = mismatches(examples, outcomes)
     if wrong:

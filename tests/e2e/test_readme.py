@@ -1,7 +1,10 @@
 """The README, executed (tools/readme_walkthrough.py): on a fresh copy of the
 checkout (the files git tracks, with their working-tree contents, as a clone
 has them: no .venv, no state, no caches), `bash tools/dev.sh serve` starts
-with its defaults from the copy's root, the README's walkthrough blocks run in
+with its defaults from the copy's root (but IMPORTER_BUILD=pure: a compiled
+build would spend a minute and a half of mypyc on what test_builds.py's
+compiled wheel and this checkout's own setup already prove; .ci/run's bare
+container walks with every default), the README's walkthrough blocks run in
 order, each command answers the status its comment gives, and the tensors it
 saved equal onnx's. A README edit that breaks an example breaks this test.
 
@@ -52,6 +55,6 @@ def test_the_readme_walkthrough_answers_as_the_readme_says(tmp_path: Path) -> No
     root = _clean_copy(tmp_path / "checkout")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    examples, problems = walk(root, scratch)
+    examples, problems = walk(root, scratch, importer_build="pure")
     assert len(examples) >= 15
     assert not problems, "\n".join(problems)

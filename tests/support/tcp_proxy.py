@@ -6,7 +6,8 @@ connection both ways. It counts the bytes it forwards towards the service
 (`sent`), may cut one connection (the first to carry more than `cut_after`
 bytes upstream: both sides closed at once, as a dropped network would), and
 may pace the upstream direction to `rate` bytes per second (changed at any
-time; None: as fast as it comes).
+time; None: as fast as it comes). `go_away()` is a stopped server seen from
+the client: its connections cut, its port refusing new ones until `come_back()`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,22 @@ class TcpProxy:
         with self._lock:
             for held in list(self._open):
                 _close(held)
+
+    def go_away(self) -> None:
+        """Refuse connections (the listener closed) and cut the open ones, as a stopped server would."""
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the acceptor's accept()
+        self._listener.close()
+        self._acceptor.join(5)
+        with self._lock:
+            for held in list(self._open):
+                _close(held)
+
+    def come_back(self) -> None:
+        """Listen again, on the same port."""
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
 
     def _accept(self) -> None:
         while not self._closed:

@@ -3,9 +3,11 @@
 Processes are the point: MLflow (`mlflow server`, SQLite, its artifact
 proxy) sends its own signed webhooks to a real service, which answers 202,
 validates in the background in its sandboxed workers and writes the verdict
-back through MLflow's REST API; and the last test stops MLflow in the middle
-of a validation and starts it again. One MLflow server serves the module (a
-start costs about 30 s), the stop/restart test has its own.
+back through MLflow's REST API; and the last test takes MLflow away in the
+middle of a validation and brings it back. One MLflow server serves the
+module (a start costs about 30 s, a stop 10): the last test's service reaches
+it through a TCP proxy (support/tcp_proxy.py) that goes away as a stopped
+server does (its connections cut, its port refusing) and comes back.
 
 Shown here: a passing version (runs:/ source, one .onnx file) and one logged
 with `mlflow.onnx.log_model` whose weights are external data (models:/m-...,
@@ -35,6 +37,7 @@ from onnx import TensorProto, helper, numpy_helper
 from support.mlflow_server import MlflowServer
 from support.service_harness import ServiceProcess, model_id_of
 from support.small_models import weight_model
+from support.tcp_proxy import TcpProxy
 
 from service.registry.signature import signature_of
 
@@ -130,6 +133,7 @@ def quiet(mlflow_server: MlflowServer, tmp_path_factory: pytest.TempPathFactory)
     return {
         "quiet": register_folder(mlflow_server, folder, "quiet", {"model.onnx": weight_model(31)}),
         "quiet-file": register_local(mlflow_server, tmp_path_factory.mktemp("local-artifacts"), "quiet-file"),
+        "restarted": register_folder(mlflow_server, tmp_path_factory.mktemp("restarted"), "restarted", {"model.onnx": weight_model(51)}),
     }
 
 
@@ -247,32 +251,34 @@ def test_a_delivery_naming_a_local_file_fetches_what_mlflow_records(
     assert alias_version(mlflow_server, "quiet-file") is None
 
 
-def test_a_verdict_mlflow_missed_while_down_is_written_when_it_is_back(tmp_path_factory: pytest.TempPathFactory) -> None:
-    server = MlflowServer(tmp_path_factory.mktemp("mlflow-restart")).start()
+def test_a_verdict_mlflow_missed_while_down_is_written_when_it_is_back(
+    mlflow_server: MlflowServer, quiet: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     folder = tmp_path_factory.mktemp("restart-service")
-    service = ServiceProcess(
-        folder / "store", folder, "--mlflow-url", server.url, "--debug-worker-sleep", "3",
-        env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET, "ONNX_SERVICE_TEST_HOOKS": "1"},
-    )  # fmt: skip
-    try:
-        version = register_folder(server, tmp_path_factory.mktemp("restart-model"), "restarted", {"model.onnx": weight_model(51)})
-        service.start()
-        body, headers = delivery("restarted", version, "runs:/x/model")
-        assert httpx.post(service.url + "/hooks/mlflow", content=body, headers=headers).status_code == 202
-        deadline = time.monotonic() + 60
-        while "models:/restarted/1 fetched through MLflow" not in service.log.read_text():
-            assert time.monotonic() < deadline, service.log.read_text()[-2000:]
-            time.sleep(0.1)
-        server.stop()  # the workers still sleep: the verdict comes while MLflow is down
-        deadline = time.monotonic() + 60
-        while "is kept to write later" not in service.log.read_text():
-            assert time.monotonic() < deadline, service.log.read_text()[-2000:]
-            time.sleep(0.2)
-        server.start()
-        tags = tags_when_validated(server, "restarted", version, timeout=60)
-        assert tags[VERDICT] == "pass", tags
-        assert alias_version(server, "restarted") == version
-        assert "the kept verdict of restarted version 1 is written" in service.log.read_text()
-    finally:
-        service.stop()
-        server.stop()
+    version = quiet["restarted"]
+    with TcpProxy(mlflow_server.port) as mlflow_link:
+        service = ServiceProcess(
+            folder / "store", folder, "--mlflow-url", mlflow_link.url, "--debug-worker-sleep", "3",
+            env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET, "ONNX_SERVICE_TEST_HOOKS": "1"},
+        )  # fmt: skip
+        try:
+            service.start()
+            body, headers = delivery("restarted", version, "runs:/x/model")
+            assert httpx.post(service.url + "/hooks/mlflow", content=body, headers=headers).status_code == 202
+            deadline = time.monotonic() + 60
+            while "models:/restarted/1 fetched through MLflow" not in service.log.read_text():
+                assert time.monotonic() < deadline, service.log.read_text()[-2000:]
+                time.sleep(0.1)
+            mlflow_link.go_away()  # the workers still sleep: the verdict comes while MLflow is away
+            deadline = time.monotonic() + 60
+            while "is kept to write later" not in service.log.read_text():
+                assert time.monotonic() < deadline, service.log.read_text()[-2000:]
+                time.sleep(0.2)
+            assert VERDICT not in client_of(mlflow_server).get_model_version("restarted", version).tags
+            mlflow_link.come_back()
+            tags = tags_when_validated(mlflow_server, "restarted", version, timeout=60)
+            assert tags[VERDICT] == "pass", tags
+            assert alias_version(mlflow_server, "restarted") == version
+            assert "the kept verdict of restarted version 1 is written" in service.log.read_text()
+        finally:
+            service.stop()

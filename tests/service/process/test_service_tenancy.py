@@ -96,10 +96,10 @@ def test_a_failed_render_shows_a_tenant_only_its_own_name(tenants: Tenants) -> N
 def test_a_graph_another_tenant_viewed_is_no_faster_to_a_first_request(tenants: Tenants) -> None:
     with tenants.server.client() as client:
         trials = first_graph_trials(client, tenants.alice, tenants.bob, trials=8, seed=100)
-    slowest = 0.0
-    for trial in trials:
-        slowest = max(slowest, trial.first_seconds)
-        assert trial.again_seconds < slowest  # bob's own second request: cached
+    # Bob's own second request is cached: in the median (one trial's may lose
+    # to its first on a busy machine; a median of 16 does not).
+    again = statistics.median(trial.again_seconds for trial in trials)
+    assert again < statistics.median(trial.first_seconds for trial in trials), trials
     viewed = [trial.first_seconds for trial in trials if trial.viewed_before]
     fresh = [trial.first_seconds for trial in trials if not trial.viewed_before]
     # Before: 3.8 ms against 25.6 ms (0.15). Now both renders do the same work.
