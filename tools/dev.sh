@@ -197,7 +197,7 @@ run_tests() {
     # where those servers cannot be had, they skip with the reason.
     echo "== pytest, the service's both_stores tests on a fleet store (ONNX_TEST_STORE=fleet)"
     local fleet_status=0
-    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" -m both_stores tests/service/api tests/service/process "$@" || fleet_status=$?
+    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" --durations=20 -m both_stores tests/service/api tests/service/process "$@" || fleet_status=$?
     if [ "$fleet_status" != 0 ] && ! { [ "$fleet_status" = 5 ] && [ $# -gt 0 ]; }; then  # 5: the caller's -k selects none of them
         status=$fleet_status
     fi
