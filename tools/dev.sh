@@ -189,15 +189,16 @@ run_tests() {
     build=$(installed_build)
     case "${IMPORTER_BUILD:-auto}" in compiled | pure) build=$IMPORTER_BUILD ;; esac  # what was asked for, or fail
     echo "== pytest, the $build build of the importer"
-    # --durations: the slowest tests, in every run's log (what to move to a lower layer first)
-    IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" --durations=40 "$@" || status=$?
+    # --durations: the slowest tests, in every run's log (what to move to a lower layer first);
+    # every test's time in .cache/test-reports/ (JUnit XML: tools/test_costs.py sums it by module)
+    IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" --durations=40 --junitxml=.cache/test-reports/main.xml "$@" || status=$?
     # The service's API and process tests whose behaviour the store's kind may
     # change (marked both_stores) once more, every service they start storing
     # on S3 (SeaweedFS) with its index in PostgreSQL (support/service_harness.py);
     # where those servers cannot be had, they skip with the reason.
     echo "== pytest, the service's both_stores tests on a fleet store (ONNX_TEST_STORE=fleet)"
     local fleet_status=0
-    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" --durations=20 -m both_stores tests/service/api tests/service/process "$@" || fleet_status=$?
+    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" --durations=20 --junitxml=.cache/test-reports/fleet.xml -m both_stores tests/service/api tests/service/process "$@" || fleet_status=$?
     if [ "$fleet_status" != 0 ] && ! { [ "$fleet_status" = 5 ] && [ $# -gt 0 ]; }; then  # 5: the caller's -k selects none of them
         status=$fleet_status
     fi
@@ -209,7 +210,7 @@ run_tests() {
         bash tools/pure_copy.sh "$PWD/$PURE_COPY"
         local pure_status=0
         IMPORTER_EXPECT_BUILD=pure PYTHONSAFEPATH=1 PYTHONPATH="$PWD/$PURE_COPY" \
-            .venv/bin/python -m pytest "${parallel[@]}" "${OTHER_BUILD_TESTS[@]}" "$@" || pure_status=$?
+            .venv/bin/python -m pytest "${parallel[@]}" --junitxml=.cache/test-reports/pure.xml "${OTHER_BUILD_TESTS[@]}" "$@" || pure_status=$?
         if [ "$pure_status" != 0 ] && ! { [ "$pure_status" = 5 ] && [ $# -gt 0 ]; }; then  # 5: the caller's -k selects none of them
             status=$pure_status
         fi
