@@ -28,6 +28,13 @@ from service.store.layout import ModelFolder
 
 log = logging.getLogger("service.store")
 
+PROBE_PREFIX = "probe-"  # the readiness check's file (`WorkArea.writable`), there for an instant
+
+
+def is_probe(path: Path) -> bool:
+    """The readiness check's probe, or the temporary file it is written through."""
+    return path.name.removeprefix(".").startswith(PROBE_PREFIX)
+
 
 class WorkArea:
     def __init__(self, root: Path) -> None:
@@ -100,7 +107,7 @@ class WorkArea:
     def writable(self) -> bool:
         """A file can be written here (a full file system counts as writable:
         the free-space floor reports that, and stops at once when space returns)."""
-        probe = self.folder / f"probe-{uuid.uuid4().hex}"
+        probe = self.folder / f"{PROBE_PREFIX}{uuid.uuid4().hex}"
         try:
             write_file_atomically(probe, b"ok")
             probe.unlink()
@@ -111,5 +118,6 @@ class WorkArea:
             return is_full(error)
 
     def temporary_files(self) -> list[Path]:
-        """Everything in this process's folder (tests: nothing after a request)."""
-        return sorted(self.folder.rglob("*"))
+        """Everything in this process's folder but a readiness probe being
+        written (tests: nothing after a request)."""
+        return sorted(path for path in self.folder.rglob("*") if not is_probe(path))

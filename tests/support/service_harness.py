@@ -30,6 +30,7 @@ import httpx
 
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
+from service.store.work_area import is_probe
 from support.paths import REPO
 
 SAMPLES = REPO / "testdata" / "samples"
@@ -103,8 +104,9 @@ class ServiceUnderTest:
         return model_id in self.stored_contents()
 
     def temporary_files(self) -> list[Path]:
-        """What the service left in its per-process tmp folders."""
-        return [p for folder in (self.store / "tmp").iterdir() if folder.is_dir() for p in folder.rglob("*")]
+        """What the service left in its per-process tmp folders (not the readiness
+        check's probe, which a listing may meet while it is written)."""
+        return [p for folder in (self.store / "tmp").iterdir() if folder.is_dir() for p in folder.rglob("*") if not is_probe(p)]
 
 
 class ServiceProcess(ServiceUnderTest):

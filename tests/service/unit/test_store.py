@@ -542,3 +542,21 @@ def test_a_commit_whose_content_gc_took_is_refused_never_recorded(store: Store, 
     monkeypatch.setattr(store.content, "prepare", prepare)
     model_id, created = commit(store, "alice", b"taken by gc")  # posted again
     assert created and store.summary(model_id)
+
+
+def test_what_a_process_leaves_in_its_work_area_is_listed_but_a_readiness_probe_being_written(tmp_path: Path) -> None:
+    """The readiness check writes and removes a probe file every few seconds: a
+    listing that meets it mid-write (the probe, or the temporary file it is
+    written through) must not count it as something a request left behind."""
+    area = WorkArea(tmp_path / "tmp")
+    area.open()
+    try:
+        assert area.writable() and area.temporary_files() == []
+        left = area.folder / "upload-1" / "model.onnx"
+        left.parent.mkdir()
+        left.write_bytes(b"x")
+        (area.folder / "probe-0123").write_bytes(b"ok")
+        (area.folder / ".probe-0123.4567.tmp").write_bytes(b"ok")
+        assert area.temporary_files() == [left.parent, left]
+    finally:
+        area.close()
