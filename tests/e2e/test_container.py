@@ -404,18 +404,34 @@ def test_refused_models_are_problems(running: Stack) -> None:
         assert_problem(client.get("/models/" + "0" * 64), 404)
 
 
+# A sandboxed worker (the readiness check starts one every few seconds) holds
+# every capability of the user namespace it has just made, for the instant
+# before it drops them: a process seen with any capability is read again until
+# it has none or is gone (2 s at most), and its last reading counts.
 INSIDE = """
-import errno, json, os
+import errno, json, os, time
+KEYS = ('Name', 'Uid', 'Gid', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs')
+CAPABILITIES = ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb')
+def status(entry):
+    try:
+        fields = dict(line.split(':', 1) for line in open(f'/proc/{entry}/status').read().splitlines() if ':' in line)
+    except OSError:
+        return None
+    found = {key: fields[key].split() for key in KEYS}
+    found['rss'] = int(fields.get('VmRSS', '0 kB').split()[0]) * 1024
+    return found
+def capable(found):
+    return any(int(found[key][0], 16) for key in CAPABILITIES)
 processes = {}
 for entry in os.listdir('/proc'):
     if entry.isdigit() and int(entry) != os.getpid():
-        try:
-            fields = dict(line.split(':', 1) for line in open(f'/proc/{entry}/status').read().splitlines() if ':' in line)
-        except OSError:
-            continue
-        keys = ('Name', 'Uid', 'Gid', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs')
-        processes[entry] = {key: fields[key].split() for key in keys}
-        processes[entry]['rss'] = int(fields.get('VmRSS', '0 kB').split()[0]) * 1024
+        found = status(entry)
+        deadline = time.monotonic() + 2.0
+        while found is not None and capable(found) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            found = status(entry)
+        if found is not None:
+            processes[entry] = found
 writes = {}
 for path in ('/probe', '/etc/probe', '/opt/venv/probe', '/usr/local/lib/probe', '/var/tmp/probe', '/run/probe', '/root/probe',
              '/data/probe', '/dev/shm/probe', '/run/onnx-import/probe', '/store/probe', '/tmp/probe'):
