@@ -92,13 +92,12 @@ def backend_dir(backend_manifest: dict[str, Any]) -> Path:
 
 
 @pytest.fixture(scope="session")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
-    """The project's wheels by IMPORTER_BUILD, each built once per run (tests/support/wheel_builds.py):
-    pytest-xdist's workers share them, in the folder above each worker's own temporary one."""
+def wheels() -> Wheels:
+    """The project's wheels by IMPORTER_BUILD, each built once for the sources as they are
+    (tests/support/wheel_builds.py, .cache/wheels/): pytest-xdist's workers share them."""
     from support.wheel_builds import Wheels
 
-    base = tmp_path_factory.getbasetemp()
-    return Wheels((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "wheels")
+    return Wheels()
 
 
 @pytest.fixture()

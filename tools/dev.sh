@@ -12,6 +12,10 @@
 # is compiled; where it is pure, it says that the compiled build could not be
 # tested here.
 #
+# Installs go through uv (tools/uv_pip.py) under pip's configuration, else pip;
+# `test` builds the wheels its tests install in the background meanwhile
+# (tools/prebuild_wheels.py).
+#
 # Each pytest run spreads its test modules over one process per core
 # (pytest-xdist: -n auto --dist loadfile), handed out in collection order,
 # the longest first (tests/conftest.py, LONGEST_FIRST), not xdist's own
@@ -56,6 +60,24 @@ build_inputs() {
     { echo "IMPORTER_BUILD=${IMPORTER_BUILD:-auto}"; cat pyproject.toml setup.py tools/build_backend.py importer/*.py; } | sha256sum | cut -c1-64
 }
 
+# `pip install` into .venv, done by uv under pip's configuration (tools/uv_pip.py:
+# seconds where pip takes minutes), or by pip where uv could not be installed.
+# uv builds the project afresh (--reinstall-package) rather than reuse a wheel
+# cached by file times: IMPORTER_BUILD is not among them.
+pip_install() {
+    if [ -x .venv/bin/uv ]; then
+        .venv/bin/python tools/uv_pip.py .venv/bin/python --quiet "$@"
+    else
+        local arguments=() skip=""
+        for argument in "$@"; do  # uv's own options, with their value
+            if [ -n "$skip" ]; then skip=""; continue; fi
+            case "$argument" in --reinstall-package) skip=1; continue ;; esac
+            arguments+=("$argument")
+        done
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check "${arguments[@]}"
+    fi
+}
+
 # The editable install (about a minute when compiled, a few seconds pure),
 # redone only when its inputs or the build asked for changed since the last
 # one, or when it lacks what the command needs: `serve` installs what serving
@@ -68,13 +90,23 @@ setup() {
     if [ ! -x .venv/bin/python ]; then
         "$(pick_python)" -m venv .venv
     fi
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+    if [ ! -x .venv/bin/uv ]; then
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.13,<0.14" ||
+            echo "note: uv could not be installed; pip installs everything (about two minutes more)"
+    fi
+    pip_install --upgrade pip
     local inputs installed
     inputs=$(build_inputs)
     installed=$(cat "$BUILD_STAMP" 2>/dev/null || true)
     if [ "$installed" != "$inputs $(installed_build) test" ] && [ "$installed" != "$inputs $(installed_build) $need" ]; then
         echo "installing the project for $need, the importer's build: ${IMPORTER_BUILD:-auto}"
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
+        if [ -x .venv/bin/uv ]; then  # its dependencies first (seconds): all an early wheel build needs
+            local extra_options=()
+            for extra in ${extras//,/ }; do extra_options+=(--extra "$extra"); done
+            pip_install -r pyproject.toml "${extra_options[@]}"
+            start_prebuild
+        fi
+        pip_install --reinstall-package onnx-import-service -e ".[$extras]"
         mkdir -p "$(dirname "$BUILD_STAMP")"
         echo "$inputs $(installed_build) $need" >"$BUILD_STAMP"
     fi
@@ -91,7 +123,7 @@ install_exporters() {
     fi
     for folder in ${PIP_FIND_LINKS:-} /opt/wheels; do
         if compgen -G "$folder/torch-2.13.0*.whl" >/dev/null; then
-            .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0 onnxscript==0.7.2
+            pip_install torch==2.13.0 onnxscript==0.7.2
             return
         fi
     done
@@ -172,8 +204,23 @@ install_sarif_multitool() {
         echo "note: npm could not install @microsoft/sarif-multitool; the SARIF Multitool checks will be skipped"
 }
 
+# `test` builds the wheels its build and packaged-service tests install
+# (tools/prebuild_wheels.py) in the background from the moment the
+# dependencies are in, beside the editable install's own compile and the
+# rest of the setup; the tests wait for a wheel still being built.
+PREBUILD=""
+PREBUILD_PID=""
+start_prebuild() {
+    [ -n "$PREBUILD" ] && [ -z "$PREBUILD_PID" ] || return 0
+    mkdir -p .cache/wheels
+    .venv/bin/python tools/prebuild_wheels.py >.cache/wheels/prebuild.log 2>&1 &
+    PREBUILD_PID=$!
+}
+
 run_tests() {
+    PREBUILD=1
     setup test
+    start_prebuild  # when setup installed nothing
     local parallel=()
     case "${TEST_WORKERS:-auto}" in 1) ;; *) parallel=(-n "${TEST_WORKERS:-auto}" --dist loadfile --no-loadscope-reorder) ;; esac
     install_exporters
@@ -218,6 +265,7 @@ run_tests() {
         echo "note: the compiled build of the importer could not be tested here: the installed build is $build" \
             "(IMPORTER_BUILD=${IMPORTER_BUILD:-auto}; the compiled one needs a C compiler and Python's headers)"
     fi
+    wait "$PREBUILD_PID" || echo "note: the early wheel build failed (.cache/wheels/prebuild.log); the tests that asked built them"
     return "$status"
 }
 

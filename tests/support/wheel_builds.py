@@ -1,41 +1,76 @@
 """The project's wheels as the Dockerfile builds them: from a copy of exactly
 the files its builder stage copies, by `pip wheel` (the project's own backend,
 tools/build_backend.py, in an isolated build environment), with
-IMPORTER_BUILD. `Wheels` builds each kind once per test run (conftest's
-`wheels` fixture), whichever test process asks first; tests/e2e/test_builds.py and
-tests/e2e/test_packaged_service.py share them. A compiled wheel takes about a minute on 2 cores.
+IMPORTER_BUILD. `Wheels` builds each kind once for each content of those
+files (conftest's `wheels` fixture: .cache/wheels/<context_digest()>/), by
+whichever process asks first: tools/prebuild_wheels.py, which
+`bash tools/dev.sh test` starts beside its setup, or a test process;
+tests/e2e/test_builds.py and tests/e2e/test_packaged_service.py share them. A
+compiled wheel takes about a minute on 2 cores.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
 from cache_lock import cache_lock
 
 from support.deploy_files import read_dockerfile
-from support.paths import REPO
+from support.paths import CACHE, REPO
 
 BUILD_SECONDS = 900
+WHEELS = CACHE / "wheels"
+NOT_COPIED = ("__pycache__", "*.pyc", "*.so", "*.pyd")  # the checkout's own byproducts
+
+
+def copied_sources() -> list[tuple[str, str]]:
+    """The builder stage's `COPY` sources and their target folder, in order."""
+    return [
+        (name, target)
+        for instruction in read_dockerfile().stage("builder").all("COPY")
+        for *sources, target in [instruction.arguments.split()]
+        for name in sources
+    ]
+
+
+def context_digest() -> str:
+    """What a wheel is made of: the names and bytes of the files copied, and the interpreter and platform that build it."""
+    digest = hashlib.sha256(f"{sys.implementation.cache_tag} {sysconfig.get_platform()}\0".encode())
+    for name, target in copied_sources():
+        origin = REPO / name
+        for path in files_copied(origin) if origin.is_dir() else [origin]:
+            digest.update(f"{target} {path.relative_to(REPO).as_posix()}\0".encode() + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def files_copied(folder: Path) -> list[Path]:
+    """The files `copy_build_context` copies from `folder`, in a stable order."""
+    ignored = shutil.ignore_patterns(*NOT_COPIED)
+    files = []
+    for parent, folders, names in os.walk(folder):
+        folders[:] = sorted(set(folders) - ignored(parent, folders))
+        files += [Path(parent, name) for name in sorted(set(names) - ignored(parent, names))]
+    return files
 
 
 def copy_build_context(destination: Path) -> Path:
     """What the Dockerfile's builder stage copies (`COPY a b dir/`: files into
     dir/, a folder's contents into dir/), copied into `destination`."""
-    for instruction in read_dockerfile().stage("builder").all("COPY"):
-        *sources, target = instruction.arguments.split()
+    for name, target in copied_sources():
         folder = destination / target
-        for name in sources:
-            origin = REPO / name
-            if origin.is_dir():
-                shutil.copytree(origin, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.pyd"))
-            else:
-                folder.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(origin, folder / origin.name)
+        origin = REPO / name
+        if origin.is_dir():
+            shutil.copytree(origin, folder, ignore=shutil.ignore_patterns(*NOT_COPIED))
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(origin, folder / origin.name)
     return destination
 
 
@@ -52,10 +87,11 @@ def build_environment(build: str, **extra: str) -> dict[str, str]:
 
 
 class Wheels:
-    """One wheel per IMPORTER_BUILD value, built on first request into `root`."""
+    """One wheel per IMPORTER_BUILD value, built on first request into `root`
+    (by default, the folder of today's build context under .cache/wheels)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or WHEELS / context_digest()
         self.built: dict[str, Path] = {}
         self.seconds: dict[str, float] = {}
 
@@ -71,6 +107,7 @@ class Wheels:
                     seconds = time.monotonic() - started
                     failed = f"IMPORTER_BUILD={build} pip wheel failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
                     assert result.returncode == 0, failed
+                    shutil.rmtree(source)  # the copy and mypyc's C: only the wheel is kept
                     done.write_text(f"{seconds:.1f}")  # how long it took: the build's figure, and the mark that it is whole
             self.seconds[build] = float(done.read_text())
             (self.built[build],) = (folder / "wheels").glob("onnx_import_service-*.whl")
