@@ -61,21 +61,15 @@ build_inputs() {
 }
 
 # `pip install` into .venv, done by uv under pip's configuration (tools/uv_pip.py:
-# seconds where pip takes minutes), or by pip where uv could not be installed.
-# uv builds the project afresh (--reinstall-package) rather than reuse a wheel
-# cached by file times: IMPORTER_BUILD is not among them.
+# seconds where pip takes minutes), or by pip where uv could not be installed
+# or failed.
+uv_install() {
+    [ -x .venv/bin/uv ] && .venv/bin/python tools/uv_pip.py .venv/bin/python --quiet "$@"
+}
 pip_install() {
-    if [ -x .venv/bin/uv ]; then
-        .venv/bin/python tools/uv_pip.py .venv/bin/python --quiet "$@"
-    else
-        local arguments=() skip=""
-        for argument in "$@"; do  # uv's own options, with their value
-            if [ -n "$skip" ]; then skip=""; continue; fi
-            case "$argument" in --reinstall-package) skip=1; continue ;; esac
-            arguments+=("$argument")
-        done
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check "${arguments[@]}"
-    fi
+    uv_install "$@" && return
+    [ ! -x .venv/bin/uv ] || echo "note: uv could not install $*; pip does"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@"
 }
 
 # The editable install (about a minute when compiled, a few seconds pure),
@@ -100,13 +94,16 @@ setup() {
     installed=$(cat "$BUILD_STAMP" 2>/dev/null || true)
     if [ "$installed" != "$inputs $(installed_build) test" ] && [ "$installed" != "$inputs $(installed_build) $need" ]; then
         echo "installing the project for $need, the importer's build: ${IMPORTER_BUILD:-auto}"
-        if [ -x .venv/bin/uv ]; then  # its dependencies first (seconds): all an early wheel build needs
-            local extra_options=()
-            for extra in ${extras//,/ }; do extra_options+=(--extra "$extra"); done
-            pip_install -r pyproject.toml "${extra_options[@]}"
-            start_prebuild
+        # With uv: the dependencies first (seconds: all an early wheel build
+        # needs), then the project, built afresh (--reinstall-package) rather
+        # than from uv's cache, which knows files' times but not IMPORTER_BUILD.
+        local extra_options=()
+        for extra in ${extras//,/ }; do extra_options+=(--extra "$extra"); done
+        if ! { uv_install -r pyproject.toml "${extra_options[@]}" && start_prebuild &&
+            uv_install --reinstall-package onnx-import-service -e ".[$extras]"; }; then
+            [ ! -x .venv/bin/uv ] || echo "note: uv could not install the project; pip does"
+            .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
         fi
-        pip_install --reinstall-package onnx-import-service -e ".[$extras]"
         mkdir -p "$(dirname "$BUILD_STAMP")"
         echo "$inputs $(installed_build) $need" >"$BUILD_STAMP"
     fi

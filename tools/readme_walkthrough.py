@@ -135,7 +135,8 @@ def serving(root: Path, log: Path, importer_build: str | None = None) -> Iterato
             time.sleep(0.5)
         yield
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # gone already: a setup that failed
+            os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -9,7 +9,8 @@ indexes, find-links folders (where the CPU build of torch lies), constraints
 list` (files and PIP_* variables; for one option, a PIP_ variable wins over the
 [install] section, which wins over [global]) and handed to uv as its own
 options. Indexes are merged as pip merges them (the best match across all of
-them). uv is the one beside VENV_PYTHON, else on PATH.
+them); with no certificate set, uv trusts the system's store, as pip on
+Debian does. uv is the one beside VENV_PYTHON, else on PATH.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def uv_arguments(configuration: dict[str, str]) -> tuple[list[str], dict[str, st
     environment = {}
     if cert := configuration.get("cert"):
         environment["SSL_CERT_FILE"] = cert
+    else:
+        arguments.append("--system-certs")  # the system's trust store, as Debian's pip and Python's ssl use, not uv's own roots
     if timeout := configuration.get("timeout") or configuration.get("default-timeout"):
         environment["UV_HTTP_TIMEOUT"] = timeout
     return arguments, environment

@@ -64,3 +64,13 @@ def test_a_pip_variable_wins_over_the_install_section_which_wins_over_global(
     arguments, _ = uv_arguments(pip_configuration(sys.executable))
     assert values_of(arguments, "--find-links") == ["/from-variable"]
     assert "--no-index" in arguments
+
+
+def test_with_no_certificate_set_uv_trusts_the_systems_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [name for name in os.environ if name.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # pip reads no file at all, as in a bare container
+    monkeypatch.setenv("PIP_FIND_LINKS", "/wheels")
+    arguments, environment = uv_arguments(pip_configuration(sys.executable))
+    assert "--system-certs" in arguments and "SSL_CERT_FILE" not in environment
+    assert values_of(arguments, "--find-links") == ["/wheels"]
