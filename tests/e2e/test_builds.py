@@ -12,8 +12,9 @@ mypy is absent) and imports and dumps a model with external data there:
 check are the same bytes. Without a working compiler, `auto` builds the pure
 wheel and says so, and `compiled` fails and says why. An sdist carries
 setup.py and the backend, and a wheel builds from it. Wheels are built once
-per session (tests/support/wheel_builds.py): the compiled one takes about a minute on
-2 cores.
+for each content of the build context (tests/support/wheel_builds.py, usually
+ahead of the tests by tools/prebuild_wheels.py): the compiled one takes about a
+minute on 2 cores.
 """
 
 from __future__ import annotations

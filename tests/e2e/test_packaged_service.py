@@ -18,7 +18,8 @@ external data, problem responses, the front end's memory against the
 deployments' budget, nothing written elsewhere, a second replica sharing the
 store, and a clean stop on SIGTERM. Setup takes 10 to 30 seconds (pip's cache
 holds the dependencies), plus about a minute to compile the importer unless
-tests/e2e/test_builds.py built that wheel earlier in the session.
+that wheel was built already (tests/support/wheel_builds.py caches it by the
+build context's digest; `bash tools/dev.sh test` builds it beside its setup).
 """
 
 from __future__ import annotations
