@@ -47,6 +47,7 @@ def test_pips_indexes_folders_and_constraints_become_uvs_options(pip_settings: P
     assert values_of(arguments, "--constraints") == [f"{tmp_path}/cap.txt"]
     assert values_of(arguments, "--allow-insecure-host") == ["one.example"]
     assert values_of(arguments, "--index-strategy") == ["unsafe-best-match"]  # pip compares every index's versions
+    assert "--compile-bytecode" in arguments  # pip compiles what it installs
     assert environment["SSL_CERT_FILE"] == f"{tmp_path}/ca.pem"
 
 
@@ -61,9 +62,10 @@ def test_a_pip_variable_wins_over_the_install_section_which_wins_over_global(
     assert configuration["index-url"] == "https://global.example/simple"
     monkeypatch.setenv("PIP_FIND_LINKS", "/from-variable")
     monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_NO_COMPILE", "1")
     arguments, _ = uv_arguments(pip_configuration(sys.executable))
     assert values_of(arguments, "--find-links") == ["/from-variable"]
-    assert "--no-index" in arguments
+    assert "--no-index" in arguments and "--compile-bytecode" not in arguments
 
 
 def test_with_no_certificate_set_uv_trusts_the_systems_store(monkeypatch: pytest.MonkeyPatch) -> None:
