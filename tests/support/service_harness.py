@@ -117,6 +117,13 @@ class ServiceProcess(ServiceUnderTest):
         self.log = log or store.parent / f"service-{id(self)}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
+    def wait_for_log(self, text: str, timeout: float = 20.0) -> None:
+        """Wait until the service has logged `text`; fail with the log's tail after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while text not in (logged := self.log.read_text(errors="replace")):
+            assert time.monotonic() < deadline, f"{text!r} never appeared in the service log:\n{logged[-2000:]}"
+            time.sleep(0.02)
+
     def start(self, timeout: float = 30.0, wait_for: str = "/readyz") -> ServiceProcess:
         """Start the service and wait until `wait_for` answers 200 (`/healthz`
         for a replica started before its storage, which is not ready yet)."""

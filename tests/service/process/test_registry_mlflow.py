@@ -113,13 +113,6 @@ def delivery(name: str, version: str, source: str, *, secret: str = SECRET, at: 
     return body, headers
 
 
-def wait_for_log(service: ServiceProcess, line: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while line not in service.log.read_text():
-        assert time.monotonic() < deadline, service.log.read_text()[-2000:]
-        time.sleep(0.1)
-
-
 def validations_logged(service: ServiceProcess, name: str) -> int:
     return service.log.read_text().count(f"mlflow: validating {name} version")
 
@@ -272,14 +265,14 @@ def test_a_verdict_mlflow_missed_while_down_is_written_when_it_is_back(
             service.start()
             body, headers = delivery("restarted", version, "runs:/x/model")
             assert httpx.post(service.url + "/hooks/mlflow", content=body, headers=headers).status_code == 202
-            wait_for_log(service, "models:/restarted/1 fetched through MLflow")
+            service.wait_for_log("models:/restarted/1 fetched through MLflow", timeout=60)
             mlflow_link.go_away()  # the workers still sleep: the verdict comes while MLflow is away
-            wait_for_log(service, "is kept to write later")
+            service.wait_for_log("is kept to write later", timeout=60)
             assert VERDICT not in client_of(mlflow_server).get_model_version("restarted", version).tags
             mlflow_link.come_back()
             tags = tags_when_validated(mlflow_server, "restarted", version, timeout=60)
             assert tags[VERDICT] == "pass", tags
             assert alias_version(mlflow_server, "restarted") == version
-            wait_for_log(service, "the kept verdict of restarted version 1 is written", timeout=10)  # logged after the alias is set
+            service.wait_for_log("the kept verdict of restarted version 1 is written", timeout=10)  # logged after the alias is set
         finally:
             service.stop()

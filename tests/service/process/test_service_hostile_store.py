@@ -58,15 +58,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterato
         yield service
 
 
-def wait_for_log(server: ServiceProcess, text: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text in server.log.read_text(errors="replace"):
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{text!r} never appeared in the service log")
-
-
 def in_background(call: object) -> tuple[threading.Thread, list[httpx.Response]]:
     results: list[httpx.Response] = []
     thread = threading.Thread(target=lambda: results.append(call()))  # type: ignore[operator]
@@ -86,7 +77,7 @@ def test_a_folder_swapped_for_a_link_after_the_worker_read_it_serves_nothing_fro
         thread, results = in_background(
             lambda: client.post("/models", json={"path": "race/model.onnx"}, headers={"X-Test-Pause-Before-Commit": "3"})
         )
-        wait_for_log(server, "import of 'race/model.onnx': ok")  # the worker has read the files; the commit waits
+        server.wait_for_log("import of 'race/model.onnx': ok")  # the worker has read the files; the commit waits
         os.rename(data_root / "race" / "sub", data_root / "race" / "sub.real")
         os.symlink(outside, data_root / "race" / "sub")
         thread.join(30)
