@@ -51,7 +51,8 @@ def context_digest() -> str:
 
 
 def files_copied(folder: Path) -> list[Path]:
-    """The files `copy_build_context` copies from `folder`, in a stable order."""
+    """The files a folder `COPY` takes from `folder` (the checkout's byproducts left out), in a stable order:
+    what `copy_build_context` copies and `context_digest` reads."""
     ignored = shutil.ignore_patterns(*NOT_COPIED)
     files = []
     for parent, folders, names in os.walk(folder):
@@ -64,13 +65,11 @@ def copy_build_context(destination: Path) -> Path:
     """What the Dockerfile's builder stage copies (`COPY a b dir/`: files into
     dir/, a folder's contents into dir/), copied into `destination`."""
     for name, target in copied_sources():
-        folder = destination / target
         origin = REPO / name
-        if origin.is_dir():
-            shutil.copytree(origin, folder, ignore=shutil.ignore_patterns(*NOT_COPIED))
-        else:
-            folder.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(origin, folder / origin.name)
+        for path in files_copied(origin) if origin.is_dir() else [origin]:
+            copy = destination / target / (path.relative_to(origin) if origin.is_dir() else path.name)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, copy)
     return destination
 
 
