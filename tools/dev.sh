@@ -66,10 +66,13 @@ build_inputs() {
 uv_install() {
     [ -x .venv/bin/uv ] && .venv/bin/python tools/uv_pip.py .venv/bin/python --quiet "$@"
 }
+pip_itself() {
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@"
+}
 pip_install() {
     uv_install "$@" && return
     [ ! -x .venv/bin/uv ] || echo "note: uv could not install $*; pip does"
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@"
+    pip_itself "$@"
 }
 
 # The editable install (about a minute when compiled, a few seconds pure),
@@ -85,7 +88,7 @@ setup() {
         "$(pick_python)" -m venv .venv
     fi
     if [ ! -x .venv/bin/uv ]; then
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.13,<0.14" ||
+        pip_itself "uv>=0.13,<0.14" ||
             echo "note: uv could not be installed; pip installs everything (about two minutes more)"
     fi
     pip_install --upgrade pip
@@ -102,7 +105,7 @@ setup() {
         if ! { uv_install -r pyproject.toml "${extra_options[@]}" && start_prebuild &&
             uv_install --reinstall-package onnx-import-service -e ".[$extras]"; }; then
             [ ! -x .venv/bin/uv ] || echo "note: uv could not install the project; pip does"
-            .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
+            pip_itself -e ".[$extras]"
         fi
         mkdir -p "$(dirname "$BUILD_STAMP")"
         echo "$inputs $(installed_build) $need" >"$BUILD_STAMP"
