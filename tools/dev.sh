@@ -5,12 +5,12 @@
 #
 # The importer is installed compiled (mypyc) where a C compiler works, else
 # pure Python: IMPORTER_BUILD (auto, compiled, pure; README, "Two builds of
-# the importer"). `test` runs the whole suite on the installed build, then the
-# service's API and process tests marked both_stores again on a fleet store
-# (S3 and PostgreSQL, started by tools/fleet_servers.py), then the importer's
-# tests again on the other build: on a pure copy of importer/ in .cache/pure when the installed build
-# is compiled; where it is pure, it says that the compiled build could not be
-# tested here.
+# the importer"). `test` runs the whole suite on the installed build (the
+# service's test modules marked both_stores once on the local store and once
+# on a fleet store: S3 and PostgreSQL, started by tools/fleet_servers.py),
+# then the importer's tests again on the other build: on a pure copy of
+# importer/ in .cache/pure when the installed build is compiled; where it is
+# pure, it says that the compiled build could not be tested here.
 #
 # Installs go through uv (tools/uv_pip.py) under pip's configuration, else pip;
 # `test` builds the wheels its tests install in the background meanwhile
@@ -239,16 +239,6 @@ run_tests() {
     # --durations: the slowest tests, in every run's log (what to move to a lower layer first);
     # every test's time in .cache/test-reports/ (JUnit XML: tools/test_costs.py sums it by module)
     IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" --durations=40 --junitxml=.cache/test-reports/main.xml "$@" || status=$?
-    # The service's API and process tests whose behaviour the store's kind may
-    # change (marked both_stores) once more, every service they start storing
-    # on S3 (SeaweedFS) with its index in PostgreSQL (support/service_harness.py);
-    # where those servers cannot be had, they skip with the reason.
-    echo "== pytest, the service's both_stores tests on a fleet store (ONNX_TEST_STORE=fleet)"
-    local fleet_status=0
-    ONNX_TEST_STORE=fleet IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" --durations=20 --junitxml=.cache/test-reports/fleet.xml -m both_stores tests/service/api tests/service/process "$@" || fleet_status=$?
-    if [ "$fleet_status" != 0 ] && ! { [ "$fleet_status" = 5 ] && [ $# -gt 0 ]; }; then  # 5: the caller's -k selects none of them
-        status=$fleet_status
-    fi
     if [ "$build" = compiled ]; then
         # The pure build: a copy of the package without its compiled modules,
         # first on every test's and subprocess's path (PYTHONSAFEPATH keeps the

@@ -34,13 +34,12 @@ from service.store.work_area import is_probe
 from support.paths import REPO
 
 SAMPLES = REPO / "testdata" / "samples"
-# `ONNX_TEST_STORE=fleet` (bash tools/dev.sh test runs the service's process
-# tests so a second time): every ServiceProcess stores on S3 and indexes in
-# PostgreSQL (the session's `fleet_servers`), its `store` folder being its
-# --cache-dir; a test reading the local store's files is marked
-# `local_store` and skips.
-FLEET_MODE = os.environ.get("ONNX_TEST_STORE") == "fleet"
-FLEET: Any = None  # the session's FleetServers in fleet mode (support.servers sets it)
+# On the fleet store (a both_stores module's [fleet] round: support/servers.py's
+# `store_kind` sets FLEET to the session's FleetServers, None otherwise), every
+# ServiceProcess stores on S3 and indexes in PostgreSQL, its `store` folder
+# being its --cache-dir; a test reading the local store's files is marked
+# `local_store` and skips there.
+FLEET: Any = None
 FLEET_STORES: dict[Path, tuple[str, str]] = {}  # a store folder -> its (s3 URL, database URL): processes given one folder share it
 PROBLEM_FIELDS = ("type", "title", "status", "detail", "instance")
 

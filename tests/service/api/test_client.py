@@ -39,7 +39,7 @@ from service.access.keys import new_key
 from service.client import AsyncClient, Client, Retry, ServiceError
 from service.client._common import tensor_path, upload_parts
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 
 EXTERNAL = SAMPLES / "external"

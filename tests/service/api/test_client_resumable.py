@@ -44,7 +44,7 @@ from support.tcp_proxy import TcpProxy
 from service.client import AsyncClient, Client, Retry, ServiceError
 from service.client.resumable import MAX_STALLS, SETTLE_SECONDS, TUS_VERSION
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 EXTERNAL = SAMPLES / "external"
 EXTERNAL_FILES = [EXTERNAL / "weights.bin", EXTERNAL / "more" / "bias.bin"]

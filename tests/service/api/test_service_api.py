@@ -26,11 +26,11 @@ from support.service_harness import (
 
 import importer
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 
 @pytest.fixture(scope="module")
-def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def data_root(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Path:
     """The samples, plus what the traversal tests need: links in and out,
     a directory, a FIFO, and a secret outside the root."""
     base = tmp_path_factory.mktemp("service-data")

@@ -24,7 +24,7 @@ from support.service_harness import SAMPLES, assert_problem, copy_samples, refer
 
 from service.http.schemas import GraphDocument, Health, ModelPage, ModelSummary, Problem, Readiness, TensorPage
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 
 ODD_NAMES = ["a/b", "onnx::Split_138", "/model.10/Constant_output_0", "100%", "what?", "#hash", "with space", "été/Δ", "a_b", ".", ".."]
@@ -103,7 +103,7 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def data_root(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Path:
     root = copy_samples(tmp_path_factory.mktemp("catalog-data") / "root")
     odd_names_model(root / "odd.onnx")
     shared_names_model(root / "shared.onnx")

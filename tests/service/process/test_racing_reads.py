@@ -9,7 +9,7 @@ whose cap (`--store-max-bytes`) holds about a third of them, so imports
 evict too; half the DELETEs are followed at once by the same model's import
 (the same id, a new copy). Readers ask for every model whether it is stored
 or not, until READS are answered or SECONDS pass. On the local
-store and, with ONNX_TEST_STORE=fleet, on S3 and PostgreSQL. The server's log
+store and, on the fleet store ([fleet]), on S3 and PostgreSQL. The server's log
 is kept: a failure shows the tracebacks of its 500s.
 """
 
@@ -28,7 +28,7 @@ import pytest
 from support.service_harness import ServiceProcess, copy_samples, model_id_of, serving
 from support.small_models import weight_model
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 MODELS = 14
 # float32s of each model's weight: 64 KiB (read at once) for odd seeds, 384 KiB

@@ -28,7 +28,7 @@ from support.service_harness import SAMPLES, ServiceProcess, assert_problem, chi
 
 from service.access.keys import new_key
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 TUS = {"Tus-Resumable": "1.0.0"}
 OCTETS = "application/offset+octet-stream"
@@ -93,7 +93,7 @@ def upload(client: httpx.Client, data: bytes, auth: dict[str, str] | None = None
 
 def uploads_held(server: ServiceProcess) -> set[str]:
     """The ids of the uploads the service holds (every tenant's): in the store's
-    uploads folder, or with ONNX_TEST_STORE=fleet the index's rows."""
+    uploads folder, or on the fleet store the index's rows."""
     if server.fleet_store is not None:
         with psycopg.connect(server.fleet_store[1]) as connection:
             return {str(row[0]) for row in connection.execute("SELECT id FROM onnx_resumable_uploads")}
@@ -172,7 +172,7 @@ def _keys(path: Path, *tenants: str) -> dict[str, dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServiceProcess, dict[str, dict[str, str]]]]:
+def keyed(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Iterator[tuple[ServiceProcess, dict[str, dict[str, str]]]]:
     """A server with API keys (alice, bob) and small upload limits."""
     base = tmp_path_factory.mktemp("resumable")
     auth = _keys(base / "keys.toml", "alice", "bob")

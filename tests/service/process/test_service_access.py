@@ -26,7 +26,7 @@ from service.__main__ import anonymous_refusal, is_loopback
 from service.access.keys import new_key
 from service.settings import Settings
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 
 def key(tenant: str, scopes: list[str]) -> tuple[str, str]:

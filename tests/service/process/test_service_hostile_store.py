@@ -23,7 +23,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, model_id_of, serving
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 HOOKS = {"ONNX_SERVICE_TEST_HOOKS": "1"}
 
@@ -50,7 +50,7 @@ def weights_model(path: Path, values: np.ndarray, location: str | None = None) -
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) -> Iterator[ServiceProcess]:
+def server(tmp_path_factory: pytest.TempPathFactory, data_root: Path, store_kind: str) -> Iterator[ServiceProcess]:
     """One server (test hooks on) over the module's `data_root` (support/servers.py),
     for the tests that each lay out and import files of their own; the test that
     hard-links a sample has a data root and a server of its own."""

@@ -14,11 +14,11 @@ import pytest
 from support.big_models import write_big_graph_model
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 
 @pytest.fixture(scope="module")
-def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+def limited(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Iterator[ServiceProcess]:
     base = tmp_path_factory.mktemp("service-limits")
     root = base / "root"
     shutil.copytree(SAMPLES, root)

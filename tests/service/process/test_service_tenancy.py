@@ -26,7 +26,7 @@ from support.service_harness import ServiceProcess, assert_problem, copy_samples
 
 from service.access.keys import new_key
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 
 @dataclass
@@ -53,7 +53,7 @@ def _serving_tenants(base: Path, *extra: str) -> Iterator[Tenants]:
 
 
 @pytest.fixture(scope="module")
-def shared_tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
+def shared_tenants(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Iterator[Tenants]:
     """One server with the default settings for the module's tests that need no
     other: each uploads models of its own (its own seeds), so none sees another's."""
     yield from _serving_tenants(tmp_path_factory.mktemp("tenants"))

@@ -29,7 +29,7 @@ from support.service_harness import ServiceProcess, assert_problem, copy_samples
 
 from service.access.keys import new_key
 
-pytestmark = pytest.mark.both_stores  # run again on a fleet store (tools/dev.sh test)
+pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 BIG_DIMS = [1024, 1024]  # 4 MiB of float32: far above SMALL_BYTES (256 KiB) of service/http/tensor_responses.py
 HUGE_ELEMENTS = 16 << 20  # 64 MiB of float32
@@ -63,7 +63,7 @@ def write_model(path: Path, tensor: np.ndarray, location: str | None = None) -> 
 
 
 @pytest.fixture(scope="module")
-def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def data_root(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Path:
     """The samples, plus: big/ (a 4 MiB tensor inline), huge/ (64 MiB in
     external data), changed/ and gone/ (1 MiB each in external data, for the
     tests that change them), cut/ (40 MiB in external data)."""
@@ -114,8 +114,10 @@ def by_path(server: ServiceProcess, reference: np.ndarray) -> Big:
 
 
 @pytest.fixture(scope="module", params=["uploaded", "by_path"])
-def big(request: pytest.FixtureRequest) -> Big:
-    """Big uploaded (its bytes in the store) and imported by path (in the data root)."""
+def big(request: pytest.FixtureRequest, server: ServiceProcess) -> Big:
+    """Big uploaded (its bytes in the store) and imported by path (in the data root).
+
+    It names `server` so that it is made again with each server (store kind)."""
     found: Big = request.getfixturevalue(request.param)
     return found
 

@@ -21,7 +21,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper, numpy_helper
-from support.service_harness import FLEET_MODE, ServiceProcess, copy_samples, model_id_of, serving
+from support import service_harness
+from support.service_harness import ServiceProcess, copy_samples, model_id_of, serving
 
 from service.client import Client
 
@@ -162,7 +163,7 @@ def test_a_256_mib_upload_keeps_the_front_ends_memory_flat(server: ServiceProces
     # Receiving holds at most 8 MiB queued for the writing thread, 8 MiB for the
     # hashing one and a 1 MiB read. On a fleet store the commit's S3 upload adds
     # obstore's multipart buffers: up to 12 parts of 5 MiB in flight per file.
-    bound = (48 + (12 * 5 if FLEET_MODE else 0)) * 1024
+    bound = (48 + (12 * 5 if service_harness.FLEET is not None else 0)) * 1024
     assert growth < bound, f"the front end's peak memory grew by {growth} KiB receiving 256 MiB"
 
 
@@ -179,7 +180,7 @@ def bytes_written(pid: int) -> tuple[int, int]:
 
 
 def test_an_upload_is_written_to_this_machines_disk_once(server: ServiceProcess, tmp_path: Path) -> None:
-    """On its way to the store (and, with ONNX_TEST_STORE=fleet, to the
+    """On its way to the store (and, on a fleet store, to the
     bucket), one-shot or resumable: the worker reads the file where it was
     received, the store takes it from there."""
     assert server.process is not None
