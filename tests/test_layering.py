@@ -17,6 +17,7 @@ import reaches (at its top or inside a function), and name the chain."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -117,16 +118,18 @@ def _module_name(path: Path) -> str:
 SERVICE_MODULES = {_module_name(path): path for path in SERVICE.rglob("*.py")}
 
 
-def _direct(module: str) -> set[str]:
+@functools.cache
+def _direct(module: str) -> frozenset[str]:
     """What `module` imports: the service's modules (and the packages above
-    them, which Python imports first) by their full names, others by their top name."""
+    them, which Python imports first) by their full names, others by their top name
+    (remembered: each module is parsed once for all the chains)."""
     found: set[str] = set()
     for name in _modules(SERVICE_MODULES[module]):
         parts = name.split(".")
         found.update(prefix for prefix in (".".join(parts[:end]) for end in range(1, len(parts) + 1)) if prefix in SERVICE_MODULES)
         if parts[0] != "service":
             found.add(parts[0])
-    return found
+    return frozenset(found)
 
 
 def _chains(module: str, wrong: Callable[[str], bool]) -> list[str]:
