@@ -102,9 +102,12 @@ def test_a_graph_another_tenant_viewed_is_no_faster_to_a_first_request(tenants: 
     assert again < statistics.median(trial.first_seconds for trial in trials), trials
     viewed = [trial.first_seconds for trial in trials if trial.viewed_before]
     fresh = [trial.first_seconds for trial in trials if not trial.viewed_before]
-    # Before: 3.8 ms against 25.6 ms (0.15). Now both renders do the same work.
+    # Before: 3.8 ms against 25.6 ms (0.15). Now both renders do the same work,
+    # a ratio about 1 that a loaded machine spreads (a median of 4 against 4:
+    # one run with three test processes on two cores gave 0.599). The bound
+    # sits between the leak and the noise.
     ratio = statistics.median(viewed) / statistics.median(fresh)
-    assert ratio > 0.6, (ratio, viewed, fresh)
+    assert ratio > 0.4, (ratio, viewed, fresh)
 
 
 def test_a_tenants_checks_are_its_own_and_run_when_asked(tenants: Tenants) -> None:
