@@ -220,11 +220,34 @@ class ModelListItem(BaseModel):
     created: str = Field(description="when it was committed to the store, RFC 3339 UTC")
     model_file: ModelFile
     tensor_count: int
+    verdict: str | None = Field(description="the caller's verdict over the check stages it ran (pass, fail, incomplete); null before any")
     href: str
 
 
 class ModelPage(BaseModel):
     items: list[ModelListItem] = Field(description="newest first")
+    next_cursor: str | None
+    links: PageLinks
+
+
+class ModelDiffPage(BaseModel):
+    format: str = Field(description="onnx-service-diff/1")
+    a: dict[str, Any] = Field(description="the model compared from: id, node_count, initializer_count")
+    b: dict[str, Any] = Field(description="the model compared to: id, node_count, initializer_count")
+    identical: bool = Field(description="no change of opsets, inputs, outputs, nodes or initializers")
+    opsets: list[dict[str, Any]] = Field(description="opsets added, removed or of another version: domain, change, a, b")
+    domains: dict[str, list[str]] = Field(description="node domains added and removed")
+    inputs: list[dict[str, Any]] = Field(description="graph inputs added, removed or of another type: name, change, a, b")
+    outputs: list[dict[str, Any]] = Field(description="graph outputs added, removed or of another type: name, change, a, b")
+    op_types: list[dict[str, Any]] = Field(description="op types whose count differs: op_type, a, b")
+    counts: dict[str, dict[str, int]] = Field(description="node and initializer changes: added, removed, changed")
+    tensor_bytes_compared: bool = Field(description="every initializer's bytes were compared by SHA-256")
+    truncated: list[str] = Field(description="the lists above cut at 1,000 entries")
+    changes: list[dict[str, Any]] = Field(
+        description="this page of the changes, nodes then initializers: kind (node or initializer), change (added, removed"
+        " or changed), name; a node's op_type, a_position and b_position (in each graph's resolved order) and changed"
+        " fields; an initializer's elem_type, dims and sha256 in a and in b"
+    )
     next_cursor: str | None
     links: PageLinks
 

@@ -430,6 +430,27 @@ def test_a_model_alone_is_imported_when_picked_and_its_graph_opens(server: Servi
     assert len(model_posts(watched)) == 1
 
 
+def test_the_model_list_tells_two_models_of_one_name_apart(server: ServiceProcess, watched: Watched, tmp_path: Path) -> None:
+    """Two different models uploaded under one name: two entries, each with its
+    id's first digits and its verdict."""
+    for folder, content in (("first", small_network()), ("second", weights_model())):
+        model = onnx.load_from_string(content)
+        model.doc_string = "the model list's test"  # bytes of this test's own: no other test imported them
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "same-name.onnx").write_bytes(model.SerializeToString())
+    page = open_explorer(watched, server)
+    entries = page.locator("#models li", has_text="same-name.onnx")
+    for count, folder in enumerate(("first", "second"), start=1):
+        page.set_input_files("#files", str(tmp_path / folder / "same-name.onnx"))
+        expect(entries).to_have_count(count)  # the list is read again after each import
+    ids = [entries.nth(index).get_attribute("data-id") or "" for index in range(2)]
+    prefixes = entries.locator(".id-prefix").all_inner_texts()
+    assert prefixes == [model_id[:8] for model_id in ids] and len(set(prefixes)) == 2, (prefixes, ids)
+    for index, model_id in enumerate(ids):
+        verdict = page.request.get(f"{server.url}/models/{model_id}").json()["verdict"]
+        expect(entries.nth(index).locator(".stage-status")).to_contain_text(verdict)
+
+
 def test_missing_external_data_is_named_until_dropped_then_imported(server: ServiceProcess, watched: Watched) -> None:
     folder = SAMPLES / "external"
     page = open_explorer(watched, server)

@@ -3,7 +3,8 @@
 `POST /models` (an upload, a data-root path, or finished resumable uploads:
 `service.http.upload_imports`; `service.imports.flow`; the check stages of
 `?checks=` and the smoke run's `?dim=` bindings, `service.imports.checks`),
-`GET /models` (this store's models, newest first, paged), `GET /models/{id}`
+`GET /models` (this store's models, newest first, paged, each with the
+caller's verdict), `GET /models/{id}`
 (the bounded summary, with this tenant's own check runs),
 `POST /models/{id}/checks` (stages run again on the stored model for this
 tenant: `service.imports.recheck`), `GET /models/{id}/graph` (the
@@ -29,6 +30,7 @@ from starlette.requests import ClientDisconnect
 
 from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
 from service.checks.outcome import ChecksError, parse_checks, parse_dims
+from service.checks.runs import CheckRuns
 from service.errors import ServiceError, bounded
 from service.http.dependencies import ImportsDep, MetricsDep, UploadsDep
 from service.http.openapi import problem_responses
@@ -111,6 +113,12 @@ def check_request(request: Request, settings: Settings) -> CheckRequest:
         return CheckRequest(parse_checks(asked or settings.default_checks), parse_dims(bindings))
     except ChecksError as error:
         raise ProblemError("bad-request", bounded(str(error), 300)) from None
+
+
+def verdict_of(runs: bytes | None) -> str | None:
+    """The verdict over a tenant's check runs of a model (None: it has none)."""
+    found = CheckRuns.from_bytes(runs)
+    return None if found is None else found.verdict()
 
 
 def require_model(store: Store, tenant: str, model_id: str) -> None:
@@ -236,6 +244,7 @@ def list_models(
                 created=datetime.fromtimestamp(recorded_ns / 1e9, UTC).isoformat().replace("+00:00", "Z"),
                 model_file=ModelFile(size=record.model_size, sha256=record.model_sha256),
                 tensor_count=record.tensor_count,
+                verdict=verdict_of(parts.store.checks(caller.tenant, model_id)),
                 href=f"/models/{model_id}",
             )
         )

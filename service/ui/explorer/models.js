@@ -14,10 +14,11 @@ import { showTab } from "./tabs.js";
 import { renderSummary, countParameters } from "./summary.js";
 import { loadDiagnostics } from "./diagnostics.js";
 import { showProblem } from "./refused-model.js";
-import { checksQuery } from "./checks.js";
+import { checksQuery, statusBadge } from "./checks.js";
 import { externalLocations, normaliseLocation } from "./external-locations.js";
 
 const NAMES_LISTED = 5; // missing or unnamed files named on the status line; the rest counted
+const ID_PREFIX = 8; // hex digits of a model's id shown in the list (the whole id in its title)
 
 function relativeLocation(path, folder) {
   return folder && path.startsWith(folder + "/") ? path.slice(folder.length + 1) : path.split("/").pop();
@@ -208,8 +209,12 @@ export async function listModels(reset) {
   if (listing !== modelsListing) return;
   if (reset) $("#models").replaceChildren();
   for (const item of page.items) {
+    // the name, then what tells two models of one name apart: an id prefix, the verdict, the size and the time
     $("#models").append(
-      el("li", {}, el("a", { href: "#model=" + item.id, title: item.id, onclick: (e) => (e.preventDefault(), openModel(item.id).catch(fail)) }, item.input),
+      el("li", { dataset: { id: item.id } },
+        el("a", { href: "#model=" + item.id, title: item.id, onclick: (e) => (e.preventDefault(), openModel(item.id).catch(fail)) }, visible(item.input)),
+        " ", el("code", { class: "id-prefix", title: item.id }, item.id.slice(0, ID_PREFIX)),
+        item.verdict ? [" ", statusBadge(item.verdict)] : null,
         el("small", {}, ` ${bytes(item.model_file.size).split(" (")[0]} · ${item.created.slice(0, 19).replace("T", " ")}`)),
     );
   }
