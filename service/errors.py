@@ -42,6 +42,10 @@ class NotFound(ServiceError):
     """No such model (or file) for this caller: missing, another tenant's, or removed meanwhile."""
 
 
+class DiffTooLarge(ServiceError):
+    """Two models whose graphs are too large to compare in the front end."""
+
+
 class BadInput(ServiceError):
     """The request's content is not usable as asked (an unused external part, a malformed test hook)."""
 

@@ -11,6 +11,8 @@ Commands:
                                             JSON; exit 0 the verdict is pass, 1 fail, 2 incomplete
   tensor ID NAME -o FILE.npy [--raw]        a tensor's .npy file (or raw bytes), written atomically
   graph ID -o FILE                          the graph document (JSON, as the service sends it), written atomically
+  diff A B                                  what changed from model A to model B (JSON: opsets, inputs, outputs,
+                                            op-type counts, and every changed node and initializer)
   diagnostics ID [--format json|sarif|junit] [-o FILE]
                                             the check stages' findings (json: every one, a JSON array),
                                             or the whole report as SARIF 2.1.0 or JUnit XML
@@ -162,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     graph = commands.add_parser("graph", help="write the graph document (JSON)", parents=[shows_progress])
     graph.add_argument("id")
     graph.add_argument("-o", "--output", type=Path, required=True, help="the file to write")
+    compared = commands.add_parser("diff", help="what changed from model A to model B (JSON)")
+    compared.add_argument("a")
+    compared.add_argument("b")
     diagnostics = commands.add_parser("diagnostics", help="the check stages' findings, or the report as SARIF or JUnit")
     diagnostics.add_argument("id")
     diagnostics.add_argument("--format", choices=("json", "sarif", "junit"), default="json")
@@ -225,6 +230,8 @@ def run(client: Client, args: argparse.Namespace, progress: ProgressOption) -> t
         write_atomically(args.output, client.tensor_bytes(args.id, args.name, field_path=args.field_path, format=format, progress=progress))
     elif args.command == "graph":
         write_atomically(args.output, client.graph_bytes(args.id, progress=progress))
+    elif args.command == "diff":
+        return (json.dumps(client.diff(args.a, args.b), indent=1) + "\n").encode(), 0
     elif args.command == "diagnostics":
         report = diagnostics(client, args)
         if args.output is None:

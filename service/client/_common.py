@@ -260,6 +260,23 @@ def headers_for(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def diff_path(a: str, b: str) -> str:
+    return f"{model_path(a)}/diff/{quote(b, safe='')}"
+
+
+def diff_params(page_size: int, cursor: str | None) -> dict[str, str]:
+    return {"limit": str(page_size)} | ({"cursor": cursor} if cursor else {})
+
+
+def joined_diff(pages: list[Json]) -> Json:
+    """A diff's pages as one document: the first page's head with every page's changes."""
+    joined = dict(pages[0])
+    joined["changes"] = [change for page in pages for change in page["changes"]]
+    joined["next_cursor"] = None
+    joined["links"] = {"next": None}
+    return joined
+
+
 def next_page(page: Json) -> str | None:
     cursor = page.get("next_cursor")
     return cursor if isinstance(cursor, str) and cursor else None

@@ -32,7 +32,10 @@ from service.client._common import (
     PathLike,
     check_params,
     diagnostics_params,
+    diff_params,
+    diff_path,
     headers_for,
+    joined_diff,
     kept_on_origin,
     model_path,
     next_page,
@@ -146,6 +149,14 @@ class AsyncClient:
 
     async def graph(self, model_id: str) -> Json:
         return await self._json(self._one("GET", model_path(model_id) + "/graph"))
+
+    async def diff(self, a: str, b: str, *, page_size: int = 1000) -> Json:
+        """`Client.diff`'s twin."""
+        first: Json = await self._json(self._one("GET", diff_path(a, b), params=diff_params(page_size, None)))
+        pages = [first]
+        while (cursor := next_page(pages[-1])) is not None:
+            pages.append(await self._json(self._one("GET", diff_path(a, b), params=diff_params(page_size, cursor))))
+        return joined_diff(pages)
 
     async def graph_bytes(self, model_id: str, *, chunk_size: int = 1 << 16, progress: ProgressOption = None) -> AsyncIterator[bytes]:
         async for chunk in self._chunks(self._one("GET", model_path(model_id) + "/graph"), model_id, chunk_size, progress):

@@ -35,7 +35,10 @@ from service.client._common import (
     PathLike,
     check_params,
     diagnostics_params,
+    diff_params,
+    diff_path,
     headers_for,
+    joined_diff,
     kept_on_origin,
     model_path,
     next_page,
@@ -166,8 +169,16 @@ class Client:
         return self._get_json(model_path(model_id))
 
     def graph(self, model_id: str) -> Json:
-        """The resolved graph document (`onnx-service-graph/2`)."""
+        """The resolved graph document (`onnx-service-graph/3`)."""
         return self._get_json(model_path(model_id) + "/graph")
+
+    def diff(self, a: str, b: str, *, page_size: int = 1000) -> Json:
+        """What changed from model `a` to model `b` (`onnx-service-diff/1`),
+        with every change: the pages of `changes` fetched and joined."""
+        pages = [self._get_json(diff_path(a, b), diff_params(page_size, None))]
+        while (cursor := next_page(pages[-1])) is not None:
+            pages.append(self._get_json(diff_path(a, b), diff_params(page_size, cursor)))
+        return joined_diff(pages)
 
     def graph_bytes(self, model_id: str, *, chunk_size: int = 1 << 16, progress: ProgressOption = None) -> Iterator[bytes]:
         """The graph document's bytes as the service sends them (`progress` as `import_file`'s)."""

@@ -109,6 +109,7 @@ PROBLEMS = IMPORT_PROBLEMS | _types(
     ("unsupported-media-type", "The media type is not supported here", 415),
     ("range-not-satisfiable", "The requested range is not within the representation", 416),
     ("validation-error", "The request did not validate", 422),
+    ("diff-too-large", "The two models' graphs are too large to compare", 422),
     ("too-many-uploads", "The tenant has as many resumable uploads open as it may", 429),
     ("internal-error", "Internal server error", 500),
     ("overloaded", "Too many imports are running or waiting", 503),
@@ -166,6 +167,7 @@ def import_problem(error: ImportFailure, *, limit: str | None = None) -> Problem
 DOMAIN_PROBLEMS: dict[type[errors.ServiceError], str] = {
     errors.NotFound: "not-found",
     errors.BadInput: "bad-request",
+    errors.DiffTooLarge: "diff-too-large",
     errors.PathRefused: "path-refused",
     errors.PathForbidden: "path-forbidden",
     errors.StoreFull: "store-full",

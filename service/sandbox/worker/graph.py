@@ -4,8 +4,10 @@ Owns `render_graph`: nodes in resolved order with their attributes as JSON
 values, values with types, producers and consumers (node positions in the
 resolved order of the same graph), subgraphs inline in the attribute that
 holds them, with their captures; functions as written. Tensors are never
-inlined: a reference gives the tensor's name, field path, type, dims and the
-href its bytes are served at (`service.store.catalog.tensor_href`). Floats that JSON
+inlined: a reference gives the tensor's name, field path, type, dims, the
+SHA-256 of its bytes as served raw (what a model diff compares,
+`service.model_diff`) and the href they are served at
+(`service.store.catalog.tensor_href`). Floats that JSON
 cannot hold are the strings "NaN", "Infinity" and "-Infinity".
 """
 
@@ -37,10 +39,11 @@ class GraphRenderer:
     def __init__(self, model_id: str, places: dict[int, tuple[str, int]]) -> None:
         self.model_id = model_id
         self.places = places  # id(Tensor) -> (field path, how many tensors share its name)
+        self.digests: dict[int, str] = {}  # id(Tensor) -> its SHA-256: each tensor hashed once
 
     def model(self, model: OnnxModel) -> Json:
         return {
-            "format": "onnx-service-graph/2",
+            "format": "onnx-service-graph/3",
             "graph": self.graph(model.graph),
             "functions": [self.function(f) for f in model.functions],
         }
@@ -52,6 +55,7 @@ class GraphRenderer:
             "field_path": field_path,
             "elem_type": element_type_name(tensor.data_type),
             "dims": list(tensor.dims),
+            "sha256": self.digests.get(id(tensor)) or self.digests.setdefault(id(tensor), tensor.sha256()),
             "href": tensor_href(self.model_id, tensor.name, field_path, shared),
         }
 

@@ -1,0 +1,55 @@
+"""The comparison of two models: `GET /models/{a}/diff/{b}`.
+
+Both models must be ones the caller may read (either missing, or another
+tenant's, is a 404 naming it). The answer is the comparison's head
+(opsets, domains, inputs, outputs, op-type counts, how many nodes and
+initializers were added, removed or changed) and one page of the changes
+themselves, nodes then initializers, `limit` at a time with an opaque
+cursor to the next page (`service.imports.diff`, `service.model_diff`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import anyio.to_thread
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from service.access.callers import ReadCaller
+from service.http.dependencies import ImportsDep
+from service.http.openapi import problem_responses
+from service.http.paging import page_of, seq_after
+from service.http.routes.models import require_model
+from service.http.schemas import ModelDiffPage
+from service.imports.diff import model_diff
+
+router = APIRouter(tags=["models"])
+MAX_PAGE = 1000
+
+
+@router.api_route(
+    "/models/{a}/diff/{b}",
+    methods=["GET", "HEAD"],
+    response_model=ModelDiffPage,
+    summary="What changed from model a to model b: opsets, inputs, outputs, op types, and the changed nodes and initializers, paged",
+    responses=problem_responses(400, 401, 403, 404, 409, 422, 503),
+)
+async def get_diff(
+    a: str,
+    b: str,
+    parts: ImportsDep,
+    caller: ReadCaller,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> Response:
+    after = seq_after("diff", cursor)
+    for model_id in (a, b):
+        await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)
+    diff = await model_diff(parts, caller.tenant, a, b)
+    numbered = list(enumerate(diff.changes[after + 1 : after + 2 + limit], start=after + 1))
+    page = page_of(numbered, limit, "diff", lambda item: (item[0],), f"/models/{a}/diff/{b}")
+    changes = [change for _, change in page.items]
+    body = {**diff.head, "changes": changes, "next_cursor": page.next_cursor, "links": {"next": page.next_link}}
+    return Response(json.dumps(body, allow_nan=False, separators=(",", ":")).encode(), media_type="application/json")
