@@ -21,6 +21,10 @@ class Memo(Generic[K, V]):
         self.most = most
         self.kept: dict[K, V] = {}
 
+    def find(self, key: K) -> V | None:
+        """The value kept for `key`, or None (for a value made elsewhere, as by an await)."""
+        return self.kept.get(key)
+
     def get(self, key: K, make: Callable[[], V]) -> V:
         found = self.kept.get(key)
         if found is None:

@@ -56,7 +56,7 @@ def _opsets(parts: ImportParts, model_id: str) -> list[object]:
 async def model_diff(parts: ImportParts, tenant: str, a: str, b: str) -> ModelDiff:
     """The comparison of model `a` (before) with model `b` (after), both readable by `tenant`."""
     with _kept_lock:
-        found = _kept.kept.get((tenant, a, b))
+        found = _kept.find((tenant, a, b))
     if found is not None:
         return found
     fd_a = await graph_document(parts, a, tenant)

@@ -4,7 +4,8 @@ Owns what a delivery starts: `take` (signature, then the delivery id marked
 in the shared `Deliveries`: a replay is not validated again), `start` (the
 validation as a background task; the route has answered 202 already), the
 validation itself (`service.registry.version_import`, then the verdict's
-tags, then the alias, moved only to a version that passes), and the
+tags with the comparison to the version holding the alias, then the alias,
+moved only to a version that passes), and the
 background loop (`running`) that writes kept verdicts (`PendingWrites`),
 gives the verdict incomplete to validations whose process died (`UnderWay`)
 and prunes old delivery markers. Its state is under the service's local root
@@ -26,6 +27,7 @@ from service.background import every
 from service.checks.outcome import parse_checks
 from service.errors import BadInput, ImportFailed, ImportTooLarge, Overloaded, ServiceError
 from service.imports.checks import CheckRequest
+from service.imports.diff import model_diff
 from service.imports.parts import ImportParts
 from service.registry.deliveries import Deliveries
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
@@ -33,7 +35,7 @@ from service.registry.pending import AUTH_REFUSALS, PendingWrites, WriteBack, wr
 from service.registry.signature import verify_delivery
 from service.registry.sources import Refused
 from service.registry.under_way import UnderWay
-from service.registry.verdict import imported, not_imported
+from service.registry.verdict import MODEL_ID, compared, imported, not_imported
 from service.registry.version_import import import_version
 from service.settings import Settings
 
@@ -108,6 +110,7 @@ class RegistryHook:
         else:
             model_id, summary = result
             verdict, tags = imported(summary, model_id, settings.public_url)
+            tags |= await self._compared(name, version, model_id)
             alias = settings.mlflow_alias if verdict == "pass" else ""
         said = f" ({tags.get('onnx_import.reason', '')[:200]})" if verdict != "pass" else ""
         log.info("mlflow: %s version %s: %s%s", name, version, verdict, said)
@@ -125,6 +128,26 @@ class RegistryHook:
             else:
                 return result.model_id, result.summary
         raise AssertionError("unreachable")
+
+    async def _compared(self, name: str, version: str, model_id: str) -> dict[str, str]:
+        """The tags comparing the version with the one holding the alias (none
+        when no other version holds it, or MLflow cannot say which does)."""
+        settings = self.parts.settings
+        try:
+            holder = await self.api.version_by_alias(name, settings.mlflow_alias)
+        except (MlflowRefused, MlflowUnavailable):  # no version holds it yet (404), or MLflow is away: no comparison
+            return {}
+        held = str(holder.get("version", ""))
+        if not held or held == version:
+            return {}
+        before = next((tag.get("value", "") for tag in holder.get("tags", []) if tag.get("key") == MODEL_ID), "")
+        if not before:
+            return compared(None, held, "", model_id, settings.public_url, f"version {held} has no {MODEL_ID} tag")
+        try:
+            diff = await model_diff(self.parts, settings.mlflow_tenant, before, model_id)
+        except ServiceError as error:  # that model left the store, or the two are too large to compare
+            return compared(None, held, before, model_id, settings.public_url, f"{type(error).__name__}: {error.detail}")
+        return compared(diff.head, held, before, model_id, settings.public_url)
 
     async def write(self, write: WriteBack) -> None:
         """Write the verdict now, else keep it for the background loop."""

@@ -6,7 +6,10 @@ import the version: the reason says why). `onnx_import.model_id` and
 `onnx_import.report` (the SARIF report: `/models/{id}/diagnostics?format=sarif`,
 under `--public-url` when set) when the model was imported,
 `onnx_import.checks` as `stage=status,...`, and `onnx_import.reason` whenever
-the verdict is not pass.
+the verdict is not pass. An imported version is compared with the one that
+holds the alias (`compared`): `onnx_import.compared_with` (that version),
+`onnx_import.diff` (what changed, in counts, or why it was not compared) and
+`onnx_import.diff_url` (`/models/{a}/diff/{b}`, under `--public-url`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from service.errors import bounded
 
 PREFIX = "onnx_import."
 VERDICT, MODEL_ID, REPORT, CHECKS, REASON = (PREFIX + key for key in ("verdict", "model_id", "report", "checks", "reason"))
+COMPARED_WITH, DIFF, DIFF_URL = (PREFIX + key for key in ("compared_with", "diff", "diff_url"))
 MAX_REASON = 1000  # characters of the reason tag
 
 
@@ -60,3 +64,27 @@ def imported(summary_bytes: bytes, model_id: str, public_url: str) -> tuple[str,
 def not_imported(verdict: str, reason: str) -> dict[str, str]:
     """The tags of a version refused, or whose validation could not end (incomplete)."""
     return {VERDICT: verdict, REASON: bounded(reason, MAX_REASON)}
+
+
+def diff_said(head: dict[str, Any]) -> str:
+    """A diff's head in one line: "identical", or each kind of change counted."""
+    if head.get("identical"):
+        return "identical"
+    counts = head["counts"]
+    said = [
+        f"{kind}s +{counts[kind]['added']} -{counts[kind]['removed']} ~{counts[kind]['changed']}" for kind in ("node", "initializer")
+    ]
+    said += [f"{len(head[name])} {name} changed" for name in ("opsets", "inputs", "outputs") if head[name]]
+    return "; ".join(said)
+
+
+def compared(head: dict[str, Any] | None, version: str, before: str, after: str, public_url: str, why_not: str = "") -> dict[str, str]:
+    """The tags of a version compared with `version` (the alias's; model `before`)
+    by the diff `head`, or not compared (`head` None) for the reason `why_not`."""
+    tags = {COMPARED_WITH: version}
+    if head is None:
+        tags[DIFF] = bounded(f"not compared: {why_not}", MAX_REASON)
+    else:
+        tags[DIFF] = diff_said(head)
+        tags[DIFF_URL] = f"{public_url.rstrip('/')}/models/{before}/diff/{after}"
+    return tags

@@ -12,7 +12,8 @@ server does (its connections cut, its port refusing) and comes back.
 Shown here: a passing version (runs:/ source, one .onnx file) and one logged
 with `mlflow.onnx.log_model` whose weights are external data (models:/m-...,
 the MLmodel's onnx flavour) are tagged pass and given `validated`; a failing
-one is tagged fail and never given it; a version whose real source is a
+one is tagged fail and never given it, and is compared with the version
+holding it (the diff's counts as a tag, and its URL); a version whose real source is a
 file:// path is refused with the reason; forged, unsigned and stale
 deliveries are 401 and change nothing; a replayed delivery is not validated
 twice; a signed delivery whose `source` names a local file is not fetched
@@ -40,6 +41,7 @@ from support.small_models import weight_model
 from support.tcp_proxy import TcpProxy
 
 from service.registry.signature import signature_of
+from service.registry.verdict import diff_said
 
 mlflow = pytest.importorskip("mlflow", reason="the mlflow test dependency is not installed")
 
@@ -166,6 +168,7 @@ def test_a_passing_version_is_tagged_pass_and_given_the_alias(mlflow_server: Mlf
     report = httpx.get(service.url + tags["onnx_import.report"], timeout=30)
     assert report.status_code == 200 and report.json()["version"] == "2.1.0"
     assert alias_version(mlflow_server, "gate-pass") == version
+    assert "onnx_import.compared_with" not in tags and "onnx_import.diff" not in tags  # no version held the alias before
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # mlflow.onnx.log_model's own warnings about type hints
@@ -200,6 +203,12 @@ def test_a_failing_version_is_tagged_fail_and_never_given_the_alias(
     assert tags["onnx_import.reason"].startswith("security failed"), tags["onnx_import.reason"]
     assert tags["onnx_import.report"].endswith("/diagnostics?format=sarif")
     assert alias_version(mlflow_server, "gate-fail") == passing  # still the version that passed
+    # compared with the version holding the alias: the diff's counts, and where the whole diff is
+    before = tags_when_validated(mlflow_server, "gate-fail", passing)["onnx_import.model_id"]
+    assert tags["onnx_import.compared_with"] == passing
+    assert tags["onnx_import.diff_url"] == f"/models/{before}/diff/{tags['onnx_import.model_id']}"
+    diff = httpx.get(service.url + tags["onnx_import.diff_url"], timeout=60).json()
+    assert not diff["identical"] and tags["onnx_import.diff"] == diff_said(diff), (tags, diff["counts"])
 
 
 def test_a_version_whose_source_is_a_local_path_is_refused(mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path) -> None:
