@@ -23,9 +23,10 @@ import { layout as dagreLayout } from "../vendor/dagre.js";
 import { typeText } from "./type-text.js";
 import { visible } from "./visible.js";
 import { foldedWeights } from "./folded-weights.js";
+import { opFamily } from "./op-families.js";
 
 export const PAGE_SIZE = 5000;
-export const LAYOUT_VERSION = "dagre-9.3.3/1"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes
+export const LAYOUT_VERSION = "dagre-9.3.3/2"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item holds (2: its op family)
 export const MAX_INNER_NODES = 2000;
 const MAX_DEPTH = 8;
 const LONGEST_PATH_ABOVE = 3000; // dagre's network-simplex ranking up to this many boxes, longest-path past it (Netron's choice)
@@ -214,7 +215,7 @@ export function layoutPage(context, found, page, folded, expanded, ancestors = n
     const openable = bodiesOf(context, node).length > 0;
     weightsFolded += rows.length;
     nodesDrawn++;
-    const item = { kind: "node", lines, position, op: node.op_type, subgraph: openable, weights: weightRows(rows), open: false };
+    const item = { kind: "node", lines, position, op: node.op_type, family: opFamily(node.domain, node.op_type), subgraph: openable, weights: weightRows(rows), open: false };
     if (openable && expanded.has(`${path}#${position}`)) {
       item.open = true;
       item.lines = lines.map(visible);
@@ -260,7 +261,7 @@ export function layoutPage(context, found, page, folded, expanded, ancestors = n
     const item = items[Number(c.id.slice(1))];
     const box = laid.boxes.get(c.id);
     return {
-      id: c.id, kind: item.kind, lines: item.lines, position: item.position, op: item.op, value: item.value, page: item.page,
+      id: c.id, kind: item.kind, lines: item.lines, position: item.position, op: item.op, family: item.family, value: item.value, page: item.page,
       subgraph: item.subgraph || false, open: item.open || false, inner: item.inner || null, weights: item.weights || [],
       x: box.x, y: box.y, width: c.width, height: c.height,
     };

@@ -6,7 +6,8 @@
 // box, each opening its tensor's preview (tensors.js). A node holding
 // subgraphs or calling a function of the model has a toggle (+ / −) that
 // draws it open, its bodies inside its box (graph-layout.js), or closed
-// again; the nodes inside answer clicks as any other.
+// again; the nodes inside answer clicks as any other. Each node is filled by
+// its op family (op-families.js), with a legend of the families drawn.
 
 import { $, el, fill, svg, number, status, visible } from "./dom.js";
 import { currentToken, fail } from "./api.js";
@@ -16,6 +17,7 @@ import { locateDiagnostics, markNode } from "./diagnostics.js";
 import { renderDetails } from "./node-details.js";
 import { openTensorRef } from "./tensors.js";
 import { Culling, edgeBox, itemBox } from "./culling.js";
+import { FAMILIES } from "./op-families.js";
 
 // Resolves once the open model's graph is loaded and its first view drawn.
 export function openGraph() {
@@ -113,8 +115,24 @@ async function render(layout, keep) {
     }
     for (const item of layout.items.slice(start, start + RENDER_CHUNK)) drawing.add(() => itemGroup(item, layout.path), itemBox(item), nodes);
   }
+  showLegend(layout);
   canvas.dataset.drawn = "true";
   document.dispatchEvent(new CustomEvent("graph-drawn", { detail: layout })); // the minimap (minimap.js) redraws
+}
+
+// the op families of the nodes drawn, each with its colour, in FAMILIES' order
+function showLegend(layout) {
+  const used = new Set();
+  const collect = (items) => {
+    for (const item of items) {
+      if (item.family) used.add(item.family);
+      for (const body of item.inner || []) if (body.layout) collect(body.layout.items);
+    }
+  };
+  collect(layout.items);
+  const shown = FAMILIES.filter(([family]) => used.has(family));
+  fill($("#legend"), ...shown.map(([family, label]) => el("li", { dataset: { family } }, el("span", { class: `swatch family-${family}` }), label)));
+  $("#legend").hidden = shown.length === 0;
 }
 
 // the whole drawing, each box and edge (those out of the page too) made anew: what the SVG export saves
@@ -136,7 +154,8 @@ function edgePath(edge) {
 }
 
 function itemGroup(item, path) {
-  const group = svg("g", { class: `item ${item.kind}${item.subgraph ? " has-subgraph" : ""}${item.open ? " open" : ""}`, transform: `translate(${item.x},${item.y})` });
+  const family = item.family ? ` family-${item.family}` : "";
+  const group = svg("g", { class: `item ${item.kind}${family}${item.subgraph ? " has-subgraph" : ""}${item.open ? " open" : ""}`, transform: `translate(${item.x},${item.y})` });
   if (item.kind === "node") {
     group.dataset.position = String(item.position);
     group.dataset.path = path;
