@@ -81,6 +81,7 @@ function install() {
     state.weightsAsNodes = e.target.checked;
     if (state.layout) drawGraph(state.graphPath, state.graphPage).catch(fail);
   });
+  $("#edge-shapes").addEventListener("change", (e) => $("#canvas").classList.toggle("no-edge-labels", !e.target.checked));
   $("#zoom-fit").addEventListener("click", fit);
   $("#zoom-in").addEventListener("click", () => zoom(1.25));
   $("#zoom-out").addEventListener("click", () => zoom(0.8));

@@ -481,7 +481,9 @@ def test_the_model_list_tells_two_models_of_one_name_apart(server: ServiceProces
         expect(entries.nth(index).locator(".stage-status")).to_contain_text(verdict)
 
 
-def test_each_op_family_has_its_own_fill_and_the_legend_names_those_drawn(server: ServiceProcess, watched: Watched, tmp_path: Path) -> None:
+def test_op_families_have_their_own_fills_and_declared_shapes_label_the_edges(
+    server: ServiceProcess, watched: Watched, tmp_path: Path
+) -> None:
     model = tmp_path / "families.onnx"
     model.write_bytes(families_model())
     page = open_explorer(watched, server)
@@ -507,6 +509,14 @@ def test_each_op_family_has_its_own_fill_and_the_legend_names_those_drawn(server
     expect(legend).to_have_text(families)
     swatches = page.evaluate("() => [...document.querySelectorAll('#legend .swatch')].map((s) => getComputedStyle(s).backgroundColor)")
     assert len(set(swatches)) == 6, swatches
+    # the edges of declared values carry their type and shape; the toggle hides them
+    labels = page.locator("#scene .edge-label")
+    expect(labels).to_have_text(["FLOAT[1,1,4,4]", "FLOAT[1,3]"])
+    expect(labels.first).to_be_visible()
+    page.uncheck("#edge-shapes")
+    expect(labels.first).to_be_hidden()
+    page.check("#edge-shapes")
+    expect(labels.first).to_be_visible()
 
 
 def test_missing_external_data_is_named_until_dropped_then_imported(server: ServiceProcess, watched: Watched) -> None:

@@ -26,7 +26,7 @@ import { foldedWeights } from "./folded-weights.js";
 import { opFamily } from "./op-families.js";
 
 export const PAGE_SIZE = 5000;
-export const LAYOUT_VERSION = "dagre-9.3.3/2"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item holds (2: its op family)
+export const LAYOUT_VERSION = "dagre-9.3.3/3"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item or edge holds (2: its op family; 3: an edge's label)
 export const MAX_INNER_NODES = 2000;
 const MAX_DEPTH = 8;
 const LONGEST_PATH_ABOVE = 3000; // dagre's network-simplex ranking up to this many boxes, longest-path past it (Netron's choice)
@@ -126,6 +126,13 @@ function openBox(context, found, position, lines, folded, expanded, ancestors, d
   }
   const head = nodeBox(lines);
   return { inner, width: Math.round(Math.max(head.width + TOGGLE_ROOM, x)), height: Math.round(headHeight(lines) + INNER_TITLE + height + INNER_PAD) };
+}
+
+// The label of an edge: its values' types as declared ("float[N,3]"; several
+// joined by "; "), or null when none of them declares one.
+function edgeLabel(values, names) {
+  const types = names.map((name) => values.get(name)).filter((value) => value && value.type).map((value) => typeText(value.type, ","));
+  return types.length ? types.join("; ") : null;
 }
 
 // The drawing of page `page` of the graph `found` ({graph, values, ...}, as the worker indexed it).
@@ -266,7 +273,9 @@ export function layoutPage(context, found, page, folded, expanded, ancestors = n
       x: box.x, y: box.y, width: c.width, height: c.height,
     };
   });
-  const drawnEdges = pairList.map((e, i) => ({ source: e.source, target: e.target, values: e.values, implicit: e.implicit, points: laid.points[i] }));
+  const drawnEdges = pairList.map((e, i) => ({
+    source: e.source, target: e.target, values: e.values, implicit: e.implicit, points: laid.points[i], label: edgeLabel(values, e.values),
+  }));  // prettier-ignore
   const innerMs = drawn.reduce((sum, item) => sum + (item.inner || []).reduce((s, body) => s + (body.layout ? body.layout.ms : 0), 0), 0);
   return {
     path, page, pages, pageSize: PAGE_SIZE, first, last, nodeCount: graph.nodes.length, folded, nodesDrawn, weightsFolded,

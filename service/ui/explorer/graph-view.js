@@ -99,8 +99,9 @@ async function render(layout, keep) {
   canvas.dataset.height = String(Math.round(layout.height));
   delete canvas.dataset.drawn;
   const edges = svg("g", { class: "edges" });
+  const labels = svg("g", { class: "edge-labels" });
   const nodes = svg("g", { class: "nodes" });
-  fill(scene, edges, nodes);
+  fill(scene, edges, labels, nodes);
   selectedGroups.clear(); // the old drawing's boxes are gone; this one's are marked as they are made
   culling = null;
   if (!keep) placeView(layout);
@@ -112,6 +113,7 @@ async function render(layout, keep) {
     if (generation !== state.generation || state.layout !== layout) return;
     for (const edge of layout.edges.slice(start, start + RENDER_CHUNK)) {
       if (edge.points.length) drawing.add(() => edgePath(edge), edgeBox(edge), edges);
+      if (edge.points.length && edge.label) drawing.add(() => edgeLabel(edge), labelBox(edge), labels);
     }
     for (const item of layout.items.slice(start, start + RENDER_CHUNK)) drawing.add(() => itemGroup(item, layout.path), itemBox(item), nodes);
   }
@@ -139,9 +141,32 @@ function showLegend(layout) {
 export function wholeDrawing(layout) {
   const edges = svg("g", { class: "edges" });
   edges.append(...layout.edges.filter((e) => e.points.length).map(edgePath));
+  const labels = svg("g", { class: "edge-labels" });
+  labels.append(...layout.edges.filter((e) => e.points.length && e.label).map(edgeLabel));
   const nodes = svg("g", { class: "nodes" });
   nodes.append(...layout.items.map((item) => itemGroup(item, layout.path)));
-  return [edges, nodes];
+  return [edges, labels, nodes];
+}
+
+const LABEL_CHAR = 5.6; // width of one character of a label (10px monospace), for its box
+
+// where an edge's label sits: beside the middle point of its line
+function labelAt(edge) {
+  const middle = edge.points[Math.floor(edge.points.length / 2)];
+  return { x: middle.x + 4, y: middle.y + 3 };
+}
+
+function labelBox(edge) {
+  const { x, y } = labelAt(edge);
+  return { x0: x, y0: y - 10, x1: x + edge.label.length * LABEL_CHAR, y1: y + 2 };
+}
+
+// an edge's value types, beside its line (hidden with the "shapes" toggle)
+function edgeLabel(edge) {
+  const { x, y } = labelAt(edge);
+  const text = svg("text", { x: x.toFixed(1), y: y.toFixed(1), class: "edge-label" });
+  text.textContent = visible(edge.label);
+  return text;
 }
 
 function edgePath(edge) {
