@@ -286,15 +286,24 @@ function openWeight(group, row) {
   else selectNode(group.dataset.path, weight.more ? item.position : weight.constant, false).catch(fail);
 }
 
+const LEGIBLE = 0.6; // the smallest scale at which a box's op type and name can be read
+const READABLE = 0.9; // the scale a drawing too large to fit legibly opens at
+
+// A drawing that fits the canvas at a legible scale is shown whole. A larger
+// one opens at its inputs (a later page: at its top), readable, centred on
+// them when they fit the width, else on the first; Fit shows all of it.
 function placeView(layout) {
   fit();
-  // a drawing too large to read when fitted starts at its top, readable; Fit shows all of it
-  const first = layout.items.find((i) => i.kind === "node");
-  if (state.transform.k < 0.25 && first) {
-    const box = $("#canvas").getBoundingClientRect();
-    state.transform = { k: 0.8, x: box.width / 2 - (first.x + first.width / 2) * 0.8, y: 20 - first.y * 0.8 };
-    applyTransform();
-  }
+  if (state.transform.k >= LEGIBLE || !layout.items.length) return;
+  const inputs = layout.items.filter((i) => i.kind === "input");
+  const start = inputs.length ? inputs : [layout.items.reduce((top, i) => (i.y < top.y ? i : top))];
+  const box = $("#canvas").getBoundingClientRect();
+  const left = Math.min(...start.map((i) => i.x));
+  const right = Math.max(...start.map((i) => i.x + i.width));
+  const centre = (right - left) * READABLE <= box.width - 40 ? (left + right) / 2 : start[0].x + start[0].width / 2;
+  const top = Math.min(...start.map((i) => i.y));
+  state.transform = { k: READABLE, x: box.width / 2 - centre * READABLE, y: 20 - top * READABLE };
+  applyTransform();
 }
 
 function applyTransform() {
