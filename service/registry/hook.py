@@ -147,6 +147,9 @@ class RegistryHook:
             diff = await model_diff(self.parts, settings.mlflow_tenant, before, model_id)
         except ServiceError as error:  # that model left the store, or the two are too large to compare
             return compared(None, held, before, model_id, settings.public_url, f"{type(error).__name__}: {error.detail}")
+        except Exception as error:  # a bug of ours: the verdict is still written, without the comparison
+            log.exception("mlflow: comparing %s version %s with version %s broke", name, version, held)
+            return compared(None, held, before, model_id, settings.public_url, f"internal error: {type(error).__name__}")
         return compared(diff.head, held, before, model_id, settings.public_url)
 
     async def write(self, write: WriteBack) -> None:

@@ -7,7 +7,9 @@
 // subgraphs or calling a function of the model has a toggle (+ / −) that
 // draws it open, its bodies inside its box (graph-layout.js), or closed
 // again; the nodes inside answer clicks as any other. Each node is filled by
-// its op family (op-families.js), with a legend of the families drawn.
+// its op family (op-families.js), with a legend of the families drawn; an
+// edge of declared values is labelled with their types ("shapes" hides the
+// labels). A drawing too large to read when fitted opens at its inputs.
 
 import { $, el, fill, svg, number, status, visible } from "./dom.js";
 import { currentToken, fail } from "./api.js";
