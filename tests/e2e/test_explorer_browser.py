@@ -110,6 +110,9 @@ def small_network() -> bytes:
     return _model(graph)
 
 
+LONG_NAME = "/model/encoder/layers.11/self_attention/query_projection/Conv"  # 60 characters: three lines of a box
+
+
 def families_model() -> bytes:
     """One node or two of each of six op families: Conv, BatchNormalization,
     Relu, QuantizeLinear and DequantizeLinear, Flatten, MatMul."""
@@ -122,7 +125,7 @@ def families_model() -> bytes:
         numpy_helper.from_array(rng.normal(0, 0.3, (8, 3)).astype(np.float32), "head.weight"),
     ]
     nodes = [
-        helper.make_node("Conv", ["image", "conv.weight"], ["c"], name="stem/Conv"),
+        helper.make_node("Conv", ["image", "conv.weight"], ["c"], name=LONG_NAME),
         helper.make_node("BatchNormalization", ["c", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["n"], name="stem/BatchNorm"),
         helper.make_node("Relu", ["n"], ["r"], name="stem/Relu"),
         helper.make_node("QuantizeLinear", ["r", "q.scale", "q.zero_point"], ["q"], name="stem/Quantize"),
@@ -513,6 +516,11 @@ def test_op_families_have_their_own_fills_and_declared_shapes_label_the_edges(
     expect(legend).to_have_text(families)
     swatches = page.evaluate("() => [...document.querySelectorAll('#legend .swatch')].map((s) => getComputedStyle(s).backgroundColor)")
     assert len(set(swatches)) == 6, swatches
+    # a long name is wrapped, whole, and the box's title holds op type and name
+    conv = page.locator("#scene .item.node.family-conv")
+    lines = conv.locator("text.sub").all_text_contents()
+    assert "".join(lines) == LONG_NAME and len(lines) == 3 and all(len(line) <= 30 for line in lines), lines
+    assert conv.locator("title").first.text_content() == f"Conv {LONG_NAME}"
     # the edges of declared values carry their type and shape; the toggle hides them
     labels = page.locator("#scene .edge-label")
     expect(labels).to_have_text(["FLOAT[1,1,4,4]", "FLOAT[1,3]"])

@@ -26,7 +26,7 @@ import { foldedWeights } from "./folded-weights.js";
 import { opFamily } from "./op-families.js";
 
 export const PAGE_SIZE = 5000;
-export const LAYOUT_VERSION = "dagre-9.3.3/3"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item or edge holds (2: its op family; 3: an edge's label)
+export const LAYOUT_VERSION = "dagre-9.3.3/4"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item or edge holds (2: its op family; 3: an edge's label; 4: names on up to 3 lines)
 export const MAX_INNER_NODES = 2000;
 const MAX_DEPTH = 8;
 const LONGEST_PATH_ABOVE = 3000; // dagre's network-simplex ranking up to this many boxes, longest-path past it (Netron's choice)
@@ -58,8 +58,28 @@ function nodeBox(lines, rows = []) {
   return { width: Math.round(width), height: headHeight(lines) + (rows.length ? rows.length * ROW_HEIGHT + 4 : 0) };
 }
 
+// the head of a box: its op type on the first line, its name on the others (13 px each)
 function headHeight(lines) {
-  return lines.length > 1 ? 34 : 22;
+  return lines.length > 1 ? 34 + 13 * (lines.length - 2) : 22;
+}
+
+const NAME_CHARS = 30; // characters of a name per line of a box
+const NAME_LINES = 3; // lines of a name, the last cut with "…" beyond them (the box's title holds it whole)
+
+// A node's name on lines of at most NAME_CHARS, each broken after the last
+// "/", ".", "_" or "-" of its second half, else at NAME_CHARS.
+function nameLines(name) {
+  const lines = [];
+  let rest = name;
+  while (rest.length > NAME_CHARS && lines.length < NAME_LINES - 1) {
+    const part = rest.slice(0, NAME_CHARS);
+    const cut = Math.max(...["/", ".", "_", "-"].map((mark) => part.lastIndexOf(mark)));
+    const at = cut >= NAME_CHARS / 2 ? cut + 1 : NAME_CHARS;
+    lines.push(rest.slice(0, at));
+    rest = rest.slice(at);
+  }
+  lines.push(short(rest, NAME_CHARS));
+  return lines;
 }
 
 // the rows a node's box lists: name and type of each weight folded into it
@@ -217,12 +237,12 @@ export function layoutPage(context, found, page, folded, expanded, ancestors = n
   for (let position = first; position < last; position++) {
     if (folds.constants.has(position)) continue; // drawn as a row of its consumer
     const node = graph.nodes[position];
-    const lines = node.name ? [node.op_type, short(node.name)] : [node.op_type];
+    const lines = node.name ? [node.op_type, ...nameLines(node.name)] : [node.op_type];
     const rows = folds.rows.get(position) || [];
     const openable = bodiesOf(context, node).length > 0;
     weightsFolded += rows.length;
     nodesDrawn++;
-    const item = { kind: "node", lines, position, op: node.op_type, family: opFamily(node.domain, node.op_type), subgraph: openable, weights: weightRows(rows), open: false };
+    const item = { kind: "node", lines, position, op: node.op_type, name: node.name || "", family: opFamily(node.domain, node.op_type), subgraph: openable, weights: weightRows(rows), open: false };
     if (openable && expanded.has(`${path}#${position}`)) {
       item.open = true;
       item.lines = lines.map(visible);
@@ -268,7 +288,7 @@ export function layoutPage(context, found, page, folded, expanded, ancestors = n
     const item = items[Number(c.id.slice(1))];
     const box = laid.boxes.get(c.id);
     return {
-      id: c.id, kind: item.kind, lines: item.lines, position: item.position, op: item.op, family: item.family, value: item.value, page: item.page,
+      id: c.id, kind: item.kind, lines: item.lines, position: item.position, op: item.op, name: item.name, family: item.family, value: item.value, page: item.page,
       subgraph: item.subgraph || false, open: item.open || false, inner: item.inner || null, weights: item.weights || [],
       x: box.x, y: box.y, width: c.width, height: c.height,
     };

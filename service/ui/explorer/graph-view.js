@@ -186,6 +186,9 @@ function itemGroup(item, path) {
   if (item.kind === "node") {
     group.dataset.position = String(item.position);
     group.dataset.path = path;
+    const title = svg("title"); // the op type and the whole name, on hover
+    title.textContent = visible(item.name ? `${item.op} ${item.name}` : item.op);
+    group.append(title);
     if (state.selected && state.selected.path === path && state.selected.position === item.position) {
       group.classList.add("selected");
       selectedGroups.add(group);
@@ -194,7 +197,7 @@ function itemGroup(item, path) {
   if (item.page !== undefined && item.page !== null) group.dataset.page = String(item.page);
   group.append(svg("rect", { width: item.width, height: item.height, rx: item.kind === "node" ? 3 : 10 }));
   item.lines.forEach((line, i) => {
-    const text = svg("text", { x: item.width / 2, y: i === 0 ? 15 : 28, class: i === 0 ? "head" : "sub" });
+    const text = svg("text", { x: item.width / 2, y: i === 0 ? 15 : 28 + 13 * (i - 1), class: i === 0 ? "head" : "sub" });
     text.textContent = visible(line);
     group.append(text);
   });
@@ -263,7 +266,7 @@ async function toggleNode(key) {
   if (item) centerOn(item);
 }
 
-const ROW_TOP = (item) => (item.lines.length > 1 ? 34 : 22);
+const ROW_TOP = (item) => (item.lines.length > 1 ? 34 + 13 * (item.lines.length - 2) : 22);
 const ROW_HEIGHT = 14; // as the worker sized the box
 
 // a weight folded into its consumer: name and type, a click opens its tensor
