@@ -26,6 +26,11 @@ def element_type_name(code: int) -> str:
         return f"UNKNOWN({code})"
 
 
+def op_type_key(domain: str, op_type: str) -> str:
+    """How summaries count an op type: bare in ONNX's default domain, else `domain::op_type`."""
+    return op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"
+
+
 def describe_type(value_type: TypeProto | None) -> Json:
     """A readable type: {"tensor": "FLOAT", "shape": [1, "N", null]} and so on."""
     if value_type is None:
@@ -81,7 +86,7 @@ def summarize(model: OnnxModel) -> Json:
     graph = model.graph
     proto = model.proto
     subgraphs = list(graph.subgraphs())
-    op_types = Counter(f"{node.domain}::{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type for node in graph.nodes)
+    op_types = Counter(op_type_key(node.domain, node.op_type) for node in graph.nodes)
     initializers = [describe_tensor(t) for t in proto.graph.initializer] if proto.graph else []
     sparse: list[SparseTensor] = proto.graph.sparse_initializer if proto.graph else []
     return {

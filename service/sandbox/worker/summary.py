@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from importer import OnnxModel
-from importer.summary import describe_model, describe_tensor, describe_value
+from importer.summary import describe_model, describe_tensor, describe_value, op_type_key
 from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
 from service.checks.outcome import Finding
 from service.sandbox.catalog_format import TensorRow
@@ -92,7 +92,7 @@ def bounded_summary(
             truncated.append(name)
         return kept
 
-    op_counter = Counter(f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in graph.nodes)
+    op_counter = Counter(op_type_key(n.domain, n.op_type) for n in graph.nodes)
     op_types = listed("op_types", ([k, v] for k, v in sorted(op_counter.items())), len(op_counter), MAX_NAMED_ITEMS)
     metadata = listed("metadata_props", ([e.key, e.value] for e in proto.metadata_props), len(proto.metadata_props), MAX_NAMED_ITEMS)
     functions = (
