@@ -12,14 +12,15 @@ then by position: the k-th unmatched node of an op type in one graph with
 the k-th of the same op type in the other, first among the nodes without a
 unique name, then among all that are left (a renamed node). A matched node
 is changed when its name, op type, domain, inputs, outputs or attributes
-differ (a raised opset is told once, in `opsets`, not on every node) (`fields` names which); a changed node carries the name it
-has in b (and `a_name` when it was renamed). Initializers are matched by name and changed when
-their element type, dims or bytes (SHA-256) differ (a graph document rendered
-before references carried a SHA-256 has none: `tensor_bytes_compared` is
-then false). Tensor references inside
-attributes are compared by name, type, dims and SHA-256, never by their href
-(which names the model). The main graph's nodes are compared; a subgraph is
-part of its node's attributes.
+differ (`fields` names which; a raised opset is told once, in `opsets`, not
+on every node); a changed node carries the name it has in b (and `a_name`
+when it was renamed). Initializers are matched by name and changed when
+their element type, dims or bytes (SHA-256) differ (a graph document
+rendered before references carried a SHA-256 has none:
+`tensor_bytes_compared` is then false). Tensor references inside attributes
+are compared by name, type, dims and SHA-256, never by their href (which
+names the model). The main graph's nodes are compared; a subgraph is part
+of its node's attributes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from importer.summary import op_type_key
 
 Json = Any
 MAX_LISTED = 1000  # inputs, outputs, op types, opsets: each list cut here (`truncated` names it)
@@ -52,8 +55,7 @@ class ModelDiff:
 
 
 def _op_key(node: Json) -> str:
-    domain = node.get("domain") or ""
-    return node["op_type"] if domain in ("", "ai.onnx") else f"{domain}::{node['op_type']}"
+    return op_type_key(node.get("domain") or "", node["op_type"])
 
 
 def _comparable(value: Json) -> Json:
@@ -142,8 +144,8 @@ def _initializers(graph: Json) -> dict[str, Json]:
     return found
 
 
-def _initializer_changes(graph_a: Json, graph_b: Json) -> Iterator[Json]:
-    a, b = _initializers(graph_a), _initializers(graph_b)
+def _initializer_changes(a: dict[str, Json], b: dict[str, Json]) -> Iterator[Json]:
+    """Initializers (`_initializers` of each graph) added, removed or changed."""
     for name, tensor in b.items():
         if name not in a:
             yield {"kind": "initializer", "change": "added", "name": name, "b": tensor}
@@ -158,8 +160,12 @@ def _initializer_changes(graph_a: Json, graph_b: Json) -> Iterator[Json]:
             yield {"kind": "initializer", "change": "removed", "name": name, "a": tensor}
 
 
-def _typed(graph: Json, names: Iterable[str]) -> dict[str, Json]:
-    types = {value["name"]: value.get("type") for value in graph.get("values", [])}
+def _types(graph: Json) -> dict[str, Json]:
+    """Each value's declared type, by name."""
+    return {value["name"]: value.get("type") for value in graph.get("values", [])}
+
+
+def _typed(types: dict[str, Json], names: Iterable[str]) -> dict[str, Json]:
     return {name: types.get(name) for name in names}
 
 
@@ -192,24 +198,26 @@ def compare_models(a: ModelSide, b: ModelSide) -> ModelDiff:
     ]
     domains_a = {node.get("domain") or "" for node in nodes_a}
     domains_b = {node.get("domain") or "" for node in nodes_b}
-    changes = [*_node_changes(nodes_a, nodes_b), *_initializer_changes(graph_a, graph_b)]
+    tensors_a, tensors_b = _initializers(graph_a), _initializers(graph_b)
+    types_a, types_b = _types(graph_a), _types(graph_b)
+    changes = [*_node_changes(nodes_a, nodes_b), *_initializer_changes(tensors_a, tensors_b)]
     tally: dict[str, Counter[str]] = {"node": Counter(), "initializer": Counter()}
     for change in changes:
         tally[change["kind"]][change["change"]] += 1
     head = {
         "format": "onnx-service-diff/1",
-        "a": {"id": a.model_id, "node_count": len(nodes_a), "initializer_count": len(_initializers(graph_a))},
-        "b": {"id": b.model_id, "node_count": len(nodes_b), "initializer_count": len(_initializers(graph_b))},
+        "a": {"id": a.model_id, "node_count": len(nodes_a), "initializer_count": len(tensors_a)},
+        "b": {"id": b.model_id, "node_count": len(nodes_b), "initializer_count": len(tensors_b)},
         "opsets": listed("opsets", [{"domain": o["name"], "change": o["change"], "a": o["a"], "b": o["b"]} for o in opsets]),
         "domains": {"added": sorted(domains_b - domains_a), "removed": sorted(domains_a - domains_b)},
-        "inputs": listed("inputs", _by_name(_typed(graph_a, graph_a.get("inputs", [])), _typed(graph_b, graph_b.get("inputs", [])))),
-        "outputs": listed("outputs", _by_name(_typed(graph_a, graph_a.get("outputs", [])), _typed(graph_b, graph_b.get("outputs", [])))),
+        "inputs": listed("inputs", _by_name(_typed(types_a, graph_a.get("inputs", [])), _typed(types_b, graph_b.get("inputs", [])))),
+        "outputs": listed("outputs", _by_name(_typed(types_a, graph_a.get("outputs", [])), _typed(types_b, graph_b.get("outputs", [])))),
         "op_types": listed("op_types", op_types),
         "counts": {
             kind: {"added": tally[kind]["added"], "removed": tally[kind]["removed"], "changed": tally[kind]["changed"]}
             for kind in ("node", "initializer")
         },
-        "tensor_bytes_compared": all(t["sha256"] is not None for side in (graph_a, graph_b) for t in _initializers(side).values()),
+        "tensor_bytes_compared": all(t["sha256"] is not None for side in (tensors_a, tensors_b) for t in side.values()),
         "truncated": truncated,
     }
     head["identical"] = not (changes or head["opsets"] or head["inputs"] or head["outputs"])
