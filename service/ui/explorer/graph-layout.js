@@ -24,6 +24,7 @@ import { typeText } from "./type-text.js";
 import { visible } from "./visible.js";
 import { foldedWeights } from "./folded-weights.js";
 import { opFamily } from "./op-families.js";
+import { NAME_LINES, headHeight } from "./box-head.js";
 
 export const PAGE_SIZE = 5000;
 export const LAYOUT_VERSION = "dagre-9.3.3/4"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item or edge holds (2: its op family; 3: an edge's label; 4: names on up to 3 lines)
@@ -55,16 +56,10 @@ function nodeBox(lines, rows = []) {
   const chars = Math.max(...lines.map((s) => s.length));
   const rowChars = rows.length ? Math.max(...rows.map((r) => r.text.length)) : 0;
   const width = Math.max(Math.min(240, Math.max(56, 14 + 7 * chars)), Math.min(280, 16 + 6.2 * rowChars));
-  return { width: Math.round(width), height: headHeight(lines) + (rows.length ? rows.length * ROW_HEIGHT + 4 : 0) };
-}
-
-// the head of a box: its op type on the first line, its name on the others (13 px each)
-function headHeight(lines) {
-  return lines.length > 1 ? 34 + 13 * (lines.length - 2) : 22;
+  return { width: Math.round(width), height: headHeight(lines.length) + (rows.length ? rows.length * ROW_HEIGHT + 4 : 0) };
 }
 
 const NAME_CHARS = 30; // characters of a name per line of a box
-const NAME_LINES = 3; // lines of a name, the last cut with "…" beyond them (the box's title holds it whole)
 
 // A node's name on lines of at most NAME_CHARS, each broken after the last
 // "/", ".", "_" or "-" of its second half, else at NAME_CHARS.
@@ -140,12 +135,12 @@ function openBox(context, found, position, lines, folded, expanded, ancestors, d
     else if (depth >= MAX_DEPTH) note = "nested too deep: open it alone";
     else layout = layoutPage(context, sub, 0, folded, expanded, new Set([...ancestors, body.path]), depth + 1);
     const width = layout ? layout.width : 7 * (body.title.length + (note || "").length + 4);
-    inner.push({ title: visible(body.title) + (note ? ` (${note})` : ""), path: body.path, x, y: headHeight(lines) + INNER_TITLE, layout });
+    inner.push({ title: visible(body.title) + (note ? ` (${note})` : ""), path: body.path, x, y: headHeight(lines.length) + INNER_TITLE, layout });
     x += width + INNER_PAD;
     height = Math.max(height, layout ? layout.height : 0);
   }
   const head = nodeBox(lines);
-  return { inner, width: Math.round(Math.max(head.width + TOGGLE_ROOM, x)), height: Math.round(headHeight(lines) + INNER_TITLE + height + INNER_PAD) };
+  return { inner, width: Math.round(Math.max(head.width + TOGGLE_ROOM, x)), height: Math.round(headHeight(lines.length) + INNER_TITLE + height + INNER_PAD) };
 }
 
 // The label of an edge: its values' types as declared ("float[N,3]"; several

@@ -20,6 +20,7 @@ import { renderDetails } from "./node-details.js";
 import { openTensorRef } from "./tensors.js";
 import { Culling, edgeBox, itemBox } from "./culling.js";
 import { FAMILIES } from "./op-families.js";
+import { headHeight, lineY } from "./box-head.js";
 
 // Resolves once the open model's graph is loaded and its first view drawn.
 export function openGraph() {
@@ -197,7 +198,7 @@ function itemGroup(item, path) {
   if (item.page !== undefined && item.page !== null) group.dataset.page = String(item.page);
   group.append(svg("rect", { width: item.width, height: item.height, rx: item.kind === "node" ? 3 : 10 }));
   item.lines.forEach((line, i) => {
-    const text = svg("text", { x: item.width / 2, y: i === 0 ? 15 : 28 + 13 * (i - 1), class: i === 0 ? "head" : "sub" });
+    const text = svg("text", { x: item.width / 2, y: lineY(i), class: i === 0 ? "head" : "sub" });
     text.textContent = visible(line);
     group.append(text);
   });
@@ -266,7 +267,7 @@ async function toggleNode(key) {
   if (item) centerOn(item);
 }
 
-const ROW_TOP = (item) => (item.lines.length > 1 ? 34 + 13 * (item.lines.length - 2) : 22);
+const ROW_TOP = (item) => headHeight(item.lines.length);
 const ROW_HEIGHT = 14; // as the worker sized the box
 
 // a weight folded into its consumer: name and type, a click opens its tensor
