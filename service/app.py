@@ -37,7 +37,7 @@ from service.errors import StorageUnavailable
 from service.http.openapi import openapi_with_problems
 from service.http.problems import DisconnectMiddleware, install_problem_handlers
 from service.http.protocol import NoSniffMiddleware
-from service.http.routes import diagnostics, diff, health, hooks, models, resumable, tensors, ui
+from service.http.routes import diagnostics, diff, health, hooks, models, resumable, shapes, tensors, ui
 from service.http.tus import TusHeaderMiddleware
 from service.imports.limiter import ImportLimiter
 from service.imports.parts import ImportParts
@@ -144,6 +144,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
     app.include_router(models.router)
     app.include_router(diagnostics.router)
     app.include_router(diff.router)
+    app.include_router(shapes.router)
     app.include_router(resumable.router)
     app.include_router(health.router)
     app.include_router(hooks.router)

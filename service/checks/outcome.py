@@ -106,7 +106,9 @@ class StageResult:
     """A stage's outcome. `status` is `fail` when any finding is an error and
     `pass` otherwise, unless the stage did not finish (`incomplete`) or was
     not run (`skipped`); `reason` says why for those two. `findings` holds at
-    most MAX_FINDINGS_PER_STAGE; `errors` and `warnings` count them all."""
+    most MAX_FINDINGS_PER_STAGE; `errors` and `warnings` count them all.
+    `inferred`: the types the `shape` stage inferred for values the model
+    does not declare (kept in the model's catalogue, never in the summary)."""
 
     stage: Stage
     status: Status = "pass"
@@ -115,6 +117,7 @@ class StageResult:
     errors: int = 0
     warnings: int = 0
     seconds: float = 0.0
+    inferred: dict[str, Any] = field(default_factory=dict)  # `shape`: name -> type of undeclared values
 
     def add(self, finding: Finding) -> None:
         if finding.severity == "error":

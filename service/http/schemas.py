@@ -179,6 +179,7 @@ class SummaryLinks(BaseModel):
     self: str
     graph: str
     tensors: str
+    shapes: str | None = Field(None, description="the inferred shapes (summaries stored before them have none)")
 
 
 class ModelSummary(BaseModel):
@@ -303,6 +304,16 @@ class GraphDocument(BaseModel):
     format: str
     graph: ResolvedGraph
     functions: list[dict[str, Any]]
+
+
+class InferredType(BaseModel):
+    name: str
+    type: dict[str, Any] = Field(description="as a declared value's type in the graph document: kind, elem_type, shape")
+
+
+class ShapesDocument(BaseModel):
+    format: str = Field(description="onnx-service-shapes/1")
+    values: list[InferredType] = Field(description="the main graph's undeclared values the shape stage inferred, in graph order")
 
 
 class Health(BaseModel):

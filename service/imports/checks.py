@@ -5,7 +5,8 @@ bindings) and `complete_checks`: the import's worker runs `schema` and
 `security` with the import itself; then, when `shape`, `runtime` or `smoke`
 is asked, a check worker of its own runs them on the same inputs
 (`service.sandbox.check_run`). Its findings are added to the work folder's
-catalogue, after the import worker's (`service.store.catalog_findings`), and
+catalogue, after the import worker's (`service.store.catalog_findings`), with
+the types `shape` inferred for undeclared values (`service.store.catalog_shapes`), and
 every stage's result, as the workers reported it (its time too), makes this
 run's `CheckRuns`, from which the summary's `checks`, `verdict` and
 `diagnostics` are drawn (`service.checks.runs.summary_for`): the worker's
@@ -31,6 +32,7 @@ from service.imports.parts import ImportParts
 from service.sandbox.check_run import check_worker_results
 from service.sandbox.protocol import WorkerHeader, WorkerJob
 from service.store.catalog_findings import append_findings, findings_in
+from service.store.catalog_shapes import record_inferred
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,9 @@ async def complete_checks(parts: ImportParts, job: WorkerJob, header: WorkerHead
         findings = [finding for result in checked for finding in result.findings]
         if findings:
             await anyio.to_thread.run_sync(append_findings, catalog, findings)
+        inferred = {name: value for result in checked for name, value in result.inferred.items()}
+        if inferred:
+            await anyio.to_thread.run_sync(record_inferred, catalog, inferred)
         results += checked
     results.sort(key=lambda result: STAGES.index(result.stage))
     return runs_of(results, await anyio.to_thread.run_sync(findings_in, catalog), job.dims, now_iso())

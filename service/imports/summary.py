@@ -41,7 +41,7 @@ def content_summary(worker_summary: Json, model_id: str, model_size: int, model_
         "id": model_id,
         **worker_summary,
         "model_file": {"size": model_size, "sha256": model_sha256},
-        "links": {"self": base, "graph": f"{base}/graph", "tensors": f"{base}/tensors"},
+        "links": {"self": base, "graph": f"{base}/graph", "tensors": f"{base}/tensors", "shapes": f"{base}/shapes"},
     }
     return summary_for(summary, runs, SUMMARY_TENSORS)
 

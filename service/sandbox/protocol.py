@@ -27,6 +27,7 @@ from service.settings import WORKER_ID
 
 CHUNK_BYTES = 1 << 20
 MAX_HEADER_BYTES = 16 << 20  # the summary is bounded; this bounds a broken worker
+MAX_INFERRED = 100_000  # types a `shape` report carries (service.sandbox.worker.checks.inferred_types)
 IMPORT_STREAMS = ("catalog", "converted")
 GRAPH_STREAMS = ("graph",)
 CHANGED = "changed"  # ImportFailure.reason: the model file is not the one the front end checked
@@ -108,6 +109,7 @@ class StageReport(BaseModel):
     warnings: int = Field(default=0, ge=0)
     seconds: float = 0.0
     findings: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_FINDINGS_PER_STAGE)
+    inferred: dict[str, dict[str, Any]] = Field(default_factory=dict, max_length=MAX_INFERRED)
 
     @classmethod
     def of(cls, result: StageResult, with_findings: bool = True) -> StageReport:
@@ -120,6 +122,7 @@ class StageReport(BaseModel):
             warnings=result.warnings,
             seconds=round(result.seconds, 6),
             findings=findings,
+            inferred=result.inferred if with_findings else {},
         )
 
     def result(self) -> StageResult:
@@ -127,7 +130,7 @@ class StageReport(BaseModel):
         findings = [Finding.from_dict(item) for item in self.findings]
         if any(finding.stage != self.stage for finding in findings):
             raise ValueError(f"a {self.stage} report holds another stage's finding")
-        return StageResult(self.stage, self.status, findings, self.reason, self.errors, self.warnings, self.seconds)
+        return StageResult(self.stage, self.status, findings, self.reason, self.errors, self.warnings, self.seconds, self.inferred)
 
 
 class WorkerHeader(BaseModel):

@@ -3,7 +3,8 @@
 Owns `Catalog` (lookups and pages, each an indexed query, so a request costs
 the same for a model of ten tensors as for one of a million; a lookup's rows
 are remembered, a bounded few per catalogue) and
-`OpenCatalogs` (the catalogues kept open). A catalogue is immutable once
+`OpenCatalogs` (the catalogues kept open); the value types the `shape`
+stage inferred too (`service.store.catalog_shapes`). A catalogue is immutable once
 stored, so it is opened read-only and `immutable=1`: no locks, safe on a
 shared store. Its format: `service.sandbox.catalog_format`.
 
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from service.memo import Memo
 from service.sandbox.catalog_format import COLUMNS, DIAGNOSTIC_COLUMNS, TensorRow
+from service.store.catalog_shapes import INFERRED_TABLE
 
 LOOKUPS_KEPT = 256  # lookups remembered per open catalogue (a name holds at most MAX_CANDIDATES rows)
 
@@ -121,6 +123,15 @@ class Catalog:
         sql = f"SELECT {columns} FROM diagnostics WHERE {' AND '.join(conditions)} ORDER BY seq LIMIT ?"
         names, rows = self._query(sql, (*parameters, limit))
         return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def inferred_types(self) -> list[tuple[str, str]]:
+        """(name, type as JSON text) of each value the `shape` stage inferred a
+        type for, in the graph's order; none from a catalogue without them."""
+        _, tables = self._query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?", (INFERRED_TABLE,))
+        if not tables:
+            return []
+        _, rows = self._query(f"SELECT name, type FROM {INFERRED_TABLE} ORDER BY seq", ())
+        return [(str(name), str(text)) for name, text in rows]
 
     def _has_stages(self) -> bool:
         if self.stages is None:

@@ -332,6 +332,47 @@ def _reshape_model(declared: list[int], big: bool) -> onnx.ModelProto:
     )
 
 
+# --- the types inference gives undeclared values
+
+
+def test_undeclared_values_get_the_types_onnx_infers_with_symbolic_dimensions_by_name(tmp_path: Path) -> None:
+    model = _model(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+            helper.make_node("Relu", ["m"], ["r"], name="relu"),
+            helper.make_node("Shape", ["r"], ["s"], name="shape"),
+            helper.make_node("Identity", ["r"], ["y"], name="out"),
+        ],
+        [_V("x", TensorProto.FLOAT, ["batch", 3])],
+        [_V("y", TensorProto.FLOAT, ["batch", 4]), _V("s", TensorProto.INT64, None)],
+        initializer=[helper.make_tensor("w", TensorProto.FLOAT, [3, 4], np.ones(12, np.float32))],
+        value_info=[_V("r", TensorProto.FLOAT, ["batch", 4])],
+    )
+    _, result = _run(model, tmp_path)
+    assert result.status == "pass"
+    # declared ones (x, y, r, the initializer w) are the model's own; `s` is declared without a shape
+    assert result.inferred == {"m": {"kind": "tensor", "elem_type": "FLOAT", "shape": ["batch", 4]}}
+    expected = onnx.shape_inference.infer_shapes(model, **INFERENCE_OPTIONS)
+    (m_info,) = [v for v in expected.graph.value_info if v.name == "m"]
+    assert [d.dim_param or d.dim_value for d in m_info.type.tensor_type.shape.dim] == ["batch", 4]
+
+
+def test_a_model_that_fails_inference_still_gives_the_types_before_and_around_the_error(tmp_path: Path) -> None:
+    model = _model(
+        [
+            helper.make_node("Relu", ["x"], ["r"], name="relu"),
+            helper.make_node("Add", ["r", "x"], ["a"], name="add"),
+            helper.make_node("Identity", ["a"], ["y"], name="out"),
+        ],
+        [_V("x", TensorProto.FLOAT, [2, 3])],
+        [_V("y", TensorProto.INT64, [2, 3])],
+    )
+    _, result = _run(model, tmp_path)
+    assert result.status == "fail"
+    assert result.inferred["r"] == {"kind": "tensor", "elem_type": "FLOAT", "shape": [2, 3]}
+    assert result.inferred["a"]["elem_type"] == "FLOAT"
+
+
 @pytest.mark.parametrize("declared", [[4, 6], [4, 7]])
 def test_setting_initializers_aside_changes_no_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declared: list[int]) -> None:
     """Every initializer set aside (even Reshape's shape, whose values

@@ -145,6 +145,40 @@ def test_the_default_stages_pass_a_sound_model(client: httpx.Client) -> None:
     assert summary["verdict"] == "pass"
 
 
+def undeclared_middle(path: Path) -> Path:
+    """x -> Relu -> h -> Transpose -> y: `h` declared nowhere."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["h"], name="relu"), helper.make_node("Transpose", ["h"], ["y"], name="swap")],
+        "undeclared_middle",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, "batch"])],
+    )
+    return _write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_the_shapes_inferred_at_import_are_served_for_undeclared_values(client: httpx.Client, tmp_path: Path) -> None:
+    model = undeclared_middle(tmp_path / "undeclared_middle.onnx")
+    summary = post(client, model)
+    assert summary["checks"]["shape"]["status"] == "pass"
+    shapes = client.get(summary["links"]["shapes"])
+    assert shapes.status_code == 200, shapes.text
+    assert shapes.json() == {
+        "format": "onnx-service-shapes/1",
+        "values": [{"name": "h", "type": {"kind": "tensor", "elem_type": "FLOAT", "shape": ["batch", 4]}}],
+    }
+    assert "h" not in {v["name"] for v in client.get(summary["links"]["graph"]).json()["graph"]["values"] if v["type"]}
+    assert client.get("/models/" + "0" * 64 + "/shapes").status_code == 404
+
+
+def test_an_import_without_the_shape_stage_keeps_no_shapes(client: httpx.Client, tmp_path: Path) -> None:
+    model = undeclared_middle(tmp_path / "undeclared_middle_unchecked.onnx")
+    graph = onnx.load(str(model))
+    graph.graph.name = "unchecked"  # other bytes: another model than the one above
+    onnx.save(graph, str(model))
+    summary = post(client, model, "?checks=schema")
+    assert client.get(f"/models/{summary['id']}/shapes").json()["values"] == []
+
+
 def test_every_stage_runs_a_model_with_external_data(client: httpx.Client) -> None:
     external = SAMPLES / "external"
     parts = [(external / "weights.bin", "weights.bin"), (external / "more" / "bias.bin", "more/bias.bin")]

@@ -29,6 +29,12 @@ bytes made by `_Rewrite`, in which:
   given inline from the importer's own view of the file (onnx on the file
   alone cannot read it). A model still over 2 GB is `incomplete`, saying so.
 
+The types onnx inferred for the main graph's values the model does not
+declare go back with the result (`StageResult.inferred`,
+`service.sandbox.worker.checks.inferred_types`): from the strict run when it
+passes, else from one more run without the strict checks (types only, never
+a finding).
+
 In strict mode onnx reports every node's error of a graph at its end (all
 of them, not only the first), except after a node whose op has no schema
 (it then reports no error after it in that graph: `shape-not-inferred`
@@ -72,7 +78,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from importer.attribute_types import AttributeType
 from importer.element_types import DataType
@@ -81,6 +87,7 @@ from importer.messages import Attribute, Function, Graph, Node
 from importer.tensor import FROM_EXTERNAL, Tensor
 from importer.wire import Buffer, FieldCursor
 from service.checks.outcome import Finding, StageResult, incomplete
+from service.sandbox.worker.checks.inferred_types import inferred_types
 
 SHAPE_INFERENCE_ERROR: Final = "shape-inference-error"
 DECLARED_TYPE_CONFLICT: Final = "declared-type-conflict"
@@ -95,6 +102,7 @@ INLINE_BYTES: Final = 1 << 26  # an external tensor inference reads is given inl
 PROTOBUF_LIMIT: Final = (1 << 31) - 1  # onnx's parser refuses a message this large
 MAX_RUNS: Final = 4  # runs that keep the values inference asked for; the last sets none aside
 INFERENCE_OPTIONS: Final = {"check_type": True, "strict_mode": True, "data_prop": True}
+LENIENT_OPTIONS: Final = {"check_type": False, "strict_mode": False, "data_prop": True}  # for types after an error
 
 # Keys (field number << 3 | wire type) of the fields the rewrite looks into.
 _MODEL_GRAPH: Final = 7 << 3 | 2
@@ -442,6 +450,7 @@ class _Inference:
         inline: dict[int, memoryview] = {}
         message: str | None = None
         data = b""
+        inferred: Any = None
         for tag in (False, True):  # nodes are tagged only to place the errors of a model that has some
             for run in range(MAX_RUNS):
                 rewrite = _Rewrite(buf, model, self.token, keep, inline, set_aside=run < MAX_RUNS - 1, tag=tag)
@@ -452,12 +461,17 @@ class _Inference:
                     )
                 data = rewrite.data()
                 rewrite.parts.clear()
-                message = _inference_error(data, INFERENCE_OPTIONS)
+                message, inferred = _infer(data, INFERENCE_OPTIONS)
                 if message is None or not self._give_values(message, rewrite, keep, inline):
                     break
             if message is None:
                 break
         self._unsupported()
+        if inferred is None:  # what inference gives without its strict checks, for the types alone
+            inferred = _lenient(data)
+        if inferred is not None:
+            self.result.inferred = inferred_types(inferred, model)
+        del inferred
         if message is not None:
             heads = self._heads(message, rewrite)
             if not message.startswith(_COLLECTED) and heads and heads[0][2].scope == "ModelProto.graph":
@@ -640,14 +654,28 @@ class _Inference:
 
 def _inference_error(data: bytes, options: dict[str, bool]) -> str | None:
     """onnx's inference of the model's bytes: the text of its error, or None."""
+    return _infer(data, options)[0]
+
+
+def _infer(data: bytes, options: dict[str, bool]) -> tuple[str | None, Any]:
+    """onnx's inference of the model's bytes: the text of its error, or None,
+    and the model with the types it inferred (None after an error)."""
     import onnx.checker
     import onnx.shape_inference
 
     try:
-        onnx.shape_inference.infer_shapes(data, **options)
+        return None, onnx.shape_inference.infer_shapes(data, **options)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
-        return str(error)
-    return None
+        return str(error), None
+
+
+def _lenient(data: bytes) -> Any:
+    """The model with the types onnx infers without its strict checks; None
+    if even that fails (the types are a help to a reader, never a finding)."""
+    try:
+        return _infer(data, LENIENT_OPTIONS)[1]
+    except Exception:  # the stage's findings stand without them
+        return None
 
 
 def _nodes_of(model: OnnxModel) -> Iterator[tuple[str, int, Node, Function | None]]:

@@ -1,0 +1,43 @@
+"""Route of a model's inferred shapes: `GET /models/{id}/shapes`.
+
+The types the `shape` stage inferred, at import, for the main graph's values
+the model does not declare (`service.sandbox.worker.checks.inferred_types`),
+as kept in the model's catalogue (`service.store.catalog_shapes`): what the
+explorer draws on the edges the model leaves without a type. An empty list
+when the import did not run `shape`, or inference gave nothing. One query of
+the catalogue; the type texts are passed through as stored.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from service.access.callers import ReadCaller
+from service.http.dependencies import ImportsDep
+from service.http.openapi import problem_responses
+from service.http.routes.models import require_model
+from service.http.routes.tensors import catalog_errors, catalog_of
+from service.http.schemas import ShapesDocument
+
+router = APIRouter(tags=["models"])
+SHAPES_FORMAT = "onnx-service-shapes/1"
+
+
+@router.api_route(
+    "/models/{model_id}/shapes",
+    methods=["GET", "HEAD"],
+    response_model=ShapesDocument,
+    summary="The types the shape stage inferred for the values the model does not declare",
+    responses=problem_responses(401, 403, 404),
+)
+def get_shapes(model_id: str, parts: ImportsDep, caller: ReadCaller) -> Response:
+    # a plain def: FastAPI runs it in a worker thread (one SQLite query)
+    require_model(parts.store, caller.tenant, model_id)
+    with catalog_errors():
+        rows = catalog_of(parts, model_id, caller.tenant).inferred_types()
+    entries = ",".join(f'{{"name":{json.dumps(name)},"type":{text}}}' for name, text in rows)
+    body = f'{{"format":"{SHAPES_FORMAT}","values":[{entries}]}}'
+    return Response(body.encode(), media_type="application/json")
