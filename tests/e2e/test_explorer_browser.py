@@ -334,6 +334,34 @@ def broken_model() -> tuple[bytes, int]:
     raise AssertionError("the cut model was read")
 
 
+def exported_network(version: int) -> bytes:
+    """Two exports of one small MLP: the second changes the activation's op
+    (Relu to Sigmoid) and the first layer's weights, and adds a scaling Mul."""
+    rng = np.random.default_rng(version)
+    initializers = [
+        numpy_helper.from_array(rng.normal(0, 0.3, (8, 16)).astype(np.float32), "fc1.weight"),
+        numpy_helper.from_array(np.zeros(16, np.float32), "fc1.bias"),
+        numpy_helper.from_array(np.full((16, 4), 0.1, np.float32), "fc2.weight"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["X", "fc1.weight"], ["h0"], name="fc1/MatMul"),
+        helper.make_node("Add", ["h0", "fc1.bias"], ["h1"], name="fc1/Add"),
+        helper.make_node("Relu" if version == 1 else "Sigmoid", ["h1"], ["h2"], name="act"),
+        helper.make_node("MatMul", ["h2", "fc2.weight"], ["y0" if version == 2 else "Y"], name="fc2/MatMul"),
+    ]
+    if version == 2:
+        initializers.append(numpy_helper.from_array(np.array(0.5, np.float32), "scale.value"))
+        nodes.append(helper.make_node("Mul", ["y0", "scale.value"], ["Y"], name="scale"))
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 4])],
+        initializers,
+    )
+    return _model(graph)
+
+
 # -- fixtures
 
 
@@ -348,6 +376,8 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "functions.onnx").write_bytes(functions_model())
     (root / "weights.onnx").write_bytes(weights_model())
     (root / "weights_chain.onnx").write_bytes(weights_chain_model())
+    (root / "mlp_v1.onnx").write_bytes(exported_network(1))
+    (root / "mlp_v2.onnx").write_bytes(exported_network(2))
     return root
 
 
@@ -782,7 +812,8 @@ def test_weights_read_by_one_node_are_rows_of_its_box(server: ServiceProcess, wa
     rows = conv.locator("g.weight")
     expect(rows).to_have_count(2)  # in the order the Conv reads them
     expect(rows.nth(0).locator("text")).to_have_text("conv.weight FLOAT[2,2,1,1]")
-    expect(rows.nth(1).locator("text")).to_have_text("conv.bias FLOAT[2]")
+    expect(rows.nth(1).locator("text")).to_have_text("conv.bias = [0.5, -1.5]")  # a small vector: its values
+    expect(rows.nth(1).locator("title")).to_have_text("conv.bias FLOAT[2] = [0.5, -1.5] (a Constant node)")
     # the Constant two nodes read stays a node, with an edge to each
     expect(scene.locator(".item.node", has_text="shared_const")).to_have_count(1)
     expect(scene.locator(".item.node", has_text="scale").locator("g.weight")).to_have_count(0)
@@ -813,6 +844,53 @@ def test_weights_read_by_one_node_are_rows_of_its_box(server: ServiceProcess, wa
     page.uncheck("#weights-as-nodes")
     expect(scene.locator(".item.node")).to_have_count(4)
     expect(conv.locator("g.weight")).to_have_count(2)
+
+
+def test_a_diff_of_two_exports_is_a_table_and_marks_on_the_graph(server: ServiceProcess, watched: Watched) -> None:
+    page = open_explorer(watched, server)
+    import_path(page, "mlp_v1.onnx")
+    before = page.evaluate("() => location.hash").removeprefix("#model=")
+    import_path(page, "mlp_v2.onnx")
+    show_graph(page)
+    page.click("#more-models") if page.locator("#more-models").is_visible() else None
+    expect(page.locator(f"#models li[data-id='{before}']")).to_have_count(1)
+    page.click("#tabs [data-tab=diff]")
+    page.select_option("#diff-with", before)
+    page.click("#diff-form button[type=submit]")
+    expect(page.locator("#diff-head")).to_contain_text("Nodes: 1 added, 0 removed, 2 changed.")  # fc2 writes y0 now
+    expect(page.locator("#diff-head")).to_contain_text("Initializers: 1 added, 0 removed, 1 changed.")
+    rows = page.locator("#diff-changes tbody tr")
+    table = sorted(tuple(rows.nth(i).locator("td").all_text_contents()[:3]) for i in range(rows.count()))
+    assert table == [
+        ("initializer", "added", "scale.value"),
+        ("initializer", "changed", "fc1.weight"),
+        ("node", "added", "scale"),
+        ("node", "changed", "act"),
+        ("node", "changed", "fc2/MatMul"),
+    ]
+    expect(page.locator("#tab-diff")).to_contain_text("Sigmoid")
+
+    # on the graph: the added and the changed node marked, not by colour alone; the rest unmarked
+    page.click("#diff-changes a.node-link >> text=act")
+    expect(page.locator("#tab-graph")).to_be_visible()
+    scene = page.locator("#scene")
+    changed = scene.locator(".item.node.diff-changed")
+    expect(changed).to_have_count(2)
+    assert sorted(changed.locator("text.head").all_text_contents()) == ["MatMul", "Sigmoid"]
+    expect(changed.locator(".diff-mark")).to_have_text(["~ changed", "~ changed"])
+    added = scene.locator(".item.node.diff-added")
+    expect(added).to_have_count(1)
+    expect(added.locator("text.head")).to_have_text("Mul")
+    expect(added.locator(".diff-mark")).to_have_text("+ added")
+    expect(scene.locator(".item.node:not(.diff-added):not(.diff-changed)")).to_have_count(2)
+    expect(page.locator("#details h3")).to_contain_text("Sigmoid")  # the link went to the node
+
+    # the marks are the open model's: its predecessor, opened from the list, is drawn unmarked
+    page.click(f"#models li[data-id='{before}'] a")
+    expect(page.locator("#tab-summary h2")).to_have_text("mlp_v1.onnx")
+    page.click("#tabs [data-tab=graph]")
+    expect(scene.locator(".item.node")).to_have_count(4)
+    expect(scene.locator(".item.node.diff-added, .item.node.diff-changed")).to_have_count(0)
 
 
 def drawn(page: Page, nodes: int) -> tuple[int, int]:

@@ -173,3 +173,35 @@ def record_timing(label: str, **figures: float | int | str) -> None:
     part.write_text(json.dumps(known, indent=1) + "\n")
     os.replace(part, path)
     print(f"{label}: {figures}")
+
+
+FIRST_SCREEN = """() => {
+    const canvas = document.querySelector("#canvas").getBoundingClientRect();
+    const seen = (element) => {
+        const r = element.getBoundingClientRect();
+        return r.width > 0 && r.right > canvas.left && r.left < canvas.right && r.bottom > canvas.top && r.top < canvas.bottom;
+    };
+    const screen = { inputs: [], ops: [], fills: [], labels: [] };
+    for (const group of document.querySelectorAll("#scene .item")) {
+        const box = group.querySelector(":scope > rect");
+        if (!box || !seen(box)) continue;
+        if (group.classList.contains("node")) {
+            screen.ops.push(group.querySelector(":scope > text.head").textContent);
+            screen.fills.push(getComputedStyle(box).fill);
+        } else if (group.classList.contains("input")) screen.inputs.push(group.dataset.value);
+    }
+    for (const label of document.querySelectorAll("#scene .edge-label")) {
+        if (getComputedStyle(label).display !== "none" && seen(label)) {
+            screen.labels.push({ text: label.textContent, inferred: label.classList.contains("inferred") });
+        }
+    }
+    return screen;
+}"""
+
+
+def first_screen(page: Page) -> dict[str, Any]:
+    """What the graph's canvas shows as drawn: the graph inputs' names, the op
+    types and fills of the node boxes, and the edge labels (each with whether
+    its type was inferred), of every box and label inside the canvas."""
+    screen: dict[str, Any] = page.evaluate(FIRST_SCREEN)
+    return screen

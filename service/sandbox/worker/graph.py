@@ -7,7 +7,9 @@ holds them, with their captures; functions as written. Tensors are never
 inlined: a reference gives the tensor's name, field path, type, dims, the
 SHA-256 of its bytes as served raw (what a model diff compares,
 `service.model_diff`) and the href they are served at
-(`service.store.catalog.tensor_href`). Floats that JSON
+(`service.store.catalog.tensor_href`); a small one of numbers (at most
+SMALL_VALUES elements, its bytes at hand) gives its `values` too, flat, as
+the explorer draws them in their consumer's box (`axes = [1]`). Floats that JSON
 cannot hold are the strings "NaN", "Infinity" and "-Infinity".
 """
 
@@ -20,19 +22,36 @@ from typing import Any, assert_never
 from importer import OnnxModel, ResolvedGraph, ResolvedNode, SparseTensor, Tensor, Value
 from importer.attribute_types import TYPE_INFO, AttributeType, ValueKind
 from importer.dump import text_or_hex
+from importer.element_types import DataType
 from importer.messages import Attribute, Function, Graph, Node, float_from_bits
 from importer.summary import describe_type, element_type_name
 from importer.tensor_places import tensor_places
 from service.sandbox.catalog_format import tensor_href
 
 Json = Any
+SMALL_VALUES = 8  # a tensor of at most this many numbers carries its values in its reference
+NUMBERS = frozenset(
+    {
+        DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BOOL,
+        DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64,
+        DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64,
+    }
+)  # fmt: skip
 
 
-def _float(bits: object) -> Json:
-    value = float_from_bits(bits)
+def _json_float(value: float) -> Json:
     if math.isfinite(value):
         return value
     return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def _float(bits: object) -> Json:
+    return _json_float(float_from_bits(bits))
+
+
+def _number(value: object) -> Json:
+    """One element of a small tensor as JSON: ints and bools as they are, floats as `_float` writes them."""
+    return _json_float(value) if isinstance(value, float) else value
 
 
 class GraphRenderer:
@@ -50,7 +69,7 @@ class GraphRenderer:
 
     def tensor_ref(self, tensor: Tensor) -> Json:
         field_path, shared = self.places[id(tensor)]
-        return {
+        ref = {
             "name": tensor.name,
             "field_path": field_path,
             "elem_type": element_type_name(tensor.data_type),
@@ -58,6 +77,9 @@ class GraphRenderer:
             "sha256": self.digests.get(id(tensor)) or self.digests.setdefault(id(tensor), tensor.sha256()),
             "href": tensor_href(self.model_id, tensor.name, field_path, shared),
         }
+        if tensor.element_count <= SMALL_VALUES and tensor.data_type in NUMBERS and tensor.is_bound:
+            ref["values"] = [_number(value) for value in tensor.to_numpy().reshape(-1).tolist()]
+        return ref
 
     def sparse_ref(self, sparse: SparseTensor) -> Json:
         return {

@@ -10,7 +10,10 @@
 // inside a node's subgraph, stays as it is drawn today.
 //
 // A row: {name, type ("FLOAT[64,32]"), ref (the tensor reference the preview
-// opens, or null), constant (the Constant node's position, or null)}.
+// opens, or null), constant (the Constant node's position, or null), values
+// (a small scalar's or vector's values as text, "1" or "[0, 2]", drawn instead of its
+// type: from the reference's `values`, or a Constant's value_int(s) and
+// value_float(s); else null)}.
 
 import { typeText } from "./type-text.js";
 
@@ -19,8 +22,28 @@ const CONSTANT_TYPES = {
   value_string: "STRING[]", value_strings: "STRING[n]",
 };
 
+const SMALL = 8; // as the graph document's references carry values (service/sandbox/worker/graph.py)
+const VALUES_CHARS = 24; // values longer than this as text are left to the preview: the row shows the type
+
 function tensorText(ref) {
   return `${ref.elem_type}[${ref.dims.join(",")}]`;
+}
+
+function numberText(value) {
+  return typeof value === "number" && !Number.isInteger(value) ? String(Number(value.toPrecision(4))) : String(value);
+}
+
+// "1" for one value of a scalar, "[0, 2]" for a list; null when there are none, too many or too long to read
+function valuesText(values, scalar) {
+  if (!Array.isArray(values) || values.length > SMALL || (scalar && values.length !== 1)) return null;
+  const texts = values.map(numberText);
+  const text = scalar ? texts[0] : `[${texts.join(", ")}]`;
+  return text.length <= VALUES_CHARS ? text : null;
+}
+
+// a scalar's or a vector's values (a small matrix keeps its type: a flat list would misread)
+function refValues(ref) {
+  return ref && Array.isArray(ref.values) && ref.dims.length <= 1 ? valuesText(ref.values, ref.dims.length === 0) : null;
 }
 
 // a Constant's value: its tensor reference when it has one, and its type
@@ -34,7 +57,11 @@ function constantRow(node, value) {
   else if (type === "?" && attribute && CONSTANT_TYPES[attribute.name]) {
     type = CONSTANT_TYPES[attribute.name].replace("n", Array.isArray(attribute.value) ? String(attribute.value.length) : "?");
   }
-  return { name: value.name, type, ref, constant: node.position };
+  let values = attribute && attribute.type === "TENSOR" ? refValues(ref) : null;
+  if (attribute && /^value_(int|float)s?$/.test(attribute.name)) {
+    values = Array.isArray(attribute.value) ? valuesText(attribute.value, false) : valuesText([attribute.value], true);
+  }
+  return { name: value.name, type, ref, constant: node.position, values };
 }
 
 function isConstant(node) {
@@ -57,7 +84,8 @@ export function foldedWeights(graph) {
     if (!consumer || !consumer.inputs.includes(value.name)) continue;
     let row = null;
     if ((value.kind === "initializer" || value.kind === "sparse_initializer") && value.initializer) {
-      row = { name: value.name, type: value.kind === "initializer" ? tensorText(value.initializer) : typeText(value.type, ","), ref: value.initializer, constant: null };
+      const dense = value.kind === "initializer";
+      row = { name: value.name, type: dense ? tensorText(value.initializer) : typeText(value.type, ","), ref: value.initializer, constant: null, values: dense ? refValues(value.initializer) : null };
     } else if (value.producer !== null && value.producer !== undefined && value.producer !== position && isConstant(graph.nodes[value.producer])) {
       row = constantRow(graph.nodes[value.producer], value);
       constants.add(value.producer);

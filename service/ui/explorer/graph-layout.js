@@ -27,7 +27,7 @@ import { opFamily } from "./op-families.js";
 import { NAME_LINES, headHeight } from "./box-head.js";
 
 export const PAGE_SIZE = 5000;
-export const LAYOUT_VERSION = "dagre-9.3.3/4"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item or edge holds (2: its op family; 3: an edge's label; 4: names on up to 3 lines)
+export const LAYOUT_VERSION = "dagre-9.3.3/5"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item or edge holds (2: its op family; 3: an edge's label; 4: names on up to 3 lines; 5: inferred labels, small values)
 export const MAX_INNER_NODES = 2000;
 const MAX_DEPTH = 8;
 const LONGEST_PATH_ABOVE = 3000; // dagre's network-simplex ranking up to this many boxes, longest-path past it (Netron's choice)
@@ -77,14 +77,16 @@ function nameLines(name) {
   return lines;
 }
 
-// the rows a node's box lists: name and type of each weight folded into it
+// the rows a node's box lists: name and type of each weight folded into it,
+// or "name = values" for a small one ("axes = [1]")
 function weightRows(rows) {
   const shown = rows.length > MAX_ROWS ? rows.slice(0, MAX_ROWS - 1) : rows;
   const drawn = shown.map((row, i) => {
     const name = visible(row.name) || "(unnamed)";
     const type = visible(row.type);
-    const room = Math.max(12, ROW_CHARS - type.length - 1);
-    return { index: i, text: `${short(name, room)} ${type}`, name, type, ref: row.ref, constant: row.constant };
+    const shownAs = row.values ? `= ${row.values}` : type;
+    const room = Math.max(12, ROW_CHARS - shownAs.length - 1);
+    return { index: i, text: `${short(name, room)} ${shownAs}`, name, type, values: row.values || null, ref: row.ref, constant: row.constant };
   });
   if (shown.length < rows.length) drawn.push({ index: shown.length, text: `+ ${rows.length - shown.length} more weights`, more: true });
   return drawn;
@@ -143,11 +145,16 @@ function openBox(context, found, position, lines, folded, expanded, ancestors, d
   return { inner, width: Math.round(Math.max(head.width + TOGGLE_ROOM, x)), height: Math.round(headHeight(lines.length) + INNER_TITLE + height + INNER_PAD) };
 }
 
-// The label of an edge: its values' types as declared ("float[N,3]"; several
-// joined by "; "), or null when none of them declares one.
+// The label of an edge: its values' types, declared or inferred by the shape
+// stage ("float[N,3]"; several joined by "; "), or null when none has one.
 function edgeLabel(values, names) {
   const types = names.map((name) => values.get(name)).filter((value) => value && value.type).map((value) => typeText(value.type, ","));
   return types.length ? types.join("; ") : null;
+}
+
+// whether an edge's label holds a type the model does not declare
+function labelInferred(values, names) {
+  return names.some((name) => { const value = values.get(name); return Boolean(value && value.inferred); });
 }
 
 // The drawing of page `page` of the graph `found` ({graph, values, ...}, as the worker indexed it).
@@ -290,6 +297,7 @@ export function layoutPage(context, found, page, folded, expanded, ancestors = n
   });
   const drawnEdges = pairList.map((e, i) => ({
     source: e.source, target: e.target, values: e.values, implicit: e.implicit, points: laid.points[i], label: edgeLabel(values, e.values),
+    inferred: labelInferred(values, e.values),
   }));  // prettier-ignore
   const innerMs = drawn.reduce((sum, item) => sum + (item.inner || []).reduce((s, body) => s + (body.layout ? body.layout.ms : 0), 0), 0);
   return {

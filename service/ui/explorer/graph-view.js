@@ -8,14 +8,16 @@
 // draws it open, its bodies inside its box (graph-layout.js), or closed
 // again; the nodes inside answer clicks as any other. Each node is filled by
 // its op family (op-families.js), with a legend of the families drawn; an
-// edge of declared values is labelled with their types ("shapes" hides the
-// labels). A drawing too large to read when fitted opens at its inputs.
+// edge is labelled with its values' types, declared, or inferred by the shape
+// stage (in italics; "shapes" hides the labels). Nodes a comparison added or
+// changed are marked (diff-view.js). A drawing too large to read when fitted opens at its inputs.
 
 import { $, el, fill, svg, number, status, visible } from "./dom.js";
 import { currentToken, fail } from "./api.js";
 import { state } from "./state.js";
 import { ask } from "./graph-worker-client.js";
 import { locateDiagnostics, markNode } from "./diagnostics.js";
+import { markDiff } from "./diff-view.js";
 import { renderDetails } from "./node-details.js";
 import { openTensorRef } from "./tensors.js";
 import { Culling, edgeBox, itemBox } from "./culling.js";
@@ -39,7 +41,8 @@ async function loadGraph() {
   status("loading the graph…");
   let loaded;
   try {
-    loaded = await ask("load", { url: state.model.links.graph, token: currentToken(), model: state.model.id });
+    const shapes = state.model.links.shapes || null; // summaries stored before the shapes have no link
+    loaded = await ask("load", { url: state.model.links.graph, token: currentToken(), model: state.model.id, shapes });
   } catch (error) {
     if (generation !== state.generation) return; // another model is open by now
     throw error;
@@ -167,8 +170,13 @@ function labelBox(edge) {
 // an edge's value types, beside its line (hidden with the "shapes" toggle)
 function edgeLabel(edge) {
   const { x, y } = labelAt(edge);
-  const text = svg("text", { x: x.toFixed(1), y: y.toFixed(1), class: "edge-label" });
+  const text = svg("text", { x: x.toFixed(1), y: y.toFixed(1), class: edge.inferred ? "edge-label inferred" : "edge-label" });
   text.textContent = visible(edge.label);
+  if (edge.inferred) {
+    const title = svg("title");
+    title.textContent = "inferred by the shape stage (the model does not declare it)";
+    text.append(title);
+  }
   return text;
 }
 
@@ -205,7 +213,10 @@ function itemGroup(item, path) {
   if (item.weights && item.weights.length) group.append(...item.weights.map((row) => weightRow(row, item)));
   if (item.subgraph) group.append(toggle(item, path));
   if (item.inner) group.append(...item.inner.map(bodyGroup));
-  if (item.kind === "node") markNode(group, path, item.position);
+  if (item.kind === "node") {
+    markNode(group, path, item.position);
+    markDiff(group, path, item.position);
+  }
   return group;
 }
 
@@ -279,7 +290,8 @@ function weightRow(row, item) {
   const text = svg("text", { x: 4, y: 9.5, class: "weight-text" });
   text.textContent = row.text;
   const title = svg("title");
-  title.textContent = row.more ? "the node's details list every input" : `${row.name} ${row.type}${row.constant !== null ? " (a Constant node)" : " (an initializer)"}`;
+  const values = row.values ? ` = ${row.values}` : "";
+  title.textContent = row.more ? "the node's details list every input" : `${row.name} ${row.type}${values}${row.constant !== null ? " (a Constant node)" : " (an initializer)"}`;
   group.append(text, title);
   return group;
 }

@@ -5,10 +5,14 @@
 //
 // Messages in: {id, op, ...}; out: {id, ok, result | error}, and
 // {progress: text} while loading. Operations:
-//   load   {url, token, model}  fetch and index every graph (the main graph,
-//                         the subgraphs of If, Loop, Scan..., found in GRAPH
-//                         and GRAPHS attributes, and the bodies of the model's
-//                         functions, function-graphs.js); model: its id
+//   load   {url, token, model, shapes}  fetch and index every graph (the main
+//                         graph, the subgraphs of If, Loop, Scan..., found in
+//                         GRAPH and GRAPHS attributes, and the bodies of the
+//                         model's functions, function-graphs.js); model: its
+//                         id; shapes: the URL of the types the shape stage
+//                         inferred (GET /models/{id}/shapes), fetched alongside
+//                         and given to the main graph's undeclared values
+//                         (value.inferred: true)
 //   view   {path, page, folded, expanded}  the layout of one graph, or of one
 //                         page of it (graph-layout.js); expanded: the keys of
 //                         the nodes drawn open. Kept in the browser's storage
@@ -45,9 +49,24 @@ function progress(text) {
 
 let loads = 0; // the latest load wins: an older one still arriving is dropped
 
-async function load({ url, token, model }) {
+// name -> type the shape stage inferred; an empty map when there are none or they cannot be had
+async function inferredTypes(url, headers) {
+  if (!url) return new Map();
+  try {
+    const response = await fetch(url, { headers });
+    if (!response.ok) return new Map();
+    const doc = await response.json();
+    return new Map((doc.values || []).map((entry) => [entry.name, entry.type]));
+  } catch {
+    return new Map(); // the drawing stands without them
+  }
+}
+
+async function load({ url, token, model, shapes }) {
   const ticket = ++loads;
-  const response = await fetch(url, { headers: token ? { Authorization: "Bearer " + token } : {} });
+  const headers = token ? { Authorization: "Bearer " + token } : {};
+  const inferred = inferredTypes(shapes, headers);
+  const response = await fetch(url, { headers });
   if (!response.ok) throw await responseProblem(response);
   const chunks = [];
   let received = 0;
@@ -62,6 +81,10 @@ async function load({ url, token, model }) {
   progress(`graph: parsing ${(received / 1e6).toFixed(1)} MB`);
   const text = await new Blob(chunks).text();
   const doc = JSON.parse(text);
+  const types = await inferred;
+  for (const value of doc.graph.values) {
+    if (!value.type && types.has(value.name)) Object.assign(value, { type: types.get(value.name), inferred: true });
+  }
   const found = new Map();
   index(found, doc.graph, null, "");
   const functions = Array.isArray(doc.functions) ? doc.functions : [];
@@ -81,7 +104,7 @@ async function load({ url, token, model }) {
     nodes: g.graph.nodes.length,
     pages: pageCount(g.graph),
   }));
-  return { format: doc.format, root: doc.graph.path, graphs: list, functions: functions.length, bytes: received };
+  return { format: doc.format, root: doc.graph.path, graphs: list, functions: functions.length, bytes: received, inferred: types.size };
 }
 
 function index(found, graph, parent, via, isFunction = false) {
@@ -151,6 +174,7 @@ function valueInfo(path, name) {
     name,
     kind: value.kind,
     type: typeText(value.type, ","),
+    inferred: value.inferred || false,
     scope: scopePath === path ? null : scopePath,
     initializer: value.initializer || null,
     producer: value.producer === null || value.producer === undefined ? null : nodeRef(scopePath, value.producer),

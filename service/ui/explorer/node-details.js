@@ -23,6 +23,7 @@ function valueRow(v, asOutput) {
   if (v.missing) return el("li", {}, el("code", {}, visible(v.name)));
   return el("li", {},
     el("code", {}, visible(v.name)), " ", v.type !== "?" ? el("span", { class: "type" }, v.type) : null,
+    v.inferred ? el("span", { class: "badge", title: "the model does not declare this type: the shape stage inferred it" }, "inferred") : null,
     v.kind === "input" ? el("span", { class: "badge" }, "graph input") : null,
     v.scope ? el("span", { class: "badge" }, "captured") : null,
     v.initializer ? [" ", tensorLink(v.initializer, "initializer " + dimsText(v.initializer.dims))] : null,

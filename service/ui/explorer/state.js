@@ -17,5 +17,6 @@ export const state = {
   expanded: new Set(), // the keys (`${graph path}#${position}`) of the nodes drawn open, their bodies inside them
   weightsAsNodes: false, // the graph toolbar's "weights as nodes": false draws single-consumer weights inside their consumer
   selected: null,
+  diff: null, // the last comparison (diff-view.js): {a, b, head, changes, marks: Map(b's position -> "added" | "changed"), complete}
   transform: { x: 0, y: 0, k: 1 },
 };
