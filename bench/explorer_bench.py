@@ -40,8 +40,11 @@ viewers alternating first and second from round to round. Per run:
 
 Figures are medians of --runs rounds; ratios are explorer / Netron.
 
+With --screenshots DIR, each viewer's first screen of each model (as it
+opens, its first round) is saved there as MODEL-VIEWER.png.
+
 Usage: python bench/explorer_bench.py [--runs 3] [--big-runs 3] [--only NAME,...] [--timeout 900]
-       [--no-warm] [--wait-load 1.2] [--json FILE]
+       [--no-warm] [--wait-load 1.2] [--json FILE] [--screenshots DIR]
        python bench/explorer_bench.py --from-json FILE   (the table of a saved run)
 Needs the test extra (Playwright, onnx) and netron 9.3.3: pip install netron==9.3.3
 """
@@ -249,7 +252,15 @@ def read_drawing(page: Page, group: str, nodes: str, start_ms: float) -> Drawing
     )
 
 
-def explorer_drawing(context: BrowserContext, url: str, model: str, timeout_s: float) -> Drawing:
+def screenshot(page: Page, shot: Path | None) -> None:
+    """The first screen as the viewer opened it (its drawing finished: half a second more for the last chunks)."""
+    if shot is not None:
+        page.wait_for_timeout(500)
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shot))
+
+
+def explorer_drawing(context: BrowserContext, url: str, model: str, timeout_s: float, shot: Path | None = None) -> Drawing:
     page = context.new_page()
     page.goto(url + "/")
     page.wait_for_selector("#path-form button")
@@ -261,15 +272,17 @@ def explorer_drawing(context: BrowserContext, url: str, model: str, timeout_s: f
     drawing = read_drawing(page, "#scene", "#scene .item.node", start_ms)
     drawing.page_load_s = round(page_load_s, 3)
     drawing.model_request_s = None  # Netron's figure
+    screenshot(page, shot)
     page.close()
     return drawing
 
 
-def netron_drawing(context: BrowserContext, url: str, timeout_s: float) -> Drawing:
+def netron_drawing(context: BrowserContext, url: str, timeout_s: float, shot: Path | None = None) -> Drawing:
     page = context.new_page()
     page.goto(url + "/")
     wait_drawn(page, timeout_s)
     drawing = read_drawing(page, "#origin", "#origin .nodes > .node.graph-node", 0.0)
+    screenshot(page, shot)
     page.close()
     return drawing
 
@@ -328,26 +341,34 @@ def netron_serving(model: Path) -> Iterator[str]:
 # --- the run
 
 
-def measure_model(browser: Browser, explorer_url: str, model: Path, result: ModelResult, runs: int, timeout_s: float, warm: bool) -> None:
-    """The model's first import, then `runs` rounds: each viewer cold (and warm) once, the first of them alternating."""
+def measure_model(
+    browser: Browser, explorer_url: str, model: Path, result: ModelResult, runs: int, timeout_s: float, warm: bool, shots: Path | None
+) -> None:
+    """The model's first import, then `runs` rounds: each viewer cold (and warm) once, the first of them alternating;
+    with `shots`, each viewer's first screen of the first round saved there (MODEL-VIEWER.png)."""
     result.load_average.append(round(os.getloadavg()[0], 2))
     with fresh_context(browser, "explorer", result.explorer, explorer_url) as context:  # the first import, apart from the medians
         result.explorer.first_import = explorer_drawing(context, explorer_url, model.name, timeout_s)
         if stored := layout_storage(context, explorer_url):
             result.explorer.notes.append(f"IndexedDB databases after a drawing: {', '.join(stored)}")
     with netron_serving(model) as netron_url:
-        viewers: dict[str, tuple[str, ViewerResult, Callable[[BrowserContext], Drawing]]] = {
-            "explorer": (explorer_url, result.explorer, lambda context: explorer_drawing(context, explorer_url, model.name, timeout_s)),
-            "netron": (netron_url, result.netron, lambda context: netron_drawing(context, netron_url, timeout_s)),
+        viewers: dict[str, tuple[str, ViewerResult, Callable[[BrowserContext, Path | None], Drawing]]] = {
+            "explorer": (
+                explorer_url,
+                result.explorer,
+                lambda context, shot: explorer_drawing(context, explorer_url, model.name, timeout_s, shot),
+            ),
+            "netron": (netron_url, result.netron, lambda context, shot: netron_drawing(context, netron_url, timeout_s, shot)),
         }
         for round_number in range(runs):
             for name in ("explorer", "netron") if round_number % 2 == 0 else ("netron", "explorer"):
                 url, figures, draw = viewers[name]
+                shot = shots / f"{model.stem}-{name}.png" if shots is not None and round_number == 0 else None
                 try:
                     with fresh_context(browser, name, figures, url) as context:
-                        figures.cold.append(draw(context))
+                        figures.cold.append(draw(context, shot))
                         if warm:
-                            figures.warm.append(draw(context))
+                            figures.warm.append(draw(context, None))
                 except Exception as error:  # a timeout or an error shown: reported, the other viewer still measured
                     figures.failures.append(f"round {round_number + 1}: {type(error).__name__}: {str(error).splitlines()[0][:300]}")
             print(f"  {result.name} round {round_number + 1}: {round_summary(result)}", flush=True)
@@ -469,6 +490,7 @@ def main() -> int:
     parser.add_argument("--no-warm", action="store_true", help="skip the warm reopen")
     parser.add_argument("--wait-load", type=float, default=0.0, help="first wait, up to 25 minutes, for the load average to fall below it")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--screenshots", type=Path, help="save each viewer's first screen of each model here (the first round's)")
     parser.add_argument("--from-json", type=Path, help="print the table of a saved run and exit")
     args = parser.parse_args()
     if args.from_json:
@@ -498,7 +520,7 @@ def main() -> int:
         for result in results:
             print(f"{result.name} ({result.nodes:,} nodes, {result.megabytes} MB)", flush=True)
             runs = args.big_runs if result.nodes > BIG else args.runs
-            measure_model(browser, service.url, paths[result.name], result, runs, args.timeout, not args.no_warm)
+            measure_model(browser, service.url, paths[result.name], result, runs, args.timeout, not args.no_warm, args.screenshots)
         browser.close()
     ending_load = os.getloadavg()
     print_tables(results)

@@ -543,7 +543,7 @@ def test_op_families_have_their_own_fills_and_declared_shapes_label_the_edges(
     assert len(set(fills.values())) == len(fills) == 6, fills  # six families, six fills
     legend = page.locator("#legend li")
     families = ["convolution and pooling", "activation", "normalization", "shape and layout", "arithmetic", "quantization"]
-    expect(legend).to_have_text(families)
+    expect(legend).to_have_text([*families, "shape in italics: inferred"])
     swatches = page.evaluate("() => [...document.querySelectorAll('#legend .swatch')].map((s) => getComputedStyle(s).backgroundColor)")
     assert len(set(swatches)) == 6, swatches
     # a long name is wrapped, whole, and the box's title holds op type and name
@@ -551,9 +551,12 @@ def test_op_families_have_their_own_fills_and_declared_shapes_label_the_edges(
     lines = conv.locator("text.sub").all_text_contents()
     assert "".join(lines) == LONG_NAME and len(lines) == 3 and all(len(line) <= 30 for line in lines), lines
     assert conv.locator("title").first.text_content() == f"Conv {LONG_NAME}"
-    # the edges of declared values carry their type and shape; the toggle hides them
+    # the edges carry their type and shape: declared, or inferred by the shape stage (in italics); the toggle hides them
     labels = page.locator("#scene .edge-label")
-    expect(labels).to_have_text(["FLOAT[1,1,4,4]", "FLOAT[1,3]"])
+    expect(labels.locator("xpath=self::*[not(contains(@class, 'inferred'))]")).to_have_text(["FLOAT[1,1,4,4]", "FLOAT[1,3]"])
+    inferred = page.locator("#scene .edge-label.inferred")
+    expect(inferred).to_have_text(["FLOAT[1,2,2,2]"] * 3 + ["UINT8[1,2,2,2]", "FLOAT[1,2,2,2]", "FLOAT[1,8]"])
+    assert inferred.first.evaluate("(e) => getComputedStyle(e).fontStyle") == "italic"
     expect(labels.first).to_be_visible()
     page.uncheck("#edge-shapes")
     expect(labels.first).to_be_hidden()

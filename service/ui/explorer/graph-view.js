@@ -139,8 +139,10 @@ function showLegend(layout) {
   };
   collect(layout.items);
   const shown = FAMILIES.filter(([family]) => used.has(family));
-  fill($("#legend"), ...shown.map(([family, label]) => el("li", { dataset: { family } }, el("span", { class: `swatch family-${family}` }), label)));
-  $("#legend").hidden = shown.length === 0;
+  const inferred = layout.edges.some((e) => e.inferred && e.label); // then the legend says what italics mean
+  fill($("#legend"), ...shown.map(([family, label]) => el("li", { dataset: { family } }, el("span", { class: `swatch family-${family}` }), label)),
+    inferred ? el("li", { class: "inferred-note", title: "the model declares no type for these edges: the shape stage inferred them at import" }, "shape in italics: inferred") : null);
+  $("#legend").hidden = shown.length === 0 && !inferred;
 }
 
 // the whole drawing, each box and edge (those out of the page too) made anew: what the SVG export saves
@@ -172,11 +174,6 @@ function edgeLabel(edge) {
   const { x, y } = labelAt(edge);
   const text = svg("text", { x: x.toFixed(1), y: y.toFixed(1), class: edge.inferred ? "edge-label inferred" : "edge-label" });
   text.textContent = visible(edge.label);
-  if (edge.inferred) {
-    const title = svg("title");
-    title.textContent = "inferred by the shape stage (the model does not declare it)";
-    text.append(title);
-  }
   return text;
 }
 
