@@ -108,7 +108,8 @@ class StageResult:
     not run (`skipped`); `reason` says why for those two. `findings` holds at
     most MAX_FINDINGS_PER_STAGE; `errors` and `warnings` count them all.
     `inferred`: the types the `shape` stage inferred for values the model
-    does not declare (kept in the model's catalogue, never in the summary)."""
+    does not declare, as JSON text (kept in the model's catalogue, never in
+    the summary)."""
 
     stage: Stage
     status: Status = "pass"
@@ -117,7 +118,7 @@ class StageResult:
     errors: int = 0
     warnings: int = 0
     seconds: float = 0.0
-    inferred: dict[str, Any] = field(default_factory=dict)  # `shape`: name -> type of undeclared values
+    inferred: str = ""  # `shape`: the JSON list of {name, type} of the values the model does not declare
 
     def add(self, finding: Finding) -> None:
         if finding.severity == "error":

@@ -59,7 +59,7 @@ async def complete_checks(parts: ImportParts, job: WorkerJob, header: WorkerHead
         findings = [finding for result in checked for finding in result.findings]
         if findings:
             await anyio.to_thread.run_sync(append_findings, catalog, findings)
-        inferred = {name: value for result in checked for name, value in result.inferred.items()}
+        inferred = next((result.inferred for result in checked if result.inferred), "")
         if inferred:
             await anyio.to_thread.run_sync(record_inferred, catalog, inferred)
         results += checked

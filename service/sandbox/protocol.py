@@ -28,6 +28,7 @@ from service.settings import WORKER_ID
 CHUNK_BYTES = 1 << 20
 MAX_HEADER_BYTES = 16 << 20  # the summary is bounded; this bounds a broken worker
 MAX_INFERRED = 100_000  # types a `shape` report carries (service.sandbox.worker.checks.inferred_types)
+MAX_INFERRED_BYTES = 8 << 20  # and their JSON text's length, at most
 IMPORT_STREAMS = ("catalog", "converted")
 GRAPH_STREAMS = ("graph",)
 CHANGED = "changed"  # ImportFailure.reason: the model file is not the one the front end checked
@@ -109,7 +110,7 @@ class StageReport(BaseModel):
     warnings: int = Field(default=0, ge=0)
     seconds: float = 0.0
     findings: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_FINDINGS_PER_STAGE)
-    inferred: dict[str, dict[str, Any]] = Field(default_factory=dict, max_length=MAX_INFERRED)
+    inferred: str = Field(default="", max_length=MAX_INFERRED_BYTES)  # `shape`: JSON text, kept and served as it is
 
     @classmethod
     def of(cls, result: StageResult, with_findings: bool = True) -> StageReport:
@@ -122,7 +123,7 @@ class StageReport(BaseModel):
             warnings=result.warnings,
             seconds=round(result.seconds, 6),
             findings=findings,
-            inferred=result.inferred if with_findings else {},
+            inferred=result.inferred if with_findings else "",
         )
 
     def result(self) -> StageResult:

@@ -124,14 +124,14 @@ class Catalog:
         names, rows = self._query(sql, (*parameters, limit))
         return [dict(zip(names, row, strict=True)) for row in rows]
 
-    def inferred_types(self) -> list[tuple[str, str]]:
-        """(name, type as JSON text) of each value the `shape` stage inferred a
-        type for, in the graph's order; none from a catalogue without them."""
+    def inferred_types(self) -> str:
+        """The JSON list of {name, type} of the values the `shape` stage
+        inferred a type for, in the graph's order; "[]" from a catalogue without them."""
         _, tables = self._query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?", (INFERRED_TABLE,))
         if not tables:
-            return []
-        _, rows = self._query(f"SELECT name, type FROM {INFERRED_TABLE} ORDER BY seq", ())
-        return [(str(name), str(text)) for name, text in rows]
+            return "[]"
+        _, rows = self._query(f"SELECT document FROM {INFERRED_TABLE} LIMIT 1", ())
+        return str(rows[0][0]) if rows else "[]"
 
     def _has_stages(self) -> bool:
         if self.stages is None:

@@ -1,12 +1,16 @@
 """The inferred value types in a work folder's catalogue: the front end writes them once, at import.
 
 Owns `record_inferred` (the `shape` stage's types of the values a model does
-not declare, `StageResult.inferred`, written after the import worker's
-tensors and findings) and the table that holds them. A stored catalogue
-gives them back with `Catalog.inferred_types` (`service.store.catalog`); a
-catalogue written before them, or by an import that did not run `shape`,
-has no such table and gives none. They are a function of the model's bytes
-and onnx's version alone, the same for every tenant that holds the model.
+not declare, `StageResult.inferred`: the JSON text of a list of `{"name",
+"type"}`, written after the import worker's tensors and findings) and the
+table that holds it, one row. The text is the check worker's, checked here
+to be a JSON list (a broken worker's text is dropped, never served) and kept
+as it is, so that the route serves it without building 100,000 objects. A
+stored catalogue gives it back with `Catalog.inferred_types`
+(`service.store.catalog`); a catalogue written before them, or by an import
+that did not run `shape`, has no such table and gives none. They are a
+function of the model's bytes and onnx's version alone, the same for every
+tenant that holds the model.
 """
 
 from __future__ import annotations
@@ -14,19 +18,23 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 INFERRED_TABLE: Final = "inferred_types"
-CREATE_INFERRED: Final = f"CREATE TABLE IF NOT EXISTS {INFERRED_TABLE} (seq INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL)"
+CREATE_INFERRED: Final = f"CREATE TABLE IF NOT EXISTS {INFERRED_TABLE} (document TEXT NOT NULL)"
 
 
-def record_inferred(catalog: Path, types: dict[str, Any]) -> None:
-    """Keep `types` (name -> type, as `describe_type` writes one) in the catalogue, in their order."""
+def record_inferred(catalog: Path, document: str) -> None:
+    """Keep `document` (the JSON list of the inferred types) in the catalogue; one that is no JSON list is dropped."""
+    try:
+        if not isinstance(json.loads(document), list):
+            return
+    except ValueError:
+        return
     connection = sqlite3.connect(catalog)
     try:
         connection.execute(CREATE_INFERRED)
-        rows = ((name, json.dumps(value, separators=(",", ":"))) for name, value in types.items())
-        connection.executemany(f"INSERT INTO {INFERRED_TABLE} (name, type) VALUES (?, ?)", rows)
+        connection.execute(f"INSERT INTO {INFERRED_TABLE} (document) VALUES (?)", (document,))
         connection.commit()
     finally:
         connection.close()

@@ -10,8 +10,6 @@ the catalogue; the type texts are passed through as stored.
 
 from __future__ import annotations
 
-import json
-
 from fastapi import APIRouter
 from fastapi.responses import Response
 
@@ -37,7 +35,5 @@ def get_shapes(model_id: str, parts: ImportsDep, caller: ReadCaller) -> Response
     # a plain def: FastAPI runs it in a worker thread (one SQLite query)
     require_model(parts.store, caller.tenant, model_id)
     with catalog_errors():
-        rows = catalog_of(parts, model_id, caller.tenant).inferred_types()
-    entries = ",".join(f'{{"name":{json.dumps(name)},"type":{text}}}' for name, text in rows)
-    body = f'{{"format":"{SHAPES_FORMAT}","values":[{entries}]}}'
-    return Response(body.encode(), media_type="application/json")
+        values = catalog_of(parts, model_id, caller.tenant).inferred_types()
+    return Response(f'{{"format":"{SHAPES_FORMAT}","values":{values}}}'.encode(), media_type="application/json")

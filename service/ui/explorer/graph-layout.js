@@ -27,7 +27,7 @@ import { opFamily } from "./op-families.js";
 import { NAME_LINES, headHeight } from "./box-head.js";
 
 export const PAGE_SIZE = 5000;
-export const LAYOUT_VERSION = "dagre-9.3.3/5"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item or edge holds (2: its op family; 3: an edge's label; 4: names on up to 3 lines; 5: inferred labels, small values)
+export const LAYOUT_VERSION = "dagre-9.3.3/5"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item or edge holds (2: its op family; 3: an edge's label; 4: names on up to 3 lines; 5: inferred labels, small values, types cut in input and output boxes)
 export const MAX_INNER_NODES = 2000;
 const MAX_DEPTH = 8;
 const LONGEST_PATH_ABOVE = 3000; // dagre's network-simplex ranking up to this many boxes, longest-path past it (Netron's choice)
@@ -204,7 +204,7 @@ export function layoutPage(context, found, page, folded, expanded, ancestors = n
       }
     } else if (value.kind === "input") {
       if (consumers.length === 0 && !outputs.has(value.name)) continue;
-      source = { key: "in:" + value.name, item: { kind: "input", lines: [short(value.name), typeText(value.type, ",")], value: value.name } };
+      source = { key: "in:" + value.name, item: { kind: "input", lines: [short(value.name), short(typeText(value.type, ","), 32)], value: value.name } };
     } else {
       continue; // initializers: listed with their consumers, not drawn
     }
@@ -214,7 +214,7 @@ export function layoutPage(context, found, page, folded, expanded, ancestors = n
       edges.push({ source: source.key, target: "n" + consumer, value: value.name, implicit: !explicit });
     }
     if (outputs.has(value.name) && (value.producer === null || value.producer === undefined || onPage(value.producer))) {
-      const out = add("out:" + value.name, { kind: "output", lines: [short(value.name), typeText(value.type, ",")], value: value.name });
+      const out = add("out:" + value.name, { kind: "output", lines: [short(value.name), short(typeText(value.type, ","), 32)], value: value.name });
       after.push(out);
       edges.push({ source: source.key, target: out, value: value.name, implicit: false });
     }

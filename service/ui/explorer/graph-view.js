@@ -157,6 +157,11 @@ export function wholeDrawing(layout) {
 }
 
 const LABEL_CHAR = 5.6; // width of one character of a label (10px monospace), for its box
+const LABEL_CHARS = 40; // a longer label (long symbolic dimension names) is cut: the edge's title has all of it
+
+function labelText(label) {
+  return label.length > LABEL_CHARS ? label.slice(0, LABEL_CHARS - 1) + "…" : label;
+}
 
 // where an edge's label sits: beside the middle point of its line
 function labelAt(edge) {
@@ -166,14 +171,14 @@ function labelAt(edge) {
 
 function labelBox(edge) {
   const { x, y } = labelAt(edge);
-  return { x0: x, y0: y - 10, x1: x + edge.label.length * LABEL_CHAR, y1: y + 2 };
+  return { x0: x, y0: y - 10, x1: x + labelText(edge.label).length * LABEL_CHAR, y1: y + 2 };
 }
 
 // an edge's value types, beside its line (hidden with the "shapes" toggle)
 function edgeLabel(edge) {
   const { x, y } = labelAt(edge);
   const text = svg("text", { x: x.toFixed(1), y: y.toFixed(1), class: edge.inferred ? "edge-label inferred" : "edge-label" });
-  text.textContent = visible(edge.label);
+  text.textContent = visible(labelText(edge.label));
   return text;
 }
 
@@ -181,7 +186,7 @@ function edgePath(edge) {
   const d = "M" + edge.points.map((p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`).join("L");
   const path = svg("path", { d, class: edge.implicit ? "edge implicit" : "edge", "marker-end": "url(#arrow)" });
   const title = svg("title");
-  title.textContent = visible(edge.values.join(", "));
+  title.textContent = visible(edge.values.join(", ") + (edge.label ? `: ${edge.label}` : ""));
   path.append(title);
   return path;
 }

@@ -3,49 +3,60 @@
 Owns `inferred_types(inferred, model)`: from the model onnx's
 `infer_shapes` returns (an `onnx.ModelProto`), the type of each value of the
 main graph that the model itself gives none (no graph input, output or
-value_info declares it), in the form `importer.summary.describe_type` gives
-declared ones (`{"kind": "tensor", "elem_type": "FLOAT", "shape": [1, "N",
-null]}`: symbolic dimensions by name, unknown ones null). At most
-MAX_INFERRED of them, in the graph's value order, and about MAX_INFERRED_BYTES
-as JSON (the report that carries them is one bounded frame). The `shape` stage hands
-them back with its findings; the front end keeps them in the model's
-catalogue (`service.store.catalog_shapes`), and the explorer draws them on
-the edges whose tensors are not declared.
+value_info declares it), as the JSON text of a list of `{"name": ..., "type":
+...}`, each type in the form `importer.summary.describe_type` gives declared
+ones (`{"kind": "tensor", "elem_type": "FLOAT", "shape": [1, "N", null]}`:
+symbolic dimensions by name, unknown ones null). At most MAX_INFERRED of
+them, in the graph's value order, and at most MAX_INFERRED_BYTES of text (the
+report that carries them is one bounded frame). Text, not objects: the front
+end keeps it and serves it as it is, so that 100,000 types cost no
+validation of 100,000 objects on the way (`service.store.catalog_shapes`);
+each distinct type is described once. The explorer draws them on the edges
+whose tensors are not declared.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from importer.graph import OnnxModel
 from importer.summary import element_type_name
-from service.sandbox.protocol import MAX_INFERRED
-
-MAX_INFERRED_BYTES: Final = 8 << 20  # their size as JSON, about (a StageReport frame holds up to 16 MiB)
+from service.sandbox.protocol import MAX_INFERRED, MAX_INFERRED_BYTES
 
 Json = Any
+NONE: Final = ""  # no type inferred: nothing to keep
 
 
-def inferred_types(inferred: Any, model: OnnxModel) -> dict[str, Json]:
-    """Name -> type of the main graph's undeclared values that onnx inferred."""
+def inferred_types(inferred: Any, model: OnnxModel) -> str:
+    """The JSON list of {name, type} of the main graph's undeclared values that onnx inferred ("" if none)."""
     undeclared = {name for name, value in model.graph.values.items() if value.type is None and value.initializer is None}
-    found: dict[str, Json] = {}
     if not undeclared:
-        return found
-    size = 0
+        return NONE
+    texts: dict[bytes, str | None] = {}  # a type's bytes -> its JSON text (None: onnx left it empty)
+    seen: set[str] = set()
+    entries: list[str] = []
+    size = 2
     for info in (*inferred.graph.value_info, *inferred.graph.output):
-        if info.name not in undeclared or info.name in found:
+        name = info.name
+        if name not in undeclared or name in seen:
             continue
-        described = _described(info.type)
-        if described is None:
+        key = info.type.SerializeToString()
+        text = texts.get(key, "")
+        if text == "":
+            described = _described(info.type)
+            text = texts[key] = None if described is None else json.dumps(described, separators=(",", ":"))
+        if text is None:
             continue
-        size += len(info.name) + 64 + 12 * len(described.get("shape") or ())  # a JSON entry, about
+        entry = f'{{"name":{json.dumps(name)},"type":{text}}}'
+        size += len(entry) + 1
         if size > MAX_INFERRED_BYTES:
             break
-        found[info.name] = described
-        if len(found) >= MAX_INFERRED:
+        seen.add(name)
+        entries.append(entry)
+        if len(entries) >= MAX_INFERRED:
             break
-    return found
+    return "[" + ",".join(entries) + "]" if entries else NONE
 
 
 def _described(value_type: Any) -> Json:
