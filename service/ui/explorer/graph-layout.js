@@ -21,13 +21,14 @@
 
 import { layout as dagreLayout } from "../vendor/dagre.js";
 import { typeText } from "./type-text.js";
+import { placeLabels } from "./edge-labels.js";
 import { visible } from "./visible.js";
 import { foldedWeights } from "./folded-weights.js";
 import { opFamily } from "./op-families.js";
 import { NAME_LINES, headHeight } from "./box-head.js";
 
 export const PAGE_SIZE = 5000;
-export const LAYOUT_VERSION = "dagre-9.3.3/5"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item or edge holds (2: its op family; 3: an edge's label; 4: names on up to 3 lines; 5: inferred labels, small values, types cut in input and output boxes)
+export const LAYOUT_VERSION = "dagre-9.3.3/5"; // part of the key a layout is kept under (layout-store.js): changed with what lays out or sizes boxes, or what an item or edge holds (2: its op family; 3: an edge's label; 4: names on up to 3 lines; 5: inferred labels, small values, types cut in input and output boxes, crowded labels)
 export const MAX_INNER_NODES = 2000;
 const MAX_DEPTH = 8;
 const LONGEST_PATH_ABOVE = 3000; // dagre's network-simplex ranking up to this many boxes, longest-path past it (Netron's choice)
@@ -295,10 +296,10 @@ export function layoutPage(context, found, page, folded, expanded, ancestors = n
       x: box.x, y: box.y, width: c.width, height: c.height,
     };
   });
-  const drawnEdges = pairList.map((e, i) => ({
+  const drawnEdges = placeLabels(pairList.map((e, i) => ({
     source: e.source, target: e.target, values: e.values, implicit: e.implicit, points: laid.points[i], label: edgeLabel(values, e.values),
     inferred: labelInferred(values, e.values),
-  }));  // prettier-ignore
+  })));  // prettier-ignore
   const innerMs = drawn.reduce((sum, item) => sum + (item.inner || []).reduce((s, body) => s + (body.layout ? body.layout.ms : 0), 0), 0);
   return {
     path, page, pages, pageSize: PAGE_SIZE, first, last, nodeCount: graph.nodes.length, folded, nodesDrawn, weightsFolded,

@@ -18,6 +18,7 @@ import { state } from "./state.js";
 import { ask } from "./graph-worker-client.js";
 import { locateDiagnostics, markNode } from "./diagnostics.js";
 import { markDiff } from "./diff-view.js";
+import { labelAt, labelBox, labelText } from "./edge-labels.js";
 import { renderDetails } from "./node-details.js";
 import { openTensorRef } from "./tensors.js";
 import { Culling, edgeBox, itemBox } from "./culling.js";
@@ -119,7 +120,7 @@ async function render(layout, keep) {
     if (generation !== state.generation || state.layout !== layout) return;
     for (const edge of layout.edges.slice(start, start + RENDER_CHUNK)) {
       if (edge.points.length) drawing.add(() => edgePath(edge), edgeBox(edge), edges);
-      if (edge.points.length && edge.label) drawing.add(() => edgeLabel(edge), labelBox(edge), labels);
+      if (edge.points.length && edge.label && !edge.crowded) drawing.add(() => edgeLabel(edge), labelBox(edge), labels);
     }
     for (const item of layout.items.slice(start, start + RENDER_CHUNK)) drawing.add(() => itemGroup(item, layout.path), itemBox(item), nodes);
   }
@@ -150,28 +151,10 @@ export function wholeDrawing(layout) {
   const edges = svg("g", { class: "edges" });
   edges.append(...layout.edges.filter((e) => e.points.length).map(edgePath));
   const labels = svg("g", { class: "edge-labels" });
-  labels.append(...layout.edges.filter((e) => e.points.length && e.label).map(edgeLabel));
+  labels.append(...layout.edges.filter((e) => e.points.length && e.label && !e.crowded).map(edgeLabel));
   const nodes = svg("g", { class: "nodes" });
   nodes.append(...layout.items.map((item) => itemGroup(item, layout.path)));
   return [edges, labels, nodes];
-}
-
-const LABEL_CHAR = 5.6; // width of one character of a label (10px monospace), for its box
-const LABEL_CHARS = 40; // a longer label (long symbolic dimension names) is cut: the edge's title has all of it
-
-function labelText(label) {
-  return label.length > LABEL_CHARS ? label.slice(0, LABEL_CHARS - 1) + "…" : label;
-}
-
-// where an edge's label sits: beside the middle point of its line
-function labelAt(edge) {
-  const middle = edge.points[Math.floor(edge.points.length / 2)];
-  return { x: middle.x + 4, y: middle.y + 3 };
-}
-
-function labelBox(edge) {
-  const { x, y } = labelAt(edge);
-  return { x0: x, y0: y - 10, x1: x + labelText(edge.label).length * LABEL_CHAR, y1: y + 2 };
 }
 
 // an edge's value types, beside its line (hidden with the "shapes" toggle)
