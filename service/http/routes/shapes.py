@@ -5,7 +5,7 @@ the model does not declare (`service.sandbox.worker.checks.inferred_types`),
 as kept in the model's catalogue (`service.store.catalog_shapes`): what the
 explorer draws on the edges the model leaves without a type. An empty list
 when the import did not run `shape`, or inference gave nothing. One query of
-the catalogue; the type texts are passed through as stored.
+the catalogue; the list is served as stored.
 """
 
 from __future__ import annotations
