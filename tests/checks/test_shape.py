@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.onnx_cpp2py_export.shape_inference
 import onnx.shape_inference
 import pytest
 from onnx import TensorProto, helper
@@ -439,7 +440,7 @@ def test_an_unexpected_failure_is_incomplete_with_its_reason(tmp_path: Path, mon
     def broken(*args: object, **kwargs: object) -> None:
         raise MemoryError("no memory left for inference")
 
-    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", broken)
+    monkeypatch.setattr(onnx.onnx_cpp2py_export.shape_inference, "infer_shapes", broken)  # what the stage calls
     _, result = _run(_reshape_model([4, 6], big=False), tmp_path)
     assert result.status == "incomplete"
     assert "MemoryError" in result.reason and "no memory left" in result.reason

@@ -1,34 +1,43 @@
 """The types onnx's inference gives the values a model does not declare (run in the check worker).
 
-Owns `inferred_types(inferred, model)`: from the model onnx's
-`infer_shapes` returns (an `onnx.ModelProto`), the type of each value of the
-main graph that the model itself gives none (no graph input, output or
-value_info declares it), as the JSON text of a list of `{"name": ..., "type":
-...}`, each type in the form `importer.summary.describe_type` gives declared
-ones (`{"kind": "tensor", "elem_type": "FLOAT", "shape": [1, "N", null]}`:
-symbolic dimensions by name, unknown ones null). At most MAX_INFERRED of
-them, in the graph's value order, and at most MAX_INFERRED_BYTES of text (the
-report that carries them is one bounded frame). Text, not objects: the front
-end keeps it and serves it as it is, so that 100,000 types cost no
-validation of 100,000 objects on the way (`service.store.catalog_shapes`);
-each distinct type is described once. The explorer draws them on the edges
-whose tensors are not declared.
+Owns `inferred_types(inferred, model)`: from the model onnx's inference
+returns, as the bytes its C++ side writes (`ModelProto`, never parsed into
+Python objects whole: for 200,000 nodes that parse alone took longer than
+this), the type of each value of the main graph that the model itself gives
+none (no graph input, output or value_info declares it), as the JSON text of
+a list of `{"name": ..., "type": ...}`, each type in the form
+`importer.summary.describe_type` gives declared ones (`{"kind": "tensor",
+"elem_type": "FLOAT", "shape": [1, "N", null]}`: symbolic dimensions by name,
+unknown ones null). The graph's `output` and `value_info` fields are walked
+with the importer's field cursor; each distinct type's bytes are described
+once (onnx's `TypeProto` parses them). At most MAX_INFERRED values, in the
+order onnx lists them, and at most MAX_INFERRED_BYTES of text (the report
+that carries them is one bounded frame). Text, not objects: the front end
+keeps it and serves it as it is (`service.store.catalog_shapes`). The
+explorer draws them on the edges whose tensors are not declared.
 """
 
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
 from importer.graph import OnnxModel
 from importer.summary import element_type_name
+from importer.wire import FieldCursor
 from service.sandbox.protocol import MAX_INFERRED, MAX_INFERRED_BYTES
 
 Json = Any
 NONE: Final = ""  # no type inferred: nothing to keep
+_MODEL_GRAPH: Final = 7 << 3 | 2
+_GRAPH_OUTPUT: Final = 12 << 3 | 2
+_GRAPH_VALUE_INFO: Final = 13 << 3 | 2
+_VALUE_NAME: Final = 1 << 3 | 2
+_VALUE_TYPE: Final = 2 << 3 | 2
 
 
-def inferred_types(inferred: Any, model: OnnxModel) -> str:
+def inferred_types(inferred: bytes, model: OnnxModel) -> str:
     """The JSON list of {name, type} of the main graph's undeclared values that onnx inferred ("" if none)."""
     undeclared = {name for name, value in model.graph.values.items() if value.type is None and value.initializer is None}
     if not undeclared:
@@ -37,18 +46,15 @@ def inferred_types(inferred: Any, model: OnnxModel) -> str:
     seen: set[str] = set()
     entries: list[str] = []
     size = 2
-    for info in (*inferred.graph.value_info, *inferred.graph.output):
-        name = info.name
+    for name, type_bytes in _graph_values(inferred):
         if name not in undeclared or name in seen:
             continue
-        key = info.type.SerializeToString()
-        text = texts.get(key, "")
+        text = texts.get(type_bytes, "")
         if text == "":
-            described = _described(info.type)
-            text = texts[key] = None if described is None else json.dumps(described, separators=(",", ":"))
+            text = texts[type_bytes] = _type_text(type_bytes)
         if text is None:
             continue
-        entry = f'{{"name":{json.dumps(name)},"type":{text}}}'
+        entry = f'{{"name":{encode_basestring_ascii(name)},"type":{text}}}'
         size += len(entry) + 1
         if size > MAX_INFERRED_BYTES:
             break
@@ -57,6 +63,39 @@ def inferred_types(inferred: Any, model: OnnxModel) -> str:
         if len(entries) >= MAX_INFERRED:
             break
     return "[" + ",".join(entries) + "]" if entries else NONE
+
+
+def _graph_values(data: bytes) -> list[tuple[str, bytes]]:
+    """(name, type bytes) of each ValueInfoProto of the main graph's `output` and `value_info`, as they come."""
+    found: list[tuple[str, bytes]] = []
+    model = FieldCursor(data, 0, len(data))
+    while model.next():
+        if model.key != _MODEL_GRAPH:
+            continue
+        graph = FieldCursor(data, model.start, model.stop)
+        while graph.next():
+            if graph.key != _GRAPH_OUTPUT and graph.key != _GRAPH_VALUE_INFO:
+                continue
+            name = type_bytes = b""
+            value = FieldCursor(data, graph.start, graph.stop)
+            while value.next():
+                if value.key == _VALUE_NAME:
+                    name = data[value.start : value.stop]
+                elif value.key == _VALUE_TYPE:
+                    type_bytes = data[value.start : value.stop]
+            try:
+                found.append((name.decode(), type_bytes))
+            except UnicodeDecodeError:
+                continue  # no value of the model has such a name
+    return found
+
+
+def _type_text(type_bytes: bytes) -> str | None:
+    """A type's bytes as `describe_type` writes it, in JSON; None when onnx left it empty."""
+    import onnx
+
+    described = _described(onnx.TypeProto.FromString(type_bytes))
+    return None if described is None else json.dumps(described, separators=(",", ":"))
 
 
 def _described(value_type: Any) -> Json:

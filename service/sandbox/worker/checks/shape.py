@@ -2,7 +2,8 @@
 
 Owns `shape_stage(model) -> StageResult`. onnx (the `runtime` extra) is
 imported inside the function, never at module level; without it the stage is
-`incomplete`. The stage runs `onnx.shape_inference.infer_shapes` with
+`incomplete`. The stage runs onnx's inference (the C++ function behind
+`onnx.shape_inference.infer_shapes`, its answer kept as bytes) with
 `check_type=True, strict_mode=True, data_prop=True` on a copy of the model's
 bytes made by `_Rewrite`, in which:
 
@@ -78,7 +79,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from importer.attribute_types import AttributeType
 from importer.element_types import DataType
@@ -450,7 +451,7 @@ class _Inference:
         inline: dict[int, memoryview] = {}
         message: str | None = None
         data = b""
-        inferred: Any = None
+        inferred: bytes | None = None
         for tag in (False, True):  # nodes are tagged only to place the errors of a model that has some
             for run in range(MAX_RUNS):
                 rewrite = _Rewrite(buf, model, self.token, keep, inline, set_aside=run < MAX_RUNS - 1, tag=tag)
@@ -657,19 +658,24 @@ def _inference_error(data: bytes, options: dict[str, bool]) -> str | None:
     return _infer(data, options)[0]
 
 
-def _infer(data: bytes, options: dict[str, bool]) -> tuple[str | None, Any]:
+def _infer(data: bytes, options: dict[str, bool]) -> tuple[str | None, bytes | None]:
     """onnx's inference of the model's bytes: the text of its error, or None,
-    and the model with the types it inferred (None after an error)."""
+    and the model with the types it inferred, as the bytes onnx's C++ side
+    writes (None after an error). `onnx.shape_inference.infer_shapes` would
+    parse those into a ModelProto whole (for 200,000 nodes, longer than
+    reading the types out of them: `inferred_types`)."""
     import onnx.checker
+    import onnx.onnx_cpp2py_export.shape_inference as inference
     import onnx.shape_inference
 
     try:
-        return None, onnx.shape_inference.infer_shapes(data, **options)
+        inferred: bytes = inference.infer_shapes(data, options["check_type"], options["strict_mode"], options["data_prop"])
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
         return str(error), None
+    return None, inferred
 
 
-def _lenient(data: bytes) -> Any:
+def _lenient(data: bytes) -> bytes | None:
     """The model with the types onnx infers without its strict checks; None
     if even that fails (the types are a help to a reader, never a finding)."""
     try:

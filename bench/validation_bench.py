@@ -1,0 +1,857 @@
+"""Validation at the speed of its parts: a new version's wait for its verdict, three ways, side by side in one run (issue 40).
+
+Per model, in rounds (the order of the ways rotated every round, so a change
+in the machine's load touches all alike), after one untimed warm-up round
+(every file in the page cache, the service's stage modules read once):
+
+1. **by hand**, what a user runs in a fresh process: a `python -c` process
+   that imports onnx, onnxruntime and numpy, then runs
+   `onnx.checker.check_model(path, full_check=True)`, creates
+   `onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])`
+   (onnxruntime's default options) and runs it once on inputs of ones
+   (symbolic and unknown dimensions 1; 1.0 for floats, 1 for integers, True
+   for booleans). Timed: the whole process (the parent's wall time around
+   `subprocess.run`: start-up, imports, work, exit by `os._exit` once its
+   answer is written) and, measured inside it, each step.
+2. **`onnx-import check`**: the repository's command, `.venv/bin/onnx-import
+   check PATH --checks schema,security,shape,runtime,smoke` (cold workers:
+   its own fork server, an import worker, then a check worker). Timed: the
+   whole process; its JSON report gives each stage's seconds.
+3. **warm service**: one `python -m service` (tests/support/service_harness.py's
+   `serving`: a temporary store, the data root `.cache`), started once;
+   per round `POST /models?checks=schema,security,shape,runtime,smoke` with
+   `{"path": ...}` (200 or 201). Timed: the request's wall time. The
+   summary's `checks.STAGE.seconds` give each stage's seconds, and the
+   service's log each worker's wall time (`import of ...: ok in N s`, the
+   import worker: the importer, hashing, `schema`, `security`, the tensors
+   converted into the work folder; `checks of ...`, the check worker:
+   `shape`, `runtime`, `smoke`); what is left is the front end's (the
+   request, the commit into the store, the answer). A path import always
+   runs its workers, but commits nothing when its content is stored, and an
+   upload the tenant holds is answered from the store: so every timed round
+   is followed by `DELETE /models/{id}` (untimed), which removes the stored
+   content once no tenant holds it (checked: the store's `models/{id}` folder
+   is gone before the next round).
+
+Models, made once into the ignored cache `.cache/validation-models/` (kept
+if present; written under a temporary name, then renamed), defined in plain
+torch (`torch.nn`, random weights, seed 0) and exported with
+`torch.onnx.export(..., dynamo=False)` (the TorchScript exporter, as
+tools/export_torch_models.py does), opset 17:
+
+- resnet50: ResNet-50 (bottleneck blocks 3-4-6-3, 1000 classes), input
+  `image` [batch, 3, 224, 224] float;
+- bert_base: BERT-base (vocabulary 30,522, 768 wide, 512 positions, 2 token
+  types, 12 layers of 12 heads, FFN 3,072, post-LayerNorm, a pooler), inputs
+  `input_ids` and `attention_mask` [batch, sequence] int64; one file;
+- gpt2_small: GPT-2 small (vocabulary 50,257, 768 wide, 1,024 positions, 12
+  decoder layers with causal self-attention, pre-LayerNorm, the LM head tied
+  to the token embedding), input `input_ids` [batch, sequence] int64; every
+  tensor over 1 kB in one external file `gpt2_small.onnx.data` beside it
+  (exported inline, then `onnx.save_model(save_as_external_data=True,
+  all_tensors_to_one_file=True)`).
+
+A model whose export fails is replaced by a synthetic one of the same size
+and node count (MatMul weights and Relu nodes, onnx.helper), and said so.
+
+The 200,000-node model (`.cache/bench/nodes.onnx`, bench/make_models.py's
+`make_node_model(small=False)` if missing) is measured the same three ways
+but with the issue's reference for it: a fresh process running
+`onnx.load`, `onnx.checker.check_model` and
+`onnx.shape_inference.infer_shapes(strict_mode=True)`; `onnx-import check`
+and the service with their default stages (no `--checks`, no `?checks=`);
+and a fourth way, its bytes uploaded as multipart (`POST /models`, the
+part `model`) with the default stages.
+
+Each figure is the median of `--runs` rounds. The machine may be shared: the
+load average is printed at the start and the end, and per model the cores
+other processes used meanwhile (the cores' busy time less this run's).
+
+Usage: python bench/validation_bench.py [--runs 3] [--only NAME,...] [--skip-nodes] [--wait-load 1.5]
+       [--json FILE] [--models-only]
+       python bench/validation_bench.py --from-json FILE   (the tables of a saved run)
+(--models-only: make the models and stop. --wait-load: first wait, up to 10
+minutes, for the 1-minute load average to fall below it.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib
+import importlib.metadata
+import io
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+# The checkout first: tests/importer (a folder of tests) must not hide the importer; tools/ for what tests/support imports.
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tools")]
+
+CACHE = REPO / ".cache"
+MODELS = CACHE / "validation-models"
+NODES_MODEL = CACHE / "bench" / "nodes.onnx"
+ALL_STAGES = "schema,security,shape,runtime,smoke"
+OPSET = 17
+TIMEOUT = 900.0  # seconds one measurement may take
+NETWORKS = ("resnet50", "bert_base", "gpt2_small")
+MIB = 1 << 20
+
+Way = Literal["hand", "cli", "service", "upload"]
+WAYS_OF: dict[str, tuple[Way, ...]] = {"network": ("hand", "cli", "service"), "nodes": ("hand", "cli", "service", "upload")}
+
+
+def serving(store: Path, data_root: Path, *args: str) -> contextlib.AbstractContextManager[Any]:
+    """tests/support/service_harness.py's started `python -m service` (imported at run time: mypy checks this script alone)."""
+    harness = importlib.import_module("support.service_harness")
+    started: contextlib.AbstractContextManager[Any] = harness.serving(store, data_root, *args)
+    return started
+
+
+# The reference processes. Their first statement starts the clock: the
+# interpreter's own start-up is in the parent's wall time only.
+HAND_REFERENCE = """
+import time
+started = time.perf_counter()
+import json, os, sys
+import numpy as np
+import onnx
+import onnxruntime as ort
+imported = time.perf_counter()
+steps = {"imports": imported - started}
+
+def answer(status):
+    sys.stdout.write(json.dumps({"steps": steps, "status": status}))
+    sys.stdout.flush()
+    os._exit(0)
+
+TYPES = {"float": np.float32, "double": np.float64, "float16": np.float16, "int8": np.int8, "int16": np.int16,
+         "int32": np.int32, "int64": np.int64, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32,
+         "uint64": np.uint64, "bool": np.bool_}
+path = sys.argv[1]
+mark = time.perf_counter()
+try:
+    onnx.checker.check_model(path, full_check=True)
+except Exception as error:
+    answer("check failed: " + type(error).__name__ + ": " + str(error)[:200])
+steps["check"] = time.perf_counter() - mark
+mark = time.perf_counter()
+try:
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+except Exception as error:
+    answer("session failed: " + type(error).__name__ + ": " + str(error)[:200])
+steps["session"] = time.perf_counter() - mark
+mark = time.perf_counter()
+feeds = {}
+for value in session.get_inputs():
+    element = value.type[len("tensor("):-1]
+    if not value.type.startswith("tensor(") or element not in TYPES:
+        answer("not run: input " + value.name + " is " + value.type)
+    shape = [size if isinstance(size, int) and size >= 0 else 1 for size in value.shape]
+    feeds[value.name] = np.ones(shape, TYPES[element])
+try:
+    session.run(None, feeds)
+except Exception as error:
+    answer("run failed: " + type(error).__name__ + ": " + str(error)[:200])
+steps["run"] = time.perf_counter() - mark
+answer("pass")
+"""
+
+NODES_REFERENCE = """
+import time
+started = time.perf_counter()
+import json, os, sys
+import onnx
+imported = time.perf_counter()
+steps = {"imports": imported - started}
+status = "pass"
+try:
+    mark = time.perf_counter()
+    model = onnx.load(sys.argv[1])
+    steps["load"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    onnx.checker.check_model(model)
+    steps["check"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    steps["infer"] = time.perf_counter() - mark
+except Exception as error:
+    status = "raised " + type(error).__name__ + ": " + str(error)[:200]
+sys.stdout.write(json.dumps({"steps": steps, "status": status}))
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+@dataclass
+class Model:
+    name: str
+    kind: Literal["network", "nodes"]
+    path: Path
+    origin: str = ""  # how it was made
+    nodes: int = 0
+    mebibytes: float = 0.0  # the model file and its external data
+    external: bool = False
+
+
+@dataclass
+class Sample:
+    """One measurement: the wall time, the parts timed inside it (steps, stage seconds, workers) and the verdict."""
+
+    wall: float
+    parts: dict[str, float] = field(default_factory=dict)
+    status: str = ""
+
+
+@dataclass
+class Figures:
+    model: Model
+    samples: dict[str, list[Sample]] = field(default_factory=dict)
+    other_cores: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+# --- the models
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence the exporter's warnings and prints (as tools/export_torch_models.py does)."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _resnet50() -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    import torch
+    from torch import nn
+
+    class Bottleneck(nn.Module):  # type: ignore[misc]
+        def __init__(self, inplanes: int, planes: int, stride: int) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.conv2 = nn.Conv2d(planes, planes, 3, stride=stride, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(planes * 4)
+            self.relu = nn.ReLU()
+            self.downsample: Any = None
+            if stride != 1 or inplanes != planes * 4:
+                self.downsample = nn.Sequential(nn.Conv2d(inplanes, planes * 4, 1, stride=stride, bias=False), nn.BatchNorm2d(planes * 4))
+
+        def forward(self, x: Any) -> Any:
+            identity = x if self.downsample is None else self.downsample(x)
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.relu(self.bn2(self.conv2(out)))
+            return self.relu(self.bn3(self.conv3(out)) + identity)
+
+    class ResNet50(nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, stride=2, padding=1)
+            )
+            blocks: list[Any] = []
+            inplanes = 64
+            for planes, count, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+                for index in range(count):
+                    blocks.append(Bottleneck(inplanes, planes, stride if index == 0 else 1))
+                    inplanes = planes * 4
+            self.blocks = nn.Sequential(*blocks)
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Linear(2048, 1000)
+
+        def forward(self, image: Any) -> Any:
+            return self.fc(torch.flatten(self.pool(self.blocks(self.stem(image))), 1))
+
+    options = {"input_names": ["image"], "output_names": ["logits"], "dynamic_axes": {"image": {0: "batch"}, "logits": {0: "batch"}}}
+    return ResNet50(), (torch.randn(1, 3, 224, 224),), options
+
+
+def _heads(x: Any, batch: Any, length: Any) -> Any:
+    """[batch, length, 768] -> [batch, 12, length, 64]."""
+    return x.reshape(batch, length, 12, 64).transpose(1, 2)
+
+
+def _attention(q: Any, k: Any, v: Any, bias: Any) -> Any:
+    """Scaled dot-product attention of [batch, 12, length, 64] with an additive bias; [batch, length, 768]."""
+    import torch
+
+    batch, length = q.shape[0], q.shape[2]
+    weights = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / 8.0 + bias, dim=-1)
+    return torch.matmul(weights, v).transpose(1, 2).reshape(batch, length, 768)
+
+
+def _bert_base() -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    import torch
+    from torch import nn
+
+    class Layer(nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.query, self.key, self.value, self.output = (nn.Linear(768, 768) for _ in range(4))
+            self.norm1, self.norm2 = nn.LayerNorm(768, eps=1e-12), nn.LayerNorm(768, eps=1e-12)
+            self.up, self.down, self.gelu = nn.Linear(768, 3072), nn.Linear(3072, 768), nn.GELU()
+
+        def forward(self, x: Any, bias: Any) -> Any:
+            batch, length = x.shape[0], x.shape[1]
+            q, k, v = (_heads(projection(x), batch, length) for projection in (self.query, self.key, self.value))
+            x = self.norm1(x + self.output(_attention(q, k, v, bias)))
+            return self.norm2(x + self.down(self.gelu(self.up(x))))
+
+    class Bert(nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.words, self.positions, self.types = nn.Embedding(30522, 768), nn.Embedding(512, 768), nn.Embedding(2, 768)
+            self.norm = nn.LayerNorm(768, eps=1e-12)
+            self.layers = nn.ModuleList(Layer() for _ in range(12))
+            self.pooler = nn.Linear(768, 768)
+            self.register_buffer("position_ids", torch.arange(512).unsqueeze(0), persistent=False)
+
+        def forward(self, input_ids: Any, attention_mask: Any) -> tuple[Any, Any]:
+            length = input_ids.shape[1]
+            x = self.words(input_ids) + self.positions(self.position_ids[:, :length]) + self.types(torch.zeros_like(input_ids))
+            x = self.norm(x)
+            bias = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
+            for layer in self.layers:
+                x = layer(x, bias)
+            return x, torch.tanh(self.pooler(x[:, 0]))
+
+    axes = {0: "batch", 1: "sequence"}
+    options = {
+        "input_names": ["input_ids", "attention_mask"],
+        "output_names": ["last_hidden_state", "pooler_output"],
+        "dynamic_axes": {"input_ids": axes, "attention_mask": axes, "last_hidden_state": axes, "pooler_output": {0: "batch"}},
+    }
+    ids = torch.randint(0, 30522, (1, 8), dtype=torch.int64)
+    return Bert(), (ids, torch.ones(1, 8, dtype=torch.int64)), options
+
+
+def _gpt2_small() -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(768), nn.LayerNorm(768)
+            self.qkv, self.project = nn.Linear(768, 2304), nn.Linear(768, 768)
+            self.up, self.down, self.gelu = nn.Linear(768, 3072), nn.Linear(3072, 768), nn.GELU(approximate="tanh")
+
+        def forward(self, x: Any, bias: Any) -> Any:
+            batch, length = x.shape[0], x.shape[1]
+            q, k, v = (_heads(part, batch, length) for part in self.qkv(self.norm1(x)).split(768, dim=2))
+            x = x + self.project(_attention(q, k, v, bias))
+            return x + self.down(self.gelu(self.up(self.norm2(x))))
+
+    class GPT2(nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.tokens, self.positions = nn.Embedding(50257, 768), nn.Embedding(1024, 768)
+            self.blocks = nn.ModuleList(Block() for _ in range(12))
+            self.norm = nn.LayerNorm(768)
+
+        def forward(self, input_ids: Any) -> Any:
+            length = input_ids.shape[1]
+            x = self.tokens(input_ids) + self.positions(torch.arange(length, dtype=torch.int64).unsqueeze(0))
+            bias = torch.triu(torch.full((length, length), -10000.0), diagonal=1)
+            for block in self.blocks:
+                x = block(x, bias)
+            return torch.matmul(self.norm(x), self.tokens.weight.t())  # the LM head, tied
+
+    axes = {0: "batch", 1: "sequence"}
+    options = {
+        "input_names": ["input_ids"],
+        "output_names": ["logits"],
+        "dynamic_axes": {"input_ids": axes, "logits": axes},
+        # Folding would store the tied embedding a second time, transposed for the head (154 MB).
+        "do_constant_folding": False,
+    }
+    return GPT2(), (torch.randint(0, 50257, (1, 8), dtype=torch.int64),), options
+
+
+BUILDERS: dict[str, Callable[[], tuple[Any, tuple[Any, ...], dict[str, Any]]]] = {
+    "resnet50": _resnet50,
+    "bert_base": _bert_base,
+    "gpt2_small": _gpt2_small,
+}
+# The fallback's shape when an export fails: (MiB, nodes) near the export's.
+FALLBACK_SIZE = {"resnet50": (97.5, 122), "bert_base": (418.0, 400), "gpt2_small": (474.5, 650)}
+
+
+def _export(name: str, partial: Path) -> None:
+    import onnx
+    import torch
+
+    torch.manual_seed(0)
+    with _quiet():
+        model, args, options = BUILDERS[name]()
+    model.eval()
+    target = partial / f"{name}.onnx"
+    with _quiet(), torch.no_grad():
+        if name == "gpt2_small":  # inline first, then every tensor moved out by onnx's own writer
+            inline = partial / "inline.onnx"
+            torch.onnx.export(model, args, str(inline), dynamo=False, opset_version=OPSET, **options)
+            proto = onnx.load_model(str(inline))
+            inline.unlink()
+            onnx.save_model(proto, str(target), save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=f"{name}.onnx.data", size_threshold=1024)  # fmt: skip
+        else:
+            torch.onnx.export(model, args, str(target), dynamo=False, opset_version=OPSET, **options)
+
+
+def _synthetic(name: str, partial: Path) -> None:
+    """A stand-in of the export's size and node count: square MatMul weights, then Relu nodes."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    mebibytes, count = FALLBACK_SIZE[name]
+    side = 1024
+    layers = max(1, round(mebibytes * MIB / (side * side * 4)))
+    rng = np.random.default_rng(0)
+    initializers, nodes, previous = [], [], "x"
+    for layer in range(layers):
+        weight = numpy_helper.from_array(rng.standard_normal((side, side), dtype=np.float32), f"w{layer}")
+        initializers.append(weight)
+        nodes.append(helper.make_node("MatMul", [previous, weight.name], [f"m{layer}"], name=f"matmul_{layer}"))
+        previous = f"m{layer}"
+    for index in range(max(0, count - layers)):
+        nodes.append(helper.make_node("Relu", [previous], [f"r{index}"], name=f"relu_{index}"))
+        previous = f"r{index}"
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", side])],
+        [helper.make_tensor_value_info(previous, TensorProto.FLOAT, ["batch", side])],
+        initializers,
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    external = name == "gpt2_small"
+    onnx.save_model(proto, str(partial / f"{name}.onnx"), save_as_external_data=external, all_tensors_to_one_file=True,
+                    location=f"{name}.onnx.data")  # fmt: skip
+
+
+def make_network(name: str) -> Model:
+    """The exported model in MODELS (made unless there): its files built in a partial folder, then renamed, the model file last."""
+    target = MODELS / f"{name}.onnx"
+    origin_file = MODELS / f"{name}.origin"
+    if not target.is_file():
+        partial = MODELS / f"{name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        started = time.perf_counter()
+        try:
+            _export(name, partial)
+            origin = f"torch.onnx.export, TorchScript exporter, opset {OPSET}"
+        except Exception as error:  # the exporter's failure is said, and a synthetic model stands in
+            for leftover in partial.iterdir():
+                leftover.unlink()
+            _synthetic(name, partial)
+            origin = f"synthetic (onnx.helper): the export failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        print(f"{name}: made in {time.perf_counter() - started:.1f} s ({origin})", flush=True)
+        origin_file.write_text(origin + "\n")
+        for part in sorted(partial.iterdir(), key=lambda path: path.suffix == ".onnx"):
+            part.rename(MODELS / part.name)
+        partial.rmdir()
+    origin = origin_file.read_text().strip() if origin_file.is_file() else "found in the cache"
+    return Model(name, "network", target, origin)
+
+
+def nodes_model() -> Model:
+    if not NODES_MODEL.exists():
+        sys.path.insert(0, str(REPO / "bench"))
+        make_models = importlib.import_module("make_models")
+        NODES_MODEL.parent.mkdir(parents=True, exist_ok=True)
+        make_models.make_node_model(small=False)
+    return Model("200,000 nodes", "nodes", NODES_MODEL, "bench/make_models.py: make_node_model(small=False)")
+
+
+def describe(model: Model) -> None:
+    """Its node count (main graph), whether it has external data, and its size on disk with that data."""
+    import onnx
+
+    proto = onnx.load(str(model.path), load_external_data=False)
+    model.nodes = len(proto.graph.node)
+    locations = {
+        entry.value
+        for tensor in proto.graph.initializer
+        if tensor.data_location == onnx.TensorProto.EXTERNAL
+        for entry in tensor.external_data
+        if entry.key == "location"
+    }
+    model.external = bool(locations)
+    size = model.path.stat().st_size + sum((model.path.parent / location).stat().st_size for location in locations)
+    model.mebibytes = size / MIB
+
+
+# --- the machine's load (as bench/checks_bench.py measures it)
+
+
+def cpu_busy() -> int:
+    """Busy jiffies of all cores (/proc/stat)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(values[:8]) - values[3] - values[4]
+
+
+def run_ticks() -> int:
+    """CPU ticks of this run so far: this process, its reaped children and every live descendant (the service, its workers)."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        parents[int(entry.name)] = int(fields[1])
+        ticks[int(entry.name)] = sum(int(v) for v in fields[11:15])
+    me = os.getpid()
+
+    def descends(pid: int) -> bool:
+        for _ in range(64):
+            pid = parents.get(pid, 0)
+            if pid == me:
+                return True
+            if pid <= 1:
+                return False
+        return False
+
+    own = os.times()
+    total = round((own.user + own.system + own.children_user + own.children_system) * os.sysconf("SC_CLK_TCK"))
+    return total + sum(value for pid, value in ticks.items() if descends(pid))
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def wait_for_load(below: float, longest: float) -> float:
+    """Wait until the 1-minute load average is below `below` (at most `longest` seconds); the seconds waited."""
+    started = time.monotonic()
+    while float(load_average().split()[0]) >= below and time.monotonic() - started < longest:
+        time.sleep(5.0)
+    return time.monotonic() - started
+
+
+# --- measuring
+
+
+def by_hand(model: Model) -> Sample:
+    code = NODES_REFERENCE if model.kind == "nodes" else HAND_REFERENCE
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, str(model.path)], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    wall = time.perf_counter() - started
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        return Sample(wall, status=f"died ({done.returncode}): {done.stderr.strip()[-200:]}")
+    return Sample(wall, {name: float(value) for name, value in answer["steps"].items()}, str(answer["status"]))
+
+
+def stage_seconds(checks: dict[str, Any]) -> dict[str, float]:
+    return {stage: float(entry.get("seconds", math.nan)) for stage, entry in checks.items()}
+
+
+def stage_statuses(checks: dict[str, Any]) -> str:
+    return "/".join(f"{stage} {entry['status']}" for stage, entry in checks.items() if entry["status"] != "pass") or "pass"
+
+
+def command(model: Model) -> Sample:
+    tool = Path(sys.executable).parent / "onnx-import"
+    stages = [] if model.kind == "nodes" else ["--checks", ALL_STAGES]
+    started = time.perf_counter()
+    done = subprocess.run([str(tool), "check", str(model.path), *stages], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    wall = time.perf_counter() - started
+    try:
+        report = json.loads(done.stdout)
+    except ValueError:
+        return Sample(wall, status=f"exit {done.returncode}: {done.stderr.strip()[-200:]}")
+    checks = report.get("checks", {})
+    status = stage_statuses(checks) if checks else f"{report.get('verdict')} (exit {done.returncode})"
+    return Sample(wall, stage_seconds(checks), status)
+
+
+WORKER_LINE = re.compile(r"\b(import|checks) of '(?P<name>[^']*)': (?P<status>\w+) in (?P<seconds>[0-9.]+) s")
+
+
+class Service:
+    """The started service, its client and its log (read from where the last round left it)."""
+
+    def __init__(self, started: Any) -> None:
+        self.started = started
+        self.client = httpx.Client(base_url=started.url, timeout=TIMEOUT)
+        self.log: Path = started.log
+        self.log_offset = self.log.stat().st_size
+
+    def worker_seconds(self, display_name: str) -> dict[str, float]:
+        """The import worker's and the check worker's wall time, as the service logged them since the last call."""
+        with self.log.open("rb") as log:
+            log.seek(self.log_offset)
+            text = log.read().decode(errors="replace")
+            self.log_offset = log.tell()
+        found: dict[str, float] = {}
+        for match in WORKER_LINE.finditer(text):
+            if match.group("name") == display_name[:100]:
+                key = "import worker" if match.group(1) == "import" else "check worker"
+                found[key] = found.get(key, 0.0) + float(match.group("seconds"))
+        return found
+
+    def remove(self, model_id: str) -> None:
+        """DELETE the model, and check that its stored content went with it (the next round redoes every step)."""
+        if not self.started.content_stored(model_id):
+            raise RuntimeError(f"the content of {model_id} is not where the store keeps it: the check after DELETE would prove nothing")
+        answer = self.client.delete(f"/models/{model_id}")
+        if answer.status_code != 204:
+            raise RuntimeError(f"DELETE /models/{model_id}: {answer.status_code} {answer.text[:300]}")
+        if self.started.content_stored(model_id):
+            raise RuntimeError(f"the content of {model_id} is still stored after its DELETE: a re-import would do less work")
+
+    def post(self, model: Model, upload: bool) -> Sample:
+        relative = str(model.path.relative_to(CACHE))
+        params = {} if model.kind == "nodes" else {"checks": ALL_STAGES}
+        body = model.path.read_bytes() if upload else b""
+        started = time.perf_counter()
+        if upload:
+            answer = self.client.post("/models", params=params, files=[("model", (model.path.name, body))])
+        else:
+            answer = self.client.post("/models", params=params, json={"path": relative})
+        wall = time.perf_counter() - started
+        if answer.status_code not in (200, 201):
+            return Sample(wall, status=f"HTTP {answer.status_code}: {answer.text[:200]}")
+        summary = answer.json()
+        parts = stage_seconds(summary.get("checks", {}))
+        parts |= self.worker_seconds(model.path.name if upload else relative)
+        status = stage_statuses(summary.get("checks", {}))
+        if answer.status_code != 201:
+            status += f" (HTTP {answer.status_code}: held already)"
+        self.remove(str(summary["id"]))
+        return Sample(wall, parts, status)
+
+
+def measure_once(way: Way, model: Model, service: Service) -> Sample:
+    if way == "hand":
+        return by_hand(model)
+    if way == "cli":
+        return command(model)
+    return service.post(model, upload=way == "upload")
+
+
+def measure(figures: Figures, service: Service, runs: int) -> None:
+    model = figures.model
+    ways = WAYS_OF[model.kind]
+    figures.samples = {way: [] for way in ways}
+    busy, mine, started = cpu_busy(), run_ticks(), time.monotonic()
+    for way in ways:  # the warm-up: the files in the page cache, the stage modules read once
+        warm = measure_once(way, model, service)
+        if warm.status != "pass":
+            figures.notes.append(f"warm-up, {way}: {warm.status}")
+    for round_ in range(runs):
+        order = ways[round_ % len(ways) :] + ways[: round_ % len(ways)]
+        for way in order:
+            figures.samples[way].append(measure_once(way, model, service))
+    others = (cpu_busy() - busy) - (run_ticks() - mine)
+    figures.other_cores = max(0.0, others / os.sysconf("SC_CLK_TCK") / max(1e-3, time.monotonic() - started))
+
+
+# --- reporting
+
+
+def median_wall(samples: list[Sample]) -> float:
+    return statistics.median(sample.wall for sample in samples) if samples else math.nan
+
+
+def median_part(samples: list[Sample], part: str) -> float:
+    values = [sample.parts[part] for sample in samples if part in sample.parts]
+    return statistics.median(values) if values else math.nan
+
+
+def seconds(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f} s"
+
+
+def statuses(samples: list[Sample]) -> str:
+    return ", ".join(sorted({sample.status for sample in samples}))
+
+
+def hand_cell(samples: list[Sample], kind: str) -> str:
+    steps = ("imports", "load", "check", "infer") if kind == "nodes" else ("imports", "check", "session", "run")
+    inside = ", ".join(f"{step} {median_part(samples, step):.2f}" for step in steps)
+    return f"{seconds(median_wall(samples))} ({inside})"
+
+
+def service_cell(samples: list[Sample], hand: float) -> str:
+    return f"{seconds(median_wall(samples))} ({median_wall(samples) / hand:.2f}x)"
+
+
+def stages_cell(samples: list[Sample]) -> str:
+    names = [name for name in ("schema", "security", "shape", "runtime", "smoke") if not math.isnan(median_part(samples, name))]
+    cells = [f"{name} {median_part(samples, name):.2f}" for name in names]
+    for worker in ("import worker", "check worker"):
+        if not math.isnan(median_part(samples, worker)):
+            cells.append(f"{worker} {median_part(samples, worker):.2f}")
+    workers = median_part(samples, "import worker") + median_part(samples, "check worker")
+    if not math.isnan(workers):
+        cells.append(f"front end {median_wall(samples) - workers:.2f}")
+    return ", ".join(cells)
+
+
+def table(all_figures: list[Figures]) -> list[str]:
+    lines = [
+        "| model | size | by hand, fresh process (steps inside it) | `onnx-import check` (ratio to by hand) "
+        "| warm service (ratio to by hand) | the service's parts, seconds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for figures in all_figures:
+        model, samples = figures.model, figures.samples
+        hand = median_wall(samples["hand"])
+        size = f"{model.mebibytes:,.1f} MiB, {model.nodes:,} nodes" + (", external data" if model.external else "")
+        lines.append(
+            f"| {model.name} | {size} | {hand_cell(samples['hand'], model.kind)} | {service_cell(samples['cli'], hand)} "
+            f"| {service_cell(samples['service'], hand)} | {stages_cell(samples['service'])} |"
+        )
+        if "upload" in samples:
+            lines.append(
+                f"| {model.name}, multipart upload | | | | {service_cell(samples['upload'], hand)} | {stages_cell(samples['upload'])} |"
+            )
+    return lines
+
+
+def verdicts(all_figures: list[Figures]) -> list[str]:
+    lines = []
+    for figures in all_figures:
+        for way, samples in figures.samples.items():
+            lines.append(f"- {figures.model.name}, {way}: {statuses(samples)}")
+        lines += [f"- {figures.model.name}: {note}" for note in figures.notes]
+    return lines
+
+
+def commit() -> str:
+    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return done.stdout.strip() + (" + uncommitted changes" if dirty.stdout.strip() else "")
+
+
+def machine() -> str:
+    import onnx
+    import onnxruntime
+
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "absent"
+    return (
+        f"{cpu}, {os.cpu_count()} cores, Linux {platform.release()}, Python {platform.python_version()}, onnx {onnx.__version__}, "
+        f"onnxruntime {onnxruntime.__version__}, torch {torch_version}"
+    )
+
+
+def report(all_figures: list[Figures]) -> None:
+    for figures in all_figures:
+        print(f"{figures.model.name}: {figures.model.origin}; other processes {figures.other_cores:.2f} cores")
+    print()
+    print("\n".join(table(all_figures)))
+    print()
+    print("\n".join(verdicts(all_figures)))
+
+
+def save(all_figures: list[Figures], path: Path, header: dict[str, str]) -> None:
+    records = [
+        {"model": asdict(figures.model) | {"path": str(figures.model.path)}, "other_cores": figures.other_cores, "notes": figures.notes,
+         "samples": {way: [asdict(sample) for sample in samples] for way, samples in figures.samples.items()}}
+        for figures in all_figures
+    ]  # fmt: skip
+    path.write_text(json.dumps({"header": header, "models": records}, indent=1))
+
+
+def load(path: Path) -> tuple[dict[str, str], list[Figures]]:
+    """What `save` wrote (to print the tables again)."""
+    saved = json.loads(path.read_text())
+    all_figures = []
+    for record in saved["models"]:
+        model = Model(**(record["model"] | {"path": Path(record["model"]["path"])}))
+        samples = {way: [Sample(**sample) for sample in items] for way, items in record["samples"].items()}
+        all_figures.append(Figures(model, samples, float(record["other_cores"]), list(record["notes"])))
+    return dict(saved["header"]), all_figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3, help="measured rounds per model (median), after one warm-up round")
+    parser.add_argument("--only", default="", help="comma-separated parts of model names to measure")
+    parser.add_argument("--skip-nodes", action="store_true", help="leave out the 200,000-node model")
+    parser.add_argument("--models-only", action="store_true", help="make the models and stop")
+    parser.add_argument("--json", type=Path, help="write every sample here")
+    parser.add_argument("--from-json", type=Path, help="measure nothing: print the tables of a run saved with --json")
+    parser.add_argument(
+        "--wait-load", type=float, default=0.0, help="first wait (up to 10 minutes) for the 1-minute load average to fall below this"
+    )
+    args = parser.parse_args()
+    if args.from_json is not None:
+        header, saved = load(args.from_json)
+        print("\n".join(header.values()))
+        report(saved)
+        return
+    wanted = [part for part in args.only.split(",") if part]
+    MODELS.mkdir(parents=True, exist_ok=True)
+    models = [make_network(name) for name in NETWORKS if not wanted or any(part in name for part in wanted)]
+    if not args.skip_nodes and (not wanted or any(part in "200,000 nodes" for part in wanted)):
+        models.append(nodes_model())
+    for model in models:
+        describe(model)
+        size = f"{model.mebibytes:,.1f} MiB, {model.nodes:,} nodes, external data: {model.external}"
+        print(f"{model.name}: {size}; {model.origin}", flush=True)
+    if args.models_only or not models:
+        return
+    header = {"when": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}", "machine": machine()}
+    print("\n".join(header.values()))
+    if args.wait_load:
+        waited = wait_for_load(args.wait_load, 600.0)
+        header["waited"] = f"waited {waited:.0f} s for the 1-minute load average to fall below {args.wait_load:g}"
+        print(header["waited"])
+    header["load at the start"] = f"load average at the start: {load_average()}"
+    print(header["load at the start"], flush=True)
+    all_figures = [Figures(model) for model in models]
+    with tempfile.TemporaryDirectory(prefix="validation-bench-") as scratch:
+        started = time.perf_counter()
+        with serving(Path(scratch) / "store", CACHE) as process:
+            print(f"service started in {time.perf_counter() - started:.2f} s at {process.url}", flush=True)
+            service = Service(process)
+            for figures in all_figures:
+                measure(figures, service, args.runs)
+                hand = median_wall(figures.samples["hand"])
+                ratios = ", ".join(f"{way} {median_wall(samples) / hand:.2f}x" for way, samples in figures.samples.items() if way != "hand")
+                print(f"{figures.model.name}: by hand {hand:.2f} s; {ratios} (other processes {figures.other_cores:.2f} cores)", flush=True)
+            service.client.close()
+    header["load at the end"] = f"load average at the end: {load_average()}"
+    print(header["load at the end"])
+    if args.json is not None:
+        save(all_figures, args.json, header)
+    print()
+    report(all_figures)
+
+
+if __name__ == "__main__":
+    main()
