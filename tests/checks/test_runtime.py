@@ -46,6 +46,7 @@ from service.sandbox.worker.checks.runtime import (
     RUNTIME_OP_NOT_IMPLEMENTED,
     runtime_stage,
 )
+from service.sandbox.worker.checks.weights_aside import weights_set_aside
 
 ort: Any = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (the `runtime` extra)")
 
@@ -236,6 +237,48 @@ def test_external_data_comes_from_the_importers_memory_not_the_files(tmp_path: P
     model = importer.load_model(folder / "model.onnx")
     shutil.rmtree(folder)  # the mappings stay; onnxruntime could open no file now
     with model:
+        result, session = runtime_stage(model)
+        assert result.status == "pass", result
+        live: Any = session
+        [actual] = live.run(None, {"X": x})
+    np.testing.assert_array_equal(actual, expected)
+
+
+def test_large_inline_weights_are_handed_over_from_memory_not_copied(tmp_path: Path) -> None:
+    """A model of inline weights (one over the 64 KiB of ASIDE_BYTES, one under it, one of int64): onnxruntime
+    gets a copy of the model's bytes without the large one's values, which it takes from the importer's mapping;
+    the session computes what onnxruntime's own load of the file computes."""
+    rng = np.random.default_rng(3)
+    large = numpy_helper.from_array(rng.normal(0, 1, (64, 512)).astype(np.float32), "W")  # 128 KiB
+    small = numpy_helper.from_array(rng.normal(0, 1, 512).astype(np.float32), "B")
+    shape = numpy_helper.from_array(np.array([2, 256], np.int64), "shape")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["X", "W"], ["m"], name="mm"),
+            helper.make_node("Add", ["m", "B"], ["a"], name="bias"),
+            helper.make_node("Reshape", ["a", "shape"], ["Y"], name="fold"),
+        ],
+        "inline",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 256])],
+        [large, small, shape],
+    )
+    path = tmp_path / "inline.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = rng.normal(0, 1, (1, 64)).astype(np.float32)
+    [expected] = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"X": x})
+    with importer.load_model(path) as model:
+        aside = weights_set_aside(model, lambda tensor: True)
+        assert aside is not None
+        data, moved = aside
+        assert [tensor.name for tensor in moved] == ["W"]
+        given = onnx.ModelProto.FromString(data)
+        original = onnx.load(str(path))
+        assert given.graph.node == original.graph.node and given.graph.input == original.graph.input
+        weight, bias, target = given.graph.initializer
+        assert (weight.name, list(weight.dims), weight.raw_data, weight.data_location) == ("W", [64, 512], b"", TensorProto.EXTERNAL)
+        assert bias == original.graph.initializer[1] and target == original.graph.initializer[2]
+        assert len(data) < path.stat().st_size - 64 * 512 * 4 + 64  # the weights left out, a mark of a few bytes in their place
         result, session = runtime_stage(model)
         assert result.status == "pass", result
         live: Any = session

@@ -7,6 +7,10 @@ so that onnxruntime opens no file of its own:
 - initializers of the main graph with external data are handed over as
   `OrtValue`s over numpy arrays that view the importer's mapped bytes
   (`SessionOptions.add_external_initializers`, no copy);
+- so are the main graph's large inline initializers (64 KiB of raw data or
+  more): the bytes onnxruntime is given are a copy of the model's without
+  their values, marked as external data (`weights_aside`), so that 400 MiB
+  of weights are neither copied for onnxruntime nor parsed by it;
 - any other tensor with external data (an initializer of a subgraph, a tensor
   attribute such as a `Constant`'s value, a sparse tensor's parts, a packed
   4-, 2- or 6-bit initializer) cannot be handed over that way: onnxruntime's
@@ -57,6 +61,7 @@ from importer.messages import Node
 from importer.tensor import FROM_EXTERNAL, Tensor
 from importer.tensor_places import INITIALIZER, tensor_places
 from service.checks.outcome import Finding, Stage, StageResult, incomplete
+from service.sandbox.worker.checks.weights_aside import weights_set_aside
 
 RUNTIME_OP_NOT_IMPLEMENTED: Final = "runtime-op-not-implemented"
 RUNTIME_INVALID_GRAPH: Final = "runtime-invalid-graph"
@@ -143,20 +148,24 @@ def _runtime_stage(model: importer.OnnxModel) -> tuple[StageResult, object | Non
     try:
         options = session_options(ort)
         given, embed = _external_tensors(model)
+        aside = None if embed else weights_set_aside(model, _viewable)
+        if embed:
+            try:
+                data = _with_embedded(model, embed)
+            except _OnnxMissing:
+                return incomplete("runtime", MISSING_ONNX), None
+        elif aside is not None:
+            data, moved = aside  # large inline weights handed over as external ones: neither copied nor parsed
+            given += moved
+        else:
+            buffer = model.owners[0].parse_buffer()
+            data = buffer if isinstance(buffer, bytes) else bytes(buffer)  # onnxruntime takes bytes only (and copies them)
         keep: list[object] = []
         if given:
             names = [tensor.name for tensor in given]
             values = [_ortvalue_of(ort, tensor) for tensor in given]
             options.add_external_initializers(names, values)
             keep.extend(values)
-        if embed:
-            try:
-                data = _with_embedded(model, embed)
-            except _OnnxMissing:
-                return incomplete("runtime", MISSING_ONNX), None
-        else:
-            buffer = model.owners[0].parse_buffer()
-            data = buffer if isinstance(buffer, bytes) else bytes(buffer)  # onnxruntime takes bytes only (and copies them)
     except MemoryError:
         return incomplete("runtime", "out of memory while giving onnxruntime the model's bytes"), None
     except Exception as error:  # the importer's model closed, a tensor numpy cannot view, ...

@@ -89,6 +89,7 @@ from importer.tensor import FROM_EXTERNAL, Tensor
 from importer.wire import Buffer, FieldCursor
 from service.checks.outcome import Finding, StageResult, incomplete
 from service.sandbox.worker.checks.inferred_types import inferred_types
+from service.sandbox.worker.checks.protobuf_writing import SET_ASIDE, field, varint
 
 SHAPE_INFERENCE_ERROR: Final = "shape-inference-error"
 DECLARED_TYPE_CONFLICT: Final = "declared-type-conflict"
@@ -188,23 +189,6 @@ _Built = tuple[list[_Part], int]
 _Handler = Callable[[int, int, int, int], "_Built | None"]
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field(key: int, payload: bytes) -> bytes:
-    return _varint(key) + _varint(len(payload)) + payload
-
-
-# data_location = EXTERNAL, external_data = [{key: "location", value: "set-aside"}]
-_SET_ASIDE: Final = bytes([14 << 3, 1]) + _field(13 << 3 | 2, _field(1 << 3 | 2, b"location") + _field(2 << 3 | 2, b"set-aside"))
-
-
 class _Rewrite:
     """The model's bytes with every node tagged and large initializers set
     aside, as parts (views into the model's buffer, and small new pieces)
@@ -254,7 +238,7 @@ class _Rewrite:
             if cursor.at > run:
                 parts.append(self.view[run : cursor.at])
                 length += cursor.at - run
-            header = _varint(cursor.key) + _varint(built[1])
+            header = varint(cursor.key) + varint(built[1])
             parts.append(header)
             parts.extend(built[0])
             length += len(header) + built[1]
@@ -315,7 +299,7 @@ class _Rewrite:
                     tag = token + str(len(places)).encode()
                     places.append((path, node_index, node, at))
                     node_index += 1
-                    tag_field = (bytes((_NODE_NAME, len(tag))) if len(tag) < 0x80 else _varint(_NODE_NAME) + _varint(len(tag))) + tag
+                    tag_field = (bytes((_NODE_NAME, len(tag))) if len(tag) < 0x80 else varint(_NODE_NAME) + varint(len(tag))) + tag
                     size = cursor.stop - cursor.start
                     if at > run:
                         if pending:
@@ -323,7 +307,7 @@ class _Rewrite:
                             pending = b""
                         append(view[run:at])
                         length += at - run
-                    header = bytes((_GRAPH_NODE,)) + _varint(size + len(tag_field))
+                    header = bytes((_GRAPH_NODE,)) + varint(size + len(tag_field))
                     append(pending + header)
                     append(view[cursor.start : cursor.stop])
                     pending = tag_field
@@ -343,7 +327,7 @@ class _Rewrite:
             if at > run:
                 append(view[run:at])
                 length += at - run
-            header = _varint(key) + _varint(built[1])
+            header = varint(key) + varint(built[1])
             append(header)
             parts.extend(built[0])
             length += len(header) + built[1]
@@ -367,7 +351,7 @@ class _Rewrite:
         return self._walk(start, stop, frozenset({node_key}), handle)
 
     def _node(self, at: int, start: int, stop: int, node: Node, index: int, scope: str) -> _Built:
-        tag = _field(_NODE_NAME, f"{self.token}{len(self.places)}".encode())
+        tag = field(_NODE_NAME, f"{self.token}{len(self.places)}".encode())
         self.places.append((scope, index, node, at))
         if not any(attribute.type in _GRAPH_TYPES for attribute in node.attribute):
             return [self.view[start:stop], tag], stop - start + len(tag)
@@ -413,13 +397,13 @@ class _Rewrite:
             if values is None:
                 return None
             parts, length = self._kept(start, stop)
-            header = _varint(_TENSOR_RAW_DATA) + _varint(len(values))
+            header = varint(_TENSOR_RAW_DATA) + varint(len(values))
             return [*parts, header, values], length + len(header) + len(values)
         if not self.strip or tensor.byte_length < STRIP_BYTES or tensor.offset in self.keep:
             return None
         self.set_aside.setdefault(tensor.name, []).append(tensor)
         parts, length = self._kept(start, stop)
-        return [*parts, _SET_ASIDE], length + len(_SET_ASIDE)
+        return [*parts, SET_ASIDE], length + len(SET_ASIDE)
 
     def _kept(self, start: int, stop: int) -> _Built:
         """A tensor's name, element type and dims, and nothing else."""
