@@ -58,7 +58,7 @@ import anyio.to_thread
 
 from service.checks.runs import CheckRuns, merged, stages_missing
 from service.errors import BadInput, ImportFailed, ImportTooLarge, NotFound, StoreFull, bounded
-from service.imports.checks import CheckRequest, complete_checks, default_checks
+from service.imports.checks import CheckRequest, complete_checks, default_checks, with_check_worker
 from service.imports.inputs import Upload
 from service.imports.parts import ImportParts
 from service.imports.summary import SUMMARY_TENSORS, content_summary, summary_bytes, tenant_view
@@ -174,8 +174,10 @@ async def import_upload(
                 sleep=hooks.sleep,
                 spin=hooks.spin,
             )
-            header = await run_worker(parts, job, [work.catalog, work.converted], limit - upload.size)
-            runs = await complete_checks(parts, job, header, work.catalog)
+            header, checked = await with_check_worker(
+                parts, job, lambda: run_worker(parts, job, [work.catalog, work.converted], limit - upload.size)
+            )
+            runs = await complete_checks(parts, job, header, work.catalog, checked)
             unused = sorted({staged.location for staged in upload.externals} - set(header.external_files))
             if unused:
                 names = ", ".join(repr(location) for location in unused[:10])
@@ -215,8 +217,10 @@ async def import_path(
                 sleep=hooks.sleep,
                 spin=hooks.spin,
             )
-            header = await run_worker(parts, job, [work.catalog, work.converted], parts.settings.max_import_bytes)
-            runs = await complete_checks(parts, job, header, work.catalog)
+            header, checked = await with_check_worker(
+                parts, job, lambda: run_worker(parts, job, [work.catalog, work.converted], parts.settings.max_import_bytes)
+            )
+            runs = await complete_checks(parts, job, header, work.catalog, checked)
             reports = worker_reports(header, path)
             files: dict[str, SourceFile] = {}
             for key, report in reports.items():

@@ -28,7 +28,7 @@ import time
 
 import anyio.to_thread
 
-from service.imports.checks import CheckRequest, complete_checks, default_checks
+from service.imports.checks import CheckRequest, complete_checks, default_checks, with_check_worker
 from service.imports.flow import (
     Imported,
     ImportHooks,
@@ -79,8 +79,10 @@ async def import_object(
                 sleep=hooks.sleep,
                 spin=hooks.spin,
             )
-            header = await run_worker(parts, job, [work.catalog, work.converted], settings.max_import_bytes)
-            runs = await complete_checks(parts, job, header, work.catalog)
+            header, checked = await with_check_worker(
+                parts, job, lambda: run_worker(parts, job, [work.catalog, work.converted], settings.max_import_bytes)
+            )
+            runs = await complete_checks(parts, job, header, work.catalog, checked)
             reports = worker_reports(header, path)
             files = {name: fetched[name].source() for name in reports}
             model_id = model_id_of("path", model.sha256, [(name, fetched[name].sha256) for name in reports if name != MODEL_FILE_KEY])

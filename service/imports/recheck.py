@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from contextlib import AsyncExitStack
 
-from service.imports.checks import CheckRequest, complete_checks
+from service.imports.checks import CheckRequest, complete_checks, with_check_worker
 from service.imports.flow import run_worker, stored_summary
 from service.imports.parts import ImportParts
 from service.imports.stored_model import check_sources, held_model, stored_model_files
@@ -40,8 +40,10 @@ async def recheck(parts: ImportParts, tenant: str, model_id: str, request: Check
             checks=request.stages,
             dims=request.dims,
         )
-        header = await run_worker(parts, job, [work.catalog, work.converted], parts.settings.max_import_bytes)
+        header, checked = await with_check_worker(
+            parts, job, lambda: run_worker(parts, job, [work.catalog, work.converted], parts.settings.max_import_bytes)
+        )
         check_sources(record, header)
-        runs = await complete_checks(parts, job, header, work.catalog)
+        runs = await complete_checks(parts, job, header, work.catalog, checked)
     await keep_runs(parts, tenant, model_id, runs)
     return await stored_summary(parts, tenant, model_id, held.input)

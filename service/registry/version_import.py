@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from service.errors import BadInput, ImportTooLarge
-from service.imports.checks import CheckRequest, complete_checks
+from service.imports.checks import CheckRequest, complete_checks, with_check_worker
 from service.imports.flow import (
     Imported,
     ImportHooks,
@@ -94,8 +94,10 @@ async def import_version(parts: ImportParts, api: MlflowApi, tenant: str, name: 
                 dims=checks.dims,
             )
             limit = settings.max_import_bytes - (settings.max_upload_total - left)
-            header = await run_worker(parts, job, [work.catalog, work.converted], max(0, limit))
-            runs = await complete_checks(parts, job, header, work.catalog)
+            header, checked = await with_check_worker(
+                parts, job, lambda: run_worker(parts, job, [work.catalog, work.converted], max(0, limit))
+            )
+            runs = await complete_checks(parts, job, header, work.catalog, checked)
             reports = worker_reports(header, display_name)
             files = {MODEL_FILE_KEY: _source(reports[MODEL_FILE_KEY], work.relative(work.upload_model))}
             for location in header.external_files:
