@@ -20,6 +20,7 @@ import os
 import sqlite3
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -131,7 +132,12 @@ class Catalog:
         if not tables:
             return "[]"
         _, rows = self._query(f"SELECT document FROM {INFERRED_TABLE} LIMIT 1", ())
-        return str(rows[0][0]) if rows else "[]"
+        if not rows or not isinstance(rows[0][0], bytes):
+            return "[]"
+        try:
+            return zlib.decompress(rows[0][0]).decode()  # written by the front end (catalog_shapes): its own compression
+        except (zlib.error, UnicodeDecodeError):
+            return "[]"
 
     def _has_stages(self) -> bool:
         if self.stages is None:
