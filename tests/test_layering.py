@@ -56,8 +56,11 @@ def test_only_the_source_module_touches_the_file_system() -> None:
         assert not calls & FILE_SYSTEM_CALLS, f"{path.name} calls {calls & FILE_SYSTEM_CALLS}"
 
 
-# The check stages that hand the model to onnx and onnxruntime, inside the check worker.
-ONNX_USERS = {REPO / "service" / "sandbox" / "worker" / "checks" / name for name in ("shape.py", "runtime.py", "smoke.py")}
+# The check stages that hand the model to onnx and onnxruntime, inside the check worker
+# (inferred_types reads the types onnx's inference hands the shape stage).
+ONNX_USERS = {
+    REPO / "service" / "sandbox" / "worker" / "checks" / name for name in ("shape.py", "inferred_types.py", "runtime.py", "smoke.py")
+}
 
 
 def test_only_the_check_worker_stages_import_onnx() -> None:
