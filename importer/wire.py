@@ -175,6 +175,19 @@ def iter_fields(buf: Buffer, pos: int, end: int) -> Iterator[tuple[int, int, int
         yield fields.key, fields.at, fields.start, fields.stop, fields.value
 
 
+def field_spans(buf: Buffer, pos: int, end: int, keys: frozenset[int]) -> list[tuple[int, int]]:
+    """The (start, stop) of each field of the message at buf[pos:end] whose
+    key is one of `keys`, in order: for a caller that wants a few fields out
+    of many (a graph's value_info past its 200,000 nodes), in one call (in
+    the compiled build the walk runs in C)."""
+    spans: list[tuple[int, int]] = []
+    fields = FieldCursor(buf, pos, end)
+    while fields.next():
+        if fields.key in keys:
+            spans.append((fields.start, fields.stop))
+    return spans
+
+
 def read_string(buf: Buffer, start: int, stop: int, key_offset: int, label: str, index: int = -1) -> str:
     """Decode a string field, which must be valid UTF-8.
 

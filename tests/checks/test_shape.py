@@ -258,6 +258,7 @@ def test_an_op_without_schema_is_a_warning_where_onnx_stops_reporting(tmp_path: 
         [
             helper.make_node("Mystery", ["x"], ["m"], domain="custom.ops", name="custom"),
             helper.make_node("Relu", ["x"], ["y"], name="relu"),
+            helper.make_node("Riddle", ["y"], ["r"], domain="custom.ops", name="custom_too"),
         ],
         [_V("x", TensorProto.FLOAT, [2])],
         [_V("y", TensorProto.INT64, [2]), _V("m", TensorProto.FLOAT, [2])],
@@ -268,6 +269,7 @@ def test_an_op_without_schema_is_a_warning_where_onnx_stops_reporting(tmp_path: 
     assert result.status == "pass"
     (warning,) = result.findings
     assert (warning.severity, warning.code) == ("warning", SHAPE_NOT_INFERRED)
+    assert "2 node(s)" in warning.message and "(custom.ops:Mystery, custom.ops:Riddle)" in warning.message
     assert_at_node(data, model, warning, "ModelProto.graph.node[0]")
 
 

@@ -65,6 +65,7 @@ from importer.wire import (
     as_int64,
     check_varints,
     count_varints,
+    field_spans,
     iter_fields,
     read_string,
     read_varint,
@@ -174,6 +175,14 @@ def test_iter_fields_gives_absolute_positions_for_every_wire_type() -> None:
     data = b"\xee\xee" + message + b"\xee"
     fields = list(iter_fields(view(data), 2, 2 + len(message)))
     assert fields == [(0x08, 2, 3, 5, 150), (0x11, 5, 6, 14, 0), (0x1A, 14, 16, 18, 0), (0x25, 18, 19, 23, 0)]
+
+
+def test_field_spans_gives_the_payloads_of_the_keys_asked_for_in_order() -> None:
+    message = b"\x0a\x01a" + b"\x08\x05" + b"\x62\x02bc" + b"\x0a\x00" + b"\x6a\x01d"
+    data = b"\xee" + message
+    spans = field_spans(view(data), 1, len(data), frozenset({0x0A, 0x6A}))
+    assert [data[start:stop] for start, stop in spans] == [b"a", b"", b"d"]
+    assert refused(lambda: field_spans(view(data), 1, len(data) - 1, frozenset({0x0A}))).offset == len(data) - 3
 
 
 def test_iter_fields_accepts_the_largest_field_number_and_refuses_a_33_bit_key() -> None:

@@ -13,6 +13,7 @@ to .cache/artifacts/explorer/, layout timings to layout-timings.json there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -137,13 +138,38 @@ def watched(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Watche
     assert not seen.csp_refusals or request.node.name == "test_docs_list_every_operation_offline", seen.csp_refusals
 
 
-def open_explorer(watched: Watched, server: ServiceProcess) -> Page:
+# Chromium fails a load in flight with this when the host's network interfaces
+# change (a container starting or stopping beside the tests adds or removes one).
+NETWORK_CHANGED = "net::ERR_NETWORK_CHANGED"
+OPENING_ATTEMPTS = 3
+
+
+def open_explorer(watched: Watched, server: ServiceProcess, url: str = "/") -> Page:
+    """The explorer at `url`, its script running (the summary tab chosen by
+    it). An opening that Chromium failed with NETWORK_CHANGED is tried again,
+    up to OPENING_ATTEMPTS times: only then, never later in a test."""
     page = watched.page
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
     from playwright.sync_api import expect
 
-    page.goto(server.url + "/")
-    expect(page.locator("h1")).to_have_text("ONNX explorer")
-    return page
+    booted = page.locator("#tabs [data-tab=summary][aria-selected=true]")
+    for attempt in range(1, OPENING_ATTEMPTS + 1):
+        page.goto(server.url + url)
+        expect(page.locator("h1")).to_have_text("ONNX explorer")
+        with contextlib.suppress(PlaywrightTimeoutError):  # said below, unless the network changed
+            booted.wait_for(timeout=10_000)
+        if attempt < OPENING_ATTEMPTS and _network_changed(watched):
+            continue
+        expect(booted).to_have_count(1)
+        return page
+    raise AssertionError("unreachable")
+
+
+def _network_changed(watched: Watched) -> bool:
+    """Whether Chromium failed a load with NETWORK_CHANGED (those errors are dropped: the opening is tried again)."""
+    changed = [error for error in watched.errors if NETWORK_CHANGED in error]
+    watched.errors[:] = [error for error in watched.errors if NETWORK_CHANGED not in error]
+    return bool(changed)
 
 
 def import_path(page: Page, path: str) -> None:

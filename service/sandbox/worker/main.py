@@ -179,12 +179,15 @@ def run_task(
     opened: DataOwner | None = None,
     external_opener: ConfinedOpener = confined_descriptor,
     narrow: Callable[[], bool] = confinement.narrow_to_code,
+    freeze: Callable[[], None] = gc.freeze,
 ) -> None:
     """Read the job's model (`opened`, else opened here), its external data
     files opened by `external_opener` (through the front end's file broker,
     in a sandboxed worker), and send the answer its task asks for. A check worker
     `narrow`s its file policy to the code once its inputs are mapped
-    (in-process tests pass one that keeps the test's own files)."""
+    (in-process tests pass one that keeps the test's own files). Once the
+    model is read, `freeze` keeps the cyclic collector off its objects for
+    the worker's life (in-process tests, whose process lives on, pass a no-op)."""
     model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
     limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
     try:
@@ -197,6 +200,11 @@ def run_task(
     except ModelImportError as error:
         send_header(connection, WorkerHeader(status="error", error=_failure(error, job)))
         return
+    # The model's objects (1.4 million for 200,000 nodes) live as long as the
+    # worker: frozen, the cyclic collector never walks them again. Left in its
+    # oldest generation, every full collection that a stage's allocations set
+    # off would (a 200,000-item list of tuples: 0.34 s instead of 0.035 s).
+    freeze()
     narrowed = job.task == "checks" and narrow()
     with model:
         if job.task == "graph":

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from importer.graph import OnnxModel
 from importer.summary import element_type_name
-from importer.wire import FieldCursor
+from importer.wire import FieldCursor, field_spans
 from service.sandbox.protocol import MAX_INFERRED, MAX_INFERRED_BYTES
 
 Json = Any
@@ -35,26 +35,28 @@ _GRAPH_OUTPUT: Final = 12 << 3 | 2
 _GRAPH_VALUE_INFO: Final = 13 << 3 | 2
 _VALUE_NAME: Final = 1 << 3 | 2
 _VALUE_TYPE: Final = 2 << 3 | 2
+_GRAPH_FIELD: Final = frozenset({_MODEL_GRAPH})
+_VALUE_FIELDS: Final = frozenset({_GRAPH_OUTPUT, _GRAPH_VALUE_INFO})
 
 
 def inferred_types(inferred: bytes, model: OnnxModel) -> str:
     """The JSON list of {name, type} of the main graph's undeclared values that onnx inferred ("" if none)."""
-    undeclared = {name for name, value in model.graph.values.items() if value.type is None and value.initializer is None}
+    undeclared = {name.encode() for name, value in model.graph.values.items() if value.type is None and value.initializer is None}
     if not undeclared:
         return NONE
     texts: dict[bytes, str | None] = {}  # a type's bytes -> its JSON text (None: onnx left it empty)
-    seen: set[str] = set()
+    seen: set[bytes] = set()
     entries: list[str] = []
     size = 2
-    for name, type_bytes in _graph_values(inferred):
-        if name not in undeclared or name in seen:
+    for name, type_bytes in _graph_values(inferred, undeclared):
+        if name in seen:
             continue
         text = texts.get(type_bytes, "")
         if text == "":
             text = texts[type_bytes] = _type_text(type_bytes)
         if text is None:
             continue
-        entry = f'{{"name":{encode_basestring_ascii(name)},"type":{text}}}'
+        entry = f'{{"name":{encode_basestring_ascii(name.decode())},"type":{text}}}'
         size += len(entry) + 1
         if size > MAX_INFERRED_BYTES:
             break
@@ -65,28 +67,28 @@ def inferred_types(inferred: bytes, model: OnnxModel) -> str:
     return "[" + ",".join(entries) + "]" if entries else NONE
 
 
-def _graph_values(data: bytes) -> list[tuple[str, bytes]]:
-    """(name, type bytes) of each ValueInfoProto of the main graph's `output` and `value_info`, as they come."""
-    found: list[tuple[str, bytes]] = []
-    model = FieldCursor(data, 0, len(data))
-    while model.next():
-        if model.key != _MODEL_GRAPH:
-            continue
-        graph = FieldCursor(data, model.start, model.stop)
-        while graph.next():
-            if graph.key != _GRAPH_OUTPUT and graph.key != _GRAPH_VALUE_INFO:
-                continue
+def _graph_values(data: bytes, names: set[bytes]) -> list[tuple[bytes, bytes]]:
+    """(name, type bytes) of each ValueInfoProto of the main graph's `output`
+    and `value_info` whose name (UTF-8) is one of `names`, as they come. A
+    value whose first field is its name (as onnx writes them) and not one of
+    `names` is passed over at once: half of them, in a model that declares
+    half its values."""
+    found: list[tuple[bytes, bytes]] = []
+    for graph_start, graph_stop in field_spans(data, 0, len(data), _GRAPH_FIELD):
+        for start, stop in field_spans(data, graph_start, graph_stop, _VALUE_FIELDS):
+            if data[start] == _VALUE_NAME and start + 1 < stop and data[start + 1] < 0x80:
+                first_name = data[start + 2 : start + 2 + data[start + 1]]
+                if first_name not in names:
+                    continue
             name = type_bytes = b""
-            value = FieldCursor(data, graph.start, graph.stop)
+            value = FieldCursor(data, start, stop)
             while value.next():
                 if value.key == _VALUE_NAME:
                     name = data[value.start : value.stop]
                 elif value.key == _VALUE_TYPE:
                     type_bytes = data[value.start : value.stop]
-            try:
-                found.append((name.decode(), type_bytes))
-            except UnicodeDecodeError:
-                continue  # no value of the model has such a name
+            if name in names:
+                found.append((name, type_bytes))
     return found
 
 

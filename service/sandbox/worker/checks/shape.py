@@ -217,7 +217,26 @@ class _Rewrite:
         self.scopes: dict[str, _Scope] = {}
         self.set_aside: dict[str, list[Tensor]] = {}  # name -> initializers whose values were set aside
         self.external: dict[str, list[Tensor]] = {}  # name -> initializers of external data files, as written
-        self.parts, self.length = self._model(model)
+        if tag or self._initializers_change(model):
+            self.parts, self.length = self._model(model)
+        else:  # the untagged copy of a model with no initializer to change is its bytes as they are: no walk
+            self.parts, self.length = [self.view], len(buf)
+
+    def _initializers_change(self, model: OnnxModel) -> bool:
+        """Whether an initializer of the main graph (the only graph the
+        untagged walk looks into) is set aside or given inline; records the
+        external ones as the walk would."""
+        graph = model.proto.graph
+        changed = False
+        for tensor in graph.initializer if graph is not None else ():
+            if tensor.source == FROM_EXTERNAL:
+                self.external.setdefault(tensor.name, []).append(tensor)
+                changed = changed or tensor.offset in self.inline
+            elif self.strip and tensor.byte_length >= STRIP_BYTES and tensor.offset not in self.keep:
+                changed = True
+        if changed:
+            self.external.clear()  # the walk records them again
+        return changed
 
     def data(self) -> bytes:
         return b"".join(self.parts)
@@ -594,46 +613,43 @@ class _Inference:
     def _unsupported(self) -> None:
         """The first node of each graph and function whose op has no schema
         (nor a model-local function): onnx infers nothing for it and reports
-        no error after it in that graph."""
+        no error after it in that graph. Each scope's distinct ops are looked
+        up first: its nodes are walked only when one of them has none."""
         import onnx.defs
 
         model = self.model
         functions = {(f.domain, f.name, f.overload) for f in model.functions}
         model_opsets = {entry.domain: entry.version for entry in model.proto.opset_import}
-        first: dict[str, tuple[_Place, int, set[str]]] = {}
         known: dict[tuple[str, str, str, int], bool] = {}
-        for scope_path, index, node, owner in _nodes_of(model):
-            opsets = {entry.domain: entry.version for entry in owner.opset_import} if owner is not None else model_opsets
-            version = opsets.get(node.domain)
-            if version is None and node.domain == "":
+
+        def has_schema(op: tuple[str, str, str], opsets: dict[str, int]) -> bool:
+            domain, op_type, overload = op
+            version = opsets.get(domain)
+            if version is None and domain == "":
                 version = opsets.get("ai.onnx")
             if version is None:
-                continue  # onnx reports the missing import itself
-            lookup = (node.domain, node.op_type, node.overload, version)
+                return True  # onnx reports the missing import itself
+            lookup = (domain, op_type, overload, version)
             has = known.get(lookup)
             if has is None:
-                has = known[lookup] = (not node.overload and onnx.defs.has(node.op_type, version, node.domain)) or (
-                    node.domain,
-                    node.op_type,
-                    node.overload,
-                ) in functions
-            if has:
+                has = known[lookup] = (not overload and onnx.defs.has(op_type, version, domain)) or op in functions
+            return has
+
+        for scope_path, nodes, owner in _scopes(model):
+            opsets = {entry.domain: entry.version for entry in owner.opset_import} if owner is not None else model_opsets
+            missing = {op for op in {(node.domain, node.op_type, node.overload) for node in nodes} if not has_schema(op, opsets)}
+            if not missing:
                 continue
-            entry = first.get(scope_path)
-            op = f"{node.domain or 'ai.onnx'}:{node.op_type}"
-            if entry is None:
-                first[scope_path] = (_Place(scope_path, index, node, node.offset), 1, {op})
-            else:
-                first[scope_path] = (entry[0], entry[1] + 1, entry[2] | {op})
-        for place, count, ops in first.values():
-            node = place.node
-            listed = ", ".join(sorted(ops)[:8]) + (", ..." if len(ops) > 8 else "")
+            unsupported = [(index, node) for index, node in enumerate(nodes) if (node.domain, node.op_type, node.overload) in missing]
+            index, node = unsupported[0]
+            ops = sorted({f"{domain or 'ai.onnx'}:{op_type}" for domain, op_type, _ in missing})
+            listed = ", ".join(ops[:8]) + (", ..." if len(ops) > 8 else "")
             self._add(
                 "warning",
                 SHAPE_NOT_INFERRED,
-                f"{count} node(s) of this graph have an op with no schema ({listed}): onnx infers no types for their "
+                f"{len(unsupported)} node(s) of this graph have an op with no schema ({listed}): onnx infers no types for their "
                 "outputs, and reports no inference error for the nodes after this one in the graph",
-                place,
+                _Place(scope_path, index, node, node.offset),
             )
 
 
@@ -668,17 +684,19 @@ def _lenient(data: bytes) -> bytes | None:
         return None
 
 
-def _nodes_of(model: OnnxModel) -> Iterator[tuple[str, int, Node, Function | None]]:
-    """Every node of the model: its scope's field path, its index there, and
-    the function whose body holds it (None in the graph)."""
+def _scopes(model: OnnxModel) -> Iterator[tuple[str, Sequence[Node], Function | None]]:
+    """Every graph and function body of the model: its field path, its
+    nodes, and the function whose body holds it (None in the graphs)."""
     pending: list[tuple[str, Sequence[Node], Function | None]] = []
     if model.proto.graph is not None:
         pending.append(("ModelProto.graph", model.proto.graph.node, None))
     pending.extend((f"ModelProto.functions[{index}]", function.node, function) for index, function in enumerate(model.functions))
     while pending:
         path, nodes, owner = pending.pop()
+        yield path, nodes, owner
         for index, node in enumerate(nodes):
-            yield path, index, node, owner
+            if not node.attribute:
+                continue
             for position, attribute in enumerate(node.attribute):
                 if attribute.type not in _GRAPH_TYPES:
                     continue

@@ -552,6 +552,8 @@ def _python_kind(value: object) -> str:
 
 def _article(kind: str) -> str:
     return {"tensor": "a tensor", "sequence": "a sequence", "map": "a map", "none": "no value"}.get(kind, "another non-tensor value")
+
+
 def _type_name(code: int) -> str:
     try:
         return DataType(code).name
