@@ -361,6 +361,24 @@ def test_undeclared_values_get_the_types_onnx_infers_with_symbolic_dimensions_by
     assert [d.dim_param or d.dim_value for d in m_info.type.tensor_type.shape.dim] == ["batch", 4]
 
 
+def test_values_declared_without_a_type_get_the_types_onnx_infers(tmp_path: Path) -> None:
+    """A value_info entry or a graph output with a name and no type declares no type: onnx's inferred one is kept."""
+    model = _model(
+        [
+            helper.make_node("Relu", ["x"], ["r"], name="relu"),
+            helper.make_node("Neg", ["r"], ["t"], name="neg"),
+            helper.make_node("Abs", ["t"], ["u"], name="abs"),
+        ],
+        [_V("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_empty_tensor_value_info("u")],
+        value_info=[_V("r", TensorProto.FLOAT, ["batch", 3]), helper.make_empty_tensor_value_info("t")],
+    )
+    _, result = _run(model, tmp_path)
+    assert result.status == "pass"
+    inferred = {entry["name"]: entry["type"] for entry in json.loads(result.inferred)}
+    assert inferred == {name: {"kind": "tensor", "elem_type": "FLOAT", "shape": ["batch", 3]} for name in ("t", "u")}
+
+
 def test_a_model_that_fails_inference_still_gives_the_types_before_and_around_the_error(tmp_path: Path) -> None:
     model = _model(
         [

@@ -8,9 +8,11 @@ none (no graph input, output or value_info declares it), as the JSON text of
 a list of `{"name": ..., "type": ...}`, each type in the form
 `importer.summary.describe_type` gives declared ones (`{"kind": "tensor",
 "elem_type": "FLOAT", "shape": [1, "N", null]}`: symbolic dimensions by name,
-unknown ones null). The graph's `output` and `value_info` fields are walked
-with the importer's field cursor; each distinct type's bytes are described
-once (onnx's `TypeProto` parses them). At most MAX_INFERRED values, in the
+unknown ones null). onnx appends a `value_info` entry to the graph for each
+value it infers a type for that has none declared: those past the model's own
+entries are read (`importer.wire.field_spans` finds them; no other field is
+looked into), and each distinct type's bytes are described once (onnx's
+`TypeProto` parses them). At most MAX_INFERRED values, in the
 order onnx lists them, and at most MAX_INFERRED_BYTES of text (the report
 that carries them is one bounded frame). Text, not objects: the front end
 keeps it and serves it as it is (`service.store.catalog_shapes`). The
@@ -20,6 +22,7 @@ explorer draws them on the edges whose tensors are not declared.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
@@ -31,24 +34,23 @@ from service.sandbox.protocol import MAX_INFERRED, MAX_INFERRED_BYTES
 Json = Any
 NONE: Final = ""  # no type inferred: nothing to keep
 _MODEL_GRAPH: Final = 7 << 3 | 2
-_GRAPH_OUTPUT: Final = 12 << 3 | 2
 _GRAPH_VALUE_INFO: Final = 13 << 3 | 2
 _VALUE_NAME: Final = 1 << 3 | 2
 _VALUE_TYPE: Final = 2 << 3 | 2
 _GRAPH_FIELD: Final = frozenset({_MODEL_GRAPH})
-_VALUE_FIELDS: Final = frozenset({_GRAPH_OUTPUT, _GRAPH_VALUE_INFO})
+_VALUE_INFO_FIELD: Final = frozenset({_GRAPH_VALUE_INFO})
 
 
 def inferred_types(inferred: bytes, model: OnnxModel) -> str:
     """The JSON list of {name, type} of the main graph's undeclared values that onnx inferred ("" if none)."""
-    undeclared = {name.encode() for name, value in model.graph.values.items() if value.type is None and value.initializer is None}
-    if not undeclared:
+    graph = model.proto.graph
+    if graph is None:
         return NONE
     texts: dict[bytes, str | None] = {}  # a type's bytes -> its JSON text (None: onnx left it empty)
     seen: set[bytes] = set()
     entries: list[str] = []
     size = 2
-    for name, type_bytes in _graph_values(inferred, undeclared):
+    for name, type_bytes in _appended_values(inferred, len(graph.value_info)):
         if name in seen:
             continue
         text = texts.get(type_bytes, "")
@@ -56,7 +58,10 @@ def inferred_types(inferred: bytes, model: OnnxModel) -> str:
             text = texts[type_bytes] = _type_text(type_bytes)
         if text is None:
             continue
-        entry = f'{{"name":{encode_basestring_ascii(name.decode())},"type":{text}}}'
+        try:
+            entry = f'{{"name":{encode_basestring_ascii(name.decode())},"type":{text}}}'
+        except UnicodeDecodeError:
+            continue  # no value of the model has such a name
         size += len(entry) + 1
         if size > MAX_INFERRED_BYTES:
             break
@@ -67,18 +72,21 @@ def inferred_types(inferred: bytes, model: OnnxModel) -> str:
     return "[" + ",".join(entries) + "]" if entries else NONE
 
 
-def _graph_values(data: bytes, names: set[bytes]) -> list[tuple[bytes, bytes]]:
-    """(name, type bytes) of each ValueInfoProto of the main graph's `output`
-    and `value_info` whose name (UTF-8) is one of `names`, as they come. A
-    value whose first field is its name (as onnx writes them) and not one of
-    `names` is passed over at once: half of them, in a model that declares
-    half its values."""
-    found: list[tuple[bytes, bytes]] = []
+def _appended_values(data: bytes, declared: int) -> Iterator[tuple[bytes, bytes]]:
+    """(name, type bytes) of each `value_info` entry onnx appended to the
+    main graph, in order: those past the model's own `declared` entries. onnx
+    appends one for every node output with no declared type (filling in a
+    typeless entry of the model's as well), so these are exactly the values
+    the model does not declare. An entry is read as onnx writes it (its name,
+    then its type, short lengths), else field by field."""
     for graph_start, graph_stop in field_spans(data, 0, len(data), _GRAPH_FIELD):
-        for start, stop in field_spans(data, graph_start, graph_stop, _VALUE_FIELDS):
-            if data[start] == _VALUE_NAME and start + 1 < stop and data[start + 1] < 0x80:
-                first_name = data[start + 2 : start + 2 + data[start + 1]]
-                if first_name not in names:
+        for start, stop in field_spans(data, graph_start, graph_stop, _VALUE_INFO_FIELD)[declared:]:
+            name_length = data[start + 1] if stop - start > 1 and data[start] == _VALUE_NAME else 0x80
+            name_stop = start + 2 + name_length
+            if name_length < 0x80 and name_stop + 1 < stop and data[name_stop] == _VALUE_TYPE:
+                type_length = data[name_stop + 1]
+                if type_length < 0x80 and name_stop + 2 + type_length == stop:
+                    yield data[start + 2 : name_stop], data[name_stop + 2 : stop]
                     continue
             name = type_bytes = b""
             value = FieldCursor(data, start, stop)
@@ -87,9 +95,7 @@ def _graph_values(data: bytes, names: set[bytes]) -> list[tuple[bytes, bytes]]:
                     name = data[value.start : value.stop]
                 elif value.key == _VALUE_TYPE:
                     type_bytes = data[value.start : value.stop]
-            if name in names:
-                found.append((name, type_bytes))
-    return found
+            yield name, type_bytes
 
 
 def _type_text(type_bytes: bytes) -> str | None:
