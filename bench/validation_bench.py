@@ -27,7 +27,11 @@ in the machine's load touches all alike), after one untimed warm-up round
    converted into the work folder; `checks of ...`, the check worker:
    `shape`, `runtime`, `smoke`), which run side by side; what is left
    beside the longer of the two is the front end's (the request, the commit
-   into the store, the answer). A path import always
+   into the store, the answer). Each log line also gives that worker's
+   steps (`WorkerHeader.steps`): fork (from the front end's asking to the
+   worker's start), open, walls, read (the importer), then the import
+   worker's stages, catalogue and hashes, or the check worker's narrow,
+   refusals and each stage: the second table. A path import always
    runs its workers, but commits nothing when its content is stored, and an
    upload the tenant holds is answered from the store: so every timed round
    is followed by `DELETE /models/{id}` (untimed), which removes the stored
@@ -593,7 +597,8 @@ def command(model: Model) -> Sample:
     return Sample(wall, stage_seconds(checks), status)
 
 
-WORKER_LINE = re.compile(r"\b(import|checks) of '(?P<name>[^']*)': (?P<status>\w+) in (?P<seconds>[0-9.]+) s")
+WORKER_LINE = re.compile(r"\b(import|checks) of '(?P<name>[^']*)': (?P<status>\w+) in (?P<seconds>[0-9.]+) s(?: \((?P<steps>[^)]*)\))?")
+STEP = re.compile(r"([a-z_]+) ([0-9.]+)")
 
 
 class Service:
@@ -606,7 +611,9 @@ class Service:
         self.log_offset = self.log.stat().st_size
 
     def worker_seconds(self, display_name: str) -> dict[str, float]:
-        """The import worker's and the check worker's wall time, as the service logged them since the last call."""
+        """The import worker's and the check worker's wall time, as the service
+        logged them since the last call, and each worker's steps (its profile:
+        `import: read`, `checks: shape`, ...)."""
         with self.log.open("rb") as log:
             log.seek(self.log_offset)
             text = log.read().decode(errors="replace")
@@ -616,6 +623,8 @@ class Service:
             if match.group("name") == display_name[:100]:
                 key = "import worker" if match.group(1) == "import" else "check worker"
                 found[key] = found.get(key, 0.0) + float(match.group("seconds"))
+                for step, taken in STEP.findall(match.group("steps") or ""):
+                    found[f"{match.group(1)}: {step}"] = float(taken)
         return found
 
     def remove(self, model_id: str) -> None:
@@ -740,6 +749,30 @@ def table(all_figures: list[Figures]) -> list[str]:
     return lines
 
 
+IMPORT_STEPS = ("fork", "open", "walls", "read", "stages", "catalogue", "hashes")
+CHECK_STEPS = ("fork", "open", "walls", "read", "narrow", "refusals", "shape", "runtime", "smoke")
+
+
+def steps_cell(samples: list[Sample], worker: str, steps: tuple[str, ...]) -> str:
+    found = [(step, median_part(samples, f"{worker}: {step}")) for step in steps]
+    return ", ".join(f"{step} {taken:.3f}" for step, taken in found if not math.isnan(taken)) or "n/a"
+
+
+def profile_table(all_figures: list[Figures]) -> list[str]:
+    """Each worker's steps in the warm service (medians, seconds): where its wall time went."""
+    lines = [
+        "| model | import worker: its steps | check worker: its steps |",
+        "| --- | --- | --- |",
+    ]
+    for figures in all_figures:
+        for way in ("service", "upload"):
+            if way in figures.samples:
+                samples = figures.samples[way]
+                name = figures.model.name + (", multipart upload" if way == "upload" else "")
+                lines.append(f"| {name} | {steps_cell(samples, 'import', IMPORT_STEPS)} | {steps_cell(samples, 'checks', CHECK_STEPS)} |")
+    return lines
+
+
 def verdicts(all_figures: list[Figures]) -> list[str]:
     lines = []
     for figures in all_figures:
@@ -776,6 +809,8 @@ def report(all_figures: list[Figures]) -> None:
         print(f"{figures.model.name}: {figures.model.origin}; other processes {figures.other_cores:.2f} cores")
     print()
     print("\n".join(table(all_figures)))
+    print()
+    print("\n".join(profile_table(all_figures)))
     print()
     print("\n".join(verdicts(all_figures)))
 

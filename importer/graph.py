@@ -17,7 +17,7 @@ values and nodes: reaching a graph that was freed raises `ReferenceError`.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Final
 
@@ -209,21 +209,41 @@ def _alive(ref: weakref.ReferenceType[ResolvedGraph]) -> ResolvedGraph:
 
 
 class OnnxModel:
-    """An imported model: the file as read (`proto`) and the resolved graph.
+    """An imported model: the file as read (`proto`) and the resolved graph
+    (`graph`; a model loaded with `resolve=False` resolves it when first
+    asked for it, raising ModelImportError there if it cannot be).
 
     Use as a context manager, or call `close()`: it releases the model file's
     mapping and every external data mapping; tensor data read afterwards
     raises `ModelImportError` (kind Io).
     """
 
-    __slots__ = ("proto", "graph", "opsets", "input_name", "owners")
+    __slots__ = ("proto", "_graph", "_resolver", "opsets", "input_name", "owners")
 
-    def __init__(self, proto: Model, graph: ResolvedGraph, opsets: dict[str, int], input_name: str, owners: list[DataOwner]) -> None:
+    def __init__(
+        self,
+        proto: Model,
+        graph: ResolvedGraph | None,
+        opsets: dict[str, int],
+        input_name: str,
+        owners: list[DataOwner],
+        resolver: Callable[[], ResolvedGraph] | None = None,
+    ) -> None:
         self.proto = proto
-        self.graph = graph
+        self._graph = graph
+        self._resolver = resolver  # when `graph` is None: resolves it
         self.opsets = opsets
         self.input_name = input_name
         self.owners = owners
+
+    @property
+    def graph(self) -> ResolvedGraph:
+        graph = self._graph
+        if graph is None:
+            assert self._resolver is not None
+            graph = self._graph = self._resolver()
+            self._resolver = None
+        return graph
 
     @property
     def ir_version(self) -> int:

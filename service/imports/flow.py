@@ -104,7 +104,8 @@ async def run_worker(parts: ImportParts, job: WorkerJob, destinations: list[Path
     """Run `job` in a worker slot; its header, or the typed error of how it ended."""
     async with parts.limiter.slot():
         outcome = await anyio.to_thread.run_sync(parts.sandbox.run, job, destinations, max_bytes)
-    log.info("%s of %r: %s in %.3f s", job.task, job.display_name[:100], outcome.status, outcome.seconds)
+    steps = f" ({outcome.header.profile()})" if outcome.header is not None and outcome.header.steps else ""
+    log.info("%s of %r: %s in %.3f s%s", job.task, job.display_name[:100], outcome.status, outcome.seconds, steps)
     return outcome.result(job.display_name)
 
 

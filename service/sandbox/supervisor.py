@@ -263,7 +263,7 @@ class Sandbox:
         if job.test_action and not self.settings.test_hooks:
             raise ValueError(f"the worker's test_action is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
         started = time.monotonic()
-        job, groups = self._groups(job)
+        job, groups = self._groups(replace(job, asked_at=started))
         process, reader, output = self._fork(job)
         assert process.pid is not None
         memory_watch = WorkerMemoryWatch(process.pid, job.memory, lambda: _kill(process))

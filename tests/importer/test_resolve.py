@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from importer import ErrorKind, ModelImportError, OnnxModel, load_model
+from importer import ErrorKind, ModelImportError, OnnxModel, load_model, load_opened_model, open_model
 from importer.graph import GRAPH_INPUT, INITIALIZER, NODE_OUTPUT
 from importer.messages import TensorType
 
@@ -87,6 +87,21 @@ def test_an_undefined_input_names_the_node_and_the_exact_byte(tmp_path: Path) ->
     data = path.read_bytes()
     assert error.offset is not None
     assert data[error.offset : error.offset + 9] == b"\x0a\x07nowhere"
+
+
+def test_a_model_read_without_resolving_resolves_when_its_graph_is_first_asked_for(tmp_path: Path) -> None:
+    """`resolve=False` (the check worker's read): the same graph, or the same refusal, at the first `model.graph`."""
+    nodes = [helper.make_node("Relu", ["a"], ["y"]), helper.make_node("Relu", ["x"], ["a"])]
+    with load_opened_model(open_model(_save(tmp_path, nodes, ["x"], ["y"])), resolve=False) as model:
+        assert model.proto.graph is not None and len(model.proto.graph.node) == 2
+        assert [n.index for n in model.graph.nodes] == [1, 0] and model.graph is model.graph
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Add", ["a", "nowhere"], ["y"], name="adder")]
+    path = _save(tmp_path, nodes, ["x"], ["y"])
+    eager = _refusal(path)
+    with load_opened_model(open_model(path), resolve=False) as model, pytest.raises(ModelImportError) as refused:
+        model.graph  # noqa: B018 (the property resolves)
+    lazy = refused.value
+    assert (lazy.kind, lazy.field_path, lazy.offset, lazy.message) == (eager.kind, eager.field_path, eager.offset, eager.message)
 
 
 def test_an_undefined_graph_output_is_refused(tmp_path: Path) -> None:

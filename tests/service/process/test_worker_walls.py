@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -268,6 +269,21 @@ def test_worker_output_is_logged_as_the_workers_and_bounded(sandbox: Sandbox, ca
     assert forged.split(": ", 1)[1].startswith("2026-11-30") and "\x1b" not in forged and "\\x1b" in forged
     assert any("more bytes of output not logged" in line for line in lines)
     assert sum(len(line) for line in lines) < 80_000
+
+
+def test_each_workers_answer_carries_its_profile_step_by_step(sandbox: Sandbox, tmp_path: Path) -> None:
+    """An import worker and a check worker say how long each of their steps
+    took, from the front end's asking for the worker on (what the validation
+    benchmark's profiles read in the log)."""
+    job = sandbox.job("import", directory=str(SAMPLES), model="add.onnx", display_name="add.onnx", checks=("schema", "security", "shape"))
+    imported = sandbox.run(job, [tmp_path / "catalog", tmp_path / "converted"])
+    assert imported.status == "ok" and imported.header is not None
+    assert list(imported.header.steps) == ["fork", "open", "walls", "read", "stages", "catalogue", "hashes"]
+    assert all(0 <= seconds <= imported.seconds for seconds in imported.header.steps.values())
+    reports, checked = sandbox.run_checks(replace(job, task="checks"))
+    assert [report.stage for report in reports] == ["shape"] and checked.header is not None
+    assert list(checked.header.steps) == ["fork", "open", "walls", "read", "narrow", "refusals", "shape"]
+    assert checked.header.steps["shape"] >= reports[0].seconds
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="workers change identity only when the service runs as root")

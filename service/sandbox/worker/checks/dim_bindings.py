@@ -72,6 +72,8 @@ def resolve_bindings(model: importer.OnnxModel, dims: Mapping[str, int]) -> Bind
     """Place each of `dims` (`NAME` or `INPUT[AXIS]` -> value) in `model`, or
     raise DimensionBindingError naming the binding and what the model has."""
     bindings = Bindings()
+    if not dims:
+        return bindings  # nothing to place (and the graph need not be resolved for it)
     symbolic = _symbolic_names(model)
     inputs = {value.name: value for value in model.graph.inputs}
     by_axis: list[tuple[str, str, int]] = []  # (the key, a symbolic name an axis binding gives, its value)

@@ -74,7 +74,8 @@ def function_expansion(model: OnnxModel, max_nodes: int) -> Expansion:
         return Expansion(0)
     total = 0
     crossing: tuple[Node, str, FunctionKey, int] | None = None
-    for path, node in _calls_in(model.graph.proto.node, model.graph.path, counter.bodies):
+    main = model.proto.graph  # as read: the count needs no resolved graph
+    for path, node in _calls_in(main.node if main is not None else [], "ModelProto.graph", counter.bodies):
         key = function_key(node)
         count = counter.count(key)
         total = UNBOUNDED if UNBOUNDED in (total, count) else total + count

@@ -47,6 +47,7 @@ from service.sandbox.worker.checks.security import (
 )
 from service.sandbox.worker.checks.shape import shape_stage
 from service.sandbox.worker.checks.smoke import smoke_stage
+from service.sandbox.worker.steps import Steps
 
 
 def _guarded(stage: Stage, run: Callable[[], StageResult]) -> StageResult:
@@ -150,10 +151,12 @@ def _no_run(loaded: StageResult) -> StageResult:
     return incomplete("smoke", f"not run: the runtime stage did not finish ({loaded.reason})")
 
 
-def send_checks(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
+def send_checks(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str, steps: Steps | None = None) -> None:
     """Run the check worker's stages of `job`, sending each result as it ends
-    (the worker has narrowed its file policy already: `confinement.narrow_to_code`)."""
+    (the worker has narrowed its file policy already: `confinement.narrow_to_code`),
+    then the header with `steps`, the worker's profile, each stage a step."""
     stages = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
+    steps = steps or Steps()
     try:
         resolve_bindings(model, dict(job.dims))
     except DimensionBindingError as error:
@@ -166,6 +169,7 @@ def send_checks(connection: Connection, model: OnnxModel, job: WorkerJob, isolat
         connection.send_bytes(StageReport.of(result).model_dump_json().encode())
 
     refused = _refusals(model, job, stages) if stages else {}
+    steps.done("refusals")
     session: list[object | None] = [None]  # the runtime stage's session, for the smoke run
     loaded: StageResult | None = None
     for stage in stages:
@@ -178,4 +182,6 @@ def send_checks(connection: Connection, model: OnnxModel, job: WorkerJob, isolat
         if stage == "runtime":
             loaded = result
         send(result)
-    connection.send_bytes(WorkerHeader(status="ok", isolation=isolation).model_dump_json(exclude_defaults=True).encode())
+        steps.done(stage)
+    header = WorkerHeader(status="ok", isolation=isolation, steps=steps.taken)
+    connection.send_bytes(header.model_dump_json(exclude_defaults=True).encode())
