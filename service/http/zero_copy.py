@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
+import weakref
 from typing import Any
 
 import h11
@@ -53,37 +53,56 @@ def offer_zero_copy(cycle: Any, loop: asyncio.AbstractEventLoop) -> None:
     """List the extension in `cycle`'s scope and teach its `send` the message
     (`cycle`: uvicorn's h11 RequestResponseCycle, before its app runs)."""
     cycle.scope.setdefault("extensions", {})[ZERO_COPY] = {}
-    plain_send: Callable[[Message], Awaitable[None]] = cycle.send
+    cycle.send = _ZeroCopySend(weakref.ref(cycle), loop)
 
-    async def send(message: Message) -> None:
+
+class _ZeroCopySend:
+    """A cycle's `send` that also takes the zero-copy message. It holds its
+    cycle weakly: a closure over it, kept as the cycle's own attribute, made
+    each request's objects a reference cycle, left for the cyclic collector
+    (whose passes over them kept `/healthz` waiting under load)."""
+
+    __slots__ = ("cycle", "loop")
+
+    def __init__(self, cycle: weakref.ReferenceType[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.cycle = cycle
+        self.loop = loop
+
+    async def __call__(self, message: Message) -> None:
+        cycle = self.cycle()
+        if cycle is None:
+            return  # the request is over: nobody reads
         if message["type"] != ZERO_COPY:
-            await plain_send(message)
+            await type(cycle).send(cycle, message)
             return
-        if cycle.flow.write_paused and not cycle.disconnected:
-            await cycle.flow.drain()
-        if cycle.disconnected:
-            return
-        if not cycle.response_started or cycle.response_complete:
-            raise RuntimeError(f"{ZERO_COPY} must come after http.response.start and before the response's end")
-        count = int(message["count"])
-        if cycle.scope["method"] != "HEAD" and count > 0:
-            span = _Span(count)
-            for piece in cycle.conn.send_with_data_passthrough(h11.Data(data=span)):  # type: ignore[arg-type]  # h11 needs its len() only
-                if piece is not span:
-                    cycle.transport.write(piece)
-                    continue
-                try:
-                    sent = await loop.sendfile(cycle.transport, message["file"], int(message.get("offset", 0)), count)
-                except (ConnectionError, RuntimeError):  # the client went away (RuntimeError: the transport is closing)
-                    sent = -1
-                if sent != count:  # gone, or the file came up short: h11 counted bytes that were not sent
-                    cycle.disconnected = True
-                    cycle.transport.close()
-                    return
-        if not message.get("more_body", False):
-            await plain_send({"type": "http.response.body", "body": b"", "more_body": False})
+        await _send_file(cycle, self.loop, message)
 
-    cycle.send = send
+
+async def _send_file(cycle: Any, loop: asyncio.AbstractEventLoop, message: Message) -> None:
+    """Frame the message's file range with h11 and send it with `loop.sendfile`."""
+    if cycle.flow.write_paused and not cycle.disconnected:
+        await cycle.flow.drain()
+    if cycle.disconnected:
+        return
+    if not cycle.response_started or cycle.response_complete:
+        raise RuntimeError(f"{ZERO_COPY} must come after http.response.start and before the response's end")
+    count = int(message["count"])
+    if cycle.scope["method"] != "HEAD" and count > 0:
+        span = _Span(count)
+        for piece in cycle.conn.send_with_data_passthrough(h11.Data(data=span)):  # type: ignore[arg-type]  # h11 needs its len() only
+            if piece is not span:
+                cycle.transport.write(piece)
+                continue
+            try:
+                sent = await loop.sendfile(cycle.transport, message["file"], int(message.get("offset", 0)), count)
+            except (ConnectionError, RuntimeError):  # the client went away (RuntimeError: the transport is closing)
+                sent = -1
+            if sent != count:  # gone, or the file came up short: h11 counted bytes that were not sent
+                cycle.disconnected = True
+                cycle.transport.close()
+                return
+    if not message.get("more_body", False):
+        await type(cycle).send(cycle, {"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class FileRangeResponse(Response):
