@@ -6,8 +6,8 @@
 Each PATH is a model file or a folder (every `.onnx` file under it, its
 external data found beside it). Every model runs through the same sandboxed
 workers as the service (`service.sandbox`), one sandbox for them all: the
-import's worker (the importer, `schema`, `security`), then a check worker
-(`shape`, `runtime`, `smoke`), each with the service's default limits
+import's worker (the importer, `schema`, `security`) and, beside it, a check
+worker (`shape`, `runtime`, `smoke`), each with the service's default limits
 (`--worker-memory`, `--worker-cpu-seconds`, `--worker-timeout` change them).
 One report for all (`service.checks.report`): JSON (one model file named:
 its object; else a list), SARIF (`service.checks.sarif`: one run, an
@@ -27,6 +27,7 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,7 +110,9 @@ def report_uri(name: str) -> str:
 
 
 def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch: Path) -> ModelChecks:
-    """One model through the import's worker, then a check worker."""
+    """One model through the import's worker and a check worker side by side
+    (as the service runs them: the check worker reads none of the import's
+    answers); the import's refusal, if any, is the model's answer."""
     from service.sandbox.check_run import check_worker_results
 
     model = path.resolve()
@@ -127,15 +130,19 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
         dims=args.dims,
     )
     catalog = scratch / "catalog"
-    outcome = sandbox.run(job, [catalog, scratch / "converted"])
-    if outcome.status == "error" and outcome.error is not None:  # the importer refused the file
-        return ModelChecks(name, refusal=Refusal.from_dict(outcome.error.model_dump(exclude_none=True)), uri=uri)
-    if outcome.status != "ok" or outcome.header is None:  # the worker did not answer (a limit, a crash): no stage finished
-        reason = f"the import's worker ended without an answer ({outcome.status}): {outcome.detail or 'no detail'}"
-        return ModelChecks(name, [incomplete(stage, reason) for stage in args.stages], uri=uri)
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        checking = beside.submit(check_worker_results, sandbox, job)
+        outcome = sandbox.run(job, [catalog, scratch / "converted"])
+        if outcome.status == "error" and outcome.error is not None:  # the importer refused the file
+            checking.exception()  # waited for; whatever it found is not the answer
+            return ModelChecks(name, refusal=Refusal.from_dict(outcome.error.model_dump(exclude_none=True)), uri=uri)
+        if outcome.status != "ok" or outcome.header is None:  # the worker did not answer (a limit, a crash): no stage finished
+            checking.exception()
+            reason = f"the import's worker ended without an answer ({outcome.status}): {outcome.detail or 'no detail'}"
+            return ModelChecks(name, [incomplete(stage, reason) for stage in args.stages], uri=uri)
+        checked = checking.result()  # a dimension binding the model has no place for raises here
     results: list[StageResult] = [report.result() for report in outcome.header.checks]
     findings = _findings(catalog)
-    checked = check_worker_results(sandbox, job)
     results += checked
     findings += [finding for result in checked for finding in result.findings]
     results.sort(key=lambda result: STAGES.index(result.stage))
