@@ -217,26 +217,22 @@ class _Rewrite:
         self.scopes: dict[str, _Scope] = {}
         self.set_aside: dict[str, list[Tensor]] = {}  # name -> initializers whose values were set aside
         self.external: dict[str, list[Tensor]] = {}  # name -> initializers of external data files, as written
-        if tag or self._initializers_change(model):
+        initializers = model.proto.graph.initializer if model.proto.graph is not None else []
+        if tag or any(self._changes(tensor) for tensor in initializers):
             self.parts, self.length = self._model(model)
         else:  # the untagged copy of a model with no initializer to change is its bytes as they are: no walk
             self.parts, self.length = [self.view], len(buf)
+            for tensor in initializers:
+                if tensor.source == FROM_EXTERNAL:
+                    self.external.setdefault(tensor.name, []).append(tensor)  # as the walk records them
 
-    def _initializers_change(self, model: OnnxModel) -> bool:
-        """Whether an initializer of the main graph (the only graph the
-        untagged walk looks into) is set aside or given inline; records the
-        external ones as the walk would."""
-        graph = model.proto.graph
-        changed = False
-        for tensor in graph.initializer if graph is not None else ():
-            if tensor.source == FROM_EXTERNAL:
-                self.external.setdefault(tensor.name, []).append(tensor)
-                changed = changed or tensor.offset in self.inline
-            elif self.strip and tensor.byte_length >= STRIP_BYTES and tensor.offset not in self.keep:
-                changed = True
-        if changed:
-            self.external.clear()  # the walk records them again
-        return changed
+    def _changes(self, tensor: Tensor) -> bool:
+        """Whether the copy changes this initializer of the main graph (the
+        only graph the untagged walk looks into): an external one whose values
+        inference asked for, given inline, or a large one set aside."""
+        if tensor.source == FROM_EXTERNAL:
+            return tensor.offset in self.inline
+        return self.strip and tensor.byte_length >= STRIP_BYTES and tensor.offset not in self.keep
 
     def data(self) -> bytes:
         return b"".join(self.parts)
@@ -412,14 +408,13 @@ class _Rewrite:
         an external one inference asked for with its values, else None."""
         if tensor.source == FROM_EXTERNAL:
             self.external.setdefault(tensor.name, []).append(tensor)
-            values = self.inline.get(tensor.offset)
-            if values is None:
-                return None
+        if not self._changes(tensor):
+            return None
+        if tensor.source == FROM_EXTERNAL:
+            values = self.inline[tensor.offset]
             parts, length = self._kept(start, stop)
             header = varint(_TENSOR_RAW_DATA) + varint(len(values))
             return [*parts, header, values], length + len(header) + len(values)
-        if not self.strip or tensor.byte_length < STRIP_BYTES or tensor.offset in self.keep:
-            return None
         self.set_aside.setdefault(tensor.name, []).append(tensor)
         parts, length = self._kept(start, stop)
         return [*parts, SET_ASIDE], length + len(SET_ASIDE)
