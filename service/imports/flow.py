@@ -104,8 +104,7 @@ async def run_worker(parts: ImportParts, job: WorkerJob, destinations: list[Path
     """Run `job` in a worker slot; its header, or the typed error of how it ended."""
     async with parts.limiter.slot():
         outcome = await anyio.to_thread.run_sync(parts.sandbox.run, job, destinations, max_bytes)
-    steps = f" ({outcome.header.profile()})" if outcome.header is not None and outcome.header.steps else ""
-    log.info("%s of %r: %s in %.3f s%s", job.task, job.display_name[:100], outcome.status, outcome.seconds, steps)
+    log.info("%s", outcome.logged(job.task, job.display_name))
     return outcome.result(job.display_name)
 
 

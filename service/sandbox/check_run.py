@@ -31,8 +31,7 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob) -> list[StageResult]:
         return []
     check_job = replace(job, task="checks", hash_sources=False, sleep=0.0, spin=False, test_action="")
     reports, outcome = sandbox.run_checks(check_job)
-    steps = f" ({outcome.header.profile()})" if outcome.header is not None and outcome.header.steps else ""
-    log.info("checks of %r: %s in %.3f s%s", job.display_name[:100], outcome.status, outcome.seconds, steps)
+    log.info("%s", outcome.logged("checks", job.display_name))
     if outcome.error is not None and outcome.error.kind == DIMENSION_BINDING:
         raise DimensionBindingError(outcome.error.message)
     delivered: dict[str, StageResult] = {}
