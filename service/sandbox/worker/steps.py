@@ -20,5 +20,5 @@ class Steps:
 
     def done(self, step: str) -> None:
         now = time.monotonic()
-        self.taken[step] = round(self.taken.get(step, 0.0) + now - self.last, 4)
+        self.taken[step] = round(now - self.last, 4)
         self.last = now
