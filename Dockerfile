@@ -45,24 +45,34 @@ RUN apt-get update \
     fi \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# Only what the wheel is built from (.dockerignore keeps the rest out): the
-# project's metadata, its build backend (tools/build_backend.py: setuptools,
-# adding mypy for the compiled build) and setup.py (mypyc's extension modules).
-COPY pyproject.toml README.md setup.py MANIFEST.in ./
-COPY tools/build_backend.py tools/
+# The dependencies' wheels first, from pyproject.toml alone, so that a change to
+# the code reuses this layer: the `fleet` extra's (obstore, psycopg[binary] with
+# its own libpq, psycopg-pool: the image also serves a fleet, --store s3://...
+# with --database postgresql://..., compose.fleet.yaml) and the `runtime`
+# extra's (onnx and onnxruntime: the shape, runtime and smoke check stages).
+# --only-binary refuses any dependency that would need a compiler. pip's cache
+# is a cache mount: it speeds up rebuilds and never becomes a layer.
+COPY pyproject.toml ./
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python -c 'import tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; extras = project["optional-dependencies"]; print("\n".join(project["dependencies"] + extras["fleet"] + extras["runtime"]))' >/tmp/requirements.txt \
+    && python -m pip wheel --only-binary=:all: --wheel-dir /wheels -r /tmp/requirements.txt
+# Then what the project's wheel is built from (.dockerignore keeps the rest
+# out): its metadata, its build backend (tools/build_backend.py: setuptools,
+# adding mypy for the compiled build, and tools/compile_cache.py) and setup.py
+# (mypyc's extension modules).
+COPY README.md setup.py MANIFEST.in ./
+COPY tools/build_backend.py tools/compile_cache.py tools/
 COPY importer/ importer/
 COPY service/ service/
-# The project's wheel and one wheel per dependency, with the `fleet` extra's
-# (obstore, psycopg[binary] with its own libpq, psycopg-pool: the image also
-# serves a fleet, --store s3://... with --database postgresql://...,
-# compose.fleet.yaml) and the `runtime` extra's (onnx and onnxruntime: the
-# shape, runtime and smoke check stages); --only-binary refuses any
-# dependency that would need a compiler (the build's own requirements,
-# setuptools and mypy with its mypyc, are wheels too; mypyc then compiles the
-# importer: about a minute). pip's cache is a cache mount: it speeds up
-# rebuilds and never becomes a layer.
+# The project's wheel: mypyc compiles the importer (about a minute; the build's
+# own requirements, setuptools and mypy with its mypyc, are wheels too). The
+# compiled modules are kept in a cache mount by the digest of what they are
+# compiled from (tools/compile_cache.py), so a change outside importer/ builds
+# the wheel in seconds.
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python -m pip wheel --only-binary=:all: --wheel-dir /wheels ".[fleet,runtime]" \
+    --mount=type=cache,target=/root/.cache/importer-compile \
+    IMPORTER_COMPILE_CACHE=/root/.cache/importer-compile \
+    python -m pip wheel --no-deps --only-binary=:all: --wheel-dir /wheels . \
     && ls -l /wheels
 
 FROM ${PYTHON_IMAGE} AS runtime

@@ -22,15 +22,10 @@ import warnings
 from collections.abc import Callable
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from setuptools import build_meta
-from setuptools.build_meta import (
-    build_sdist,
-    build_wheel,
-    get_requires_for_build_sdist,
-    prepare_metadata_for_build_editable,
-    prepare_metadata_for_build_wheel,
-)
+from setuptools.build_meta import build_sdist, build_wheel, get_requires_for_build_sdist
 
 __all__ = [
     "build_editable",
@@ -43,6 +38,8 @@ __all__ = [
     "prepare_metadata_for_build_wheel",
 ]
 
+P = ParamSpec("P")
+R = TypeVar("R")
 BUILDS = ("compiled", "pure", "auto")
 # What a compiled build needs, pinned for reproducible builds: mypyc ships with
 # mypy, and importer/ is type-checked against numpy's own annotations.
@@ -51,8 +48,9 @@ PACKAGE = "importer"
 NOT_COMPILED = {"__init__.py", "__main__.py", "build_info.py"}  # imported first, run as a script, or inspects the build
 GROUP = "importer._native"  # mypyc's shared library: importer/_native__mypyc.<suffix>
 ConfigSettings = dict[str, str | list[str] | None] | None
-# True while setuptools runs setup.py only to collect its requirements (mypyc is not installed yet).
-requirements_only = contextvars.ContextVar("requirements_only", default=False)
+# True while setuptools runs setup.py only for its requirements (mypyc is not installed yet) or
+# its metadata (which no extension module changes): setup.py then neither compiles nor looks up.
+metadata_only = contextvars.ContextVar("metadata_only", default=False)
 
 
 def compiler_problem() -> str | None:
@@ -94,16 +92,21 @@ def chosen_build() -> str:
     return decide()[0]
 
 
+def without_extensions(hook: Callable[P, R], *arguments: P.args, **keywords: P.kwargs) -> R:
+    """A setuptools hook run with setup.py's extension modules left out (metadata_only)."""
+    token = metadata_only.set(True)
+    try:
+        return hook(*arguments, **keywords)
+    finally:
+        metadata_only.reset(token)
+
+
 def requirements(ask: Callable[[ConfigSettings], list[str]], config_settings: ConfigSettings) -> list[str]:
     """setuptools' requirements (setup.py run without compiling), and mypyc's for a compiled build."""
     build, note = decide()
     if note:
         print(note, file=sys.stderr)  # once per build: the frontend asks for requirements first
-    token = requirements_only.set(True)
-    try:
-        return [*ask(config_settings), *(COMPILE_REQUIRES if build == "compiled" else [])]
-    finally:
-        requirements_only.reset(token)
+    return [*without_extensions(ask, config_settings), *(COMPILE_REQUIRES if build == "compiled" else [])]
 
 
 def compiled_sources(root: Path = Path()) -> list[str]:
@@ -125,6 +128,14 @@ def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list
 
 def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
     return requirements(build_meta.get_requires_for_build_editable, config_settings)
+
+
+def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
+    return without_extensions(build_meta.prepare_metadata_for_build_wheel, metadata_directory, config_settings)
+
+
+def prepare_metadata_for_build_editable(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
+    return without_extensions(build_meta.prepare_metadata_for_build_editable, metadata_directory, config_settings)
 
 
 def build_editable(wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None) -> str:

@@ -39,6 +39,11 @@ OTHER_BUILD_TESTS=(
     tests/importer/test_memory.py tests/importer/test_fuzz.py::test_fuzz_finding_raises_only_our_error
 )
 BUILD_STAMP=.cache/importer-build
+# The compiled importer's modules, kept by the digest of what they are compiled
+# from (tools/compile_cache.py), as ccache keeps objects: the editable install
+# and the test wheels share one compilation, and a later run on unchanged
+# importer sources compiles nothing.
+export IMPORTER_COMPILE_CACHE=${IMPORTER_COMPILE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/onnx-import-service/compiled-importer}
 PURE_COPY=.cache/pure
 
 pick_python() {
@@ -60,7 +65,7 @@ installed_build() {
 # What the editable install is made from: a compiled module does not follow
 # its .py, so any change to these means installing again.
 build_inputs() {
-    { echo "IMPORTER_BUILD=${IMPORTER_BUILD:-auto}"; cat pyproject.toml setup.py tools/build_backend.py importer/*.py; } | sha256sum | cut -c1-64
+    { echo "IMPORTER_BUILD=${IMPORTER_BUILD:-auto}"; cat pyproject.toml setup.py tools/build_backend.py tools/compile_cache.py importer/*.py; } | sha256sum | cut -c1-64
 }
 
 # `pip install` into .venv, done by uv under pip's configuration (tools/uv_pip.py:

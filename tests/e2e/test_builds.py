@@ -87,6 +87,27 @@ def test_the_compiled_wheel_holds_the_compiled_importer(wheels: Wheels, report: 
     report.append(f"builds: compiled wheel built in {wheels.seconds.get('compiled', 0):.0f} s ({wheel.stat().st_size / 1e6:.1f} MB, {tag})")
 
 
+def test_a_compiled_wheel_from_the_compile_cache_holds_the_very_modules(wheels: Wheels, tmp_path: Path) -> None:
+    """IMPORTER_COMPILE_CACHE (tools/compile_cache.py): a build of sources already compiled copies
+    their modules, compiling none, and its wheel is the compiled wheel, module for module. The
+    cache is tools/dev.sh's, where the wheels were built into it; without one, this test fills
+    a cache of its own first (about a minute)."""
+    compiled = wheel_of(wheels, "compiled")
+    cache = os.environ.get("IMPORTER_COMPILE_CACHE") or str(tmp_path / "compile-cache")
+    environment = build_environment("compiled", IMPORTER_COMPILE_CACHE=cache)
+    source = copy_build_context(tmp_path / "src")
+    if "IMPORTER_COMPILE_CACHE" not in os.environ:
+        assert pip_wheel(source, tmp_path / "first", environment).returncode == 0
+    result = pip_wheel(source, tmp_path / "wheels", environment, "--verbose")
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "modules copied from" in result.stderr + result.stdout and "gcc" not in result.stdout, result.stdout[-4000:]
+    (copied,) = (tmp_path / "wheels").glob("*.whl")
+    with zipfile.ZipFile(compiled) as made, zipfile.ZipFile(copied) as taken:
+        assert made.namelist() == taken.namelist()
+        modules = [name for name in made.namelist() if name.endswith(".so")]
+        assert modules and all(made.read(name) == taken.read(name) for name in modules)
+
+
 @pytest.fixture(scope="module")
 def installed() -> dict[str, Path]:
     """build -> the python of a throwaway venv holding that wheel (python_of makes it on first use)."""
@@ -174,7 +195,8 @@ def test_an_sdist_carries_the_build_and_builds(tmp_path: Path) -> None:
     sdist = tmp_path / "sdist" / made.stdout.split()[-1]
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[-1] for name in archive.getnames()}
-    assert {"pyproject.toml", "setup.py", "MANIFEST.in", "tools/build_backend.py", "importer/op_schemas.json.gz"} <= names
+    backend = {"setup.py", "MANIFEST.in", "tools/build_backend.py", "tools/compile_cache.py"}
+    assert {"pyproject.toml", "importer/op_schemas.json.gz", *backend} <= names
     result = pip_wheel(sdist, tmp_path / "wheels", build_environment("pure"))
     assert result.returncode == 0, result.stderr[-4000:]
     (wheel,) = (tmp_path / "wheels").glob("*.whl")
