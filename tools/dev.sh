@@ -43,7 +43,7 @@ BUILD_STAMP=.cache/importer-build
 # from (tools/compile_cache.py), as ccache keeps objects: the editable install
 # and the test wheels share one compilation, and a later run on unchanged
 # importer sources compiles nothing.
-export IMPORTER_COMPILE_CACHE=${IMPORTER_COMPILE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/onnx-import-service/compiled-importer}
+export IMPORTER_COMPILE_CACHE=${IMPORTER_COMPILE_CACHE:-${XDG_CACHE_HOME:-${HOME:-$PWD}/.cache}/onnx-import-service/compiled-importer}
 PURE_COPY=.cache/pure
 
 pick_python() {
