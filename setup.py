@@ -50,8 +50,7 @@ def extensions() -> tuple[list[Any], dict[str, Any]]:  # setuptools' Extensions 
     if chosen_build() != "compiled" or metadata_only.get():
         return [], {}
     cache = CompileCache.from_environment(compiled_sources())
-    stored = cache is not None and cache.claim()
-    if cache is not None and stored:
+    if cache is not None and cache.claim():
         return [Extension(name, sources=[]) for name in cache.module_names()], {"build_ext": cached_build_ext(cache, stored=True)}
     try:
         from mypyc.build import mypycify
