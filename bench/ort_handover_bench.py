@@ -66,9 +66,13 @@ def session_seconds(model: Path, way: str, optimized: bool) -> dict[str, Any]:
         else:
             proto = onnx.load(str(model), load_external_data=False)
             names, values = [], []
+            files: dict[str, np.memmap[Any, np.dtype[np.uint8]]] = {}  # each data file mapped once, as the stage does
             for tensor in (t for t in proto.graph.initializer if uses_external_data(t)):
                 entries = {entry.key: entry.value for entry in tensor.external_data}
-                data = np.memmap(model.parent / entries["location"], dtype=np.uint8, mode="r")
+                location = entries["location"]
+                if location not in files:
+                    files[location] = np.memmap(model.parent / location, dtype=np.uint8, mode="r")
+                data = files[location]
                 offset = int(entries.get("offset", 0))
                 view = data[offset : offset + int(entries["length"])].view(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
                 names.append(tensor.name)
