@@ -526,7 +526,7 @@ def measure_resumable(server: Server, front: list[int], client: httpx.Client, fi
 def verify(client: httpx.Client, summary: dict[str, object], files: FileSet, digests: dict[Path, str], result: Resumed) -> None:
     """Whether the stored model is the files' bytes: the summary's model sha256, its content-derived id and each
     external tensor read back whole, against hashlib's digests of the files."""
-    from service.imports.flow import model_id_of
+    from service.imports.identity import model_id_of
 
     model_file = summary.get("model_file")
     stored_sha = model_file.get("sha256") if isinstance(model_file, dict) else None

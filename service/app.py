@@ -1,7 +1,7 @@
 """The application factory: assembles the service, nothing more.
 
 Owns `create_app(settings)`: the parts (`service.state.Service`: store,
-sandbox, import limiter, API keys, metrics), their start and stop (lifespan;
+sandbox, the import admission, API keys, metrics), their start and stop (lifespan;
 SIGHUP reloads the key file; a store over object storage or PostgreSQL
 opens in the background, retried while they do not answer, so a replica
 started before them stays up, not ready: `service.store.opening`), the
@@ -39,7 +39,8 @@ from service.http.problems import DisconnectMiddleware, install_problem_handlers
 from service.http.protocol import NoSniffMiddleware
 from service.http.routes import diagnostics, diff, health, hooks, models, resumable, shapes, tensors, ui
 from service.http.tus import TusHeaderMiddleware
-from service.imports.limiter import ImportLimiter
+from service.imports.admission import Admission
+from service.imports.diff import Diffs
 from service.imports.parts import ImportParts
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
@@ -57,18 +58,18 @@ log = logging.getLogger("service")
 def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir: Path | None = None) -> FastAPI:
     """The service for `settings`; `sandbox` replaces the forking one (in-process tests);
     `shared_dir`, the folder every front-end process of the service shares (the import
-    limiter's places in `imports/`), else a private one removed at the end."""
+    admission's places in `imports/`), else a private one removed at the end."""
     store = open_store(settings)
     data_root = open_data_root(settings)
     sandbox = sandbox or Sandbox(settings)
     keys = KeyRing(settings.api_keys)  # a broken key file refuses the start (KeyFileError)
     if shared_dir is None:
-        private_dir = limiter_dir = Path(tempfile.mkdtemp(prefix="onnx-import-limiter-"))
+        private_dir = places_dir = Path(tempfile.mkdtemp(prefix="onnx-import-places-"))
     else:
-        private_dir, limiter_dir = None, shared_dir / "imports"
-        limiter_dir.mkdir(exist_ok=True)
-    limiter = ImportLimiter(settings.workers, settings.queue, settings.max_receiving, limiter_dir)
-    metrics = Metrics(store, lambda: limiter)
+        private_dir, places_dir = None, shared_dir / "imports"
+        places_dir.mkdir(exist_ok=True)
+    admission = Admission(settings.workers, settings.queue, settings.max_receiving, places_dir, settings.tenant_share)
+    metrics = Metrics(store, lambda: admission)
 
     def reload_keys() -> None:
         if keys.anonymous:
@@ -93,7 +94,8 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         remote = store_is_remote(settings)
         opening = StoreOpening(open_storage, store.close) if remote else StoreOpening.done()
         readiness = ReadinessProbe(sandbox, store, opening)
-        app.state.service = Service(ImportParts(settings, store, sandbox, limiter, data_root), keys, metrics, readiness, opening=opening)
+        parts = ImportParts(settings, store, sandbox, admission, data_root, Diffs(settings.local_root / "diffs"))
+        app.state.service = Service(parts, keys, metrics, readiness, opening=opening)
         if not remote:
             await anyio.to_thread.run_sync(open_storage)
         try:
@@ -123,7 +125,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         finally:  # the opening has ended: nothing opens the store any more
             data_root.close()
             store.close()
-            limiter.close()
+            admission.close()
             if private_dir is not None:
                 shutil.rmtree(private_dir, ignore_errors=True)
 

@@ -70,6 +70,14 @@ class ImportTooLarge(ServiceError):
         super().__init__(detail, limit="max_import_bytes")
 
 
+class UploadTooLarge(ServiceError):
+    """What an import is given (an upload, a fetched model or its external data)
+    is larger than a limit (`limit`: max_upload, max_upload_total)."""
+
+    def __init__(self, detail: str, *, limit: str) -> None:
+        super().__init__(detail, limit=limit)
+
+
 class TenantQuotaExceeded(ServiceError):
     """The tenant's share of the store (`--tenant-max-bytes`, `--tenant-max-models`) is used up."""
 

@@ -19,8 +19,11 @@ their element type, dims or bytes (SHA-256) differ (a graph document
 rendered before references carried a SHA-256 has none:
 `tensor_bytes_compared` is then false). Tensor references inside attributes
 are compared by name, type, dims and SHA-256, never by their href (which
-names the model). The main graph's nodes are compared; a subgraph is part
-of its node's attributes.
+names the model); a TENSORS or SPARSE_TENSORS attribute of many items lists
+only its first ones, and is compared by those and by the count and digest of
+the rest (`omitted`, `omitted_sha256`; an attribute of a document from before
+that cut is cut the same way first: `service.sandbox.worker.graph.fold_listed`). The main
+graph's nodes are compared; a subgraph is part of its node's attributes.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from importer.summary import op_type_key
+from service.sandbox.worker.graph import fold_listed
 
 Json = Any
 MAX_LISTED = 1000  # inputs, outputs, op types, opsets: each list cut here (`truncated` names it)
@@ -59,9 +63,11 @@ def _op_key(node: Json) -> str:
 
 
 def _comparable(value: Json) -> Json:
-    """An attribute value without what names the model it came from (hrefs)."""
+    """An attribute value without what names the model it came from (hrefs);
+    a plural tensor attribute of a document that listed every item, cut as
+    documents are now (`fold_listed`), so that both sides compare alike."""
     if isinstance(value, dict):
-        return {key: _comparable(item) for key, item in value.items() if key != "href"}
+        return {key: _comparable(item) for key, item in fold_listed(value).items() if key != "href"}
     if isinstance(value, list):
         return [_comparable(item) for item in value]
     return value

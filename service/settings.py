@@ -178,6 +178,13 @@ class Settings:
         rule=within(1, 64), shown="CPU count",
     )  # fmt: skip
     queue: int = setting(64, INT, "imports that may wait for a worker; beyond that 503", rule=within(0, 100_000))
+    tenant_share: float = setting(
+        0.5, FRACTION,
+        "share of the import places (--workers and --queue together) and of the receiving places (--max-receiving) one tenant "
+        "may hold (0.5 or 50%; at least one of each); beyond it that tenant gets 503 while others are admitted. Free workers "
+        "go to the tenant running the fewest",
+        rule=Rule(lambda share: 0 < share <= 1, "must be above 0 and at most 1 (100%)"),
+    )  # fmt: skip
     worker_memory: int = setting(
         2 * GIB,
         SIZE,
@@ -241,6 +248,16 @@ class Settings:
         1_000_000, INT, "the security check's bound on the nodes a model's calls of its own functions expand to once inlined "
         "(counted without inlining): a model past it fails and is handed to no other stage (shape, runtime, smoke skipped)",
         rule=within(1, 10**12),
+    )  # fmt: skip
+    max_loop_trips: int = setting(
+        1_000_000, INT, "the security check's bound on a Loop's constant trip count: past it, a Loop nothing ends sooner (its "
+        "condition absent or kept true) fails and is not smoke-run; one whose body computes its condition is a warning",
+        rule=within(1, 2**63 - 1),
+    )  # fmt: skip
+    smoke_cpu_seconds: float = setting(
+        3.0, SECONDS, "CPU-seconds the smoke check's one run may use, below --worker-cpu-seconds: past them onnxruntime stops "
+        "the run and the stage is incomplete",
+        rule=Rule(lambda seconds: 0 < seconds <= 86_400, "must be above 0 and at most 86400"),
     )  # fmt: skip
     header_timeout: float = setting(
         10.0, SECONDS, "seconds a client may take to send a request's headers; then the connection is closed", rule=within(0.1, 3600.0)

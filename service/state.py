@@ -2,7 +2,7 @@
 
 Owns `Service`: the parts the import use cases are handed (`imports`,
 `service.imports.parts.ImportParts`: settings, store, sandbox, import
-limiter, data root, graph renders under way in this process; all but the
+admission, data root, graph renders under way in this process; all but the
 renders also properties of their own names), and what only the HTTP layer uses (API keys,
 metrics, readiness, the resumable uploads in the making, the store's
 opening). Nothing here knows the web framework: the routes are handed it
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from service.access.keys import KeyRing
-from service.imports.limiter import ImportLimiter
+from service.imports.admission import Admission
 from service.imports.parts import ImportParts
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
@@ -29,7 +29,7 @@ from service.store.uploads import ResumableUploads
 
 @dataclass
 class Service:
-    imports: ImportParts  # settings, store, sandbox, limiter, data root, graph renders: what the use cases are handed
+    imports: ImportParts  # settings, store, sandbox, admission, data root, graph renders: what the use cases are handed
     keys: KeyRing
     metrics: Metrics
     readiness: ReadinessProbe
@@ -53,8 +53,8 @@ class Service:
         return self.imports.sandbox
 
     @property
-    def limiter(self) -> ImportLimiter:
-        return self.imports.limiter
+    def admission(self) -> Admission:
+        return self.imports.admission
 
     @property
     def data_root(self) -> DataRoot:

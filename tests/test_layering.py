@@ -89,7 +89,9 @@ FRONT_END = (
     "service.http", "service.imports", "service.store", "service.state", "service.access", "service.observability", "service.app",
     "service.registry",
 )  # fmt: skip
-WEB = {"fastapi", "starlette", "uvicorn", "h11", "python_multipart"}
+# The web framework and the HTTP server. python-multipart is not among them: it parses the multipart/form-data
+# format (RFC 7578) of an upload's body, which the import pipeline's multipart source reads (service.imports.sources.multipart).
+WEB = {"fastapi", "starlette", "uvicorn", "h11"}
 STORE_INTERNALS = ("service.store.local", "service.store.files", "service.store.work_area", "service.store.layout")
 # The store's file and folder names (service.store.layout, service.store.local): nobody else spells them.
 STORE_NAMES = {

@@ -2,13 +2,16 @@
 
     onnx-import check PATH... [--external-data-dir DIR] [--checks schema,shape,...]
                               [--dim NAME:VALUE ...] [--format json|sarif|junit] [--output FILE]
+                              [--max-loop-trips N] [--smoke-cpu-seconds S]
 
 Each PATH is a model file or a folder (every `.onnx` file under it, its
 external data found beside it). Every model runs through the same sandboxed
 workers as the service (`service.sandbox`), one sandbox for them all: the
 import's worker (the importer, `schema`, `security`) and, beside it, a check
 worker (`shape`, `runtime`, `smoke`), each with the service's default limits
-(`--worker-memory`, `--worker-cpu-seconds`, `--worker-timeout` change them).
+(`--worker-memory`, `--worker-cpu-seconds`, `--worker-timeout` change them)
+and bounds (`--max-loop-trips`, the security check's bound on a Loop's
+constant trip count; `--smoke-cpu-seconds`, the smoke run's CPU budget).
 One report for all (`service.checks.report`): JSON (one model file named:
 its object; else a list), SARIF (`service.checks.sarif`: one run, an
 artifact per model, named by its path relative to the working directory) or
@@ -57,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--worker-memory", default="2GiB", help="memory cap of each worker (default 2GiB)")
     check.add_argument("--worker-cpu-seconds", default="60", help="CPU-time cap of each worker (default 60)")
     check.add_argument("--worker-timeout", default="120", help="wall-clock deadline of each worker, in seconds (default 120)")
+    check.add_argument("--max-loop-trips", default="1000000", help="the security check's bound on a Loop's constant trip count "
+                       "(default 1000000)")  # fmt: skip
+    check.add_argument("--smoke-cpu-seconds", default="3", help="CPU-seconds the smoke run may use (default 3)")
     return parser
 
 
@@ -174,6 +180,7 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
         flags = ["--data-root", str(paths[0].resolve().parent), "--store", str(Path(scratch) / "store"), "--workers", "1"]
         flags += ["--worker-memory", args.worker_memory, "--worker-cpu-seconds", args.worker_cpu_seconds]
         flags += ["--worker-timeout", args.worker_timeout]
+        flags += ["--max-loop-trips", args.max_loop_trips, "--smoke-cpu-seconds", args.smoke_cpu_seconds]
         sandbox = Sandbox(load_settings(flags, environ={}))
         sandbox.start()
         for index, path in enumerate(paths):

@@ -124,6 +124,24 @@ _TABLE: Final[tuple[Rule, ...]] = (
         security_severity="8.0",
     ),
     Rule(
+        "loop-trip-count",
+        "security",
+        "error",
+        (
+            "A `Loop` (in any graph or function body) whose trip count `M` is a constant (an initializer, a `Constant`, or "
+            "what the size estimate folds) past `--max-loop-trips` (default 1,000,000), or that has no `M` at all. An error "
+            "when nothing ends it sooner: its condition input is absent or a constant true, and its body's condition output "
+            "is its condition input (directly or through `Identity`) or a constant true; a 290-byte model then asks for "
+            "10^15 iterations. A warning when the body computes its condition (a while-loop: torch exports them with `M` = "
+            "INT64_MAX), which may end it sooner. Placed at the node."
+        ),
+        (
+            "Error: refuse the version; the `smoke` run is not made (`skipped`, with the reason). Warning: review; a smoke "
+            "run of it is stopped after `--smoke-cpu-seconds` of CPU time (`incomplete`)."
+        ),
+        security_severity="7.0",
+    ),
+    Rule(
         "static-input-too-large",
         "security",
         "warning",

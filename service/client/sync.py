@@ -169,7 +169,7 @@ class Client:
         return self._get_json(model_path(model_id))
 
     def graph(self, model_id: str) -> Json:
-        """The resolved graph document (`onnx-service-graph/3`)."""
+        """The resolved graph document (`onnx-service-graph/4`)."""
         return self._get_json(model_path(model_id) + "/graph")
 
     def diff(self, a: str, b: str, *, page_size: int = 1000) -> Json:

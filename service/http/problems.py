@@ -172,6 +172,7 @@ DOMAIN_PROBLEMS: dict[type[errors.ServiceError], str] = {
     errors.PathForbidden: "path-forbidden",
     errors.StoreFull: "store-full",
     errors.ImportTooLarge: "payload-too-large",
+    errors.UploadTooLarge: "payload-too-large",
     errors.TenantQuotaExceeded: "tenant-quota-exceeded",
     errors.Overloaded: "overloaded",
     errors.StorageUnavailable: "storage-unavailable",

@@ -321,6 +321,12 @@ class Health(BaseModel):
     importer_build: str = Field(description="the importer this service runs: compiled (mypyc) or pure (Python)")
 
 
+class TenantPlaces(BaseModel):
+    running: int = Field(description="its workers running now")
+    waiting: int = Field(description="its imports waiting for a worker")
+    receiving: int = Field(description="its uploads whose bodies are arriving")
+
+
 class Readiness(BaseModel):
     status: str
     fork_server: bool
@@ -339,4 +345,8 @@ class Readiness(BaseModel):
     uploads_receiving: int = Field(description="uploads whose bodies are arriving (they queue once received)")
     max_receiving: int
     saturated: bool = Field(description="a new import would be refused now (503): the queue or the receiving places are full")
+    tenant_import_places: int = Field(description="import places (running or waiting) one tenant may hold (--tenant-share)")
+    tenant_receiving_places: int = Field(description="receiving places one tenant may hold (--tenant-share)")
+    tenants_busy: int = Field(description="tenants holding an import or receiving place now (none is named)")
+    yours: TenantPlaces | None = Field(None, description="with credentials: the caller's tenant's own places now")
     store_free_bytes: int = Field(description="free bytes on the store's file system (below --store-min-free: not ready)")

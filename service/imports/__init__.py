@@ -1,15 +1,20 @@
-"""The import use case, without HTTP: an input -> a worker -> identity -> commit.
+"""The import use case, without HTTP: one pipeline every import goes through.
 
-Owns the import of an upload or a data-root path (`flow`), the graph render
-on first request (`graph`), each tenant's own check runs and their rerun on
-a stored model (`tenant_checks`, `recheck`) and admission control: worker slots, the queue,
-receiving places (`limiter`), shared by the front-end processes
-(`place_locks`). Its functions take the parts they need (`parts.ImportParts`:
-settings, store, sandbox, limiter, data root; never the service's state)
-and parsed inputs, and return results; they never see a Request or build a
-Response, and they raise typed errors
-(`service.imports.errors`, the store's, the sandbox's) that
-`service.http.problems` maps to problems.
+Owns the pipeline (`pipeline.run`: admission, staging, workers, checks and
+catalogue, commit, answer, each written once), its sources (`sources`: an
+upload's body, finished resumable uploads, a data-root folder or bucket, a
+model the store holds; the registry adds its own), what they stage with
+(`staging`), the worker step (`workers`), the model's identity
+(`identity`), each tenant's own check runs and view (`tenant_checks`), the
+graph render on first request (`graph`), the comparison of two models
+(`diff`) and admission, fair between tenants: worker slots, the queue,
+receiving places (`admission`), shared by the front-end processes
+(`place_locks`). Its functions take the parts they need
+(`parts.ImportParts`: settings, store, sandbox, admission, data root;
+never the service's state) and sources, and return results; they never see
+a Request or build a Response, and they raise typed errors
+(`service.errors`, the store's, the sandbox's) that `service.http.problems`
+maps to problems.
 
 May import: `service.store`, `service.sandbox`, `service.paths`, the settings.
 Never `service.http` or `service.state`.

@@ -1,12 +1,12 @@
 """The check stages of one import, in the front end.
 
 Owns `CheckRequest` (the stages a request asks for, and its dimension
-bindings), `with_check_worker` and `complete_checks`: the import's worker
+bindings), `default_checks` and `complete_checks`: the import's worker
 runs `schema` and `security` with the import itself; when `shape`, `runtime`
 or `smoke` is asked, a check worker of its own runs them on the same inputs
-(`service.sandbox.check_run`), side by side with the import's (the check
-worker decides for itself what the security estimate lets run, and reads no
-answer of the import worker's), each in a worker slot. Its findings are added to the work folder's
+(`service.imports.workers`: the check worker decides for itself what the
+security estimate lets run, and reads no answer of the import worker's).
+Its findings are added to the work folder's
 catalogue, after the import worker's (`service.store.catalog_findings`), with
 the types `shape` inferred for undeclared values (`service.store.catalog_shapes`), and
 every stage's result, as the workers reported it (its time too), makes this
@@ -22,18 +22,14 @@ no place for is BadInput (400), before anything is stored.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio.to_thread
 
-from service.checks.outcome import IN_CHECK_WORKER, STAGES, DimensionBindingError, Stage, StageResult, parse_checks
+from service.checks.outcome import STAGES, Stage, StageResult, parse_checks
 from service.checks.runs import CheckRuns, now_iso, runs_of
-from service.errors import BadInput, bounded
 from service.imports.parts import ImportParts
-from service.sandbox.check_run import check_worker_results
 from service.sandbox.protocol import WorkerHeader, WorkerJob
 from service.store.catalog_findings import append_findings, findings_in
 from service.store.catalog_shapes import record_inferred
@@ -48,46 +44,6 @@ class CheckRequest:
 def default_checks(parts: ImportParts) -> CheckRequest:
     """What an import runs when the request names no stage (`--default-checks`)."""
     return CheckRequest(parse_checks(parts.settings.default_checks))
-
-
-async def check_worker_stages(parts: ImportParts, job: WorkerJob) -> list[StageResult]:
-    """Run the check worker's stages of `job`, if it asks any (or binds
-    dimensions), in a worker slot of their own; BadInput for a binding the
-    model has no place for."""
-    if not any(stage in IN_CHECK_WORKER for stage in job.checks) and not job.dims:
-        return []
-    async with parts.limiter.slot():
-        try:
-            return await anyio.to_thread.run_sync(check_worker_results, parts.sandbox, job)
-        except DimensionBindingError as error:
-            raise BadInput(bounded(str(error), 400)) from None  # the request's names, which may be long
-
-
-async def with_check_worker(
-    parts: ImportParts, job: WorkerJob, run_import: Callable[[], Awaitable[WorkerHeader]]
-) -> tuple[WorkerHeader, list[StageResult]]:
-    """The import worker (`run_import`) and the check worker of `job` side by
-    side: neither waits for the other's answer, so on two cores an import
-    waits for the longer of the two, not their sum. The import's error, if
-    any, is raised first (once the check worker has ended too), then the
-    check worker's."""
-    ended: dict[str, Any] = {}
-
-    async def run(key: str, work: Callable[[], Awaitable[Any]]) -> None:
-        try:
-            ended[key] = await work()
-        except Exception as error:  # raised below, once both have ended
-            ended[key] = error
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(run, "checks", lambda: check_worker_stages(parts, job))
-        await run("import", run_import)
-    for key in ("import", "checks"):
-        if isinstance(ended[key], Exception):
-            raise ended[key]
-    header: WorkerHeader = ended["import"]
-    checked: list[StageResult] = ended["checks"]
-    return header, checked
 
 
 async def complete_checks(parts: ImportParts, job: WorkerJob, header: WorkerHeader, catalog: Path, checked: list[StageResult]) -> CheckRuns:

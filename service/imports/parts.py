@@ -1,10 +1,11 @@
 """What the import use cases need of the service, and nothing more.
 
-Owns `ImportParts`: the settings, the store, the sandbox, the admission
-limiter, the data root and the graph renders under way in this process.
-Also `read`, which runs a read of the store where it costs least. The app
-builds one (`service.state.Service.imports`); the routes hand it to the use
-cases (`flow`, `graph`, `recheck`, ...) and the registry's gate, which
+Owns `ImportParts`: the settings, the store, the sandbox, the fair
+admission (`service.imports.admission`), the data root, the comparisons
+(`service.imports.diff`) and the graph renders under way in this process. Also `read`, which runs a read of the
+store where it costs least. The app builds one
+(`service.state.Service.imports`); the routes hand it to the pipeline
+(`service.imports.pipeline`) and the other use cases, and the registry's gate, which
 never see the rest of the service (its API keys, metrics, readiness, uploads
 in the making) or the web framework.
 """
@@ -14,15 +15,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 
-from service.imports.limiter import ImportLimiter
+from service.imports.admission import Admission
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.data_root import DataRoot
 from service.store.model_store import Store
+
+if TYPE_CHECKING:
+    from service.imports.diff import Diffs
 
 T = TypeVar("T")
 
@@ -32,9 +36,10 @@ class ImportParts:
     settings: Settings
     store: Store
     sandbox: Sandbox
-    limiter: ImportLimiter
+    admission: Admission
     data_root: DataRoot  # where server-side models are read from (--data-root: a folder or a bucket)
-    graph_renders: dict[tuple[str, str], asyncio.Future[None]] = field(default_factory=dict)  # (model id, tenant)
+    diffs: Diffs  # the comparisons of two models: kept, and under way
+    graph_renders: dict[tuple[str, str], asyncio.Future[Any]] = field(default_factory=dict)  # (model id, tenant)
 
     async def read(self, call: Callable[[], T]) -> T:
         """`call()` (a read of the store: index lookups, a catalogue query, a

@@ -3,7 +3,7 @@
 Owns what a delivery starts: `take` (signature, then the delivery id marked
 in the shared `Deliveries`: a replay is not validated again), `start` (the
 validation as a background task; the route has answered 202 already), the
-validation itself (`service.registry.version_import`, then the verdict's
+validation itself (`service.registry.version_source`, then the verdict's
 tags with the comparison to the version holding the alias, then the alias,
 moved only to a version that passes), and the
 background loop (`running`) that writes kept verdicts (`PendingWrites`),
@@ -25,9 +25,8 @@ from pathlib import Path
 
 from service.background import every
 from service.checks.outcome import parse_checks
-from service.errors import BadInput, ImportFailed, ImportTooLarge, Overloaded, ServiceError
+from service.errors import BadInput, ImportFailed, ImportTooLarge, Overloaded, ServiceError, UploadTooLarge
 from service.imports.checks import CheckRequest
-from service.imports.diff import model_diff
 from service.imports.parts import ImportParts
 from service.registry.deliveries import Deliveries
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
@@ -36,7 +35,7 @@ from service.registry.signature import verify_delivery
 from service.registry.sources import Refused
 from service.registry.under_way import UnderWay
 from service.registry.verdict import MODEL_ID, compared, imported, not_imported
-from service.registry.version_import import import_version
+from service.registry.version_source import import_version
 from service.settings import Settings
 
 log = logging.getLogger("service")
@@ -89,7 +88,7 @@ class RegistryHook:
             result = await self._imported(name, version)
         except Refused as error:
             verdict, tags = "refused", not_imported("refused", str(error))
-        except (ImportTooLarge, BadInput) as error:
+        except (ImportTooLarge, UploadTooLarge, BadInput) as error:
             verdict, tags = "refused", not_imported("refused", error.detail)
         except ImportFailed as error:
             kind = error.failure.kind
@@ -144,7 +143,7 @@ class RegistryHook:
         if not before:
             return compared(None, held, "", model_id, settings.public_url, f"version {held} has no {MODEL_ID} tag")
         try:
-            diff = await model_diff(self.parts, settings.mlflow_tenant, before, model_id)
+            diff = await self.parts.diffs.compare(self.parts, settings.mlflow_tenant, before, model_id)
         except ServiceError as error:  # that model left the store, or the two are too large to compare
             return compared(None, held, before, model_id, settings.public_url, f"{type(error).__name__}: {error.detail}")
         except Exception as error:  # a bug of ours: the verdict is still written, without the comparison

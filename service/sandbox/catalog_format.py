@@ -16,6 +16,11 @@ alias kept from the first versions of the API:
   100 characters, and a base that is empty or starts with `.` gets a `_` prefix;
 - the first tensor with a base gets the base itself, later ones
   `<base>~2`, `<base>~3`, ... (`~` never occurs in a base).
+
+A TENSORS or SPARSE_TENSORS attribute's items past the first
+`service.sandbox.worker.catalog.MAX_CATALOGUED_PER_ATTRIBUTE` have no row;
+they are counted all the same, in `seq` (which then skips their
+positions), in the aliases above and in `shared`.
 """
 
 from __future__ import annotations

@@ -18,19 +18,19 @@ from dataclasses import replace
 
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, StageResult, incomplete
 from service.sandbox.protocol import WorkerJob
-from service.sandbox.supervisor import Sandbox
+from service.sandbox.supervisor import Sandbox, WorkerControl
 
 log = logging.getLogger("service.sandbox")
 
 
-def check_worker_results(sandbox: Sandbox, job: WorkerJob) -> list[StageResult]:
+def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerControl | None = None) -> list[StageResult]:
     """Run `job`'s check-worker stages (blocking; call from a thread); raise
     DimensionBindingError for a binding of `job.dims` the model has no place for."""
     wanted = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
     if not wanted and not job.dims:
         return []
     check_job = replace(job, task="checks", hash_sources=False, sleep=0.0, spin=False, test_action="")
-    reports, outcome = sandbox.run_checks(check_job)
+    reports, outcome = sandbox.run_checks(check_job, control)
     log.info("%s", outcome.logged("checks", job.display_name))
     if outcome.error is not None and outcome.error.kind == DIMENSION_BINDING:
         raise DimensionBindingError(outcome.error.message)

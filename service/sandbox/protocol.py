@@ -7,6 +7,8 @@ each as frames of at most `CHUNK_BYTES`:
 
 - task "import": the catalogue database, then the converted tensor bytes;
 - task "graph": the graph document (JSON);
+- task "diff": two graph documents compared (`DiffInputs`): the head, the
+  changes (a JSON object a line) and their index (`service.sandbox.worker.diff`);
 - task "probe": nothing (the worker only reports its isolation).
 
 A "checks" worker (the stages that need onnx or onnxruntime) sends instead one
@@ -31,9 +33,21 @@ MAX_INFERRED = 100_000  # types a `shape` report carries (service.sandbox.worker
 MAX_INFERRED_BYTES = 8 << 20  # and their JSON text's length, at most
 IMPORT_STREAMS = ("catalog", "converted")
 GRAPH_STREAMS = ("graph",)
+DIFF_STREAMS = ("head", "changes", "index")
 CHANGED = "changed"  # ImportFailure.reason: the model file is not the one the front end checked
 
-Task = Literal["import", "graph", "probe", "externals", "checks"]
+Task = Literal["import", "graph", "probe", "externals", "checks", "diff"]
+
+
+@dataclass(frozen=True, slots=True)
+class DiffInputs:
+    """Task "diff": the second document (the first is the job's `model`), both models' ids and opsets."""
+
+    other: str  # the second graph document's file name inside the job's directory
+    a_id: str
+    b_id: str
+    a_opsets: tuple[tuple[str, int], ...] = ()  # (domain, version)
+    b_opsets: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +61,7 @@ class WorkerJob:
     display_name: str = ""  # the name the client knows the model by
     external_dir: str | None = None  # an absolute path; default: the model's folder
     model_id: str = ""  # task "graph": the id its tensor references point into
+    diff: DiffInputs | None = None  # task "diff": what it compares
     summary_items: int = 100  # task "import": tensors listed in the summary
     allow_hard_links: bool = False  # accept files with several hard links
     expected_model: tuple[int, int] | None = None  # (device, inode) the front end resolved the model path to
@@ -55,6 +70,8 @@ class WorkerJob:
     dims: tuple[tuple[str, int], ...] = ()  # the smoke run's bindings of symbolic dimensions
     max_static_output: int = 1 << 30  # the security stage's bound (--max-static-output)
     max_inlined_nodes: int = 1_000_000  # the nodes calls of local functions may expand to (--max-inlined-nodes)
+    max_loop_trips: int = 1_000_000  # the security stage's bound on a Loop's constant trip count (--max-loop-trips)
+    smoke_cpu_seconds: float = 3.0  # the smoke run's own CPU budget, below the worker's limits (--smoke-cpu-seconds)
     sleep: float = 0.0  # test hook: the worker waits this long before it opens its model
     spin: bool = False  # test hook: ... burning CPU instead of sleeping, once its walls and limits are up
     test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.sandbox.worker.main.try_forbidden)

@@ -111,6 +111,29 @@ class WorkerOutcome:
         raise ImportFailed(ImportFailure(kind="WorkerCrashed", message=self.detail, input=display_name))
 
 
+class WorkerControl:
+    """Ends a job's worker from another thread (the request it serves was
+    cancelled: its client went): before the worker starts, it is killed as it
+    starts; after, at once. The job then ends as a killed worker does."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kill: Callable[[], None] | None = None
+        self.ended = False
+
+    def attach(self, kill: Callable[[], None]) -> None:
+        with self._lock:
+            self._kill = kill
+            if self.ended:
+                kill()
+
+    def end(self) -> None:
+        with self._lock:
+            self.ended = True
+            if self._kill is not None:
+                self._kill()
+
+
 class Sandbox:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -175,6 +198,8 @@ class Sandbox:
             worker_gid=settings.worker_gid,
             max_static_output=settings.max_static_output,
             max_inlined_nodes=settings.max_inlined_nodes,
+            max_loop_trips=settings.max_loop_trips,
+            smoke_cpu_seconds=settings.smoke_cpu_seconds,
         )
         return replace(limits, **details)  # type: ignore[arg-type]
 
@@ -233,7 +258,7 @@ class Sandbox:
             if groups is not None:
                 WorkerCgroups.finish(groups)
 
-    def run_checks(self, job: WorkerJob) -> tuple[list[StageReport], WorkerOutcome]:
+    def run_checks(self, job: WorkerJob, control: WorkerControl | None = None) -> tuple[list[StageReport], WorkerOutcome]:
         """Run a check worker (task "checks"): the stage reports it sent, and
         how it ended (a worker that died midway has sent the stages it finished)."""
         reports: list[StageReport] = []
@@ -253,7 +278,7 @@ class Sandbox:
                     raise WorkerProtocolError(f"unexpected status {header.status!r}")
                 return WorkerOutcome("ok", header=header)
 
-        outcome = self.run(job, [], receive=receive)
+        outcome = self.run(job, [], receive=receive, control=control)
         return reports, outcome
 
     def run(
@@ -262,16 +287,19 @@ class Sandbox:
         destinations: list[Path],
         max_bytes: int | None = None,
         receive: Callable[[Connection], WorkerOutcome] | None = None,
+        control: WorkerControl | None = None,
     ) -> WorkerOutcome:
         """Run `job` in a fresh worker; the streams of an ok answer are written
         to `destinations`, one file each, in order, if they come to at most
-        `max_bytes` in all (or `receive` reads the answer)."""
+        `max_bytes` in all (or `receive` reads the answer); `control` may end it."""
         if job.test_action and not self.settings.test_hooks:
             raise ValueError(f"the worker's test_action is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
         started = time.monotonic()
         job, groups = self._groups(replace(job, asked_at=started))
         process, reader, output = self._fork(job)
         assert process.pid is not None
+        if control is not None:
+            control.attach(lambda: _kill(process))
         memory_watch = WorkerMemoryWatch(process.pid, job.memory, lambda: _kill(process))
         deadline_hit = threading.Event()
 

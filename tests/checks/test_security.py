@@ -5,7 +5,8 @@ with `importer.load_model`, as the service reads an upload. A finding's place
 is checked on the bytes: the key at its offset is the key of the field its
 path names (walked through the model as onnx parsed it), and the payload is
 that field. The denial-of-service models (`Range`, `ConstantOfShape`,
-`Expand`, ...) are flagged past the bound and not under it.
+`Expand`, ..., a `Loop` of 10^15 trips) are flagged past the bound and not
+under it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.field_places import assert_field_at
+from support.loop_models import (
+    ENDLESS_TRIPS,
+    INT64_MAX,
+    constant_loop,
+    graph_of_loop,
+    loop_body,
+    loop_node,
+    trips_and_true,
+    while_loop,
+)
 from support.training_info_model import FIELD_PATH as TRAINING_FIELD_PATH
 from support.training_info_model import training_info_model
 
@@ -26,7 +37,7 @@ import importer
 from importer import ErrorKind, ModelImportError
 from service.checks.outcome import Finding, StageResult
 from service.sandbox.worker.checks import security
-from service.sandbox.worker.checks.security import SecurityBounds, oversized_outputs, security_stage
+from service.sandbox.worker.checks.security import LOOP_TRIP_COUNT, SecurityBounds, security_stage, static_findings
 
 FLOAT = TensorProto.FLOAT
 INT64 = TensorProto.INT64
@@ -307,20 +318,26 @@ def test_a_loop_with_a_constant_trip_count_and_a_scan_output_is_flagged(tmp_path
     ]
     path, _ = _write(tmp_path, _model(nodes))
     result = _stage(path)
-    assert _codes(result) == [("static-output-too-large", "error", "ModelProto.graph.node[2]")]
+    assert _codes(result) == [
+        ("static-output-too-large", "error", "ModelProto.graph.node[2]"),
+        ("loop-trip-count", "error", "ModelProto.graph.node[2]"),  # 10^7 iterations, past the 10^6 allowed
+    ]
     assert "10000000000 float elements (40.0 GB) over 10000000 iterations" in result.findings[0].message
 
 
-def test_oversized_outputs_is_what_the_smoke_run_refuses(tmp_path: Path) -> None:
+def test_static_findings_are_what_the_check_worker_refuses_to_run(tmp_path: Path) -> None:
     big, _ = _write(tmp_path, range_model(4.3e9), "big.onnx")
     with importer.load_model(big) as model:
-        assert [(f.code, f.field_path) for f in oversized_outputs(model, 1 << 30)] == [
+        assert [(f.code, f.field_path) for f in static_findings(model, SecurityBounds())] == [
             ("static-output-too-large", "ModelProto.graph.node[3]")
         ]
-        assert oversized_outputs(model, 1 << 40) == []
+        assert static_findings(model, SecurityBounds(max_static_output=1 << 40)) == []
     small, _ = _write(tmp_path, range_model(1000.0), "small.onnx")
     with importer.load_model(small) as model:
-        assert oversized_outputs(model, 1 << 30) == []
+        assert static_findings(model, SecurityBounds()) == []
+    endless, _ = _write(tmp_path, constant_loop(), "endless.onnx")
+    with importer.load_model(endless) as model:
+        assert [(f.code, f.severity) for f in static_findings(model, SecurityBounds())] == [(LOOP_TRIP_COUNT, "error")]
 
 
 def test_a_declared_input_a_smoke_run_would_have_to_make_past_the_bound_is_a_warning(tmp_path: Path) -> None:
@@ -331,7 +348,7 @@ def test_a_declared_input_a_smoke_run_would_have_to_make_past_the_bound_is_a_war
     assert _codes(result) == [("static-input-too-large", "warning", "ModelProto.graph.input[0]")]
     assert_placed(data, result.findings[0])
     with importer.load_model(path) as model:
-        assert [f.code for f in oversized_outputs(model, 1 << 30)] == ["static-input-too-large"]
+        assert [f.code for f in static_findings(model, SecurityBounds())] == ["static-input-too-large"]
 
 
 # --- external data
@@ -345,6 +362,92 @@ def _external_model(location: str) -> onnx.ModelProto:
         entry = weight.external_data.add()
         entry.key, entry.value = key, value
     return _model([helper.make_node("Identity", ["w"], ["y"])], initializers=[weight])
+
+
+# --- loops whose constant trip count is past the bound
+
+
+def test_a_loop_of_10_15_trips_that_nothing_ends_sooner_is_an_error_at_its_node(tmp_path: Path) -> None:
+    path, data = _write(tmp_path, constant_loop())
+    assert len(data) < 300  # a file of a few bytes
+    result = _stage(path)
+    assert result.status == "fail"
+    assert _codes(result) == [(LOOP_TRIP_COUNT, "error", "ModelProto.graph.node[0]")]
+    finding = result.findings[0]
+    assert (finding.node_name, finding.op_type, finding.domain) == ("loop", "Loop", "")
+    assert "1,000,000,000,000,000 iterations" in finding.message and "--max-loop-trips" in finding.message
+    assert_placed(data, finding)
+
+
+def test_the_trip_count_may_come_from_a_constant_node_and_the_condition_may_be_constant_in_the_body(tmp_path: Path) -> None:
+    count = helper.make_node("Constant", [], ["count"], value=helper.make_tensor("count", INT64, [], [ENDLESS_TRIPS]))
+    model = graph_of_loop([count, loop_node(loop_body("true"), trips="count")], trips_and_true(1))
+    path, data = _write(tmp_path, model)
+    result = _stage(path)
+    assert _codes(result) == [(LOOP_TRIP_COUNT, "error", "ModelProto.graph.node[1]")]
+    assert_placed(data, result.findings[0])
+
+
+def test_a_loop_without_trip_count_or_condition_never_ends_and_is_an_error(tmp_path: Path) -> None:
+    path, _ = _write(tmp_path, graph_of_loop([loop_node(loop_body(), trips="", condition="")], []))
+    result = _stage(path)
+    assert _codes(result) == [(LOOP_TRIP_COUNT, "error", "ModelProto.graph.node[0]")]
+    assert "never ends" in result.findings[0].message
+
+
+def test_a_while_loop_whose_body_computes_its_condition_is_a_warning(tmp_path: Path) -> None:
+    path, data = _write(tmp_path, while_loop(10))  # M = INT64_MAX, as torch exports a while-loop
+    result = _stage(path)
+    assert result.status == "pass"  # a warning: a registry reviews it, and the smoke run's budget bounds it
+    assert _codes(result) == [(LOOP_TRIP_COUNT, "warning", "ModelProto.graph.node[0]")]
+    assert f"{INT64_MAX:,}" in result.findings[0].message and "--smoke-cpu-seconds" in result.findings[0].message
+    assert_placed(data, result.findings[0])
+
+
+def test_a_condition_given_as_a_graph_input_may_end_the_loop_sooner(tmp_path: Path) -> None:
+    condition = helper.make_tensor_value_info("go", TensorProto.BOOL, [])
+    model = graph_of_loop([loop_node(loop_body(), condition="go")], trips_and_true(ENDLESS_TRIPS), extra_inputs=[condition])
+    path, _ = _write(tmp_path, model)
+    assert _codes(_stage(path)) == [(LOOP_TRIP_COUNT, "warning", "ModelProto.graph.node[0]")]
+
+
+def test_loops_at_or_under_the_bound_and_loops_of_unknown_trip_count_are_not_flagged(tmp_path: Path) -> None:
+    path, _ = _write(tmp_path, constant_loop(5), "five.onnx")
+    assert _stage(path).findings == []
+    path, _ = _write(tmp_path, constant_loop(1000), "thousand.onnx")
+    assert _stage(path, SecurityBounds(max_loop_trips=1000)).findings == []
+    assert _codes(_stage(path, SecurityBounds(max_loop_trips=999))) == [(LOOP_TRIP_COUNT, "error", "ModelProto.graph.node[0]")]
+    given = graph_of_loop(
+        [loop_node(loop_body(), trips="n")], trips_and_true(1), extra_inputs=[helper.make_tensor_value_info("n", INT64, [])]
+    )
+    path, _ = _write(tmp_path, given, "given.onnx")
+    assert _stage(path).findings == []  # the caller's trip count: the smoke run's budget bounds it
+
+
+def test_a_loop_inside_a_subgraph_and_one_inside_a_function_are_found_at_their_places(tmp_path: Path) -> None:
+    # the branch's Loop takes its M, cond and v0 from the outer graph
+    branch = helper.make_graph([loop_node(loop_body())], "then", [], [helper.make_tensor_value_info("v", FLOAT, [])])
+    other = helper.make_graph([helper.make_node("Identity", ["v0"], ["w"])], "else", [], [helper.make_tensor_value_info("w", FLOAT, [])])
+    choose = helper.make_node("If", ["flag"], ["v"], then_branch=branch, else_branch=other)
+    nested = graph_of_loop(
+        [choose], trips_and_true(ENDLESS_TRIPS), extra_inputs=[helper.make_tensor_value_info("flag", TensorProto.BOOL, [])]
+    )
+    path, data = _write(tmp_path, nested, "nested.onnx")
+    result = _stage(path)
+    then_branch = "ModelProto.graph.node[0].attribute[1].g"  # the attributes are sorted: else_branch, then_branch
+    assert _codes(result) == [(LOOP_TRIP_COUNT, "error", f"{then_branch}.node[0]")]
+    assert_placed(data, result.findings[0])
+
+    count = helper.make_node("Constant", [], ["M"], value=helper.make_tensor("M", INT64, [], [ENDLESS_TRIPS]))
+    true = helper.make_node("Constant", [], ["cond"], value=helper.make_tensor("cond", TensorProto.BOOL, [], [True]))
+    function = helper.make_function("local", "spin", ["v0"], ["v"], [count, true, loop_node(loop_body())], [helper.make_opsetid("", 17)])
+    calling = graph_of_loop([helper.make_node("spin", ["v0"], ["v"], domain="local")], [])
+    calling.functions.append(function)
+    calling.opset_import.append(helper.make_opsetid("local", 1))
+    path, data = _write(tmp_path, calling, "function.onnx")
+    result = _stage(path)
+    assert _codes(result) == [(LOOP_TRIP_COUNT, "error", "ModelProto.functions[0].node[2]")]
+    assert_placed(data, result.findings[0])
 
 
 def test_the_memory_address_marker_in_an_external_data_location_is_flagged(tmp_path: Path) -> None:
@@ -543,9 +646,10 @@ def test_a_declared_input_dim_past_the_bound_is_also_an_input_too_large(tmp_path
     ]
 
 
-def test_bounds_must_be_positive() -> None:
+@pytest.mark.parametrize("bound", ["max_static_output", "max_declared_dim", "max_inlined_nodes", "max_loop_trips"])
+def test_bounds_must_be_positive(bound: str) -> None:
     with pytest.raises(ValueError, match="positive"):
-        SecurityBounds(max_static_output=0)
+        SecurityBounds(**{bound: 0})
 
 
 # --- big graphs: looked at in bulk, every finding still at its node
@@ -633,7 +737,7 @@ def test_a_failure_inside_the_stage_is_incomplete_never_pass(tmp_path: Path, mon
     def broken(*args: object) -> Iterator[object]:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(security, "estimate_static_outputs", broken)
+    monkeypatch.setattr(security, "estimate_statics", broken)
     path, _ = _write(tmp_path, range_model(1000.0))
     result = _stage(path)
     assert result.status == "incomplete"

@@ -22,6 +22,10 @@
   run or a shape unlike its declaration names the dimensions that took 1
   unbound and the binding of each; a binding the model has no place for is
   DimensionBindingError, not a stage result.
+- The run has its own CPU budget: a Loop of 10^15 trips is stopped by
+  onnxruntime's cancellation once the budget is used, whichever API runs it,
+  and the stage is incomplete naming --smoke-cpu-seconds; a run that
+  finishes within it is unaffected.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support.loop_models import constant_loop, graph_of_loop, loop_body, loop_node, trips_and_true
 from support.small_models import unnamed_reshape
 from test_runtime import direct_load, real_models, relative
 
@@ -498,3 +503,36 @@ def test_a_binding_the_model_has_no_place_for_is_no_stage_result() -> None:
     _, session = runtime_stage(model)
     with pytest.raises(DimensionBindingError, match="unknown dimension binding nosuch:5"):
         smoke_stage(session, model, {"nosuch": 5})
+
+
+# --- the run's CPU budget
+
+
+def _counted_loop(trips: int, api: str) -> bytes:
+    """`constant_loop(trips)`; for the numpy API, with a string passed through beside it (onnxruntime makes no
+    OrtValue of strings: the stage runs such a model with `session.run`)."""
+    if api == "ortvalues":
+        model = constant_loop(trips)
+    else:
+        strings = [helper.make_tensor_value_info(name, TensorProto.STRING, [1]) for name in ("s", "s_out")]
+        nodes = [loop_node(loop_body()), helper.make_node("Identity", ["s"], ["s_out"])]
+        model = graph_of_loop(nodes, trips_and_true(trips), extra_inputs=strings[:1], extra_outputs=strings[1:])
+    data: bytes = model.SerializeToString()
+    return data
+
+
+@pytest.mark.parametrize("api", ["ortvalues", "numpy"])
+def test_a_loop_of_10_15_trips_is_stopped_once_it_has_used_its_cpu_budget(api: str) -> None:
+    started = time.monotonic()
+    result, sink = _smoke(_counted_loop(10**15, api), cpu_seconds=0.5)
+    assert time.monotonic() - started < 30  # it returned: without the budget it runs until the worker's CPU limit kills it
+    assert (result.status, result.findings, sink) == ("incomplete", [], [])
+    assert result.reason == "the smoke run used its 0.5 CPU-seconds (--smoke-cpu-seconds) without finishing"
+    assert verdict([result]) == "incomplete"  # a limit: never a pass
+
+
+@pytest.mark.parametrize("api", ["ortvalues", "numpy"])
+def test_a_run_that_finishes_within_its_budget_is_unaffected(api: str) -> None:
+    result, sink = _smoke(_counted_loop(5, api), cpu_seconds=0.5)
+    assert (result.status, result.findings) == ("pass", []), result
+    assert float(_as_numpy(sink[0])) == 6.0  # the synthetic v0 (1.0), plus one on each of the 5 trips

@@ -32,8 +32,9 @@ from support.service_harness import ServiceUnderTest
 
 
 class InProcessService(ServiceUnderTest):
-    def __init__(self, store: Path, data_root: Path, *args: str) -> None:
+    def __init__(self, store: Path, data_root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         super().__init__(store, data_root, *args)
+        self.env = env or {}  # the service's variables (ONNX_SERVICE_TEST_HOOKS, ...): none unless given
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._listener: socket.socket | None = None
@@ -44,7 +45,7 @@ class InProcessService(ServiceUnderTest):
         if fleet := self.fleet_arguments():
             argv += fleet
             os.environ.update(service_harness.FLEET.environ)  # the S3 client's credentials and endpoint, as a process is given them
-        settings = load_settings([*argv, *self.args], environ={})
+        settings = load_settings([*argv, *self.args], environ=self.env)
         listener = self._listener = open_listeners(settings.host, 0, 1, backlog=2048)[0]
         self.port = listener.getsockname()[1]
         config = uvicorn.Config(create_app(settings), http=protocol_class(settings.header_timeout), log_config=None, access_log=False)
@@ -78,9 +79,9 @@ class InProcessService(ServiceUnderTest):
 
 
 @contextlib.contextmanager
-def serving_in_process(store: Path, data_root: Path, *args: str) -> Iterator[InProcessService]:
+def serving_in_process(store: Path, data_root: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[InProcessService]:
     """A started in-process service, stopped on the way out (for fixtures)."""
-    service = InProcessService(store, data_root, *args).start()
+    service = InProcessService(store, data_root, *args, env=env).start()
     try:
         yield service
     finally:

@@ -5,7 +5,10 @@ tenant's, is a 404 naming it). The answer is the comparison's head
 (opsets, domains, inputs, outputs, op-type counts, how many nodes and
 initializers were added, removed or changed) and one page of the changes
 themselves, nodes then initializers, `limit` at a time with an opaque
-cursor to the next page (`service.imports.diff`, `service.model_diff`).
+cursor to the next page. The comparison runs in a sandboxed worker, once,
+and its changes are read from where it is kept, never parsed here
+(`service.imports.diff`, `service.model_diff`); a client that leaves while
+it waits ends its wait (`service.http.client_presence`).
 """
 
 from __future__ import annotations
@@ -14,16 +17,16 @@ import json
 from typing import Annotated
 
 import anyio.to_thread
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from service.access.callers import ReadCaller
+from service.http.client_presence import while_client_waits
 from service.http.dependencies import ImportsDep
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
 from service.http.routes.models import require_model
 from service.http.schemas import ModelDiffPage
-from service.imports.diff import model_diff
 
 router = APIRouter(tags=["models"])
 MAX_PAGE = 1000
@@ -39,6 +42,7 @@ MAX_PAGE = 1000
 async def get_diff(
     a: str,
     b: str,
+    request: Request,
     parts: ImportsDep,
     caller: ReadCaller,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
@@ -47,9 +51,15 @@ async def get_diff(
     after = seq_after("diff", cursor)
     for model_id in (a, b):
         await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)
-    diff = await model_diff(parts, caller.tenant, a, b)
-    numbered = list(enumerate(diff.changes[after + 1 : after + 2 + limit], start=after + 1))
+    compared = await while_client_waits(request, lambda: parts.diffs.compare(parts, caller.tenant, a, b))
+    changes = await anyio.to_thread.run_sync(compared.page, after + 1, limit + 1)
+    numbered = list(enumerate(changes, start=after + 1))
     page = page_of(numbered, limit, "diff", lambda item: (item[0],), f"/models/{a}/diff/{b}")
-    changes = [change for _, change in page.items]
-    body = {**diff.head, "changes": changes, "next_cursor": page.next_cursor, "links": {"next": page.next_link}}
-    return Response(json.dumps(body, allow_nan=False, separators=(",", ":")).encode(), media_type="application/json")
+    tail = {"next_cursor": page.next_cursor, "links": {"next": page.next_link}}
+    head = json.dumps(compared.head, allow_nan=False, separators=(",", ":"))
+    body = head[:-1].encode() + b',"changes":[' + b",".join(change for _, change in page.items) + b"]," + _dumped(tail)[1:]
+    return Response(body, media_type="application/json")
+
+
+def _dumped(value: object) -> bytes:
+    return json.dumps(value, allow_nan=False, separators=(",", ":")).encode()

@@ -18,7 +18,7 @@ import logging
 import time
 
 import anyio.to_thread
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from importer import BUILD
@@ -45,7 +45,7 @@ async def healthz() -> Health:
     summary="Fork server up and store writable (checked in the background)",
     responses=problem_responses(503),
 )
-async def readyz(service: StartingServiceDep) -> Response:
+async def readyz(request: Request, service: StartingServiceDep) -> Response:
     if not service.opening.opened:  # nothing of the store to read yet (not even its free space)
         raise ProblemError("not-ready", f"the store is not open yet: {service.opening.problem}")
     check = service.readiness.last
@@ -62,7 +62,7 @@ async def readyz(service: StartingServiceDep) -> Response:
         )
     if check.storage_problem:
         raise ProblemError("not-ready", check.storage_problem)
-    limiter = service.limiter
+    admission = service.admission
     readiness = {  # the fields of `Readiness`, as a plain dict: this answer costs about what /healthz's does
         "status": "ready",
         "fork_server": check.fork_server,
@@ -71,14 +71,21 @@ async def readyz(service: StartingServiceDep) -> Response:
         "worker_sandbox": worker_sandbox,
         "landlock_abi": landlock_abi,
         "checked_seconds_ago": round(time.monotonic() - check.checked_at, 3),
-        "imports_running": limiter.running,
-        "imports_waiting": limiter.waiting,
-        "import_capacity": limiter.capacity,
-        "uploads_receiving": limiter.receiving_now,
-        "max_receiving": limiter.max_receiving,
-        "saturated": limiter.saturated,
+        "imports_running": admission.running,
+        "imports_waiting": admission.waiting,
+        "import_capacity": admission.capacity,
+        "uploads_receiving": admission.receiving_now,
+        "max_receiving": admission.max_receiving,
+        "saturated": admission.saturated,
+        "tenant_import_places": admission.tenant_limit(admission.capacity),
+        "tenant_receiving_places": admission.tenant_limit(admission.max_receiving),
+        "tenants_busy": len(admission.busy_tenants()),
         "store_free_bytes": free,
     }
+    principal = service.keys.principal(request.headers.get("authorization"))
+    if principal is not None:  # the caller's own places; never another tenant's
+        own = admission.for_tenant(principal.tenant)
+        readiness["yours"] = {"running": own.running, "waiting": own.waiting, "receiving": own.receiving}
     return Response(json.dumps(readiness, separators=(",", ":")).encode(), media_type="application/json")
 
 

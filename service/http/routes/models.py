@@ -1,13 +1,14 @@
 """Routes of the models resource: import, list, summary, checks, graph, delete.
 
 `POST /models` (an upload, a data-root path, or finished resumable uploads:
-`service.http.upload_imports`; `service.imports.flow`; the check stages of
+each a source of the import pipeline, `service.imports.pipeline`, run while
+its client waits, `service.http.client_presence`; the check stages of
 `?checks=` and the smoke run's `?dim=` bindings, `service.imports.checks`),
 `GET /models` (this store's models, newest first, paged, each with the
 caller's verdict), `GET /models/{id}`
 (the bounded summary, with this tenant's own check runs),
 `POST /models/{id}/checks` (stages run again on the stored model for this
-tenant: `service.imports.recheck`), `GET /models/{id}/graph` (the
+tenant: the pipeline on a `StoredModel`), `GET /models/{id}/graph` (the
 resolved graph, rendered on first request; `service.imports.graph`) and
 `DELETE /models/{id}` (the record and the bytes the store copied; nothing
 under the data root). Every GET also answers HEAD.
@@ -19,7 +20,6 @@ import logging
 import os
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated
 
 import anyio.to_thread
@@ -31,7 +31,8 @@ from starlette.requests import ClientDisconnect
 from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
 from service.checks.outcome import ChecksError, parse_checks, parse_dims
 from service.checks.runs import CheckRuns
-from service.errors import ServiceError, bounded
+from service.errors import ServiceError, UploadTooLarge, bounded
+from service.http.client_presence import while_client_waits
 from service.http.dependencies import ImportsDep, MetricsDep, UploadsDep
 from service.http.openapi import problem_responses
 from service.http.paging import decode_cursor, page_of
@@ -41,14 +42,15 @@ from service.http.request_context import current_request
 from service.http.schemas import GraphDocument, ImportRequest, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks
 from service.http.tensor_responses import stream_range
 from service.http.test_hooks import import_hooks
-from service.http.upload_imports import import_uploaded
-from service.http.uploads import receive_upload
+from service.http.upload_body import multipart_source, refused_too_large
+from service.imports import pipeline
 from service.imports.checks import CheckRequest
-from service.imports.flow import Imported, import_upload, stored_summary
 from service.imports.graph import graph_document
-from service.imports.inputs import Upload
-from service.imports.recheck import recheck
-from service.imports.root_imports import import_from_root
+from service.imports.results import Imported
+from service.imports.sources import Source, under_data_root
+from service.imports.sources.resumable import ResumableUploadsSource
+from service.imports.sources.stored import StoredModel
+from service.imports.tenant_checks import stored_summary
 from service.settings import Settings
 from service.store.byte_source import FileSource
 from service.store.model_store import Store
@@ -164,18 +166,21 @@ async def post_model(request: Request, parts: ImportsDep, uploads: UploadsDep, m
                 )
             hooks = import_hooks(request, parts.settings)
             checks = check_request(request, parts.settings)
+            tenant = caller.tenant
             if media_type == "multipart/form-data":
-
-                async def receive(model_path: Path, external_dir: Path) -> Upload:
-                    return await receive_upload(request, model_path, external_dir, parts.settings)
-
-                imported = await import_upload(parts, caller.tenant, receive, hooks, checks)
+                source, body = multipart_source(request, parts.settings)
+                try:
+                    imported = await while_client_waits(request, lambda: pipeline.run(parts, source, tenant, checks, hooks), body.read)
+                except UploadTooLarge as error:
+                    raise await refused_too_large(error, body) from None
             else:
                 wanted = await read_json(request, ImportRequest, parts.settings.body_timeout)
+                chosen: Source
                 if wanted.upload is not None:  # finished resumable uploads (POST /uploads)
-                    imported = await import_uploaded(parts, uploads, caller.tenant, wanted, hooks, checks)
+                    chosen = ResumableUploadsSource(uploads, tenant, wanted.upload, wanted.external_data or {})
                 else:
-                    imported = await import_from_root(parts, caller.tenant, wanted.path or "", hooks, checks)
+                    chosen = under_data_root(parts.data_root, wanted.path or "", parts.settings.allow_hard_links)
+                imported = await while_client_waits(request, lambda: pipeline.run(parts, chosen, tenant, checks, hooks))
         except (ServiceError, OSError) as error:
             problem = known_problem(error)
             if problem is None:
@@ -275,8 +280,9 @@ async def get_model(model_id: str, parts: ImportsDep, caller: ReadCaller) -> Res
 async def post_checks(model_id: str, request: Request, parts: ImportsDep, caller: ImportCaller) -> Response:
     checks = check_request(request, parts.settings)
     await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)
+    source = StoredModel(parts, caller.tenant, model_id)
     try:
-        summary = await recheck(parts, caller.tenant, model_id, checks)
+        summary = (await while_client_waits(request, lambda: pipeline.run(parts, source, caller.tenant, checks))).summary
     except (ServiceError, OSError) as error:
         problem = known_problem(error)
         if problem is None:

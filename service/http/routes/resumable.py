@@ -8,8 +8,8 @@ The uploads are stored by `service.store.uploads` (on this machine's disk,
 or for the fleet store in the bucket and the index) and imported by
 `POST /models` with `{"upload": id}` (`service.http.upload_imports`). A
 PATCH's body is read as a one-shot upload's is (`body_chunks`: silence and
-minimum rate; a receiving place of the import limiter), written and hashed
-in threads while the loop receives (`service.http.body_pipe`), and whatever
+minimum rate; a receiving place of the import admission, within the tenant's share), written and hashed
+in threads while the loop receives (`service.imports.sources.body_pipe`), and whatever
 arrived before a disconnect, a timeout or an error is kept. Every route takes the `import` scope; another tenant's upload is a
 404, as a missing one.
 """
@@ -24,9 +24,7 @@ from fastapi.responses import Response
 
 from service.access.callers import ImportCaller
 from service.errors import NotFound, ServiceError, bounded
-from service.http.body_pipe import BodyPipe
 from service.http.dependencies import ImportsDep, UploadsDep
-from service.http.hash_thread import HashThread
 from service.http.openapi import problem_responses
 from service.http.problems import ProblemError, known_problem
 from service.http.request_body import body_chunks
@@ -39,6 +37,8 @@ from service.http.tus import (
     parse_metadata,
     require_tus,
 )
+from service.imports.sources.body_pipe import BodyPipe
+from service.imports.sources.hash_thread import HashThread
 from service.store.uploads import Appending
 from service.writeback import Writeback
 
@@ -195,7 +195,7 @@ async def patch_upload(upload_id: str, request: Request, parts: ImportsDep, uplo
     pipe = BodyPipe(appender.consume, appender.end)  # written and hashed in threads while the loop receives
     try:
         queued = appending.offset  # bytes consumed or on their way (the thread's consume moves appending.offset)
-        async with parts.limiter.receiving():
+        async with parts.admission.receiving(caller.tenant):
             async for chunk in body_chunks(request, settings.body_timeout, settings.min_upload_rate):
                 piece = chunk[: appending.length - queued]
                 if piece:

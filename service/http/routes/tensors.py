@@ -46,7 +46,7 @@ from service.http.routes.models import MAX_PAGE, require_model, require_record
 from service.http.schemas import PageLinks, TensorEntry, TensorPage
 from service.http.tensor_responses import tensor_response
 from service.imports.parts import ImportParts
-from service.imports.stored_model import GONE
+from service.imports.sources.stored import GONE
 from service.sandbox.catalog_format import TensorRow, npy_href, tensor_href
 from service.store.byte_source import ByteSource
 from service.store.catalog import Catalog, CatalogUnavailable

@@ -28,8 +28,10 @@ reach):
    or run nothing anywhere; signals and abstract UNIX sockets scoped to
    itself. Before any thread starts, since a Landlock domain binds the
    thread that asks and what it starts afterwards;
-7. the memory watchdog (`service.sandbox.memory_watch`), then `set_limits`
-   (RLIMIT_DATA, CPU, NOFILE, FSIZE 0, CORE 0, NPROC 0);
+7. the memory watchdog (`service.sandbox.memory_watch`) and, in a check
+   worker, the smoke run's CPU watchdog (`service.sandbox.worker.checks.cpu_budget`),
+   both threads started before `set_limits` (RLIMIT_DATA, CPU, NOFILE,
+   FSIZE 0, CORE 0, NPROC 0: no thread may start after it);
 8. the seccomp filter (`service.sandbox.worker.seccomp`), last: an allow-list.
 
 Each step the kernel refuses is left out, never fatal: what is in effect is
@@ -51,6 +53,7 @@ import importer
 import service
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.worker import landlock
+from service.sandbox.worker.checks.cpu_budget import start_watchdog
 from service.sandbox.worker.lifeline import host_parent, rearm
 from service.sandbox.worker.memory_limit import open_own_status, watch_memory
 from service.sandbox.worker.minimal_root import pivot_to_minimal_root
@@ -110,6 +113,8 @@ def confine(job: WorkerJob) -> str:
     layers.append(f"{UID_PREFIX}{os.getuid()}")
     layers.append(confine_files(job))
     watch_memory(job.memory, status_fd)  # before the limits: RLIMIT_NPROC 0 forbids new threads
+    if job.task == "checks":
+        start_watchdog()  # the smoke run's CPU budget, idle until a run is watched
     set_limits(job)
     layers.append(install_worker_filter())
     return combine_isolation(*layers)

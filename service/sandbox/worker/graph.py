@@ -11,12 +11,27 @@ SHA-256 of its bytes as served raw (what a model diff compares,
 SMALL_VALUES elements, its bytes at hand) gives its `values` too, flat, as
 the explorer draws them in their consumer's box (`axes = [1]`). Floats that JSON
 cannot hold are the strings "NaN", "Infinity" and "-Infinity".
+
+A document's size follows what the model holds, not its bytes alone: a
+TENSORS or SPARSE_TENSORS attribute lists its first MAX_LISTED_TENSORS items
+(a few bytes of protobuf each, a few hundred of JSON), and its item in
+`attributes` gives how many it left out (`omitted`) and `omitted_sha256`, the
+digest `omitted_digest` makes of them: one line of compact, ASCII JSON per
+left-out item, `[name, elem_type, dims, sha256]` for a tensor and
+`[dims, <values>, <indices>]` for a sparse tensor (`identity`), so that a
+model diff still tells two such attributes apart by any left-out tensor. The
+cut is part of the format (`FORMAT`): `fold_listed` gives an attribute of an
+earlier document, which listed every item, in this form (what
+`service.model_diff` compares).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any, assert_never
 
 from importer import OnnxModel, ResolvedGraph, ResolvedNode, SparseTensor, Tensor, Value
@@ -29,7 +44,12 @@ from importer.tensor_places import tensor_places
 from service.sandbox.catalog_format import tensor_href
 
 Json = Any
+FORMAT = "onnx-service-graph/4"  # 4: plural tensor attributes cut at MAX_LISTED_TENSORS items (3: tensor references' sha256)
 SMALL_VALUES = 8  # a tensor of at most this many numbers carries its values in its reference
+MAX_LISTED_TENSORS = 64  # items a TENSORS or SPARSE_TENSORS attribute lists; the rest are counted and digested
+LISTED_TYPES = frozenset(  # the attribute types MAX_LISTED_TENSORS cuts, by name: TENSORS and SPARSE_TENSORS
+    info.type.name for info in TYPE_INFO.values() if info.plural and info.kind in (ValueKind.TENSOR, ValueKind.SPARSE_TENSOR)
+)
 NUMBERS = frozenset(
     {
         DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BOOL,
@@ -54,6 +74,41 @@ def _number(value: object) -> Json:
     return _json_float(value) if isinstance(value, float) else value
 
 
+def identity(reference: Json) -> Json:
+    """What `omitted_digest` reads of one item of a plural tensor attribute, from
+    its reference in a document: a tensor's [name, elem_type, dims, sha256], a
+    sparse tensor's [dims, <its values'>, <its indices'>]; None for anything else."""
+    if not isinstance(reference, dict):
+        return None
+    sparse = reference.get("sparse_tensor")
+    if isinstance(sparse, dict):
+        return [sparse.get("dims"), identity(sparse.get("values")), identity(sparse.get("indices"))]
+    return [reference.get("name"), reference.get("elem_type"), reference.get("dims"), reference.get("sha256")]
+
+
+def omitted_digest(identities: Iterable[Json]) -> str:
+    """The SHA-256 of the items an attribute left out, given as `identity` gives
+    them: one line of compact JSON (ASCII, every other character escaped) each."""
+    digest = hashlib.sha256()
+    for item in identities:
+        digest.update(json.dumps(item, separators=(",", ":"), allow_nan=False).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def fold_listed(attribute: Json) -> Json:
+    """An attribute item of a document that listed every item of a plural
+    tensor attribute (before FORMAT 4) as this format gives it: its first
+    MAX_LISTED_TENSORS items, `omitted` and `omitted_sha256`; any other item as it is."""
+    if not isinstance(attribute, dict) or attribute.get("type") not in LISTED_TYPES or "omitted" in attribute:
+        return attribute
+    value = attribute.get("value")
+    if not isinstance(value, list) or len(value) <= MAX_LISTED_TENSORS:
+        return attribute
+    left_out = value[MAX_LISTED_TENSORS:]
+    digest = omitted_digest(map(identity, left_out))
+    return {**attribute, "value": value[:MAX_LISTED_TENSORS], "omitted": len(left_out), "omitted_sha256": digest}
+
+
 class GraphRenderer:
     def __init__(self, model_id: str, places: dict[int, tuple[str, int]]) -> None:
         self.model_id = model_id
@@ -62,10 +117,13 @@ class GraphRenderer:
 
     def model(self, model: OnnxModel) -> Json:
         return {
-            "format": "onnx-service-graph/3",
+            "format": FORMAT,
             "graph": self.graph(model.graph),
             "functions": [self.function(f) for f in model.functions],
         }
+
+    def sha256(self, tensor: Tensor) -> str:
+        return self.digests.get(id(tensor)) or self.digests.setdefault(id(tensor), tensor.sha256())
 
     def tensor_ref(self, tensor: Tensor) -> Json:
         field_path, shared = self.places[id(tensor)]
@@ -74,7 +132,7 @@ class GraphRenderer:
             "field_path": field_path,
             "elem_type": element_type_name(tensor.data_type),
             "dims": list(tensor.dims),
-            "sha256": self.digests.get(id(tensor)) or self.digests.setdefault(id(tensor), tensor.sha256()),
+            "sha256": self.sha256(tensor),
             "href": tensor_href(self.model_id, tensor.name, field_path, shared),
         }
         if tensor.element_count <= SMALL_VALUES and tensor.data_type in NUMBERS and tensor.is_bound:
@@ -136,9 +194,24 @@ class GraphRenderer:
         item: dict[str, Json] = {"name": attribute.name, "type": attribute.type.name}
         if attribute.ref_attr_name:
             item["ref_attr_name"] = attribute.ref_attr_name
-        else:
-            item["value"] = self.attribute_value(attribute.type, attribute.value, subgraphs)
+            return item
+        value = attribute.value
+        left_out: list[object] = []
+        if attribute.type.name in LISTED_TYPES and isinstance(value, list) and len(value) > MAX_LISTED_TENSORS:
+            value, left_out = value[:MAX_LISTED_TENSORS], value[MAX_LISTED_TENSORS:]
+        item["value"] = self.attribute_value(attribute.type, value, subgraphs)
+        if left_out:
+            item["omitted"] = len(left_out)
+            item["omitted_sha256"] = omitted_digest(map(self.identity, left_out))
         return item
+
+    def identity(self, value: object) -> Json:
+        """`identity` of an item left out, from the item itself (its reference is never made)."""
+        if isinstance(value, Tensor):  # hashed, not kept: a tensor left out is in no other reference
+            return [value.name, element_type_name(value.data_type), list(value.dims), self.digests.get(id(value)) or value.sha256()]
+        if isinstance(value, SparseTensor):
+            return [list(value.dims), self.identity(value.values), self.identity(value.indices)]
+        return None
 
     def attribute_value(self, attr_type: AttributeType, value: object, subgraphs: dict[int, ResolvedGraph]) -> Json:
         info = TYPE_INFO.get(attr_type)

@@ -12,7 +12,8 @@ none; `service.sandbox.supervisor.describe_isolation` reads it back). Then it do
 (`service.sandbox.protocol`): for an import it sends a bounded header (the summary), then
 the tensor catalogue as a serialized SQLite database (with the findings of
 the `schema` and `security` check stages) and the converted tensor bytes; a
-graph task sends the graph document; a check worker (task "checks")
+graph task sends the graph document; a diff task compares two graph
+documents (`service.sandbox.worker.diff`); a check worker (task "checks")
 narrows its file policy to the code once its inputs are mapped, and runs
 the stages that need onnx and onnxruntime (`service.sandbox.worker.checks.run`). It never
 writes a file and never opens one except through the importer. Once its
@@ -40,7 +41,7 @@ from importer.op_schemas import schema_table
 from importer.source import ConfinedOpener, confined_descriptor
 from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.sandbox.protocol import CHANGED, CHUNK_BYTES, ImportFailure, SourceReport, StageReport, WorkerHeader, WorkerJob
-from service.sandbox.worker import confinement, lifeline
+from service.sandbox.worker import confinement, diff, lifeline
 from service.sandbox.worker.catalog import build_catalog
 from service.sandbox.worker.checks.run import import_stages, send_checks
 from service.sandbox.worker.file_broker import FileBroker
@@ -65,6 +66,10 @@ def main(connection: Connection, job: WorkerJob, output: Connection | None = Non
         confinement.keep_only_descriptors(kept, output.fileno() if output is not None else None)
         if job.sleep and not job.spin:  # test hook: hold the worker before it opens anything
             time.sleep(job.sleep)
+        if job.task == "diff":  # two graph documents, opened as a model is, before the walls
+            documents = diff.open_documents(job)
+            run_task(connection, job, confinement.confine(job), documents=documents)
+            return
         opened = open_input(connection, job)
         if opened is False:
             return
@@ -186,6 +191,7 @@ def run_task(
     narrow: Callable[[], bool] = confinement.narrow_to_code,
     freeze: Callable[[], None] = gc.freeze,
     steps: Steps | None = None,
+    documents: tuple[int, int] | None = None,
 ) -> None:
     """Read the job's model (`opened`, else opened here), its external data
     files opened by `external_opener` (through the front end's file broker,
@@ -194,7 +200,12 @@ def run_task(
     (in-process tests pass one that keeps the test's own files). Once the
     model is read, `freeze` keeps the cyclic collector off its objects for
     the worker's life (in-process tests, whose process lives on, pass a no-op).
-    `steps` (the worker's profile so far) is sent with the answer."""
+    `steps` (the worker's profile so far) is sent with the answer. A diff
+    job compares its two graph documents (`documents`, else opened here) instead."""
+    if job.task == "diff":
+        assert job.diff is not None
+        diff.send_diff(connection, documents or diff.open_documents(job), job.diff, isolation)
+        return
     steps = steps or Steps()
     model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
     limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)

@@ -7,7 +7,9 @@ with its first diagnostics; every list is cut at a number of items and a number
 of bytes, and `counts` gives every list's full length, `truncated` names the
 cut ones). The front end adds the id, the model file and the links
 (`service.imports.summary`). The complete tensor list is paged from
-`GET /models/{id}/tensors`.
+`GET /models/{id}/tensors`; `counts["tensors"]` is its length, and
+`tensors_not_catalogued` (only when there are any) the tensors the catalogue
+gives no row (`service.sandbox.worker.catalog.MAX_CATALOGUED_PER_ATTRIBUTE`).
 """
 
 from __future__ import annotations
@@ -130,6 +132,7 @@ def bounded_summary(
         "functions": listed("functions", functions, len(model.functions), MAX_NAMED_ITEMS),
         "metadata_props": dict(metadata),
         "tensors": listed("tensors", (_row_entry(row) for row in catalog.rows), catalog.count, max_tensors),
+        **({"tensors_not_catalogued": catalog.not_catalogued} if catalog.not_catalogued else {}),
         "diagnostics": {
             "errors": sum(1 for d in diagnostics if d.severity == "error"),
             "warnings": sum(1 for d in diagnostics if d.severity == "warning"),

@@ -183,10 +183,11 @@ function valueInfo(path, name) {
   };
 }
 
+// omitted: the items a TENSORS or SPARSE_TENSORS attribute holds past those its document lists (onnx-service-graph/4)
 function attributeValue(attribute) {
   const subs = subgraphsOf(attribute);
   if (subs.length) return { subgraphs: subs.map((g) => ({ path: g.path, name: g.name, nodes: g.nodes.length })) };
-  return { json: attribute.value === undefined ? null : attribute.value, ref: attribute.ref_attr_name || null };
+  return { json: attribute.value === undefined ? null : attribute.value, ref: attribute.ref_attr_name || null, omitted: attribute.omitted || 0 };
 }
 
 function node({ path, position }) {

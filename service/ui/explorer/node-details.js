@@ -46,7 +46,9 @@ function attributeRow(a) {
     const text = JSON.stringify(a.json);
     value = el("code", {}, visible(text.length > 400 ? text.slice(0, 400) + "…" : text));
   }
-  return el("tr", {}, el("th", {}, visible(a.name)), el("td", { class: "hint" }, a.type), el("td", {}, value));
+  // a plural tensor attribute's document lists its first items only: say how many more there are
+  const more = a.omitted ? el("div", { class: "hint omitted" }, `and ${number(a.omitted)} more ${a.type === "SPARSE_TENSORS" ? "sparse tensors" : "tensors"}: see the tensors list`) : null;
+  return el("tr", {}, el("th", {}, visible(a.name)), el("td", { class: "hint" }, a.type), el("td", {}, value, more));
 }
 
 // the operator set a node's op is read from; a node of a function's body is as the function imports it

@@ -28,7 +28,8 @@ export function renderSummary(s) {
       el("dt", {}, "producer"), el("dd", {}, visible(`${s.producer.name || "(none)"} ${s.producer.version || ""}`)),
       el("dt", {}, "IR version"), el("dd", {}, String(s.ir_version)),
       el("dt", {}, "opsets"), el("dd", {}, s.opsets.map((o) => `${visible(o.domain) || "ai.onnx"} ${o.version}`).join(", ") || "(none)"),
-      el("dt", {}, "graph"), el("dd", {}, `${visible(g.name) || "(unnamed)"}: ${number(g.node_count)} nodes, ${number(g.subgraph_count)} subgraphs, ${number(s.counts.tensors)} tensors`),
+      el("dt", {}, "graph"), el("dd", {}, `${visible(g.name) || "(unnamed)"}: ${number(g.node_count)} nodes, ${number(g.subgraph_count)} subgraphs, ${number(s.counts.tensors)} tensors` +
+        (s.tensors_not_catalogued ? ` (and ${number(s.tensors_not_catalogued)} more in large tensor attributes, not catalogued)` : "")),
       s.domain ? [el("dt", {}, "domain"), el("dd", {}, visible(s.domain))] : null,
     ),
     el("h3", {}, "Checks"),

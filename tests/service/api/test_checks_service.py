@@ -329,7 +329,8 @@ def endless_loop(path: Path) -> Path:
 
 def test_a_check_worker_killed_at_its_deadline_leaves_its_stages_incomplete(tmp_path: Path, data_root: Path) -> None:
     model = endless_loop(tmp_path / "endless.onnx")
-    with serving(tmp_path / "store", data_root, "--worker-timeout", "3") as service, service.client() as session:
+    unbounded = ("--max-loop-trips", str(10**13), "--smoke-cpu-seconds", "1000")  # neither the security stage nor the smoke budget stops it
+    with serving(tmp_path / "store", data_root, "--worker-timeout", "3", *unbounded) as service, service.client() as session:
         summary = post(session, model, f"?checks={ALL}")
         assert session.get("/healthz").status_code == 200
     checks = summary["checks"]

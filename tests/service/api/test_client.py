@@ -109,7 +109,7 @@ def test_path_import_graph_paged_tensors_and_delete(client: Client, data_root: P
     assert [t["name"] for t in client.tensors(model_id, page_size=2)] == [t["name"] for t in listed]  # five pages
     assert [t["name"] for t in client.tensors(model_id, prefix="i")] == ["i32", "i16", "i64"]
     graph = client.graph(model_id)
-    assert graph["format"] == "onnx-service-graph/3" and graph["graph"]["nodes"][0]["op_type"] == "Identity"
+    assert graph["format"] == "onnx-service-graph/4" and graph["graph"]["nodes"][0]["op_type"] == "Identity"
     assert any(item["id"] == model_id and item["verdict"] == summary["verdict"] for item in client.models())  # this tenant's verdict
     for entry in listed:
         if entry["elem_type"] == "STRING":

@@ -119,7 +119,7 @@ def test_the_diff_names_every_change_and_nothing_else(client: Client, pair: tupl
 def test_the_graph_documents_tensors_carry_the_sha256_of_their_bytes(client: Client, pair: tuple[str, str]) -> None:
     before, _ = pair
     graph = client.graph(before)
-    assert graph["format"] == "onnx-service-graph/3"
+    assert graph["format"] == "onnx-service-graph/4"
     digests = {v["name"]: v["initializer"]["sha256"] for v in graph["graph"]["values"] if "initializer" in v}
     assert set(digests) == {"W", "B", "S"}
     for name, digest in digests.items():

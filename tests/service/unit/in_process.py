@@ -2,20 +2,30 @@
 protocol, run in a thread of the test process. No fork, no walls, no limits,
 and the test keeps its own identity: what it tests is the front end around
 the worker (the import use case, the store, the routes), not the sandbox,
-which the process tests cover."""
+which the process tests cover. `import_parts` is the pipeline's parts over it:
+a temporary store, the bundled samples as the data root."""
 
 from __future__ import annotations
 
 import multiprocessing
+import shutil
 import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
+from service.imports.admission import Admission
+from service.imports.diff import Diffs
+from service.imports.parts import ImportParts
 from service.sandbox.protocol import WorkerJob
-from service.sandbox.supervisor import Sandbox, StreamsTooLarge, WorkerOutcome, receive_answer
+from service.sandbox.supervisor import Sandbox, StreamsTooLarge, WorkerControl, WorkerOutcome, receive_answer
 from service.sandbox.worker.main import run_task
+from service.settings import Settings
+from service.store.backends import open_data_root, open_store
+
+SAMPLES = Path(__file__).resolve().parents[3] / "testdata" / "samples"
 
 
 def _keep_files() -> bool:
@@ -38,6 +48,7 @@ class InProcessSandbox(Sandbox):
         destinations: list[Path],
         max_bytes: int | None = None,
         receive: Callable[[Connection], WorkerOutcome] | None = None,
+        control: WorkerControl | None = None,
     ) -> WorkerOutcome:
         self.jobs.append(job)
         started = time.monotonic()
@@ -62,3 +73,20 @@ class InProcessSandbox(Sandbox):
             pass  # the reader stopped (streams too large)
         finally:
             writer.close()
+
+
+def import_parts(tmp_path: Path, **settings: Any) -> ImportParts:
+    """The import pipeline's parts: the in-process sandbox, a temporary store
+    (`--store-backend memory`), a copy of the samples as the data root, one
+    worker unless `settings` say otherwise."""
+    data_root = tmp_path / "data"
+    shutil.copytree(SAMPLES, data_root)
+    defaults: dict[str, Any] = {"store_backend": "memory", "workers": 1, "store_min_free": 0}
+    chosen = Settings(data_root=str(data_root), store=str(tmp_path / "store"), **(defaults | settings))
+    store = open_store(chosen)
+    store.open()
+    sandbox = InProcessSandbox(chosen)
+    sandbox.start()
+    (tmp_path / "places").mkdir()
+    admission = Admission(chosen.workers, 4, 4, tmp_path / "places", chosen.tenant_share)
+    return ImportParts(chosen, store, sandbox, admission, open_data_root(chosen), Diffs(tmp_path / "diffs"))

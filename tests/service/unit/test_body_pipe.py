@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from service.http.body_pipe import BodyPipe
-from service.http.hash_thread import HashThread
+from service.imports.sources.body_pipe import BodyPipe
+from service.imports.sources.hash_thread import HashThread
 
 
 class Recorder:

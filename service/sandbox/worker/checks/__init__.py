@@ -8,6 +8,7 @@ offset as the operator check does:
 - `security.security_stage(model, bounds)`: our own code over the resolved
   graph (outputs whose size constants fix, past `--max-static-output`;
   calls of model-local functions that would inline past `--max-inlined-nodes`;
+  `Loop`s whose constant trip count is past `--max-loop-trips`;
   external-data locations with onnxruntime's memory-address marker; custom
   domains and Python-callback ops; control and bidirectional-override
   characters; declared dimensions past a bound). Runs in the import's worker.
@@ -19,7 +20,8 @@ offset as the operator check does:
 - `smoke.smoke_stage(session, model, dims)`: one run on synthetic inputs,
   its dimensions bound by `dims` as `dim_bindings` places them (a binding
   the model has no place for is the request's error, DimensionBindingError,
-  which `run` reports before any stage).
+  which `run` reports before any stage), stopped past its CPU budget
+  (`--smoke-cpu-seconds`, `cpu_budget`).
 
 The last three import onnx or onnxruntime (the `runtime` extra) and run in a
 check worker of their own (`run`), so that a crash or a limit there makes the

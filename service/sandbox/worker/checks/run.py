@@ -19,7 +19,10 @@ nodes): `shape`, `runtime` and `smoke` are skipped, and `security` fails.
 The smoke run (and the runtime load, which folds constants) is refused when
 the security estimate finds an output past `--max-static-output`: such a
 model is flagged and never run; the smoke run alone when a declared input
-is past it (the run would have to be given that much).
+is past it (the run would have to be given that much), or when a Loop's
+constant trip count is past `--max-loop-trips` and nothing ends it sooner
+(the `loop-trip-count` error). A smoke run that is made has its own CPU
+budget, `--smoke-cpu-seconds`, below the worker's limits (`smoke.smoke_stage`).
 Before any stage, the job's dimension bindings are placed in the model
 (`dim_bindings.resolve_bindings`): one the model has no place for is sent as
 an `error` header of kind DIMENSION_BINDING and no stage runs (a usage
@@ -39,11 +42,13 @@ from service.sandbox.protocol import ImportFailure, StageReport, WorkerHeader, W
 from service.sandbox.worker.checks.dim_bindings import resolve_bindings
 from service.sandbox.worker.checks.runtime import runtime_stage
 from service.sandbox.worker.checks.security import (
+    LOOP_TRIP_COUNT,
+    STATIC_INPUT_TOO_LARGE,
     STATIC_OUTPUT_TOO_LARGE,
     SecurityBounds,
     expansion_findings,
-    oversized_outputs,
     security_stage,
+    static_findings,
 )
 from service.sandbox.worker.checks.shape import shape_stage
 from service.sandbox.worker.checks.smoke import smoke_stage
@@ -83,11 +88,17 @@ def import_stages(model: OnnxModel, job: WorkerJob) -> tuple[list[Finding], list
         results.append(_guarded("schema", lambda: _schema(model, schema_findings)))
         findings += schema_findings
     if "security" in job.checks:
-        bounds = SecurityBounds(max_static_output=job.max_static_output, max_inlined_nodes=job.max_inlined_nodes)
+        bounds = _security_bounds(job)
         result = _guarded("security", lambda: security_stage(model, bounds))
         results.append(result)
         findings += result.findings
     return findings, results
+
+
+def _security_bounds(job: WorkerJob) -> SecurityBounds:
+    return SecurityBounds(
+        max_static_output=job.max_static_output, max_inlined_nodes=job.max_inlined_nodes, max_loop_trips=job.max_loop_trips
+    )
 
 
 def _refusals(model: OnnxModel, job: WorkerJob, stages: list[Stage]) -> dict[str, StageResult]:
@@ -95,8 +106,9 @@ def _refusals(model: OnnxModel, job: WorkerJob, stages: list[Stage]) -> dict[str
     them for a model whose calls of its functions expand past
     --max-inlined-nodes; neither the load (onnxruntime folds constants as it
     loads) nor the run of a model with an output past --max-static-output; not
-    the run of one whose declared inputs are past it. Fail closed: without
-    the count, none runs; without the estimate, neither runtime stage."""
+    the run of one whose declared inputs are past it, nor of one with a Loop
+    past --max-loop-trips that nothing ends sooner. Fail closed: without the
+    count, none runs; without the estimate, neither runtime stage."""
     try:
         expanding = expansion_findings(model, job.max_inlined_nodes)
     except Exception as error:
@@ -112,17 +124,33 @@ def _refusals(model: OnnxModel, job: WorkerJob, stages: list[Stage]) -> dict[str
     if "runtime" not in stages and "smoke" not in stages:
         return {}
     try:
-        oversized = oversized_outputs(model, job.max_static_output)
+        flagged = static_findings(model, _security_bounds(job))
     except Exception as error:
         reason = f"not run: the security estimate did not complete ({type(error).__name__})"
         return {stage: incomplete(stage, reason) for stage in ("runtime", "smoke")}
     refused: dict[str, StageResult] = {}
-    for finding in oversized:
-        what = "an output" if finding.code == STATIC_OUTPUT_TOO_LARGE else "an input"
-        reason = f"not run: the security check estimates {what} past --max-static-output at {finding.field_path}: {finding.message}"
-        for stage in ("runtime", "smoke") if finding.code == STATIC_OUTPUT_TOO_LARGE else ("smoke",):
-            refused.setdefault(stage, StageResult.ended(stage, "skipped", reason))
+    for finding in flagged:
+        for stage in _refused_by(finding):
+            refused.setdefault(stage, StageResult.ended(stage, "skipped", f"not run: {_refusal_reason(finding)}"))
     return refused
+
+
+def _refused_by(finding: Finding) -> tuple[Stage, ...]:
+    """The check worker's stages a finding of the security estimate keeps from running."""
+    if finding.code == STATIC_OUTPUT_TOO_LARGE:
+        return ("runtime", "smoke")
+    if finding.code == STATIC_INPUT_TOO_LARGE or (finding.code == LOOP_TRIP_COUNT and finding.severity == "error"):
+        return ("smoke",)
+    return ()
+
+
+def _refusal_reason(finding: Finding) -> str:
+    """Why a stage is not run, naming the finding, its place and the setting it is past."""
+    if finding.code == LOOP_TRIP_COUNT:
+        where = f"({finding.code}) at {finding.field_path}"
+        return f"the security check finds a Loop past --max-loop-trips that nothing ends sooner {where}: {finding.message}"
+    what = "an output" if finding.code == STATIC_OUTPUT_TOO_LARGE else "an input"
+    return f"the security check estimates {what} past --max-static-output at {finding.field_path}: {finding.message}"
 
 
 def _stage_runner(stage: Stage, model: OnnxModel, job: WorkerJob, session: list[object | None]) -> Callable[[], StageResult]:
@@ -138,7 +166,7 @@ def _stage_runner(stage: Stage, model: OnnxModel, job: WorkerJob, session: list[
         return load
 
     def run() -> StageResult:
-        result: StageResult = smoke_stage(session[0], model, dict(job.dims))
+        result: StageResult = smoke_stage(session[0], model, dict(job.dims), cpu_seconds=job.smoke_cpu_seconds)
         return result
 
     return run

@@ -1,8 +1,8 @@
 """The `security` stage: findings a registry acts on, each placed in the file.
 
 Owns the stage's codes (below, with their severities), `SecurityBounds`,
-`security_stage(model, bounds)`, `oversized_outputs(model, max_bytes)`
-(what the smoke run refuses to run) and `expansion_findings(model, max_nodes)`
+`security_stage(model, bounds)`, `static_findings(model, bounds)` (what the
+check worker refuses to load or run) and `expansion_findings(model, max_nodes)`
 (what no check worker stage is given). Pure Python over the importer's opened
 model: it reads no file and runs nothing. What each code means, and what a
 registry should do about it, is in docs/security-findings.md.
@@ -11,6 +11,11 @@ registry should do about it, is in docs/security-findings.md.
   (`static-output-too-large`, the estimate of
   `service.sandbox.worker.checks.static_size`), and declared inputs a smoke
   run would have to make that large (`static-input-too-large`);
+- `Loop`s whose trip count, a constant the same estimate resolves (or none
+  at all), is past `max_loop_trips` (`loop-trip-count`): an error when
+  nothing ends the loop sooner (its condition is absent or a constant true
+  that its body passes on unchanged), a warning when its body computes its
+  condition (a while-loop, as torch exports them with M = INT64_MAX);
 - calls of model-local functions that would expand, once inlined, to more
   than `max_inlined_nodes` nodes (`function-expansion-too-large`, counted
   without inlining by `service.sandbox.worker.checks.function_expansion`);
@@ -71,7 +76,7 @@ from importer.tensor_places import tensor_places
 from importer.wire import Buffer, FieldCursor, find_field
 from service.checks.outcome import Finding, Severity, StageResult, incomplete
 from service.sandbox.worker.checks.function_expansion import UNBOUNDED, function_expansion
-from service.sandbox.worker.checks.static_size import Oversized, byte_size, estimate_static_outputs
+from service.sandbox.worker.checks.static_size import LoopTrips, Oversized, byte_size, estimate_statics
 
 # The stage's codes: stable tokens a registry acts on (docs/security-findings.md).
 STATIC_OUTPUT_TOO_LARGE: Final = "static-output-too-large"
@@ -83,6 +88,7 @@ CUSTOM_OPERATOR_DOMAIN: Final = "custom-operator-domain"
 BIDI_OVERRIDE_CHARACTER: Final = "bidi-override-character"
 CONTROL_CHARACTER: Final = "control-character"
 DECLARED_DIM_TOO_LARGE: Final = "declared-dim-too-large"
+LOOP_TRIP_COUNT: Final = "loop-trip-count"
 
 SEVERITY: Final[dict[str, Severity]] = {
     STATIC_OUTPUT_TOO_LARGE: "error",
@@ -90,6 +96,7 @@ SEVERITY: Final[dict[str, Severity]] = {
     EXTERNAL_DATA_MEMORY_ADDRESS: "error",
     PYTHON_CALLBACK_OP: "error",
     BIDI_OVERRIDE_CHARACTER: "error",
+    LOOP_TRIP_COUNT: "error",  # a warning for a while-loop, whose body computes its condition
     STATIC_INPUT_TOO_LARGE: "warning",
     CUSTOM_OPERATOR_DOMAIN: "warning",
     CONTROL_CHARACTER: "warning",
@@ -146,14 +153,16 @@ class SecurityBounds:
     the 32-bit integers many kernels and accelerators use, and a single row
     of float32 already takes 8 GiB. `max_inlined_nodes`: the nodes the
     model's calls of its own functions may expand to once inlined
-    (`--max-inlined-nodes`, 1,000,000)."""
+    (`--max-inlined-nodes`, 1,000,000). `max_loop_trips`: the iterations a
+    Loop's constant trip count may ask for (`--max-loop-trips`, 1,000,000)."""
 
     max_static_output: int = 1 << 30
     max_declared_dim: int = 2**31 - 1
     max_inlined_nodes: int = 1_000_000
+    max_loop_trips: int = 1_000_000
 
     def __post_init__(self) -> None:
-        if self.max_static_output < 1 or self.max_declared_dim < 1 or self.max_inlined_nodes < 1:
+        if min(self.max_static_output, self.max_declared_dim, self.max_inlined_nodes, self.max_loop_trips) < 1:
             raise ValueError("the security bounds must be positive")
 
 
@@ -174,14 +183,19 @@ def security_stage(model: OnnxModel, bounds: SecurityBounds) -> StageResult:
     return result
 
 
-def oversized_outputs(model: OnnxModel, max_bytes: int) -> list[Finding]:
-    """What a smoke run of `model` would allocate past `max_bytes` from its
-    statics alone: outputs whose size constants fix (`static-output-too-large`)
-    and declared inputs it would have to make, symbolic dimensions taken as 1
-    (`static-input-too-large`). The smoke run is refused when this is not
-    empty. In file order."""
-    found = [_static_output(item, max_bytes) for item in estimate_static_outputs(model, max_bytes)]
+def static_findings(model: OnnxModel, bounds: SecurityBounds) -> list[Finding]:
+    """What the statics of `model` alone say a run would take, from one walk
+    of the size estimate: outputs whose size constants fix past
+    `max_static_output` (`static-output-too-large`), declared inputs a smoke
+    run would have to make past it, symbolic dimensions taken as 1
+    (`static-input-too-large`), and Loops whose constant (or absent) trip
+    count is past `max_loop_trips` (`loop-trip-count`). The check worker
+    refuses to load or run what this flags (`run._refusals`). In file order."""
+    max_bytes = bounds.max_static_output
+    statics = estimate_statics(model, max_bytes)
+    found = [_static_output(item, max_bytes) for item in statics.outputs]
     found.extend(_static_inputs(model, max_bytes))
+    found.extend(_loop_trip_count(loop, bounds.max_loop_trips) for loop in statics.loops if _past(loop, bounds.max_loop_trips))
     found.sort(key=lambda finding: finding.offset)
     return found
 
@@ -235,10 +249,10 @@ def _type_name(elem: int | None) -> str:
         return f"type-{elem}"
 
 
-def _finding(code: str, message: str, field_path: str, offset: int, node: Node | None) -> Finding:
-    """A security finding of `code` (its severity from SEVERITY), placed at the field and, if any, its node."""
+def _finding(code: str, message: str, field_path: str, offset: int, node: Node | None, severity: Severity | None = None) -> Finding:
+    """A security finding of `code` (its severity from SEVERITY unless given), placed at the field and, if any, its node."""
     name, op_type, domain = (node.name, node.op_type, node.domain) if node is not None else (None, None, None)
-    return Finding("security", SEVERITY[code], code, message, name, op_type, domain, field_path, offset)
+    return Finding("security", severity or SEVERITY[code], code, message, name, op_type, domain, field_path, offset)
 
 
 def _static_output(item: Oversized, max_bytes: int) -> Finding:
@@ -287,6 +301,32 @@ def _static_inputs(model: OnnxModel, max_bytes: int) -> Iterator[Finding]:
             )
 
 
+# --- loops
+
+
+def _past(loop: LoopTrips, max_trips: int) -> bool:
+    """Whether the loop may run more than `max_trips` iterations (without a trip count, it may run forever)."""
+    return loop.trips is None or loop.trips > max_trips
+
+
+def _loop_trip_count(loop: LoopTrips, max_trips: int) -> Finding:
+    """A `loop-trip-count` finding at the Loop: an error when nothing ends it sooner, else a warning."""
+    allowed = f"the {max_trips:,} iterations --max-loop-trips allows"
+    if loop.runs_every_trip:
+        keeps_on = "its condition starts true (absent, or a constant) and its body keeps it true"
+        if loop.trips is None:
+            message = f"this Loop has no trip count and nothing ends it: {keeps_on}, so it never ends"
+        else:
+            message = f"this Loop runs {loop.trips:,} iterations, more than {allowed}, and nothing ends it sooner: {keeps_on}"
+        return _finding(LOOP_TRIP_COUNT, message, loop.field_path, loop.offset, loop.node)
+    asks = "has no trip count" if loop.trips is None else f"may run {loop.trips:,} iterations, more than {allowed}"
+    message = (
+        f"this Loop {asks}; its body computes its condition, which may end it sooner (a while-loop): "
+        "a smoke run of it is bounded by --smoke-cpu-seconds"
+    )
+    return _finding(LOOP_TRIP_COUNT, message, loop.field_path, loop.offset, loop.node, "warning")
+
+
 # --- the scan
 
 
@@ -306,7 +346,7 @@ class _Scan:
 
     def run(self) -> list[Finding]:
         model = self.model
-        self.found.extend(oversized_outputs(model, self.bounds.max_static_output))
+        self.found.extend(static_findings(model, self.bounds))
         self.found.extend(expansion_findings(model, self.bounds.max_inlined_nodes))
         self._model_fields()
         for index, entry in enumerate(model.proto.opset_import):

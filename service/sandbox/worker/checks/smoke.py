@@ -42,6 +42,13 @@ Codes (stable, kebab-case; each finding is an error):
   one (for a sequence or map, the first element, key or value that is not);
 - `smoke-output-shape`: an output's rank or a dimension is not the declared one.
 
+The run has its own CPU budget (`cpu_seconds`, the service's
+`--smoke-cpu-seconds`, 3 by default, below the worker's limits), enforced with
+onnxruntime's own cancellation (`service.sandbox.worker.checks.cpu_budget`:
+both ways of running take its `RunOptions`): a run that uses it without
+finishing (a `Loop` of 10^15 trips) is stopped, and the stage is `incomplete`
+(a limit, fail closed), its reason naming the setting.
+
 `incomplete` (fail closed) when memory runs out or on an exception the stage
 does not expect.
 """
@@ -62,6 +69,7 @@ import importer
 from importer.element_types import BITS_PER_ELEMENT, DataType, has_native_numpy_dtype, raw_layout_dtype
 from importer.messages import MapType, OpaqueType, OptionalType, SequenceType, TensorType, TypeProto
 from service.checks.outcome import DimensionBindingError, Finding, StageResult, incomplete
+from service.sandbox.worker.checks.cpu_budget import cpu_budget
 from service.sandbox.worker.checks.dim_bindings import Bindings, default_hint, resolve_bindings
 from service.sandbox.worker.checks.runtime import finding_at_message, load_onnxruntime
 
@@ -71,6 +79,7 @@ SMOKE_OUTPUT_SHAPE: Final = "smoke-output-shape"
 
 NO_SESSION: Final = "the runtime stage made no session"
 MAX_SYNTHETIC_INPUT_BYTES: Final = 1 << 30  # the synthetic inputs, all together
+DEFAULT_CPU_SECONDS: Final = 3.0  # the run's CPU budget (--smoke-cpu-seconds)
 
 _OUT_OF_MEMORY: Final = re.compile(r"bad_alloc|Failed to allocate memory|out of memory", re.IGNORECASE)
 _ORT_TYPE: Final = re.compile(r"tensor\((\w+)\)")
@@ -109,18 +118,25 @@ class _TooLarge(Exception):
     """Inputs past MAX_SYNTHETIC_INPUT_BYTES: a limit, so the stage is incomplete."""
 
 
+class _OverBudget(Exception):
+    """The run used its CPU budget without finishing: a limit, so the stage is incomplete."""
+
+
 def smoke_stage(
     session: object | None,
     model: importer.OnnxModel,
     dims: Mapping[str, int],
     inputs: Mapping[str, np.ndarray[Any, Any]] | None = None,
     outputs_sink: list[object] | None = None,
+    *,
+    cpu_seconds: float = DEFAULT_CPU_SECONDS,
 ) -> StageResult:
     """One run of `session` (the `runtime` stage's) on synthetic inputs, or on
-    `inputs` when given; each output checked against its declaration. The
-    outputs are appended to `outputs_sink` when given, in the graph's order."""
+    `inputs` when given, stopped once it has used `cpu_seconds` of CPU time;
+    each output checked against its declaration. The outputs are appended to
+    `outputs_sink` when given, in the graph's order."""
     started = time.monotonic()
-    result = _smoke_stage(session, model, dims, inputs, outputs_sink)
+    result = _smoke_stage(session, model, dims, inputs, outputs_sink, cpu_seconds)
     result.seconds = time.monotonic() - started
     return result
 
@@ -131,6 +147,7 @@ def _smoke_stage(
     dims: Mapping[str, int],
     inputs: Mapping[str, np.ndarray[Any, Any]] | None,
     outputs_sink: list[object] | None,
+    cpu_seconds: float,
 ) -> StageResult:
     if session is None:
         return StageResult.ended("smoke", "skipped", NO_SESSION)
@@ -147,9 +164,11 @@ def _smoke_stage(
         except _TooLarge as limit:
             return incomplete("smoke", str(limit))
         try:
-            actual = _run(ort, run, feeds, types, outputs_sink, _declares_a_map(model))
+            actual = _budgeted_run(ort, run, feeds, types, outputs_sink, _declares_a_map(model), cpu_seconds)
         except _Skip as skip:
             return StageResult.ended("smoke", "skipped", str(skip))
+        except _OverBudget as limit:
+            return incomplete("smoke", str(limit))
         except MemoryError:
             return incomplete("smoke", "out of memory during the run")
         except Exception as error:
@@ -285,24 +304,46 @@ def _synthetic(data_type: DataType, shape: tuple[int, ...], dtype: np.dtype[Any]
 # --- the run
 
 
+def _budgeted_run(
+    ort: Any,
+    session: Any,
+    feeds: dict[str, np.ndarray[Any, Any]],
+    types: dict[str, int],
+    sink: list[object] | None,
+    maps: bool,
+    cpu_seconds: float,
+) -> list[_Actual]:
+    """`_run` under its CPU budget: _OverBudget when the watchdog stopped it."""
+    run_options = ort.RunOptions()
+    with cpu_budget(run_options, cpu_seconds) as budget:
+        try:
+            return _run(ort, session, feeds, types, sink, maps, run_options)
+        except Exception:
+            if budget.spent:
+                raise _OverBudget(f"the smoke run used its {cpu_seconds:g} CPU-seconds (--smoke-cpu-seconds) without finishing") from None
+            raise
+
+
 def _run(
     ort: Any,
     session: Any,
     feeds: dict[str, np.ndarray[Any, Any]],
     types: dict[str, int],
     sink: list[object] | None,
-    maps: bool = False,
+    maps: bool,
+    run_options: Any,
 ) -> list[_Actual]:
     """Run once; each output as it came. The numpy API runs the model when an
     input is a string (onnxruntime makes no OrtValue of strings), and when an
     output declares a map (`maps`: only that API gives its contents) and numpy
-    has every input's type; else `run_with_ort_values`."""
+    has every input's type; else `run_with_ort_values`. Both take
+    `run_options` (onnxruntime's `RunOptions`: its CPU budget)."""
     strings = [name for name, code in types.items() if code == DataType.STRING]
     odd = [name for name, code in types.items() if not has_native_numpy_dtype(DataType(code)) and code != DataType.STRING]
     if strings or (maps and not odd):
         if odd:
             raise _Skip(f"inputs {strings[0]!r} (strings) and {odd[0]!r} ({DataType(types[odd[0]]).name}) cannot be given in one run")
-        outputs = session.run(None, feeds)
+        outputs = session.run(None, feeds, run_options)
         if sink is not None:
             sink.extend(outputs)
         return [_actual_of_python(output) for output in outputs]
@@ -314,7 +355,7 @@ def _run(
             raise
         except Exception as error:
             raise _Skip(f"onnxruntime takes no input {name!r} of {array.dtype} {list(array.shape)[:8]}: {error}") from None
-    results = session.run_with_ort_values(None, values)
+    results = session.run_with_ort_values(None, values, run_options)
     actual = [_actual_of_ortvalue(value) for value in results]
     if sink is not None:
         for value, seen in zip(results, actual, strict=True):

@@ -1,6 +1,6 @@
 """Output sizes that constants fix, estimated before anything runs.
 
-Owns `estimate_static_outputs(model, max_bytes)`: every node output (in the
+Owns `estimate_statics(model, max_bytes)`: every node output (in the
 main graph, its subgraphs and the model-local functions' bodies) whose
 element count the model's constants and static shapes fix, and which holds
 more than `max_bytes` while its node makes more elements than it reads: the
@@ -10,7 +10,8 @@ amplifiers of a small file into a large allocation (`ConstantOfShape`,
 element-wise ops and `MatMul`/`Gemm` on static shapes, a `Loop`'s scan
 outputs over a constant trip count), and sparse tensors (a sparse
 initializer, a `Constant`'s `sparse_value`) whose dense form is that large,
-since runtimes densify them.
+since runtimes densify them; and every `Loop` whose trip count is a
+constant (or absent), with whether anything can end it sooner (`LoopTrips`).
 
 How: one walk in resolved order (function bodies in file order), keeping
 per value what `service.sandbox.worker.checks.size_values` knows of it: its
@@ -70,6 +71,30 @@ class Oversized:
     what: str  # how it comes about, for the message ("densified from a sparse tensor"); may be ""
 
 
+@dataclass(frozen=True, slots=True)
+class LoopTrips:
+    """A `Loop` (of the default domain) whose trip count M is a constant, or
+    absent, with its place. `trips` is None when the Loop has no M (only its
+    condition ends it). `runs_every_trip`: nothing ends it sooner, since its
+    condition input is absent or a constant true, and its body's condition
+    output is its condition input (directly or through `Identity` nodes) or
+    a constant true."""
+
+    field_path: str
+    offset: int
+    node: Node
+    trips: int | None
+    runs_every_trip: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Statics:
+    """What the estimate finds, each list in file order."""
+
+    outputs: list[Oversized]  # past the bound
+    loops: list[LoopTrips]  # every Loop of a constant (or no) trip count
+
+
 def byte_size(elements: int, elem: int | None) -> int:
     """Bytes of `elements` elements of type `elem` (1 per element when the
     type is unknown or has no fixed width: a lower bound)."""
@@ -77,9 +102,9 @@ def byte_size(elements: int, elem: int | None) -> int:
     return (elements * bits + 7) // 8 if bits else elements
 
 
-def estimate_static_outputs(model: OnnxModel, max_bytes: int) -> list[Oversized]:
-    """Every output whose constants fix a size past `max_bytes` (see the
-    module's docstring), in file order."""
+def estimate_statics(model: OnnxModel, max_bytes: int) -> Statics:
+    """Every output whose constants fix a size past `max_bytes`, and every
+    Loop of a constant (or no) trip count (see the module's docstring)."""
     return _Estimator(model, max_bytes).run()
 
 
@@ -117,19 +142,20 @@ class _Scope:
 
 
 class _Estimator:
-    """One model's walk. `found` lists the outputs past `max_bytes`."""
+    """One model's walk. `found` lists the outputs past `max_bytes`, `loops` the Loops of a constant (or no) trip count."""
 
     def __init__(self, model: OnnxModel, max_bytes: int) -> None:
         self.model = model
         self.max_bytes = max_bytes
         self.found: list[Oversized] = []
+        self.loops: list[LoopTrips] = []
         self.folder = Folder(model.opsets.get("", 1))
         self.resolved: dict[str, ResolvedGraph] = {model.graph.path: model.graph}
         for subgraph in model.graph.subgraphs():
             self.resolved[subgraph.path] = subgraph
         self.functions = {(normalize_domain(f.domain), f.name, f.overload) for f in model.functions}
 
-    def run(self) -> list[Oversized]:
+    def run(self) -> Statics:
         main = self.model.graph
         self._graph(main.proto, main.path, None)
         for index, function in enumerate(self.model.functions):
@@ -138,7 +164,8 @@ class _Estimator:
             scope = _Scope({name: None for name in function.input}, None)
             self._nodes(function.node, range(len(function.node)), f"ModelProto.functions[{index}]", scope)
         self.found.sort(key=lambda item: item.offset)
-        return self.found
+        self.loops.sort(key=lambda item: item.offset)
+        return Statics(self.found, self.loops)
 
     # --- graphs
 
@@ -205,6 +232,7 @@ class _Estimator:
                     continue
             inputs = [lookup(name) if name else None for name in node.input]
             if op == "Loop":
+                self._note_loop(node, f"{path}.node[{index}]", inputs, bodies)
                 outs = self._loop(node, inputs, bodies)
             else:
                 rule = RULES.get(op)
@@ -260,6 +288,48 @@ class _Estimator:
             static = static_shape(found.shape) if found is not None else None
             outs.append(None if found is None or static is None else Out(found.elem, (trips, *static), what=f"over {trips} iterations"))
         return outs
+
+    def _note_loop(self, node: Node, node_path: str, inputs: list[Info | None], bodies: dict[str, _Scope]) -> None:
+        """Keep a Loop whose trip count is a constant (or absent), with whether anything can end it sooner."""
+        trips = None
+        if node.input and node.input[0]:
+            count = self.folder.scalar(inputs[0])
+            if not isinstance(count, int):
+                return  # a trip count the estimate cannot tell
+            trips = count
+        has_condition = len(node.input) > 1 and bool(node.input[1])
+        starts_true = not has_condition or _is_true(self.folder.scalar(inputs[1]))
+        attribute = find_attribute(node, "body")
+        body = bodies.get("body")
+        keeps_true = (
+            body is not None
+            and attribute is not None
+            and isinstance(attribute.value, Graph)
+            and self._keeps_its_condition(attribute.value, body)
+        )
+        self.loops.append(LoopTrips(node_path, node.offset, node, trips, starts_true and keeps_true))
+
+    def _keeps_its_condition(self, body: Graph, scope: _Scope) -> bool:
+        """Whether a Loop body's condition output is its condition input, directly
+        or through `Identity` nodes, or a constant true (in `scope`, the body's)."""
+        if len(body.input) < 2 or not body.output:
+            return False
+        condition_in = body.input[1].name
+        producers = {output: node for node in body.node for output in node.output if output}
+        name = body.output[0].name
+        for _ in range(len(body.node) + 1):  # an Identity chain is no longer than the body
+            if name == condition_in:
+                return True
+            producer = producers.get(name)
+            if producer is None or producer.op_type != "Identity" or producer.domain not in _DEFAULT_DOMAINS or not producer.input:
+                break
+            name = producer.input[0]
+        return _is_true(self.folder.scalar(scope.lookup(name)))
+
+
+def _is_true(value: float | int | None) -> bool:
+    """Whether a folded scalar is a constant true (a bool's True, or any nonzero number)."""
+    return value is not None and value != 0
 
 
 _NO_BODIES: Final[dict[str, _Scope]] = {}

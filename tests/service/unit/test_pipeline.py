@@ -1,4 +1,4 @@
-"""The import use case (`service.imports.flow`) without HTTP: parsed inputs
+"""The import pipeline (`service.imports.pipeline`) without HTTP: a source
 in, an `Imported` result or a typed error out; the in-process sandbox and
 a temporary store (`--store-backend memory`). Also the one map from those errors to problems."""
 
@@ -10,28 +10,26 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote, unquote
 
 import pytest
-from in_process import InProcessSandbox
+from in_process import InProcessSandbox, import_parts
 
 from service import errors
 from service.checks.outcome import parse_checks
 from service.http.problems import DOMAIN_PROBLEMS, PROBLEMS, domain_problem
+from service.imports import pipeline
 from service.imports.checks import CheckRequest
-from service.imports.flow import Imported, ImportHooks, import_upload
 from service.imports.graph import graph_document
-from service.imports.inputs import StagedFile, Upload
-from service.imports.limiter import ImportLimiter
 from service.imports.parts import ImportParts
-from service.imports.root_imports import import_from_root
+from service.imports.results import Imported
+from service.imports.sources import under_data_root
+from service.imports.sources.multipart import MultipartUpload
 from service.sandbox.protocol import ImportFailure
 from service.sandbox.supervisor import WorkerOutcome
-from service.settings import Settings
-from service.store.backends import open_data_root, open_store
 from service.store.byte_source import ByteSource, FileSource
 from service.store.data_root import Entry, FetchedObject
 from service.store.records import SourceFile
@@ -47,44 +45,44 @@ def run(imports: ImportParts, work: Callable[[ImportParts], Awaitable[T]]) -> T:
 
 @pytest.fixture
 def imports(tmp_path: Path) -> ImportParts:
-    data_root = tmp_path / "data"
-    shutil.copytree(SAMPLES, data_root)
-    settings = Settings(data_root=str(data_root), store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0)
-    store = open_store(settings)
-    store.open()
-    sandbox = InProcessSandbox(settings)
-    sandbox.start()
-    (tmp_path / "limiter").mkdir()
-    limiter = ImportLimiter(1, 4, 4, tmp_path / "limiter")
-    return ImportParts(settings, store, sandbox, limiter, open_data_root(settings))
+    return import_parts(tmp_path)
 
 
-def receiving(*parts: tuple[str, bytes]) -> Callable[[Path, Path], Awaitable[Upload]]:
-    """What the HTTP layer's upload parser does: the parts written into the work folder, hashed."""
+BOUNDARY = b"test-boundary"
 
-    async def receive(model_path: Path, external_dir: Path) -> Upload:
-        upload = Upload(model_path, external_dir, display_name=parts[0][0])
-        for index, (name, data) in enumerate(parts):
-            path = model_path if index == 0 else external_dir / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-            staged = StagedFile(name, path, len(data), hashlib.sha256(data).hexdigest())
-            if index == 0:
-                upload.model = staged
-            else:
-                upload.externals.append(staged)
-        return upload
 
-    return receive
+def multipart(*parts: tuple[str, bytes]) -> MultipartUpload:
+    """An upload as the HTTP layer hands it over: a multipart body's chunks (the model first, then its external data)."""
+    body = bytearray()
+    for index, (name, data) in enumerate(parts):
+        field = "model" if index == 0 else "external_data"
+        body += b"--" + BOUNDARY + b"\r\n"
+        body += f'Content-Disposition: form-data; name="{field}"; filename="{name}"\r\n\r\n'.encode()
+        body += data + b"\r\n"
+    body += b"--" + BOUNDARY + b"--\r\n"
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 1000):
+            yield bytes(body[start : start + 1000])
+
+    return MultipartUpload(chunks(), BOUNDARY)
+
+
+def upload(imports: ImportParts, tenant: str, *parts: tuple[str, bytes]) -> Imported:
+    return run(imports, lambda s: pipeline.run(s, multipart(*parts), tenant))
+
+
+def from_root(imports: ImportParts, tenant: str, path: str, checks: CheckRequest | None = None) -> Imported:
+    return run(imports, lambda s: pipeline.run(s, under_data_root(s.data_root, path, False), tenant, checks))
 
 
 def test_a_path_import_is_created_once_per_tenant(imports: ImportParts) -> None:
-    first = run(imports, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
+    first = from_root(imports, "alice", "add.onnx")
     assert isinstance(first, Imported) and first.created
     assert b'"input":"add.onnx"' in first.summary
-    again = run(imports, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
+    again = from_root(imports, "alice", "add.onnx")
     assert (again.model_id, again.created) == (first.model_id, False)
-    other = run(imports, lambda s: import_from_root(s, "bob", "./add.onnx", ImportHooks()))
+    other = from_root(imports, "bob", "./add.onnx")
     assert (other.model_id, other.created) == (first.model_id, True)
     assert b'"input":"./add.onnx"' in other.summary  # bob's own name, never alice's
     assert imports.store.model_count() == 1
@@ -99,8 +97,8 @@ def test_a_model_deleted_while_imported_again_is_imported_anew(imports: ImportPa
 
     def again() -> Imported:
         if kind == "upload":
-            return run(imports, lambda s: import_upload(s, "alice", receiving(("add.onnx", data)), ImportHooks()))
-        return run(imports, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks()))
+            return upload(imports, "alice", ("add.onnx", data))
+        return from_root(imports, "alice", "add.onnx")
 
     first = again()
     summary = imports.store.summary
@@ -120,7 +118,7 @@ def test_an_upload_with_its_external_data_is_stored(imports: ImportParts) -> Non
     folder = SAMPLES / "external"
     parts = [("model.onnx", (folder / "model.onnx").read_bytes())]
     parts += [(name, (folder / name).read_bytes()) for name in ("weights.bin", "more/bias.bin")]
-    imported = run(imports, lambda s: import_upload(s, "alice", receiving(*parts), ImportHooks()))
+    imported = upload(imports, "alice", *parts)
     assert imported.created
     record = imports.store.read_record(imported.model_id)
     assert record is not None and set(record.files) >= {"model", "weights.bin", "more/bias.bin"}
@@ -130,13 +128,13 @@ def test_an_upload_with_its_external_data_is_stored(imports: ImportParts) -> Non
 def test_an_unused_external_part_is_refused(imports: ImportParts) -> None:
     parts = [("add.onnx", (SAMPLES / "add.onnx").read_bytes()), ("stray.bin", b"\0" * 8)]
     with pytest.raises(errors.BadInput, match="not used by any tensor"):
-        run(imports, lambda s: import_upload(s, "alice", receiving(*parts), ImportHooks()))
+        upload(imports, "alice", *parts)
     assert imports.store.model_count() == 0
 
 
 def test_the_importers_refusal_is_a_typed_error_naming_the_place(imports: ImportParts) -> None:
     with pytest.raises(errors.ImportFailed) as refused:
-        run(imports, lambda s: import_upload(s, "alice", receiving(("bad.onnx", b"\x0a\xff\xff\xff\xff\x0f")), ImportHooks()))
+        upload(imports, "alice", ("bad.onnx", b"\x0a\xff\xff\xff\xff\x0f"))
     assert refused.value.failure.kind == "Malformed" and refused.value.failure.input == "bad.onnx"
     assert refused.value.failure.offset is not None
     assert domain_problem(refused.value).problem.status == 422
@@ -144,7 +142,7 @@ def test_the_importers_refusal_is_a_typed_error_naming_the_place(imports: Import
 
 def test_a_path_outside_the_data_root_is_refused_before_any_worker(imports: ImportParts) -> None:
     with pytest.raises(errors.PathRefused):
-        run(imports, lambda s: import_from_root(s, "alice", "../outside.onnx", ImportHooks()))
+        from_root(imports, "alice", "../outside.onnx")
     assert isinstance(imports.sandbox, InProcessSandbox) and imports.sandbox.jobs == []
 
 
@@ -226,7 +224,7 @@ def test_a_data_root_of_another_kind_serves_imports_renders_and_tensors_through_
         shutil.copy(SAMPLES / "external" / name, flat / quote(f"external/{name}", safe=""))
     root = FlatFolderRoot(flat)
     imports = dataclasses.replace(imports, data_root=root)
-    imported = run(imports, lambda s: import_from_root(s, "alice", "external/model.onnx", ImportHooks()))
+    imported = from_root(imports, "alice", "external/model.onnx")
     assert imported.created
     record = imports.store.read_record(imported.model_id)
     assert record is not None and {item.path for item in record.files.values()} >= {"external/weights.bin", "external/more/bias.bin"}
@@ -238,7 +236,7 @@ def test_a_data_root_of_another_kind_serves_imports_renders_and_tensors_through_
         source.close()
     os.close(run(imports, lambda s: graph_document(s, imported.model_id, "alice")))  # its worker reads fetched copies
     assert imports.store.graph_rendered("alice", imported.model_id)
-    assert run(imports, lambda s: import_from_root(s, "bob", "external/model.onnx", ImportHooks())).model_id == imported.model_id
+    assert from_root(imports, "bob", "external/model.onnx").model_id == imported.model_id
     root.file("external/weights.bin").write_bytes(b"\0" * weights.size)  # another file now: the record's no longer
     with pytest.raises(errors.TensorSourceChanged):
         root.open(weights)
@@ -250,7 +248,7 @@ def test_each_stage_keeps_the_time_its_worker_measured(imports: ImportParts) -> 
     """The summary's `checks.NAME.seconds` is the stage's own time as its worker
     reported it (it read 0.0 for every stage while the results went through the summary)."""
     asked = CheckRequest(parse_checks("runtime"))  # an onnxruntime session: milliseconds, never 0.000
-    imported = run(imports, lambda s: import_from_root(s, "alice", "add.onnx", ImportHooks(), asked))
+    imported = from_root(imports, "alice", "add.onnx", asked)
     checks = json.loads(imported.summary)["checks"]
     assert set(checks) == {"runtime"} and checks["runtime"]["seconds"] > 0
     assert json.loads(imports.store.summary(imported.model_id))["checks"]["runtime"]["seconds"] == checks["runtime"]["seconds"]

@@ -1,0 +1,354 @@
+"""Admission, fair between tenants: receiving places, the import queue and worker slots.
+
+At most `workers` worker jobs run and `queue` more imports wait; beyond that
+503 with a Retry-After estimated from recent jobs. Uploads whose bodies are
+still arriving are bounded apart (`max_receiving`): an upload joins the
+import queue only once its body is on disk, so slow clients hold receiving
+places, never import places.
+
+Fair between tenants:
+
+- **A share.** One tenant holds at most `tenant_share` of the import places
+  (running and queued) and of the receiving places (at least one of each);
+  past it that tenant alone is refused, with a Retry-After from its own jobs
+  still to run, while the others are admitted.
+- **Turns.** A free worker slot goes to the waiter whose tenant runs the
+  fewest workers now; then to an import that already runs a worker (its
+  check worker: an import started is finished first); then to the tenant
+  served least recently (round robin); within a tenant, to the oldest. Two
+  busy tenants take turns, whatever either has queued; one tenant alone
+  uses every worker.
+- **Leaving.** A waiter whose task is cancelled (its client went:
+  `service.http.client_presence`) leaves the queue and takes no place; the
+  pipeline ends a running worker the same way
+  (`service.imports.workers`).
+
+The places are shared by every front-end process of one service: they are
+locks on files in one folder (`service.imports.place_locks`), which the
+kernel frees when a process dies; each tenant's are in files of its own,
+named by a digest of the tenant, with the time its last slot was granted.
+Each process's best waiter marks its claim in `waiting` as one byte whose
+offset orders the claims (its tenant's running workers, whether its import
+runs already, when its tenant was last served; equal claims in the order
+they were marked): a free slot is left to a better claim of another
+process, for at most `LEAVE_SECONDS` (a stopped process's claim never takes it). Owns `Admission` (`receiving(tenant)`,
+`admitted(tenant)` giving a `Place`, whose `slot()` is one worker slot) and
+the figures `/readyz` and the metrics show: totals, how many tenants hold
+places and the most any one holds; a tenant's own with `for_tenant`, never
+another's by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import math
+import os
+import random
+import struct
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from service.errors import Overloaded
+from service.imports.place_locks import Marks, Membership, SharedCount
+
+POLL_SECONDS = (0.01, 0.02)  # a process's best waiter looks for a slot freed elsewhere this often
+LEAVE_SECONDS = 1.0  # how long a free slot is left to a better claim elsewhere (a stopped process's)
+KINDS = ("receiving", "admitted", "running")
+MAX_RETRY_AFTER = 3600
+_RUNNING_SHIFT = 54  # a claim's offset: its tenant's running workers, then not started, then last served (microseconds)
+_STARTED_SHIFT = 53
+_SERVED_MASK = (1 << _STARTED_SHIFT) - 1
+_MOST_RUNNING = 510  # keeps every offset below 2**63 - 1
+_SERVED = struct.Struct("<q")  # a tenant's `served` file: CLOCK_MONOTONIC microseconds of its last slot
+
+
+def tenant_key(tenant: str) -> str:
+    """The name of a tenant's files: a digest (any tenant name makes a file name, and none is written out)."""
+    return hashlib.sha256(tenant.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class TenantPlaces:
+    """One tenant's places now, across the service's processes."""
+
+    receiving: int
+    admitted: int
+    running: int
+
+    @property
+    def waiting(self) -> int:
+        return max(0, self.admitted - self.running)
+
+
+@dataclass(eq=False)
+class Place:
+    """An import's place in the queue; `slot()` is a worker slot of it."""
+
+    admission: Admission
+    tenant: str
+    arrived: int = field(default_factory=lambda: time.monotonic_ns() // 1000)  # microseconds: one clock for every process
+    slots_taken: int = 0
+    first_slot: float | None = None  # time.monotonic() of its first slot
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        admission = self.admission
+        await admission.wait_for_slot(self)
+        self.slots_taken += 1
+        self.first_slot = self.first_slot or time.monotonic()
+        try:
+            yield
+        finally:
+            admission.release_slot(self.tenant)
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """One worker of an import waiting for a slot."""
+
+    place: Place
+    turn: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Tenant:
+    """A tenant's counts in this process's view (one `SharedCount` per kind), and when it was last served."""
+
+    def __init__(self, folder: Path, member: int) -> None:
+        folder.mkdir(exist_ok=True)
+        self.counts = {kind: SharedCount(folder / kind, member) for kind in KINDS}
+        self.served_fd = os.open(folder / "served", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def places(self) -> TenantPlaces:
+        return TenantPlaces(*(self.counts[kind].total() for kind in KINDS))
+
+    def served(self) -> int:
+        """When its last slot was granted (microseconds; 0: never)."""
+        data = os.pread(self.served_fd, _SERVED.size, 0)
+        return _SERVED.unpack(data)[0] if len(data) == _SERVED.size else 0
+
+    def serve(self) -> None:
+        os.pwrite(self.served_fd, _SERVED.pack(time.monotonic_ns() // 1000), 0)
+
+    def close(self) -> None:
+        for count in self.counts.values():
+            count.close()
+        os.close(self.served_fd)
+
+
+class Admission:
+    def __init__(self, workers: int, queue: int, max_receiving: int, folder: Path, tenant_share: float = 1.0) -> None:
+        self.workers = workers
+        self.capacity = workers + queue
+        self.max_receiving = max_receiving
+        self.tenant_share = tenant_share
+        self.mean_seconds = 0.5  # how long an import holds its place once it runs (this process's recent imports)
+        self.folder = folder
+        self.member = Membership(folder)
+        self.places = {kind: SharedCount(folder / kind, self.member.index) for kind in KINDS}
+        (folder / "by-tenant").mkdir(exist_ok=True)
+        self.tenants: dict[str, _Tenant] = {}
+        self.claims = Marks(folder / "waiting")
+        self.claim: int | None = None  # this process's claim (offset), if it marks one
+        self.waiters: list[_Waiter] = []  # this process's workers waiting for a slot (an import may have two)
+
+    def close(self) -> None:
+        for count in self.places.values():
+            count.close()
+        for tenant in self.tenants.values():
+            tenant.close()
+        self.claims.close()
+        self.member.close()
+
+    # --- the figures ---
+
+    @property
+    def receiving_now(self) -> int:
+        return self.places["receiving"].total()
+
+    @property
+    def admitted_now(self) -> int:
+        return self.places["admitted"].total()
+
+    @property
+    def running(self) -> int:
+        return self.places["running"].total()
+
+    @property
+    def waiting(self) -> int:
+        """Imports admitted, not running (never below 0: the two counts are read
+        apart, and other processes take and free places meanwhile)."""
+        return max(0, self.admitted_now - self.running)
+
+    @property
+    def saturated(self) -> bool:
+        """A new import would be refused now, whoever sends it (queue full, or no place to receive)."""
+        return self.admitted_now >= self.capacity or self.receiving_now >= self.max_receiving
+
+    def tenant_limit(self, places: int) -> int:
+        """The most of `places` one tenant may hold."""
+        return max(1, math.floor(places * self.tenant_share + 1e-9))
+
+    def for_tenant(self, tenant: str) -> TenantPlaces:
+        return self._tenant(tenant).places()
+
+    def busy_tenants(self) -> list[TenantPlaces]:
+        """Every tenant holding a place now, unnamed (each front end's and the others')."""
+        found = []
+        for entry in os.scandir(self.folder / "by-tenant"):
+            places = self._tenant_by_key(entry.name).places()
+            if places.receiving or places.admitted:
+                found.append(places)
+        return found
+
+    # --- receiving and queue places ---
+
+    @contextlib.asynccontextmanager
+    async def receiving(self, tenant: str) -> AsyncIterator[None]:
+        """A place to receive a body (an upload's), not an import place; else Overloaded."""
+        own = self._tenant(tenant).counts["receiving"]
+        if not own.take(self.tenant_limit(self.max_receiving)):
+            raise Overloaded(
+                f"this tenant has {own.total()} uploads being received, its share of the {self.max_receiving} places "
+                "(--tenant-share); try again once one has arrived",
+                self._retry(1),
+            )
+        try:
+            if not self.places["receiving"].take(self.max_receiving):
+                raise Overloaded(f"{self.receiving_now} uploads are being received; try again later", self._retry(1))
+            try:
+                yield
+            finally:
+                self.places["receiving"].release()
+        finally:
+            own.release()
+
+    @contextlib.asynccontextmanager
+    async def admitted(self, tenant: str) -> AsyncIterator[Place]:
+        """A place in the import queue for `tenant`; else Overloaded, with a Retry-After from the jobs ahead."""
+        own = self._tenant(tenant).counts["admitted"]
+        limit = self.tenant_limit(self.capacity)
+        if not own.take(limit):
+            held = own.total()
+            raise Overloaded(
+                f"this tenant has {held} imports running or waiting, its share of the {self.capacity} places "
+                "(--tenant-share); try again once one has ended",
+                self._retry(max(1, held - limit + 1) * max(1, len(self.busy_tenants()))),
+            )
+        place = Place(self, tenant)
+        try:
+            if not self.places["admitted"].take(self.capacity):
+                raise Overloaded(f"{self.running} imports are running and {self.waiting} waiting; try again later", self._retry(1))
+            try:
+                yield place
+            finally:
+                self.places["admitted"].release()
+                if place.first_slot is not None:
+                    self.mean_seconds = 0.8 * self.mean_seconds + 0.2 * (time.monotonic() - place.first_slot)
+        finally:
+            own.release()
+
+    def _retry(self, jobs: int) -> int:
+        """Seconds until `jobs` imports have ended, at this process's recent pace, `workers` at a time."""
+        return max(1, min(MAX_RETRY_AFTER, math.ceil(self.mean_seconds * jobs / self.workers)))
+
+    # --- worker slots ---
+
+    async def wait_for_slot(self, place: Place) -> None:
+        """Take a worker slot for `place` once it is the best claim, here and elsewhere."""
+        waiter = _Waiter(place)
+        self.waiters.append(waiter)
+        left_since: float | None = None  # since when a free slot is left to a better claim elsewhere
+        try:
+            while True:
+                best = self._best()
+                if best is waiter:
+                    offset = self._mark(self._claim_of(place))
+                    better = self.claims.any_before(offset)
+                    if better and left_since is not None and time.monotonic() - left_since > LEAVE_SECONDS:
+                        better = False  # left long enough: that claim's process does not take it
+                    else:
+                        left_since = (left_since or time.monotonic()) if better and self.running < self.workers else None
+                    if not better and self.places["running"].take(self.workers):
+                        tenant = self._tenant(place.tenant)
+                        tenant.counts["running"].take(self.workers)
+                        tenant.serve()
+                        return
+                elif best is not None:
+                    best.turn.set()  # the best claim changed meanwhile (another's counts moved): its turn to look
+                waiter.turn.clear()
+                await _woken(waiter.turn, random.uniform(*POLL_SECONDS) if best is waiter else None)
+        finally:
+            self.waiters.remove(waiter)
+            self._unmark()
+            self._wake_best()
+
+    def release_slot(self, tenant: str) -> None:
+        self.places["running"].release()
+        self._tenant(tenant).counts["running"].release()
+        self._wake_best()
+
+    def _best(self) -> _Waiter | None:
+        """This process's waiter with the best claim (the lowest offset; then the oldest import)."""
+        claims: dict[str, tuple[int, int]] = {}
+        best: tuple[int, int, _Waiter] | None = None
+        for waiter in self.waiters:
+            place = waiter.place
+            if place.tenant not in claims:
+                tenant = self._tenant(place.tenant)
+                claims[place.tenant] = (tenant.counts["running"].total(), tenant.served())
+            offset = _claim_offset(*claims[place.tenant], place.slots_taken > 0)
+            if best is None or (offset, place.arrived) < best[:2]:
+                best = (offset, place.arrived, waiter)
+        return None if best is None else best[2]
+
+    def _claim_of(self, place: Place) -> int:
+        tenant = self._tenant(place.tenant)
+        return _claim_offset(tenant.counts["running"].total(), tenant.served(), place.slots_taken > 0)
+
+    def _mark(self, offset: int) -> int:
+        """Mark this process's claim at `offset` (the first byte from there no other process marks); the byte."""
+        if self.claim is not None and self.claim >= offset and self.claim - offset < 1 << 20:
+            return self.claim  # marked already, at or just after `offset` (a tie moved it on)
+        self._unmark()
+        self.claim = self.claims.mark(offset)
+        return self.claim
+
+    def _unmark(self) -> None:
+        if self.claim is not None:
+            self.claims.unmark(self.claim)
+            self.claim = None
+
+    def _wake_best(self) -> None:
+        best = self._best()
+        if best is not None:
+            best.turn.set()
+
+    # --- tenants' files ---
+
+    def _tenant(self, tenant: str) -> _Tenant:
+        return self._tenant_by_key(tenant_key(tenant))
+
+    def _tenant_by_key(self, key: str) -> _Tenant:
+        found = self.tenants.get(key)
+        if found is None:
+            found = self.tenants[key] = _Tenant(self.folder / "by-tenant" / key, self.member.index)
+        return found
+
+
+def _claim_offset(running: int, served: int, started: bool) -> int:
+    """The byte a claim marks: fewer running workers first, then an import that runs already, then the tenant served least recently."""
+    return (min(running, _MOST_RUNNING) << _RUNNING_SHIFT) | ((0 if started else 1) << _STARTED_SHIFT) | (served & _SERVED_MASK)
+
+
+async def _woken(turn: asyncio.Event, seconds: float | None) -> None:
+    """Until `turn` is set, or `seconds` have passed."""
+    timer = None if seconds is None else asyncio.get_running_loop().call_later(seconds, turn.set)
+    try:
+        await turn.wait()
+    finally:
+        if timer is not None:
+            timer.cancel()

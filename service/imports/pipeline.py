@@ -1,0 +1,245 @@
+"""The import pipeline: `run(parts, source, tenant, checks)`, the one way a model is imported, checked again or rendered.
+
+Every source goes through it (`service.imports.sources`: an upload's body,
+finished resumable uploads, a data-root folder or bucket, a registry's
+version, a model the store holds), and each step is written here once:
+
+1. **admission**: a place in the import queue, fair between tenants
+   (`service.imports.admission`); a source whose bytes the client sends is
+   received first under a receiving place, and only then queued, so a slow
+   client never holds an import place. Content new to the store needs room:
+   the store's file system above its free-space floor, or evicting what the
+   tenant may evict would bring it back there (`StoreFull` otherwise);
+2. **staging**: the source puts its files into the request's work folder
+   within the byte budget (`service.imports.staging`), and says what they
+   are. When every digest is known already (an upload, a registry version)
+   and the tenant holds that content with every stage asked, the answer is
+   its stored summary, without a worker;
+3. **workers**: the import's sandboxed worker and, for the stages that hand
+   the model to onnx or onnxruntime, a check worker beside it, each in a
+   worker slot of the import's place (`service.imports.workers`), within
+   the bytes the import may add to the store (`--max-import-bytes`, less
+   what it keeps of the staged bytes); a graph render runs the `graph` task;
+4. **checks and catalogue**: every stage's result becomes this run's
+   `CheckRuns`, their findings and inferred types added to the catalogue
+   (`service.imports.checks`); an upload's part no tensor uses is
+   `BadInput`; a stored model's files must be the ones recorded;
+5. **commit**: new content is stored with its record and summary, and the
+   tenant given its record of it, with these runs as its own
+   (`Store.commit`; the id from what the worker read:
+   `service.imports.identity`); content the tenant holds already keeps these
+   runs over its earlier ones; a recheck keeps them; a render adds the graph
+   document;
+6. **answer**: `Imported` (the id, whether the model is new for the tenant,
+   its summary as this tenant sees it), and the source settles (keeps or
+   lets go of what it staged: `Source.settle`).
+
+A task cancelled at any step (its client went) leaves the queue, or has
+its workers ended, and keeps nothing (`service.imports.workers`). The
+front end never parses model bytes; what it reads of a worker's answer is
+bounded (the summary), the rest it copies to files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import shutil
+import time
+
+import anyio
+import anyio.to_thread
+
+from service.checks.runs import CheckRuns, merged, stages_missing
+from service.errors import BadInput, ImportTooLarge, NotFound, StoreFull, bounded
+from service.imports.admission import Place
+from service.imports.checks import CheckRequest, complete_checks, default_checks
+from service.imports.identity import in_store, known_id, read_id, worker_reports
+from service.imports.parts import ImportParts
+from service.imports.results import Imported, ImportHooks
+from service.imports.sources import Source
+from service.imports.sources.stored import GONE, StoredModel, check_sources
+from service.imports.staging import Budget, Staged, Staging
+from service.imports.summary import SUMMARY_TENSORS, content_summary, summary_bytes, tenant_view
+from service.imports.tenant_checks import held_again, keep_runs, stored_summary
+from service.imports.workers import run_worker, run_workers
+from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
+from service.sandbox.protocol import IMPORT_STREAMS, Task, WorkerHeader, WorkerJob
+from service.store.layout import ModelFolder
+from service.store.records import SourceFile, StoredRecord, TenantRecord
+
+
+async def run(
+    parts: ImportParts, source: Source, tenant: str, checks: CheckRequest | None = None, hooks: ImportHooks | None = None
+) -> Imported:
+    """Import (or check again, or render) what `source` holds for `tenant`, running `checks` (see the module comment)."""
+    asked = checks or default_checks(parts)
+    failed: BaseException | None = None
+    try:
+        with parts.store.work_folder() as area:
+            return await _run(parts, source, tenant, asked, hooks or ImportHooks(), area)
+    except BaseException as error:
+        failed = error
+        raise
+    finally:
+        with anyio.CancelScope(shield=True):
+            await source.settle(failed)
+
+
+async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckRequest, hooks: ImportHooks, area: ModelFolder) -> Imported:
+    budget = Budget(parts.settings)
+    stored = isinstance(source, StoredModel)
+    async with contextlib.AsyncExitStack() as stack:
+        if source.sent_by_client:  # received under a receiving place, then queued
+            async with parts.admission.receiving(tenant):
+                await make_room(parts, tenant)
+                staged = await source.stage(Staging(area, budget, _no_listing))
+            place = await stack.enter_async_context(parts.admission.admitted(tenant))
+        else:
+            place = await stack.enter_async_context(parts.admission.admitted(tenant))
+            if not stored:
+                await make_room(parts, tenant)
+            staged = await source.stage(Staging(area, budget, functools.partial(_listed_externals, parts, place)))
+        limit = parts.settings.max_import_bytes
+        if staged.kept_bytes > limit:
+            raise ImportTooLarge(f"the import has {staged.kept_bytes} bytes to keep, more than the {limit} one import may add")
+        if (held := await _held_with_every_stage(parts, tenant, staged, checks)) is not None:
+            return held
+        max_bytes = limit - staged.kept_bytes
+        if isinstance(source, StoredModel) and source.render:
+            return await _render(parts, place, tenant, staged, area, max_bytes)
+        job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, summary_items=SUMMARY_TENSORS,
+                   hash_sources=staged.hash_in_worker, sleep=hooks.sleep, spin=hooks.spin)  # fmt: skip
+        header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes)
+        runs = await complete_checks(parts, job, header, area.catalog, checked)
+        if staged.record is not None:  # a stored model, checked again
+            check_sources(staged.record, header)
+            await keep_runs(parts, tenant, staged.model_id, runs)
+            return Imported(staged.model_id, False, await stored_summary(parts, tenant, staged.model_id, staged.display_name))
+        return await _commit_new(parts, tenant, staged, header, runs, area, hooks)
+
+
+async def _no_listing(area: ModelFolder, display_name: str) -> list[str]:
+    raise AssertionError("a source sent by the client names its external files itself")
+
+
+async def _listed_externals(parts: ImportParts, place: Place, area: ModelFolder, display_name: str) -> list[str]:
+    """The external locations the area's model names, as a sandboxed worker reads them (normalised, each once)."""
+    job = _job(parts, "externals", Staged(display_name, "upload", str(area.files), area.upload_model.name))
+    return (await run_worker(parts, place, job, [], 0)).external_files
+
+
+def _job(parts: ImportParts, task: Task, staged: Staged, **details: object) -> WorkerJob:
+    """The worker job of `task` on `staged`'s files, with this service's limits."""
+    return parts.sandbox.job(
+        task,
+        directory=staged.directory,
+        model=staged.model,
+        display_name=staged.display_name,
+        external_dir=staged.external_dir,
+        allow_hard_links=staged.allow_hard_links,
+        expected_model=staged.expected_model,
+        **details,
+    )
+
+
+async def _held_with_every_stage(parts: ImportParts, tenant: str, staged: Staged, checks: CheckRequest) -> Imported | None:
+    """Content whose id staging knows, held by this tenant with every stage asked: its stored summary, no worker."""
+    model_id = known_id(staged)
+    if model_id is None or not await anyio.to_thread.run_sync(parts.store.visible, tenant, model_id):
+        return None
+    runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, tenant, model_id))
+    if stages_missing(runs, checks.stages, checks.dims):
+        return None  # checked like new: neither the status nor the time says another tenant holds it
+    with contextlib.suppress(NotFound):  # evicted or deleted meanwhile: imported as new
+        return Imported(model_id, False, await stored_summary(parts, tenant, model_id, staged.display_name))
+    return None
+
+
+async def _render(parts: ImportParts, place: Place, tenant: str, staged: Staged, area: ModelFolder, max_bytes: int) -> Imported:
+    """The graph document of a stored model, added to its folder."""
+    assert staged.record is not None
+    job = _job(parts, "graph", staged, model_id=staged.model_id)
+    header = await run_worker(parts, place, job, [area.graph], max_bytes)
+    check_sources(staged.record, header)
+    if not await anyio.to_thread.run_sync(parts.store.add_graph, staged.model_id, area.graph, tenant):
+        raise NotFound(GONE)
+    return Imported(staged.model_id, False, b"")
+
+
+async def _commit_new(
+    parts: ImportParts, tenant: str, staged: Staged, header: WorkerHeader, runs: CheckRuns, area: ModelFolder, hooks: ImportHooks
+) -> Imported:
+    """Content read from a source: its id and records from what the worker read, then stored (or held already)."""
+    unused = sorted(staged.parts - set(header.external_files))
+    if unused:
+        names = ", ".join(repr(location) for location in unused[:10])
+        raise BadInput(f"{len(unused)} external_data parts are not used by any tensor: {bounded(names, 300)}")
+    reports = worker_reports(header, staged.display_name)
+    files = staged.record_files(reports) if staged.record_files is not None else in_store(area, reports)
+    model_id = read_id(staged, reports)
+    if staged.copies:
+        await anyio.to_thread.run_sync(shutil.rmtree, area.files)  # copies: the objects are what the record names
+    if staged.origin == "path" and await anyio.to_thread.run_sync(parts.store.has, model_id):
+        await anyio.to_thread.run_sync(parts.store.refresh_sources, model_id, files)
+    await asyncio.sleep(hooks.pause)
+    if (again := await held_again(parts, tenant, model_id, staged.display_name, runs)) is not None:  # held already
+        return again
+    owner = TenantRecord(tenant=tenant, input=staged.display_name, created_ns=time.time_ns())
+    return await commit(parts, area, model_id, header, files, owner, staged.model_sha256(reports), runs, hooks)
+
+
+async def commit(
+    parts: ImportParts,
+    area: ModelFolder,
+    model_id: str,
+    header: WorkerHeader,
+    files: dict[str, SourceFile],
+    owner: TenantRecord,
+    model_sha256: str,
+    runs: CheckRuns,
+    hooks: ImportHooks,
+) -> Imported:
+    """Store the work folder (unless that content is stored) and give the
+    tenant its record, with `runs` (this import's check stages) as its own
+    (laid over its earlier ones if it held the model meanwhile); `created`
+    when the model is new for the tenant."""
+    assert header.summary is not None and len(header.streams) == len(IMPORT_STREAMS)
+    if header.streams[1]:
+        info = os.stat(area.converted)
+        files[CONVERTED_FILE_KEY] = SourceFile(
+            path=area.relative(area.converted), in_store=True, size=info.st_size, mtime_ns=info.st_mtime_ns, inode=info.st_ino
+        )
+    model_size = files[MODEL_FILE_KEY].size
+    summary = content_summary(header.summary, model_id, model_size, model_sha256, runs)
+    record = StoredRecord(
+        id=model_id,
+        input=owner.input,
+        created_ns=time.time_ns(),
+        model_size=model_size,
+        model_sha256=model_sha256,
+        tensor_count=header.tensor_count,
+        files=files,
+    )
+    earlier = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, owner.tenant, model_id))
+    runs = merged(earlier, runs)
+    store_commit = functools.partial(parts.store.commit, checks=runs.to_bytes(), hold_uploaded=hooks.hold_uploaded)
+    created = await anyio.to_thread.run_sync(store_commit, area, model_id, record, summary_bytes(summary), owner)
+    await anyio.to_thread.run_sync(parts.store.touch, model_id)
+    return Imported(model_id, created, tenant_view(summary, owner.input, runs))  # never the name another tenant gave it
+
+
+async def make_room(parts: ImportParts, tenant: str) -> None:
+    """Before an import whose size is not known yet (a body to receive, a
+    worker's output): StoreFull unless the store's file system is above its
+    free-space floor, or evicting what the tenant may evict would bring it
+    back there. Nothing is evicted here: the commit evicts what the bytes
+    then received need (`Store.commit`), or refuses evicting nothing."""
+    if not await anyio.to_thread.run_sync(parts.store.floor_reachable, tenant):
+        floor = parts.settings.store_min_free
+        raise StoreFull(
+            f"the store's file system has less than {floor} bytes free (--store-min-free), and evicting every model this "
+            "tenant may evict would not free enough; nothing was evicted"
+        )

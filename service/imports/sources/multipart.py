@@ -1,0 +1,221 @@
+"""A multipart upload, streamed into the work area: `MultipartUpload`.
+
+A source of the import pipeline (`service.imports.pipeline`). The HTTP
+layer hands it the body's chunks as they arrive (with the HTTP layer's own
+deadlines: a silent or too slow body ends the iterator with its error) and
+the multipart boundary; `stage` feeds them to python-multipart's streaming
+parser in a thread of its own (`service.imports.sources.body_pipe`): the
+loop receives the next chunks while the thread parses, hashes and writes the
+last ones, each byte once. Parts: exactly one `model` (the .onnx file) and
+any number of `external_data` parts whose file names are the relative
+locations the model names (subfolders allowed; the lexical rules of
+docs/import-rules.md section 5, also on percent-decoded forms), each of which
+the model must use. Running byte counts: the model part past
+`--max-upload`, or the body past `--max-upload-total`, is `UploadTooLarge`
+at once. Every file is written into the work area, which the pipeline
+removes on every path, so nothing of a refused upload is kept: a body cut
+short waits for the writing thread to close its file (`BodyPipe.stop`)
+before its error goes on. Each file's SHA-256 is computed while it streams
+(`service.imports.sources.hash_thread`), so the model's id is known before
+any worker runs. A malformed body, a part out of place or a refused location
+is `BadInput` or `PathRefused`; a full file system an OSError (507).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable
+from pathlib import Path
+
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from service.errors import BadInput, ServiceError, UploadTooLarge, bounded
+from service.imports.sources.body_pipe import BodyPipe
+from service.imports.sources.hash_thread import HashThread
+from service.imports.sources.upload import StagedFile, Upload, check_location, display_name_of
+from service.imports.staging import Staged, Staging
+from service.writeback import Writeback
+
+MAX_PARTS_MARGIN = 8
+
+
+class _PartWriter:
+    """The parser's callbacks: headers of a part, then its bytes to a file."""
+
+    def __init__(self, upload: Upload, max_model: int, max_parts: int) -> None:
+        self.upload = upload
+        self.max_model = max_model
+        self.max_parts = max_parts
+        self.parts = 0
+        self.header_field = b""
+        self.header_value = b""
+        self.headers: dict[bytes, bytes] = {}
+        self.fd: int | None = None
+        self.writeback: Writeback | None = None  # the current part's file sent to disk as it is written
+        self.hasher = HashThread()  # each part's SHA-256, computed beside the parsing and writing
+        self.current: StagedFile | None = None
+        self.locations: set[str] = set()
+
+    # header callbacks
+    def on_part_begin(self) -> None:
+        self.parts += 1
+        if self.parts > self.max_parts:
+            raise BadInput(f"more than {self.max_parts} parts")
+        self.headers = {}
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self.header_field += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self.header_value += data[start:end]
+
+    def on_header_end(self) -> None:
+        self.headers[self.header_field.strip().lower()] = self.header_value.strip()
+        self.header_field = self.header_value = b""
+
+    def on_headers_finished(self) -> None:
+        disposition, options = parse_options_header(self.headers.get(b"content-disposition", b""))
+        if disposition != b"form-data" or b"name" not in options:
+            raise BadInput("each part needs a Content-Disposition: form-data header with a name")
+        name = options[b"name"]
+        filename = _text(options.get(b"filename"), "file name")
+        if name == b"model":
+            if self.upload.model is not None:
+                raise BadInput("more than one 'model' part")
+            if filename:
+                self.upload.display_name = display_name_of(filename)
+            self.current = self.upload.model = StagedFile(self.upload.display_name, self.upload.model_path)
+        elif name == b"external_data":
+            if not filename:
+                raise BadInput("an 'external_data' part needs a file name: the location the model names")
+            location = check_location(filename)
+            if location in self.locations:
+                raise BadInput(f"two 'external_data' parts for {bounded(repr(location), 200)}")
+            self.locations.add(location)
+            self.current = StagedFile(location, self.upload.external_dir / location)
+            self.upload.externals.append(self.current)
+        else:
+            raise BadInput(f"unknown part {bounded(repr(name.decode('latin-1')), 100)}: only 'model' and 'external_data'")
+        self.fd = _create(self.current.path, self.upload.model_path.parent)
+        self.writeback = Writeback(self.fd)
+
+    # data callbacks
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        assert self.current is not None and self.fd is not None and self.writeback is not None
+        chunk = memoryview(data)[start:end]
+        self.current.size += len(chunk)
+        if self.current is self.upload.model and self.current.size > self.max_model:
+            raise UploadTooLarge(f"the model part is larger than the limit of {self.max_model} bytes", limit="max_upload")
+        self.hasher.update(chunk)
+        while chunk:
+            chunk = chunk[os.write(self.fd, chunk) :]
+        self.writeback.wrote(self.current.size)
+
+    def on_part_end(self) -> None:
+        if self.current is not None:
+            if self.writeback is not None:
+                self.writeback.finish(self.current.size)
+            self.current.sha256 = self.hasher.hexdigest()
+        self.close()
+
+    def close(self) -> None:
+        self.writeback = None
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def end(self) -> None:
+        """The body is over, read whole or not: close the file and stop the hash thread."""
+        self.close()
+        self.hasher.close()
+
+
+def _text(value: bytes | None, what: str) -> str:
+    if value is None:
+        return ""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"the {what} is not UTF-8") from None
+
+
+def _create(path: Path, root: Path) -> int:
+    """Create `path` (and its folders) inside our own fresh work folder."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        where = os.path.relpath(path, root)
+        raise BadInput(f"cannot place upload file {bounded(repr(where), 200)}: {error.strerror}") from None
+
+
+class MultipartUpload:
+    """A multipart/form-data body (`chunks`, split by `boundary`): a model and its external data parts."""
+
+    sent_by_client = True
+
+    def __init__(self, chunks: AsyncIterator[bytes], boundary: bytes) -> None:
+        self.chunks = chunks
+        self.boundary = boundary
+
+    async def stage(self, staging: Staging) -> Staged:
+        budget = staging.budget
+        area = staging.area
+        upload = Upload(area.upload_model, area.upload_external)
+        await _received(self.chunks, self.boundary, upload, budget.max_model, budget.max_total, budget.max_files)
+        budget.take(upload.size, "the upload")
+        return upload.staged(area)
+
+    async def settle(self, error: BaseException | None) -> None:
+        pass
+
+
+async def _received(
+    chunks: AsyncIterator[bytes], boundary: bytes, upload: Upload, max_model: int, max_total: int, max_parts: int
+) -> Upload:
+    """The parts of the body, written to `upload`'s places (see the module comment)."""
+    upload.model_path.parent.mkdir(parents=True, exist_ok=True)  # external_dir is made with its first part
+    writer = _PartWriter(upload, max_model, max_parts + MAX_PARTS_MARGIN)
+    parser = MultipartParser(
+        boundary,
+        {
+            "on_part_begin": writer.on_part_begin,
+            "on_part_data": writer.on_part_data,
+            "on_part_end": writer.on_part_end,
+            "on_header_field": writer.on_header_field,
+            "on_header_value": writer.on_header_value,
+            "on_header_end": writer.on_header_end,
+            "on_headers_finished": writer.on_headers_finished,
+        },
+    )
+    received = 0
+    pipe = BodyPipe(parser.write, writer.end)  # parse, hash and write in a thread while the loop receives
+    try:
+        async for chunk in chunks:  # the iterator's own errors (a body too slow) go on as they are
+            received += len(chunk)
+            if received > max_total:
+                raise UploadTooLarge(f"the upload is larger than the limit of {max_total} bytes", limit="max_upload_total")
+            if chunk:
+                await _parsed(pipe.feed(chunk))
+        await _parsed(pipe.finish())
+        try:
+            parser.finalize()
+        except Exception as error:
+            raise BadInput(f"the multipart body is malformed: {str(error)[:200]}") from None
+    finally:
+        await pipe.stop()  # at once once finished; else the thread drops what is queued and closes the file before the error goes on
+    if upload.model is None:
+        raise BadInput("no 'model' part in the upload")
+    if any(staged.sha256 == "" for staged in [upload.model, *upload.externals]):
+        raise BadInput("the multipart body ended inside a part")
+    return upload
+
+
+async def _parsed(step: Awaitable[None]) -> None:
+    """A step of the pipe: the parser's own errors (a broken body) are BadInput; ours go on."""
+    try:
+        await step
+    except (ServiceError, OSError):  # a part refused, a limit, a full disk (507)
+        raise
+    except Exception as error:
+        raise BadInput(f"the multipart body is malformed: {str(error)[:200]}") from None

@@ -1,0 +1,80 @@
+"""What an upload is once received, whichever way it came (multipart or resumable).
+
+Owns `Upload` (a model and its external data parts, on disk in the work
+area, each with its size and SHA-256), `StagedFile`, the display name's
+rules (the model's file name, its base name only, at most `MAX_DISPLAY_NAME`
+characters, `model.onnx` when none is given) and `check_location` (an
+external part's file name as a location: relative, no `..`, at most
+`MAX_LOCATION_DEPTH` folders deep; `PathRefused` otherwise). `Upload.staged`
+is what the pipeline is handed: the store keeps these bytes (origin
+"upload"), and every part must be used by the model's tensors.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from service.errors import PathRefused, bounded
+from service.imports.staging import Staged
+from service.paths import check_relative_path
+from service.sandbox.catalog_format import MODEL_FILE_KEY
+from service.store.layout import ModelFolder
+
+DEFAULT_DISPLAY_NAME = "model.onnx"
+MAX_DISPLAY_NAME = 200
+MAX_LOCATION_DEPTH = 64
+
+
+@dataclass
+class StagedFile:
+    location: str  # relative location (the model: its display name)
+    path: Path
+    size: int = 0
+    sha256: str = ""
+
+
+@dataclass
+class Upload:
+    model_path: Path  # where the model part is written
+    external_dir: Path  # where external_data parts are written, under their locations
+    display_name: str = DEFAULT_DISPLAY_NAME
+    model: StagedFile | None = None
+    externals: list[StagedFile] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        """Bytes received in all: the model and every external part."""
+        return sum(staged.size for staged in [self.model, *self.externals] if staged is not None)
+
+    def staged(self, area: ModelFolder) -> Staged:
+        """The upload as the pipeline takes it (its files in `area`'s places)."""
+        assert self.model is not None
+        digests = {MODEL_FILE_KEY: self.model.sha256} | {staged.location: staged.sha256 for staged in self.externals}
+        return Staged(
+            display_name=self.display_name,
+            origin="upload",
+            directory=str(area.files),
+            model=area.upload_model.name,
+            external_dir=str(area.upload_external),
+            allow_hard_links=True,  # the service's own files (a resumable upload's are hard-linked from its folder)
+            digests=digests,
+            parts={staged.location for staged in self.externals},
+            kept_bytes=self.size,
+        )
+
+
+def display_name_of(filename: str) -> str:
+    """The name a client's file name gives a model: its base name, bounded."""
+    base = posixpath.basename(filename.replace("\\", "/"))
+    return bounded(base or DEFAULT_DISPLAY_NAME, MAX_DISPLAY_NAME)
+
+
+def check_location(filename: str) -> str:
+    """An external part's file name as the location it stands for (normalised); PathRefused if it cannot be one."""
+    check_relative_path(filename)
+    location = posixpath.normpath(filename)
+    if location in (".", "") or location.count("/") >= MAX_LOCATION_DEPTH:
+        raise PathRefused(f"not a usable external data location: {bounded(repr(filename), 200)}")
+    return location

@@ -1,0 +1,104 @@
+"""The pipeline's worker step: a job's import worker and its check worker, each in a worker slot of its place.
+
+Owns `run_worker` (one sandboxed worker in a slot of the import's `Place`;
+its header, or the typed error of how it ended) and `run_workers` (the
+import's worker and, when `shape`, `runtime` or `smoke` is asked or
+dimensions are bound, a check worker of its own on the same inputs
+(`service.sandbox.check_run`), side by side: neither reads the other's
+answer, so on two cores an import waits for the longer of the two, not
+their sum; the import's error, if any, is raised first, once both have
+ended, then the check worker's; a binding the model has no place for is
+BadInput).
+
+A worker runs in a thread (the supervisor's `run` blocks). When the task
+awaiting it is cancelled (its client went, `service.http.client_presence`),
+the worker is killed at once (`WorkerControl`) and the cancellation goes on
+once its thread has ended: a client that leaves frees the slot, and no
+worker writes into a work folder being removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from service.checks.outcome import IN_CHECK_WORKER, DimensionBindingError, StageResult
+from service.errors import BadInput, bounded
+from service.imports.admission import Place
+from service.imports.parts import ImportParts
+from service.sandbox.check_run import check_worker_results
+from service.sandbox.protocol import WorkerHeader, WorkerJob
+from service.sandbox.supervisor import WorkerControl
+
+log = logging.getLogger("service")
+T = TypeVar("T")
+
+
+async def ended_with_its_task(work: Callable[[WorkerControl], T]) -> T:
+    """`work(control)` in a thread; if this task is cancelled meanwhile, the
+    worker it runs is ended and the cancellation raised once the thread is done."""
+    control = WorkerControl()
+    done = threading.Event()
+
+    def call() -> T:
+        try:
+            return work(control)
+        finally:
+            done.set()
+
+    try:
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        control.end()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(done.wait)
+        raise
+
+
+async def run_worker(parts: ImportParts, place: Place, job: WorkerJob, destinations: list[Path], max_bytes: int | None) -> WorkerHeader:
+    """Run `job` in a worker slot of `place`; its header, or the typed error of how it ended."""
+    async with place.slot():
+        outcome = await ended_with_its_task(lambda control: parts.sandbox.run(job, destinations, max_bytes, control=control))
+    log.info("%s", outcome.logged(job.task, job.display_name))
+    return outcome.result(job.display_name)
+
+
+async def run_check_worker(parts: ImportParts, place: Place, job: WorkerJob) -> list[StageResult]:
+    """The check worker's stages of `job`, if it asks any (or binds dimensions),
+    in a worker slot of their own; BadInput for a binding the model has no place for."""
+    if not any(stage in IN_CHECK_WORKER for stage in job.checks) and not job.dims:
+        return []
+    async with place.slot():
+        try:
+            return await ended_with_its_task(lambda control: check_worker_results(parts.sandbox, job, control))
+        except DimensionBindingError as error:
+            raise BadInput(bounded(str(error), 400)) from None  # the request's names, which may be long
+
+
+async def run_workers(
+    parts: ImportParts, place: Place, job: WorkerJob, destinations: list[Path], max_bytes: int | None
+) -> tuple[WorkerHeader, list[StageResult]]:
+    """The import worker and the check worker of `job`, side by side (see the module comment)."""
+    ended: dict[str, Any] = {}
+
+    async def run(key: str, work: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            ended[key] = await work()
+        except Exception as error:  # raised below, once both have ended
+            ended[key] = error
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run, "checks", lambda: run_check_worker(parts, place, job))
+        await run("import", lambda: run_worker(parts, place, job, destinations, max_bytes))
+    for key in ("import", "checks"):
+        if isinstance(ended[key], Exception):
+            raise ended[key]
+    header: WorkerHeader = ended["import"]
+    checked: list[StageResult] = ended["checks"]
+    return header, checked
