@@ -94,8 +94,9 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         remote = store_is_remote(settings)
         opening = StoreOpening(open_storage, store.close) if remote else StoreOpening.done()
         readiness = ReadinessProbe(sandbox, store, opening)
-        parts = ImportParts(settings, store, sandbox, admission, data_root, Diffs(settings.local_root / "diffs"))
-        app.state.service = Service(parts, keys, metrics, readiness, opening=opening)
+        parts = ImportParts(settings, store, sandbox, admission, data_root)
+        diffs = Diffs(settings.local_root / "diffs")
+        app.state.service = Service(parts, diffs, keys, metrics, readiness, opening=opening)
         if not remote:
             await anyio.to_thread.run_sync(open_storage)
         try:
@@ -115,7 +116,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
                     settings.data_root, settings.store, settings.workers, settings.queue,
                     f"{len(keys.keys)} API keys" if not keys.anonymous else "anonymous (no API keys)",
                 )  # fmt: skip
-                hook = app.state.registry_hook = RegistryHook(app.state.service.imports) if settings.mlflow_url else None
+                hook = app.state.registry_hook = RegistryHook(parts, diffs) if settings.mlflow_url else None
                 async with (
                     readiness.running(),
                     sweeping(app.state.service, min(60.0, settings.upload_expiry / 4)),

@@ -1,10 +1,11 @@
 """The FastAPI dependencies that hand a route what it needs of the service:
-`ImportsDep`, `UploadsDep`, `MetricsDep`, `ServiceDep`, `StartingServiceDep`.
+`ImportsDep`, `UploadsDep`, `DiffsDep`, `MetricsDep`, `ServiceDep`, `StartingServiceDep`.
 
 `ImportsDep` is the parts the import use cases take
 (`service.imports.parts.ImportParts`), all a route needs that asks the
 store and runs use cases; `UploadsDep` the resumable uploads in the making
-(`service.store.uploads.ResumableUploads`); `MetricsDep` the metrics. Each
+(`service.store.uploads.ResumableUploads`); `DiffsDep` the comparisons of two
+models (`service.imports.diff.Diffs`); `MetricsDep` the metrics. Each
 is the 503 `storage-unavailable` while the store is not open yet
 (`service.store.opening`: a replica started before its object storage or
 database), and so is `ServiceDep`, the whole service, which only the
@@ -19,6 +20,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from service.imports.diff import Diffs
 from service.imports.parts import ImportParts
 from service.observability.metrics import Metrics
 from service.state import Service
@@ -45,6 +47,10 @@ async def get_uploads(request: Request) -> ResumableUploads:
     return (await get_service(request)).partial_uploads
 
 
+async def get_diffs(request: Request) -> Diffs:
+    return (await get_service(request)).diffs
+
+
 async def get_metrics(request: Request) -> Metrics:
     return (await get_service(request)).metrics
 
@@ -53,4 +59,5 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 ImportsDep = Annotated[ImportParts, Depends(get_imports)]
 UploadsDep = Annotated[ResumableUploads, Depends(get_uploads)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+DiffsDep = Annotated[Diffs, Depends(get_diffs)]
 StartingServiceDep = Annotated[Service, Depends(get_starting_service)]

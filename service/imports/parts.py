@@ -1,8 +1,8 @@
 """What the import use cases need of the service, and nothing more.
 
 Owns `ImportParts`: the settings, the store, the sandbox, the fair
-admission (`service.imports.admission`), the data root, the comparisons
-(`service.imports.diff`) and the graph renders under way in this process. Also `read`, which runs a read of the
+admission (`service.imports.admission`), the data root and the graph
+renders under way in this process. Also `read`, which runs a read of the
 store where it costs least. The app builds one
 (`service.state.Service.imports`); the routes hand it to the pipeline
 (`service.imports.pipeline`) and the other use cases, and the registry's gate, which
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio.to_thread
 
@@ -24,9 +24,6 @@ from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.data_root import DataRoot
 from service.store.model_store import Store
-
-if TYPE_CHECKING:
-    from service.imports.diff import Diffs
 
 T = TypeVar("T")
 
@@ -38,7 +35,6 @@ class ImportParts:
     sandbox: Sandbox
     admission: Admission
     data_root: DataRoot  # where server-side models are read from (--data-root: a folder or a bucket)
-    diffs: Diffs  # the comparisons of two models: kept, and under way
     graph_renders: dict[tuple[str, str], asyncio.Future[Any]] = field(default_factory=dict)  # (model id, tenant)
 
     async def read(self, call: Callable[[], T]) -> T:

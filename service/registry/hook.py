@@ -27,6 +27,7 @@ from service.background import every
 from service.checks.outcome import parse_checks
 from service.errors import BadInput, ImportFailed, ImportTooLarge, Overloaded, ServiceError, UploadTooLarge
 from service.imports.checks import CheckRequest
+from service.imports.diff import Diffs
 from service.imports.parts import ImportParts
 from service.registry.deliveries import Deliveries
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
@@ -54,9 +55,10 @@ def webhook_secret(settings: Settings) -> str:
 
 
 class RegistryHook:
-    def __init__(self, parts: ImportParts, api: MlflowApi | None = None) -> None:
+    def __init__(self, parts: ImportParts, diffs: Diffs, api: MlflowApi | None = None) -> None:
         settings = parts.settings
         self.parts = parts
+        self.diffs = diffs
         self.secret = webhook_secret(settings)
         self.api = api or MlflowApi(settings.mlflow_url)
         root = Path(settings.local_root) / "registry"
@@ -143,7 +145,7 @@ class RegistryHook:
         if not before:
             return compared(None, held, "", model_id, settings.public_url, f"version {held} has no {MODEL_ID} tag")
         try:
-            diff = await self.parts.diffs.compare(self.parts, settings.mlflow_tenant, before, model_id)
+            diff = await self.diffs.compare(self.parts, settings.mlflow_tenant, before, model_id)
         except ServiceError as error:  # that model left the store, or the two are too large to compare
             return compared(None, held, before, model_id, settings.public_url, f"{type(error).__name__}: {error.detail}")
         except Exception as error:  # a bug of ours: the verdict is still written, without the comparison

@@ -6,7 +6,9 @@ Owns `WorkerJob` (what the front end asks; pickled to the forked worker) and
 each as frames of at most `CHUNK_BYTES`:
 
 - task "import": the catalogue database, then the converted tensor bytes;
-- task "graph": the graph document (JSON);
+- task "graph": the graph document (JSON), gzip-compressed (a graph
+  document is JSON that repeats itself: level 1 keeps a twentieth to a
+  third of it, at hundreds of MB/s);
 - task "diff": two graph documents compared (`DiffInputs`): the head, the
   changes (a JSON object a line) and their index (`service.sandbox.worker.diff`);
 - task "probe": nothing (the worker only reports its isolation).
@@ -33,6 +35,9 @@ MAX_INFERRED = 100_000  # types a `shape` report carries (service.sandbox.worker
 MAX_INFERRED_BYTES = 8 << 20  # and their JSON text's length, at most
 IMPORT_STREAMS = ("catalog", "converted")
 GRAPH_STREAMS = ("graph",)
+GRAPH_COMPRESSION = 1  # zlib's level for the graph document
+GZIP_WBITS = 31  # zlib's window bits for the gzip format (RFC 1952)
+GZIP_MAGIC = b"\x1f\x8b"  # a graph document that starts so is gzip-compressed (one kept by earlier releases is plain JSON)
 DIFF_STREAMS = ("head", "changes", "index")
 CHANGED = "changed"  # ImportFailure.reason: the model file is not the one the front end checked
 

@@ -104,8 +104,14 @@ class ServiceUnderTest:
 
     def temporary_files(self) -> list[Path]:
         """What the service left in its per-process tmp folders (not the readiness
-        check's probe, which a listing may meet while it is written)."""
-        return [p for folder in (self.store / "tmp").iterdir() if folder.is_dir() for p in folder.rglob("*") if not is_probe(p)]
+        check's probe, which a listing may meet while it is written; a folder
+        removed while it is listed was not left: it is listed again)."""
+        for _ in range(10):
+            try:
+                return [p for folder in (self.store / "tmp").iterdir() if folder.is_dir() for p in folder.rglob("*") if not is_probe(p)]
+            except FileNotFoundError:
+                time.sleep(0.05)
+        raise AssertionError("the store's tmp folders kept changing while they were listed")
 
 
 class ServiceProcess(ServiceUnderTest):

@@ -22,7 +22,7 @@ from fastapi.responses import Response
 
 from service.access.callers import ReadCaller
 from service.http.client_presence import while_client_waits
-from service.http.dependencies import ImportsDep
+from service.http.dependencies import DiffsDep, ImportsDep
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
 from service.http.routes.models import require_model
@@ -44,6 +44,7 @@ async def get_diff(
     b: str,
     request: Request,
     parts: ImportsDep,
+    diffs: DiffsDep,
     caller: ReadCaller,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
@@ -51,7 +52,7 @@ async def get_diff(
     after = seq_after("diff", cursor)
     for model_id in (a, b):
         await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)
-    compared = await while_client_waits(request, lambda: parts.diffs.compare(parts, caller.tenant, a, b))
+    compared = await while_client_waits(request, lambda: diffs.compare(parts, caller.tenant, a, b))
     changes = await anyio.to_thread.run_sync(compared.page, after + 1, limit + 1)
     numbered = list(enumerate(changes, start=after + 1))
     page = page_of(numbered, limit, "diff", lambda item: (item[0],), f"/models/{a}/diff/{b}")

@@ -9,7 +9,8 @@ caller's verdict), `GET /models/{id}`
 (the bounded summary, with this tenant's own check runs),
 `POST /models/{id}/checks` (stages run again on the stored model for this
 tenant: the pipeline on a `StoredModel`), `GET /models/{id}/graph` (the
-resolved graph, rendered on first request; `service.imports.graph`) and
+resolved graph, rendered on first request, `service.imports.graph`; kept
+gzip-compressed, `service.http.graph_responses`) and
 `DELETE /models/{id}` (the record and the bytes the store copied; nothing
 under the data root). Every GET also answers HEAD.
 """
@@ -17,7 +18,6 @@ under the data root). Every GET also answers HEAD.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from datetime import UTC, datetime
 from typing import Annotated
@@ -25,7 +25,7 @@ from typing import Annotated
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
@@ -34,13 +34,13 @@ from service.checks.runs import CheckRuns
 from service.errors import ServiceError, UploadTooLarge, bounded
 from service.http.client_presence import while_client_waits
 from service.http.dependencies import ImportsDep, MetricsDep, UploadsDep
+from service.http.graph_responses import graph_response
 from service.http.openapi import problem_responses
 from service.http.paging import decode_cursor, page_of
 from service.http.problems import ProblemError, known_problem
 from service.http.request_body import read_json
 from service.http.request_context import current_request
 from service.http.schemas import GraphDocument, ImportRequest, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks
-from service.http.tensor_responses import stream_range
 from service.http.test_hooks import import_hooks
 from service.http.upload_body import multipart_source, refused_too_large
 from service.imports import pipeline
@@ -52,7 +52,6 @@ from service.imports.sources.resumable import ResumableUploadsSource
 from service.imports.sources.stored import StoredModel
 from service.imports.tenant_checks import stored_summary
 from service.settings import Settings
-from service.store.byte_source import FileSource
 from service.store.model_store import Store
 from service.store.records import StoredRecord
 
@@ -305,13 +304,7 @@ async def post_checks(model_id: str, request: Request, parts: ImportsDep, caller
 async def get_graph(model_id: str, request: Request, parts: ImportsDep, caller: ReadCaller) -> Response:
     await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)
     await anyio.to_thread.run_sync(parts.store.touch, model_id)
-    fd = await graph_document(parts, model_id, caller.tenant)
-    size = os.fstat(fd).st_size
-    headers = {"Content-Length": str(size)}
-    if request.method == "HEAD" or size == 0:
-        os.close(fd)
-        return Response(status_code=200, headers=headers, media_type="application/json")
-    return StreamingResponse(stream_range(b"", FileSource(fd), 0, 0, size - 1), headers=headers, media_type="application/json")
+    return graph_response(request, await graph_document(parts, model_id, caller.tenant))
 
 
 @router.delete(

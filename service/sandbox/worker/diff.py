@@ -1,7 +1,8 @@
 """The comparison of two graph documents, in a worker: task "diff".
 
 Owns `open_documents` (both documents opened before the walls go up, as a
-model is) and `send_diff`: each document parsed and compared
+model is) and `send_diff`: each document inflated (the store keeps them
+gzip-compressed) and parsed, and the two compared
 (`service.model_diff.compare_models`, with the opsets the job carries), and
 the answer sent as three streams (`service.sandbox.protocol.DIFF_STREAMS`):
 the head (JSON: everything but the changes), the changes (one JSON object a
@@ -15,13 +16,14 @@ worker's limits, and no front end's interpreter waits for it.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import struct
 from multiprocessing.connection import Connection
 
 from service.model_diff import ModelSide, compare_models
-from service.sandbox.protocol import CHUNK_BYTES, DiffInputs, WorkerHeader, WorkerJob
+from service.sandbox.protocol import CHUNK_BYTES, GZIP_MAGIC, DiffInputs, WorkerHeader, WorkerJob
 
 INDEX_ENTRY = struct.Struct("<Q")
 
@@ -39,7 +41,13 @@ def open_documents(job: WorkerJob) -> tuple[int, int]:
 
 
 def _parsed(fd: int) -> object:
+    """A graph document, gzip-compressed (as the store keeps it now) or not (as earlier releases kept it)."""
     with os.fdopen(fd, "rb") as document:
+        compressed = document.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+        document.seek(0)
+        if compressed:
+            with gzip.GzipFile(fileobj=document) as inflated:
+                return json.load(inflated)
         return json.load(document)
 
 

@@ -31,6 +31,7 @@ import posixpath
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Literal
@@ -40,7 +41,17 @@ from importer.data_owner import DataOwner
 from importer.op_schemas import schema_table
 from importer.source import ConfinedOpener, confined_descriptor
 from service.sandbox.catalog_format import MODEL_FILE_KEY
-from service.sandbox.protocol import CHANGED, CHUNK_BYTES, ImportFailure, SourceReport, StageReport, WorkerHeader, WorkerJob
+from service.sandbox.protocol import (
+    CHANGED,
+    CHUNK_BYTES,
+    GRAPH_COMPRESSION,
+    GZIP_WBITS,
+    ImportFailure,
+    SourceReport,
+    StageReport,
+    WorkerHeader,
+    WorkerJob,
+)
 from service.sandbox.worker import confinement, diff, lifeline
 from service.sandbox.worker.catalog import build_catalog
 from service.sandbox.worker.checks.run import import_stages, send_checks
@@ -290,7 +301,11 @@ def source_reports(model: OnnxModel, used: set[str], hashed: bool) -> list[Sourc
 
 
 def send_graph(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str) -> None:
-    graph = json.dumps(render_graph(model, job.model_id), allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
+    """The graph document, gzip-compressed (`service.sandbox.protocol.GRAPH_STREAMS`): kept and served so."""
+    text = json.dumps(render_graph(model, job.model_id), allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
+    compressor = zlib.compressobj(GRAPH_COMPRESSION, zlib.DEFLATED, GZIP_WBITS)
+    graph = compressor.compress(text) + compressor.flush()
+    del text
     externals = {posixpath.normpath(owner.name) for owner in model.owners[1:]}
     sources = source_reports(model, externals, hashed=False)
     send_header(connection, WorkerHeader(status="ok", isolation=isolation, sources=sources, streams=[len(graph)]))

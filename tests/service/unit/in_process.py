@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from service.imports.admission import Admission
-from service.imports.diff import Diffs
 from service.imports.parts import ImportParts
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox, StreamsTooLarge, WorkerControl, WorkerOutcome, receive_answer
@@ -89,4 +88,4 @@ def import_parts(tmp_path: Path, **settings: Any) -> ImportParts:
     sandbox.start()
     (tmp_path / "places").mkdir()
     admission = Admission(chosen.workers, 4, 4, tmp_path / "places", chosen.tenant_share)
-    return ImportParts(chosen, store, sandbox, admission, open_data_root(chosen), Diffs(tmp_path / "diffs"))
+    return ImportParts(chosen, store, sandbox, admission, open_data_root(chosen))

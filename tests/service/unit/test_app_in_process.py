@@ -6,8 +6,10 @@ real processes."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,3 +146,39 @@ def test_readiness_and_metrics_answer(client: TestClient) -> None:
     upload(client, SAMPLES / "add.onnx")
     metrics = client.get("/metrics").text
     assert 'onnx_import_imports_total{result="ok"} 1.0' in metrics
+
+
+def test_the_graph_document_is_kept_compressed_and_sent_as_each_client_takes_it(client: TestClient) -> None:
+    """gzip as stored to a client that takes it (a fraction of the JSON); inflated JSON to one that does not."""
+    model_id = upload(client, SAMPLES / "if_subgraph.onnx").json()["id"]
+    url = f"/models/{model_id}/graph"
+    with client.stream("GET", url, headers={"Accept-Encoding": "gzip"}) as compressed:
+        raw = b"".join(compressed.iter_raw())
+    assert compressed.headers["content-encoding"] == "gzip" and compressed.headers["vary"] == "Accept-Encoding"
+    assert int(compressed.headers["content-length"]) == len(raw)
+    plain = client.get(url, headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.headers["vary"] == "Accept-Encoding"
+    assert gzip.decompress(raw) == plain.content and len(raw) < len(plain.content) / 2
+    assert json.loads(plain.content)["format"] == "onnx-service-graph/4"
+    assert client.head(url, headers={"Accept-Encoding": "gzip"}).headers["content-length"] == str(len(raw))
+
+
+@pytest.mark.parametrize("accept", ["gzip", "identity"])
+def test_a_graph_document_kept_by_an_earlier_release_is_sent_as_it_is(tmp_path: Path, accept: str) -> None:
+    """Plain JSON (how the store kept graph documents before they were compressed), whatever the client takes."""
+    import asyncio
+
+    from starlette.requests import Request
+
+    from service.http.graph_responses import graph_response
+
+    document = tmp_path / "graph.json"
+    document.write_bytes(b'{"format":"onnx-service-graph/3","graph":{}}')
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"accept-encoding", accept.encode())], "query_string": b""}
+    response = graph_response(Request(scope), os.open(document, os.O_RDONLY))
+    assert "content-encoding" not in response.headers and response.headers["content-length"] == str(document.stat().st_size)
+
+    async def body() -> bytes:
+        return b"".join([bytes(chunk) async for chunk in response.body_iterator])  # type: ignore[attr-defined]
+
+    assert asyncio.run(body()) == document.read_bytes()

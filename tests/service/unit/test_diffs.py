@@ -13,7 +13,7 @@ import pytest
 from in_process import InProcessSandbox, import_parts
 
 from service.imports import pipeline
-from service.imports.diff import Compared
+from service.imports.diff import Compared, Diffs
 from service.imports.parts import ImportParts
 from service.imports.sources import under_data_root
 
@@ -21,6 +21,11 @@ from service.imports.sources import under_data_root
 @pytest.fixture
 def imports(tmp_path: Path) -> ImportParts:
     return import_parts(tmp_path, workers=2)
+
+
+@pytest.fixture
+def diffs(tmp_path: Path) -> Diffs:
+    return Diffs(tmp_path / "diffs")
 
 
 def _imported(imports: ImportParts, tenant: str, *paths: str) -> list[str]:
@@ -35,11 +40,11 @@ def _tasks(imports: ImportParts, task: str) -> int:
     return sum(1 for job in imports.sandbox.jobs if job.task == task)
 
 
-def test_a_comparison_runs_in_a_worker_once_and_its_pages_join_to_the_whole(imports: ImportParts) -> None:
+def test_a_comparison_runs_in_a_worker_once_and_its_pages_join_to_the_whole(imports: ImportParts, diffs: Diffs) -> None:
     a, b = _imported(imports, "alice", "add.onnx", "typed_fields.onnx")
 
     async def compare() -> Compared:
-        return await imports.diffs.compare(imports, "alice", a, b)
+        return await diffs.compare(imports, "alice", a, b)
 
     compared = asyncio.run(compare())
     assert _tasks(imports, "diff") == 1
@@ -55,26 +60,25 @@ def test_a_comparison_runs_in_a_worker_once_and_its_pages_join_to_the_whole(impo
     assert _tasks(imports, "diff") == 1 and again.head == compared.head  # kept: no second worker
 
 
-def test_the_same_comparison_asked_at_once_runs_once_and_another_tenant_runs_its_own(imports: ImportParts) -> None:
+def test_the_same_comparison_asked_at_once_runs_once_and_another_tenant_runs_its_own(imports: ImportParts, diffs: Diffs) -> None:
     a, b = _imported(imports, "alice", "add.onnx", "typed_fields.onnx")
     _imported(imports, "bob", "add.onnx", "typed_fields.onnx")
 
     async def scenario() -> None:
-        results = await asyncio.gather(*(imports.diffs.compare(imports, "alice", a, b) for _ in range(5)))
+        results = await asyncio.gather(*(diffs.compare(imports, "alice", a, b) for _ in range(5)))
         assert len({result.folder for result in results}) == 1
         assert _tasks(imports, "diff") == 1
-        bobs = await imports.diffs.compare(imports, "bob", a, b)
+        bobs = await diffs.compare(imports, "bob", a, b)
         assert bobs.folder != results[0].folder and bobs.head == results[0].head
         assert _tasks(imports, "diff") == 2  # bob's own, whatever alice compared
 
     asyncio.run(scenario())
 
 
-def test_a_tenant_compares_one_pair_at_a_time(imports: ImportParts, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tenant_compares_one_pair_at_a_time(imports: ImportParts, diffs: Diffs, monkeypatch: pytest.MonkeyPatch) -> None:
     a, b, c = _imported(imports, "alice", "add.onnx", "typed_fields.onnx", "if_subgraph.onnx")
     running = 0
     most = 0
-    diffs = imports.diffs
     original = diffs._run
 
     async def counted(*args: object) -> None:
@@ -96,7 +100,7 @@ def test_a_tenant_compares_one_pair_at_a_time(imports: ImportParts, monkeypatch:
     assert most == 1 and _tasks(imports, "diff") == 3
 
 
-def test_only_the_newest_comparisons_are_kept(imports: ImportParts, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_the_newest_comparisons_are_kept(imports: ImportParts, diffs: Diffs, monkeypatch: pytest.MonkeyPatch) -> None:
     from service.imports import diff as diff_module
 
     monkeypatch.setattr(diff_module, "KEPT_PER_TENANT", 2)
@@ -104,10 +108,10 @@ def test_only_the_newest_comparisons_are_kept(imports: ImportParts, monkeypatch:
 
     async def scenario() -> None:
         for pair in ((a, b), (b, c), (a, c)):
-            await imports.diffs.compare(imports, "alice", *pair)
+            await diffs.compare(imports, "alice", *pair)
 
     asyncio.run(scenario())
-    tenant_folders = [path for path in imports.diffs.folder.iterdir() if path.is_dir()]
+    tenant_folders = [path for path in diffs.folder.iterdir() if path.is_dir()]
     assert len(tenant_folders) == 1
     kept = sorted(path.name for path in tenant_folders[0].iterdir() if path.is_dir())
     assert kept == sorted([f"{b}-{c}", f"{a}-{c}"])
