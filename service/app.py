@@ -71,6 +71,11 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
     admission = Admission(settings.workers, settings.queue, settings.max_receiving, places_dir, settings.tenant_share)
     metrics = Metrics(store, lambda: admission)
 
+    def share_places() -> None:  # the share holds between the tenants that may import (and the MLflow hook's)
+        admission.share_between(len(keys.importing_tenants() | ({settings.mlflow_tenant} if settings.mlflow_url else set())))
+
+    share_places()
+
     def reload_keys() -> None:
         if keys.anonymous:
             log.info("SIGHUP: no key file to reload (anonymous access)")
@@ -80,6 +85,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         except KeyFileError as error:
             log.warning("SIGHUP: the key file was not reloaded, the keys in force stay: %s", error)
         else:
+            share_places()
             log.info("SIGHUP: %d API keys loaded from %s", len(keys.keys), keys.path)
 
     @contextlib.asynccontextmanager

@@ -181,8 +181,8 @@ class Settings:
     tenant_share: float = setting(
         0.5, FRACTION,
         "share of the import places (--workers and --queue together) and of the receiving places (--max-receiving) one tenant "
-        "may hold (0.5 or 50%; at least one of each); beyond it that tenant gets 503 while others are admitted. Free workers "
-        "go to the tenant running the fewest",
+        "may hold (0.5 or 50%; at least one of each) when several tenants may import (API keys, the MLflow hook's tenant); "
+        "beyond it that tenant gets 503 while others are admitted. Free workers go to the tenant running the fewest",
         rule=Rule(lambda share: 0 < share <= 1, "must be above 0 and at most 1 (100%)"),
     )  # fmt: skip
     worker_memory: int = setting(

@@ -97,6 +97,12 @@ class KeyRing:
     def anonymous(self) -> bool:
         return self.path is None
 
+    def importing_tenants(self) -> set[str]:
+        """The tenants that may import (the anonymous one without a key file)."""
+        if self.anonymous:
+            return {ANONYMOUS}
+        return {key.principal.tenant for key in self.keys if "import" in key.principal.scopes}
+
     def reload(self) -> None:
         """Read the file again; on any error keep the keys in force (and raise, for the log)."""
         if self.path is not None:

@@ -11,7 +11,9 @@ Fair between tenants:
 - **A share.** One tenant holds at most `tenant_share` of the import places
   (running and queued) and of the receiving places (at least one of each);
   past it that tenant alone is refused, with a Retry-After from its own jobs
-  still to run, while the others are admitted.
+  still to run, while the others are admitted. The share holds between
+  tenants (`share_between`): a service only one tenant may import into
+  gives it every place.
 - **Turns.** A free worker slot goes to the waiter whose tenant runs the
   fewest workers now; then to an import that already runs a worker (its
   check worker: an import started is finished first); then to the tenant
@@ -144,7 +146,8 @@ class Admission:
         self.workers = workers
         self.capacity = workers + queue
         self.max_receiving = max_receiving
-        self.tenant_share = tenant_share
+        self.configured_share = tenant_share
+        self.tenant_share = tenant_share  # in force: the configured share, or all of it for a lone tenant
         self.mean_seconds = 0.5  # how long an import holds its place once it runs (this process's recent imports)
         self.folder = folder
         self.member = Membership(folder)
@@ -187,6 +190,10 @@ class Admission:
     def saturated(self) -> bool:
         """A new import would be refused now, whoever sends it (queue full, or no place to receive)."""
         return self.admitted_now >= self.capacity or self.receiving_now >= self.max_receiving
+
+    def share_between(self, tenants: int) -> None:
+        """`tenants` may import: the configured share holds between two or more; one alone may hold every place."""
+        self.tenant_share = self.configured_share if tenants > 1 else 1.0
 
     def tenant_limit(self, places: int) -> int:
         """The most of `places` one tenant may hold."""

@@ -187,9 +187,18 @@ def test_one_tenants_imports_never_evict_another_tenants_model(tenants: Tenants)
 
 @pytest.mark.parametrize("tenants", [("--max-import-bytes", "1MiB")], indirect=True)
 def test_a_graph_render_counts_against_the_import_byte_limit(tenants: Tenants) -> None:
-    """A key that may only read cannot grow the store past --max-import-bytes through GET /graph."""
+    """A key that may only read cannot grow the store past --max-import-bytes through GET /graph. The graph
+    document is kept gzip-compressed: a chain whose names are random keeps more than 1 MiB of it, while its
+    import (a path under the data root: the store keeps no copy) adds a fraction of that."""
+    names = [os.urandom(16).hex() for _ in range(20_001)]
+    nodes = [helper.make_node("Relu", [names[i]], [names[i + 1]], name=names[i]) for i in range(20_000)]
+    graph = helper.make_graph(
+        nodes, "random_names", [helper.make_tensor_value_info(names[0], TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info(names[-1], TensorProto.FLOAT, [4])],
+    )  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), str(tenants.server.data_root / "random.onnx"))
     with tenants.server.client() as client:
-        imported = upload(client, tenants.alice, "chain.onnx", chain_model(20_000, seed=7))
+        imported = client.post("/models", json={"path": "random.onnx"}, headers=tenants.alice)
         assert imported.status_code == 201, imported.text
         before = sum(path.stat().st_size for path in tenants.server.store.rglob("*") if path.is_file())
         body = assert_problem(client.get(f"/models/{imported.json()['id']}/graph", headers=tenants.alice), 413, "payload-too-large")
