@@ -1,5 +1,6 @@
-"""Red-team campaign: every attack of issue 19 (1 to 14) and of issue 35 (15
-to 20: tenants and clients), against live servers.
+"""Red-team campaign: every attack of issue 19 (1 to 14), of issue 35 (15
+to 20: tenants and clients) and of issue 54 (21 to 25: fair admission, clients
+that leave, diffs, endless loops, registry locations), against live servers.
 
 Starts its own servers (`python -m service`, sandbox on; loopback, free ports,
 temporary stores; at most three at once: the one most attacks share and
@@ -20,7 +21,9 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import io
 import json
+import logging
 import multiprocessing
 import os
 import re
@@ -197,7 +200,7 @@ def render_names(team: Team, label: str) -> None:
         second = upload(client, team.bob, "bob.onnx", data)
         model_id = first.json()["id"]
         assert second.json()["id"] == model_id, (first.text, second.text)
-        stored = team.main.store / "models" / model_id / "files" / "model.onnx"
+        stored = next((team.main.store / "models" / model_id).glob("*/files/model.onnx"))  # models/<id>/<generation>/files/
         before = stored.stat()
         stored.write_bytes(b"\xff" * before.st_size)  # damaged in place: same size, the times restored
         os.utime(stored, ns=(before.st_atime_ns, before.st_mtime_ns))
@@ -633,6 +636,466 @@ def client_origin(team: Team, label: str) -> None:
             held = isinstance(error, ResumeBoundExceeded) and hostile.received <= 2 * (4 << 20) + (128 << 20) and took < 30
             detail = f"{type(error).__name__} after {hostile.patches()} PATCHes, {hostile.received:,} bytes of a 4 MiB file, {took:.1f} s"
             team.report(held, f"{label}: offset forward, then back", detail)
+
+
+# -- issue 54: one import pipeline, fair to every tenant (21 to 25). Each against a server of its own with the
+# default settings (--workers = the CPU count, --queue 64, --tenant-share 50%), test hooks off.
+
+
+def loop_model(hidden: bool = False, seed: int = 0) -> bytes:
+    """A Loop of 10^15 trips that nothing ends sooner: its condition a constant True its body passes on (Identity
+    cond_in -> cond_out), scalar body v_out = v_in + 1 (tests/support/loop_models.py). Plain: M an int64 initializer
+    (282 bytes; the security stage sees it: loop-trip-count). `hidden`: M = Cast(Mul(Constant 1e7, Constant 1e8 + 8 seed))
+    computed in float, which the size estimate does not fold (it folds integers): only the smoke run's CPU budget
+    stops it. `seed` makes other bytes (another model; float32 holds 1e8 + 8k exactly)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.loop_models import constant_loop, graph_of_loop, loop_body, loop_node
+
+    if not hidden:
+        model = constant_loop()
+        model.graph.name = f"loop{seed}" if seed else model.graph.name
+    else:
+        factors = [helper.make_node("Constant", [], [name], value=helper.make_tensor(name, TensorProto.FLOAT, [], [value]))
+                   for name, value in (("a", 1e7), ("b", 1e8 + 8 * seed))]  # fmt: skip
+        trips = [helper.make_node("Mul", ["a", "b"], ["m_float"]), helper.make_node("Cast", ["m_float"], ["M"], to=TensorProto.INT64)]
+        model = graph_of_loop([*factors, *trips, loop_node(loop_body())], [helper.make_tensor("cond", TensorProto.BOOL, [], [True])])
+    data: bytes = model.SerializeToString()
+    return data
+
+
+def readiness(client: httpx.Client, headers: Headers | None = None) -> dict[str, Any]:
+    answer: dict[str, Any] = client.get("/readyz", headers=headers or {}).json()
+    return answer
+
+
+def front_ends(server: Server) -> list[int]:
+    """The pids of the server's front ends (the supervisor's spawned children)."""
+    assert server.process is not None
+    found = []
+    for task in Path(f"/proc/{server.process.pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError):
+                    if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                        found.append(int(child))
+    return sorted(found)
+
+
+def halt(server: Server) -> None:
+    """Stop `server`; one still running 30 s after SIGTERM (requests it waits for) is killed, with its processes."""
+    try:
+        server.stop()
+    except subprocess.TimeoutExpired:
+        server.kill_hard()
+
+
+def store_bytes(folder: Path) -> int:
+    return sum(entry.stat().st_size for entry in folder.rglob("*") if entry.is_file() and not entry.is_symlink())
+
+
+class Asker:
+    """One of alice's clients: a request sent at once, then again after each 503's Retry-After, until `gives_up`
+    (monotonic; its connection then closed, as a client that stops waiting does)."""
+
+    def __init__(self, gives_up: float) -> None:
+        self.gives_up = gives_up
+        self.first: int | str | None = None  # the first answer's status
+        self.retry_afters: list[int] = []
+        self.refused_at: float | None = None  # the first 503
+        self.admitted_after: float | None = None  # from the first 503 to sending the retry that was not refused
+        self.answered: int | str | None = None  # how it ended: a status, or "gave up"
+        self.answered_after: float | None = None  # from the first 503 to that answer
+
+    def run(self, url: str, send: Callable[[httpx.Client, float], httpx.Response], start: threading.Barrier) -> None:
+        with httpx.Client(base_url=url, trust_env=False) as client:
+            start.wait()
+            while (left := self.gives_up - time.monotonic()) > 0:
+                sent = time.monotonic()
+                try:
+                    response = send(client, left)
+                    status: int | str = response.status_code
+                except httpx.TimeoutException:
+                    status = "gave up"
+                except httpx.HTTPError as error:
+                    status = type(error).__name__
+                self.first = status if self.first is None else self.first
+                if status != 503:
+                    admitted = status != "gave up" or time.monotonic() - sent > 1.0  # a 503 takes milliseconds
+                    if self.refused_at is not None and admitted:
+                        self.admitted_after = sent - self.refused_at
+                        self.answered_after = time.monotonic() - self.refused_at
+                    self.answered = status
+                    return
+                self.refused_at = self.refused_at or time.monotonic()
+                wait = int(response.headers.get("retry-after", "1"))
+                self.retry_afters.append(wait)
+                time.sleep(max(0.0, min(wait, self.gives_up - time.monotonic())))
+            self.answered = self.answered or "gave up"
+
+
+def askers_at_once(url: str, askers: list[Asker], sends: list[Callable[[httpx.Client, float], httpx.Response]]) -> list[threading.Thread]:
+    """Every asker's first request sent together (a barrier); the threads, started."""
+    start = threading.Barrier(len(askers) + 1)
+    threads = [threading.Thread(target=asker.run, args=(url, send, start)) for asker, send in zip(askers, sends, strict=True)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    return threads
+
+
+def bob_imports(team: Team, server: Server, first_seed: int, going: Callable[[], bool], waits: list[tuple[float, int | str]]) -> None:
+    """Bob posts distinct small models (the default checks), one after another, while `going()`: each wait and answer."""
+    with team.client(server) as client:
+        seed = first_seed
+        while going():
+            started = time.monotonic()
+            try:
+                status: int | str = upload(client, team.bob, f"b{seed}.onnx", small_model(seed)[0]).status_code
+            except httpx.HTTPError as error:
+                status = type(error).__name__
+            waits.append((time.monotonic() - started, status))
+            seed += 1
+
+
+def seconds_of(values: list[float]) -> str:
+    if not values:
+        return "none"
+    return f"p50 {statistics.median(values):.1f} s, p90 {percentile(values, 0.9):.1f} s, max {max(values):.1f} s"
+
+
+def loop_rechecks_against_bob(team: Team, label: str, hidden: bool) -> None:
+    server = team.server()
+    data = loop_model(hidden)
+    with team.client(server) as client:
+        ready = readiness(client)
+        capacity = ready["import_capacity"]
+        share = ready.get("tenant_import_places", capacity)  # (a service before issue 54 has no share)
+        model_id = upload(client, team.alice, "loop.onnx", data).json()["id"]
+    window = 40.0
+    gives_up = time.monotonic() + 1.0 + window  # alice's clients stop waiting when bob's 40 s are over
+
+    def recheck(client: httpx.Client, left: float) -> httpx.Response:
+        return client.post(f"/models/{model_id}/checks", params={"checks": "smoke"}, headers=team.alice, timeout=left)
+
+    askers = [Asker(gives_up) for _ in range(capacity)]  # as many as --workers + --queue
+    threads = askers_at_once(server.url, askers, [recheck] * capacity)
+    time.sleep(1.0)
+    waits: list[tuple[float, int | str]] = []
+
+    def going() -> bool:
+        return time.monotonic() < gives_up
+
+    bobs = [threading.Thread(target=bob_imports, args=(team, server, 21_000_000 + 100_000 * k, going, waits)) for k in range(2)]
+    for thread in bobs:
+        thread.start()
+    for thread in bobs + threads:
+        thread.join(120)
+    halt(server)
+    kind = "M computed in float, only the smoke budget stops it" if hidden else "M a constant: security's loop-trip-count"
+    refused = [asker for asker in askers if asker.first == 503]
+    firsts = Counter(str(asker.first) for asker in askers)
+    ok = [seconds for seconds, status in waits if status == 201]
+    others = Counter(str(status) for _, status in waits if status != 201)
+    median = statistics.median(seconds for seconds, _ in waits) if waits else float("inf")
+    held = len(ok) >= 0.8 * len(waits) > 0 and median <= 5.0
+    team.report(
+        held,
+        f"{label}: {kind}",
+        f"alice's {capacity} POST /checks?checks=smoke at once ({len(data)} B model; her share {share} places): first answers "
+        f"{dict(firsts)}; bob's imports over {window:.0f} s, 2 clients: {len(ok)}/{len(waits)} 201 {dict(others) or ''}, "
+        f"wait {seconds_of([seconds for seconds, _ in waits])}",
+    )
+    afters = sorted({wait for asker in refused for wait in asker.retry_afters[:1]})
+    later = Counter(wait for asker in refused for wait in asker.retry_afters[1:])
+    admitted = [asker.admitted_after for asker in refused if asker.admitted_after is not None]
+    answered = [asker.answered_after for asker in refused if asker.answered == 200 and asker.answered_after is not None]
+    print(
+        f"      {label}: {kind}: Retry-After of the {len(refused)} first 503s {afters} s, of the {sum(later.values())} "
+        f"retries refused again {dict(sorted(later.items()))}; following them, a retry admitted after {seconds_of(admitted)} "
+        f"({len(admitted)} of {len(refused)} within the {window:.0f} s), answered 200 after {seconds_of(answered)}; alice's "
+        f"answers in all {dict(Counter(str(asker.answered) for asker in askers))}",
+        flush=True,
+    )
+
+
+@attack(21, "Loop rechecks against bob's imports")
+def loop_rechecks(team: Team, label: str) -> None:
+    for hidden in (False, True):
+        try:
+            loop_rechecks_against_bob(team, label, hidden)
+        except Exception as error:
+            team.report("ERROR", f"{label}: {'hidden' if hidden else 'constant'} trip count", f"{type(error).__name__}: {str(error)[:300]}")
+
+
+@attack(22, "clients gone")
+def clients_gone(team: Team, label: str) -> None:
+    server = team.server()
+    with team.client(server) as client:
+        capacity = readiness(client)["import_capacity"]
+        model_id = upload(client, team.alice, "loop.onnx", loop_model(hidden=True)).json()["id"]
+    began = time.monotonic()
+    gives_up = [began + 10.0 + 20.0 * index / (capacity - 1) for index in range(capacity)]  # 10 to 30 s
+
+    def recheck(client: httpx.Client, left: float) -> httpx.Response:
+        return client.post(f"/models/{model_id}/checks", params={"checks": "smoke"}, headers=team.alice, timeout=left)
+
+    def uploader(seed: int) -> Callable[[httpx.Client, float], httpx.Response]:
+        def send(client: httpx.Client, left: float) -> httpx.Response:
+            files = {"model": (f"loop{seed}.onnx", loop_model(hidden=True, seed=seed))}
+            return client.post("/models", params={"checks": "smoke"}, files=files, headers=team.alice, timeout=left)
+
+        return send
+
+    askers = [Asker(when) for when in gives_up]
+    sends = [recheck if index % 2 == 0 else uploader(index) for index in range(capacity)]  # rechecks and uploads by turns
+    threads = askers_at_once(server.url, askers, sends)
+    seen: list[tuple[float, int, int]] = []  # (seconds since the start, running, waiting)
+    with team.client(server) as client:
+        for thread in threads:
+            while thread.is_alive():
+                ready = readiness(client)
+                seen.append((time.monotonic() - began, ready["imports_running"], ready["imports_waiting"]))
+                thread.join(0.5)
+        gone = time.monotonic()
+        while time.monotonic() < gone + 10.0:
+            time.sleep(0.5)
+            ready = readiness(client)
+            seen.append((time.monotonic() - began, ready["imports_running"], ready["imports_waiting"]))
+    halt(server)
+    gone_answers = len(re.findall(r" POST \S+ 499 ", server.log.read_text()))
+    most = max(seen, key=lambda item: item[2])
+    before = [item for item in seen if item[0] <= 10.0][-1]
+    leaving = [item for item in seen if item[0] <= gone - began][-1]
+    running, waiting = seen[-1][1], seen[-1][2]
+    team.report(
+        waiting <= 2,
+        label,
+        f"alice's {capacity} requests at once ({capacity // 2} rechecks, {capacity - capacity // 2} uploads, checks=smoke, "
+        f"a Loop only the smoke budget stops), following Retry-After, given up 10 to 30 s after: at {before[0]:.0f} s "
+        f"{before[1]} running, {before[2]} waiting (most {most[2]} at {most[0]:.0f} s); the last gone at {gone - began:.0f} s "
+        f"({leaving[1]} running, {leaving[2]} waiting), "
+        f"10 s later {running} running, {waiting} waiting; alice's answers {dict(Counter(str(asker.answered) for asker in askers))}, "
+        f"the log's 499s {gone_answers}",
+    )
+
+
+def packed_models(count: int, items: int = 350_000) -> list[bytes]:
+    """`count` models of an Identity whose TENSORS attribute holds `items` empty float tensors (6 bytes each): in
+    model k, tensor `items - 1 - k` holds one element instead (so each differs from the others, past what the graph
+    document lists and the catalogue holds)."""
+    node = helper.make_node("Identity", ["x"], ["y"], name="packer")
+    tensors = [onnx.TensorProto(data_type=TensorProto.FLOAT, dims=[0]) for _ in range(items)]
+    node.attribute.append(helper.make_attribute("pack", tensors, attr_type=onnx.AttributeProto.TENSORS))
+    value = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1]) for name in ("x", "y")]
+    graph = helper.make_graph([node], "packed", value[:1], value[1:], [numpy_helper.from_array(np.zeros(3, np.float32), "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    made = []
+    for k in range(count):
+        changed = model.graph.node[0].attribute[0].tensors[items - 1 - k]
+        changed.dims[0], changed.float_data[:] = 1, [1.0]
+        made.append(model.SerializeToString())
+        changed.dims[0], changed.float_data[:] = 0, []
+    return made
+
+
+@attack(23, "diffs of 350,000-tensor attributes")
+def big_diffs(team: Team, label: str) -> None:
+    server = team.server()
+    models = packed_models(3)
+    with team.client(server) as client:
+        imported = [upload(client, team.alice, f"packed{k}.onnx", data) for k, data in enumerate(models)]
+        ids = [answer.json()["id"] for answer in imported]
+        bobs = upload(client, team.bob, "b.onnx", small_model(23_000)[0]).json()["id"]
+    fronts = front_ends(server)
+    logged = len(server.log.read_text())
+    stop = threading.Event()
+    gets: list[float] = []
+    failed_gets: Counter[str] = Counter()
+    waits: list[tuple[float, int | str]] = []
+
+    def fetch() -> None:
+        with team.client(server) as reader:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    status = reader.get(f"/models/{bobs}/tensors/W", headers=team.bob).status_code
+                except httpx.HTTPError as error:
+                    failed_gets[type(error).__name__] += 1
+                    continue
+                if status == 200:
+                    gets.append(time.monotonic() - started)
+                else:
+                    failed_gets[str(status)] += 1
+                time.sleep(0.02)
+
+    readers = [threading.Thread(target=fetch) for _ in range(4)]
+    importer = threading.Thread(target=bob_imports, args=(team, server, 23_100_000, lambda: not stop.is_set(), waits))
+    for thread in readers:
+        thread.start()
+    pairs = [(a, b) for a in range(3) for b in range(3) if a != b]
+    pairs += pairs[:2]  # 8: two asked twice at once (merged)
+    diffs: list[tuple[int | str, float, int]] = []
+
+    def compare(a: int, b: int) -> None:
+        started = time.monotonic()
+        with team.client(server) as client:
+            try:
+                answer = client.get(f"/models/{ids[a]}/diff/{ids[b]}", headers=team.alice, timeout=170)
+                changes = len(answer.json().get("changes", [])) if answer.status_code == 200 else -1
+                diffs.append((answer.status_code, time.monotonic() - started, changes))
+            except httpx.HTTPError as error:
+                diffs.append((type(error).__name__, time.monotonic() - started, -1))
+
+    importer.start()
+    time.sleep(1.0)
+    comparing = [threading.Thread(target=compare, args=pair) for pair in pairs]
+    began = time.monotonic()
+    for thread in comparing:
+        thread.start()
+    for thread in comparing:
+        thread.join(180)
+    took = time.monotonic() - began
+    time.sleep(1.0)
+    stop.set()
+    for thread in [*readers, importer]:
+        thread.join(60)
+    after = front_ends(server)
+    said = server.log.read_text()[logged:]
+    replaced = said.count("died: replaced")
+    compared = said.count("INFO service: diff of ")  # a worker's end, one line each
+    halt(server)
+    answers = Counter(str(status) for status, _, _ in diffs)
+    listed = sorted({count for *_, count in diffs})
+    bob_ok = sum(status == 201 for _, status in waits)
+    p90 = percentile(gets, 0.9) if gets else float("inf")
+    held = after == fronts and not replaced and p90 <= 1.0 and bob_ok == len(waits) > 0 and not failed_gets
+    team.report(
+        held,
+        label,
+        f"3 models of {len(models[0]):,} B ({[answer.status_code for answer in imported]}); alice's 8 diffs at once: {dict(answers)} "
+        f"in {took:.1f} s (each {seconds_of([seconds for _, seconds, _ in diffs])}; changes listed {listed}; diff workers {compared}); "
+        f"front ends {fronts} before, {after} after, 'died: replaced' {replaced}; "
+        f"bob's tensor GETs (4 connections) {len(gets)}: p50 {statistics.median(gets or [0]) * 1000:.0f} ms, "
+        f"p90 {p90 * 1000:.0f} ms, max {max(gets or [0]) * 1000:.0f} ms {dict(failed_gets) or ''}; bob's imports {bob_ok}/{len(waits)} 201",
+    )
+
+
+@attack(24, "Loop import with every stage")
+def loop_every_stage(team: Team, label: str) -> None:
+    every = "schema,security,shape,runtime,smoke"
+    with team.client() as client:
+        for hidden in (False, True):
+            data = loop_model(hidden, seed=24 if hidden else 0)
+            started = time.monotonic()
+            answer = client.post("/models", params={"checks": every}, files={"model": ("loop.onnx", data)}, headers=team.bob)
+            seconds = time.monotonic() - started
+            summary = answer.json() if answer.status_code in (200, 201) else {}
+            stages = {stage: entry["status"] for stage, entry in summary.get("checks", {}).items()}
+            codes: list[str] = []
+            if summary:
+                found = client.get(f"/models/{summary['id']}/diagnostics", headers=team.bob, params={"limit": 100}).json()
+                codes = sorted(
+                    {item["code"] for item in found.get("items", found.get("diagnostics", [])) if item.get("stage") == "security"}
+                )
+            if hidden:
+                kind = f"M computed ({len(data)} B)"
+                held = seconds <= 20 and summary.get("verdict") in ("fail", "incomplete") and stages.get("smoke") == "incomplete"
+            else:
+                kind = f"M constant ({len(data)} B)"
+                held = seconds <= 20 and summary.get("verdict") == "fail" and "loop-trip-count" in codes
+            team.report(held, f"{label}: {kind}", f"{answer.status_code} in {seconds:.1f} s, verdict {summary.get('verdict')}, "
+                        f"stages {stages}, security's codes {codes}")  # fmt: skip
+
+
+def spelled_locations(name: str, count: int) -> list[str]:
+    """`count` percent-encoded spellings of `name` (never `name` itself): wwwwwww.bi%6E, wwwwwww.b%69n, ..."""
+    found = []
+    for mask in range(1, 1 << len(name)):
+        found.append("".join(f"%{ord(char):02X}" if mask >> (len(name) - 1 - at) & 1 else char for at, char in enumerate(name)))
+        if len(found) == count:
+            break
+    return found
+
+
+def spelled_model(locations: list[str], size: int) -> bytes:
+    """One float initializer per location, each all `size` bytes of its external file, summed."""
+    weights = []
+    for number, location in enumerate(locations):
+        weight = TensorProto(name=f"w{number}", data_type=TensorProto.FLOAT, dims=[size // 4], data_location=TensorProto.EXTERNAL)
+        for key, value in (("location", location), ("offset", "0"), ("length", str(size))):
+            weight.external_data.add(key=key, value=value)
+        weights.append(weight)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [size // 4])
+    graph = helper.make_graph([helper.make_node("Sum", [weight.name for weight in weights], ["y"])], "spelled", [], [y], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    data: bytes = model.SerializeToString()
+    return data
+
+
+@attack(25, "percent-encoded registry locations")
+def registry_spellings(team: Team, label: str) -> None:
+    try:
+        import mlflow
+
+        sys.path.insert(0, str(REPO / "tests"))
+        from support.mlflow_server import MlflowServer
+    except ImportError as error:
+        team.report("ERROR", label, f"mlflow cannot run here: {error}")
+        return
+    folder = team.base / "mlflow"
+    folder.mkdir()
+    registry = MlflowServer(folder)
+    try:
+        registry.start(timeout=150)
+    except RuntimeError as error:
+        registry.stop()
+        team.report("ERROR", label, f"mlflow server could not be started: {str(error)[:300]}")
+        return
+    team.servers.callback(registry.stop)
+    secret = team.base / "mlflow-secret"
+    secret.write_text("redteam-webhook-secret\n")
+    server = team.server("--mlflow-url", registry.url, "--mlflow-webhook-secret-file", str(secret))
+    name, size = "wwwwwww.bin", 1 << 20
+    locations = spelled_locations(name, 200)
+    artifacts = team.base / "spelled"
+    artifacts.mkdir()
+    (artifacts / "model.onnx").write_bytes(spelled_model(locations, size))
+    (artifacts / name).write_bytes(os.urandom(size))
+    stored_before = store_bytes(server.store)
+    client = mlflow.MlflowClient(tracking_uri=registry.url, registry_uri=registry.url)
+    client.create_webhook("onnx-import", server.url + "/hooks/mlflow", events=["model_version.created"], secret="redteam-webhook-secret")
+    time.sleep(1.5)  # MLflow's list of webhooks is cached 1 s (tests/support/mlflow_server.py)
+    default = client.get_experiment_by_name("Default")
+    assert default is not None
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    with contextlib.redirect_stdout(io.StringIO()):  # the client's links to the run, printed when it ends
+        run = client.create_run(default.experiment_id)
+        client.log_artifacts(run.info.run_id, str(artifacts), artifact_path="model")
+        client.set_terminated(run.info.run_id)
+        client.create_registered_model("spelled")
+        version = str(client.create_model_version("spelled", f"runs:/{run.info.run_id}/model", run_id=run.info.run_id).version)
+    deadline, tags = time.monotonic() + 120, {}
+    while time.monotonic() < deadline and "onnx_import.verdict" not in tags:
+        time.sleep(0.5)
+        tags = client.get_model_version("spelled", version).tags
+    time.sleep(1.0)
+    grown = store_bytes(server.store) - stored_before
+    fetches = Counter(re.findall(r'"GET /api/2\.0/mlflow-artifacts/artifacts/\S*w{3}\S* HTTP/1\.1" (\d{3})', registry.log.read_text()))
+    fetched = sum(count for status, count in fetches.items() if status == "200")
+    staged = re.findall(r"fetched through MLflow: (\d+) files, (\d+) bytes", server.log.read_text())
+    said = ", ".join(f"{files} files, {int(size) / 1e6:.1f} MB" for files, size in staged) or "nothing"
+    halt(server)
+    registry.stop()
+    verdict = tags.get("onnx_import.verdict", "none in 120 s")
+    held = (fetched <= 1 or verdict == "refused") and grown < 200 * size // 10
+    team.report(
+        held,
+        label,
+        f"200 locations ({locations[0]}, {locations[1]}, ..., {locations[-1]}) beside the real {size >> 20} MiB {name}: verdict "
+        f"{verdict} ({tags.get('onnx_import.reason', '')[:140]!r}); GETs of the artifact's spellings from MLflow {dict(fetches)}; "
+        f"staged {said}; the store grew {grown / 1e6:.2f} MB",
+    )
 
 
 def main() -> int:

@@ -11,7 +11,8 @@ Fair between tenants:
 - **A share.** One tenant holds at most `tenant_share` of the import places
   (running and queued) and of the receiving places (at least one of each);
   past it that tenant alone is refused, with a Retry-After from its own jobs
-  still to run, while the others are admitted. The share holds between
+  still to run (each refused request told a later turn than the one
+  before, as its places free), while the others are admitted. The share holds between
   tenants (`share_between`): a service only one tenant may import into
   gives it every place.
 - **Turns.** A free worker slot goes to the waiter whose tenant runs the
@@ -61,6 +62,7 @@ POLL_SECONDS = (0.01, 0.02)  # a process's best waiter looks for a slot freed el
 LEAVE_SECONDS = 1.0  # how long a free slot is left to a better claim elsewhere (a stopped process's)
 KINDS = ("receiving", "admitted", "running")
 MAX_RETRY_AFTER = 3600
+BUSY_SECONDS = 0.5  # how long a count of the busy tenants stands
 _RUNNING_SHIFT = 54  # a claim's offset: its tenant's running workers, then not started, then last served (microseconds)
 _STARTED_SHIFT = 53
 _SERVED_MASK = (1 << _STARTED_SHIFT) - 1
@@ -108,6 +110,23 @@ class Place:
             admission.release_slot(self.tenant)
 
 
+@dataclass
+class _Pace:
+    """How long imports hold their place once they run (a moving mean), and the last turn told to one refused."""
+
+    seconds: float = 0.5
+    last_turn: float = 0.0  # time.monotonic()
+
+    def took(self, seconds: float) -> None:
+        self.seconds = 0.8 * self.seconds + 0.2 * seconds
+
+    def turn(self, interval: float) -> int:
+        """Seconds until the next turn, one `interval` after the last one told (or now)."""
+        now = time.monotonic()
+        self.last_turn = max(now, self.last_turn) + interval
+        return max(1, min(MAX_RETRY_AFTER, math.ceil(self.last_turn - now)))
+
+
 @dataclass(eq=False)
 class _Waiter:
     """One worker of an import waiting for a slot."""
@@ -148,7 +167,9 @@ class Admission:
         self.max_receiving = max_receiving
         self.configured_share = tenant_share
         self.tenant_share = tenant_share  # in force: the configured share, or all of it for a lone tenant
-        self.mean_seconds = 0.5  # how long an import holds its place once it runs (this process's recent imports)
+        self.pace = _Pace()  # this process's imports, all tenants'
+        self.paces: dict[str, _Pace] = {}  # each tenant's, in this process
+        self.busy: tuple[float, list[TenantPlaces]] = (0.0, [])  # the busy tenants as last counted, and when
         self.folder = folder
         self.member = Membership(folder)
         self.places = {kind: SharedCount(folder / kind, self.member.index) for kind in KINDS}
@@ -203,12 +224,17 @@ class Admission:
         return self._tenant(tenant).places()
 
     def busy_tenants(self) -> list[TenantPlaces]:
-        """Every tenant holding a place now, unnamed (each front end's and the others')."""
+        """Every tenant holding a place, unnamed (each front end's and the others'), as counted at most
+        BUSY_SECONDS ago (a count reads every tenant's files: /readyz asks it at every call)."""
+        counted, found = self.busy
+        if time.monotonic() - counted < BUSY_SECONDS:
+            return found
         found = []
         for entry in os.scandir(self.folder / "by-tenant"):
             places = self._tenant_by_key(entry.name).places()
             if places.receiving or places.admitted:
                 found.append(places)
+        self.busy = (time.monotonic(), found)
         return found
 
     # --- receiving and queue places ---
@@ -221,11 +247,11 @@ class Admission:
             raise Overloaded(
                 f"this tenant has {own.total()} uploads being received, its share of the {self.max_receiving} places "
                 "(--tenant-share); try again once one has arrived",
-                self._retry(1),
+                self._turn(tenant),
             )
         try:
             if not self.places["receiving"].take(self.max_receiving):
-                raise Overloaded(f"{self.receiving_now} uploads are being received; try again later", self._retry(1))
+                raise Overloaded(f"{self.receiving_now} uploads are being received; try again later", self._turn())
             try:
                 yield
             finally:
@@ -243,24 +269,39 @@ class Admission:
             raise Overloaded(
                 f"this tenant has {held} imports running or waiting, its share of the {self.capacity} places "
                 "(--tenant-share); try again once one has ended",
-                self._retry(max(1, held - limit + 1) * max(1, len(self.busy_tenants()))),
+                self._turn(tenant),
             )
         place = Place(self, tenant)
         try:
             if not self.places["admitted"].take(self.capacity):
-                raise Overloaded(f"{self.running} imports are running and {self.waiting} waiting; try again later", self._retry(1))
+                raise Overloaded(f"{self.running} imports are running and {self.waiting} waiting; try again later", self._turn())
             try:
                 yield place
             finally:
                 self.places["admitted"].release()
                 if place.first_slot is not None:
-                    self.mean_seconds = 0.8 * self.mean_seconds + 0.2 * (time.monotonic() - place.first_slot)
+                    seconds = time.monotonic() - place.first_slot
+                    self.pace.took(seconds)
+                    self._pace(tenant).took(seconds)
         finally:
             own.release()
 
-    def _retry(self, jobs: int) -> int:
-        """Seconds until `jobs` imports have ended, at this process's recent pace, `workers` at a time."""
-        return max(1, min(MAX_RETRY_AFTER, math.ceil(self.mean_seconds * jobs / self.workers)))
+    def _turn(self, tenant: str | None = None) -> int:
+        """A refused request's Retry-After: the turn it is given in a line of the refused. A place of the
+        tenant's (or any place) frees every so often, at the pace of its recent imports over the workers it
+        runs; each request refused meanwhile is told a turn one such interval after the last one told, so
+        the herd of a tenant's refused clients comes back spread over the places as they free."""
+        if tenant is None:
+            return self.pace.turn(self.pace.seconds / self.workers)
+        running = self._tenant(tenant).counts["running"].total()
+        pace = self._pace(tenant)
+        return pace.turn(pace.seconds / max(1, running))
+
+    def _pace(self, tenant: str) -> _Pace:
+        found = self.paces.get(tenant)
+        if found is None:
+            found = self.paces[tenant] = _Pace(self.pace.seconds)
+        return found
 
     # --- worker slots ---
 

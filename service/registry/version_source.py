@@ -10,10 +10,12 @@ the model is the file the `MLmodel`'s onnx flavour names, else its one
 external data files the model names (the front end never parses model
 bytes), at most `--max-external-files`, each downloaded once from beside the
 model, within `--max-upload-total` in all. A location is a file name, as
-onnx reads it: it is never percent-decoded (`wwwwwww.bi%6E` is the file of
-that very name, asked for as such), and two spellings of one file
-(`a.bin`, `./a.bin`) are one location, fetched once (the worker reports
-them normalised).
+onnx reads it, and two spellings of one file (`a.bin`, `./a.bin`) are one
+location, fetched once (the worker reports them normalised). A location
+holding a `%` is refused: MLflow's artifact proxy decodes a path until it
+no longer changes before it looks it up, so `wwwwwww.bi%6E`, and any number
+of other spellings, would all fetch `wwwwwww.bin` (each spelling a file of
+its own to the model, each fetched and kept).
 """
 
 from __future__ import annotations
@@ -109,7 +111,12 @@ class RegistryVersion:
 
 
 def _file_name(location: str) -> str:
-    """An external data location as a path below the model's folder, taken literally (never percent-decoded)."""
+    """An external data location as a path below the model's folder; Refused if it holds a `%` (see the module comment)."""
+    if "%" in location:
+        raise Refused(
+            f"the external data location {location[:200]!r} holds a '%': MLflow's artifact proxy decodes a path (again and "
+            "again) before it looks it up, so it would not fetch the file of that very name; rename the file"
+        )
     try:
         return check_location(location)
     except PathRefused as error:

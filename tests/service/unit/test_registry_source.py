@@ -1,9 +1,9 @@
 """A registry version as a source of the import pipeline
 (`service.registry.version_source.RegistryVersion`), over a folder of
 artifacts held in memory: each external file is fetched once, by the
-location the model names taken literally (two spellings of one path are
-one file; a percent sign is part of the name, never decoded), within the
-byte budget. The in-process sandbox reads the model (its external
+location the model names (two spellings of one path are one file; a
+location holding a percent sign is refused, since MLflow's artifact proxy
+would decode it), within the byte budget. The in-process sandbox reads the model (its external
 locations, then the import)."""
 
 from __future__ import annotations
@@ -86,16 +86,15 @@ def test_two_spellings_of_one_location_are_one_file_fetched_once(imports: Import
     assert record is not None and set(record.files) == {"model", "w.bin"}
 
 
-def test_a_percent_sign_is_part_of_the_name_never_decoded(imports: ImportParts) -> None:
-    """Two hundred spellings `w.bi%6E`, ... of no file: the first is asked for by its own name, and refused."""
+def test_a_location_holding_a_percent_sign_is_refused_before_anything_is_fetched_for_it(imports: ImportParts) -> None:
+    """Two hundred spellings `w.bi%6E`, ... of one name: MLflow's proxy would decode each to `w.bin` (attack 25)."""
     forms = [[c, f"%{ord(c):02X}", f"%{ord(c):02x}"] for c in "w.bin"]  # each character as it is, or percent-encoded
     spellings = [a + b + c + d + e for a in forms[0] for b in forms[1] for c in forms[2] for d in forms[3] for e in forms[4]]
     spellings = sorted(set(spellings) - {"w.bin"})[:200]
     folder = MemoryFolder({"model.onnx": _model_naming("w.bin", *spellings), "w.bin": b"\0" * 4})
-    with pytest.raises(Refused, match="not among the version's artifacts"):
+    with pytest.raises(Refused, match="holds a '%'"):
         _validated(imports, folder)
-    assert folder.downloads[:2] == ["model.onnx", "w.bin"]
-    assert len(folder.downloads) == 3 and "%" in folder.downloads[2]  # asked for literally, once, then refused
+    assert folder.downloads == ["model.onnx", "w.bin"]  # the real name once; no spelling fetched
     assert imports.store.model_count() == 0
 
 
