@@ -35,6 +35,9 @@ shared: bench/fleet_bench.py's `OtherLoad`).
 
 Usage: .venv/bin/python bench/liveness_bench.py [--phases idle,tensors,initializers]
        [--period 25] [--idle 10] [--duration 15] [--rounds 3] [--connections 40] [--json FILE]
+       [--tree CHECKOUT] [--wait-load 1.5]
+(--tree: the service of another checkout, e.g. a copy of the tree before a change; --wait-load: first wait,
+up to 10 minutes, for the 1-minute load average to fall below it; --json: the figures and every probe's time.)
 Bounds (exit 1 when one is missed, or when a probe failed): b. p99 <= 25 ms on
 each tensor route; c. the median of the rounds' p99 <= 100 ms. (a and d are
 reported, not bounded.)
@@ -54,9 +57,11 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+import campaign  # bench/ is on sys.path as this script's folder
 import httpx
-from campaign import Server  # bench/ is on sys.path as this script's folder
+from campaign import Server
 from catalog_bench import initializer_model
+from checks_bench import wait_for_load
 from fleet_bench import SAMPLES, OtherLoad, expect, load_average, nodes_model, run_stopping_on_interrupt, terminated_as_exit
 from read_bench import (
     bench_model,
@@ -156,6 +161,7 @@ class Figures:
     other_cores: float
     rounds_p99_ms: list[float] = field(default_factory=list)  # c and d: each round's p99
     rounds_seconds: list[float] = field(default_factory=list)  # c and d: each POST's time
+    probes_ms: list[float] = field(default_factory=list)  # every probe's time, in order (for --json)
     bound_ms: float | None = None
 
     @property
@@ -176,7 +182,10 @@ def figures(phase: str, probes: list[tuple[float, float, str]], seconds: float, 
             failed[outcome] = failed.get(outcome, 0) + 1
     if not times:
         return Figures(phase, 0, float("nan"), float("nan"), float("nan"), {"no probe": 1}, seconds, others, bound_ms=bound)
-    return Figures(phase, len(times), percentile(times, 0.5), percentile(times, 0.99), max(times), failed, seconds, others, bound_ms=bound)
+    return Figures(
+        phase, len(times), percentile(times, 0.5), percentile(times, 0.99), max(times), failed, seconds, others, bound_ms=bound,
+        probes_ms=[round(time, 2) for time in times],
+    )  # fmt: skip
 
 
 # --- the phases
@@ -294,6 +303,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="POSTs of each import phase")
     parser.add_argument("--connections", type=int, default=40)
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--tree", type=Path, help="run the service of another checkout (a copy of the tree before a change)")
+    parser.add_argument(
+        "--wait-load", type=float, default=0.0, help="first wait (up to 10 minutes) for the 1-minute load average to fall below this"
+    )
     args = parser.parse_args()
     phases = [phase.strip() for phase in args.phases.split(",") if phase.strip()]
     if unknown := set(phases) - set(PHASES):
@@ -302,8 +315,13 @@ def main() -> None:
         parser.error("--period must be 20 to 50 ms, --duration and --rounds at least 1, --idle 0 to 60 s")
     if "tensors" in phases:
         ensure_wrk()
+    if args.wait_load:
+        waited = wait_for_load(args.wait_load, 600.0)
+        print(f"waited {waited:.0f} s for the 1-minute load average to fall below {args.wait_load:g}")
     started = time.monotonic()
-    print(f"service tree: {service_tree()}")
+    if args.tree:
+        campaign.REPO = args.tree.resolve()  # the folder `python -m service` starts in: its `service` is the one imported
+    print(f"service tree: {args.tree.resolve() if args.tree else service_tree()}")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; load average at the start {load_average()}")
     print(f"machine: {machine()}; {versions() if shutil.which('wrk') else ''}", flush=True)
     initializers = initializer_model(INITIALIZERS)[0] if "initializers" in phases else b""

@@ -145,6 +145,7 @@ def serve(settings: Settings, app: FastAPI | None, log_config: dict[str, Any], l
         "log_level": settings.log_level,
         "log_config": log_config,
         "access_log": False,  # service.observability.request_log writes one line per request
+        "loop": "service.http.event_loop:FrontEndLoop",  # a new connection's first request served in the turn of its accept
     }
     host, port = listeners[0].getsockname()[:2]
     shown = f"[{host}]" if listeners[0].family == socket.AF_INET6 else host

@@ -13,6 +13,7 @@ starts unless --require-landlock).
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import logging
@@ -216,6 +217,23 @@ def test_a_worker_holds_no_privilege_as_it_reads_its_model(sandbox: Sandbox) -> 
     if namespaces_available():
         assert held["pid"] == 1, held  # the first process of a PID namespace of its own
     assert "add.onnx" in held["model open"], held
+
+
+NICENESS = """
+import os
+try:
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
+    undone = "undone"
+except OSError as error:
+    undone = error.errno
+result = repr((os.getpriority(os.PRIO_PROCESS, 0), undone))
+"""
+
+
+def test_a_worker_runs_at_a_lower_cpu_priority_than_the_front_end(sandbox: Sandbox) -> None:
+    """Its fork server's niceness (service.sandbox.worker.fork_server), which it may not undo: a front end wanting a core gets it first."""
+    niceness, undone = eval(_code(sandbox, NICENESS))
+    assert niceness == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10) and undone == errno.EPERM, (niceness, undone)
 
 
 SHARED_MEMORY = """
