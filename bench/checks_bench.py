@@ -322,7 +322,7 @@ def start_sandbox(args: argparse.Namespace, scratch: Path) -> tuple[Sandbox, flo
 
 
 def ours(sandbox: Sandbox, model: Model, kind: Kind, worker_uid: int | None) -> Sample:
-    from service.sandbox.check_run import check_worker_results
+    from service.checks.check_worker import check_worker_results
 
     identity = {} if worker_uid is None else {"worker_uid": worker_uid, "worker_gid": worker_uid}
     job = sandbox.job(
@@ -553,9 +553,9 @@ def main() -> None:
         return
     _workers_skip_this_script()
     # The stage modules, imported once here: their compiled files are on disk, as in an installed service.
-    import service.sandbox.worker.checks.runtime
-    import service.sandbox.worker.checks.shape
-    import service.sandbox.worker.checks.smoke  # noqa: F401
+    import service.checks.stages.runtime
+    import service.checks.stages.shape
+    import service.checks.stages.smoke  # noqa: F401
 
     models = real_models() + exported_models()
     if not args.skip_big:

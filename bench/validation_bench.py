@@ -720,7 +720,7 @@ def stages_cell(samples: list[Sample]) -> str:
     for worker in ("import worker", "check worker"):
         if not math.isnan(median_part(samples, worker)):
             cells.append(f"{worker} {median_part(samples, worker):.2f}")
-    # the two workers run side by side (service.imports.checks.with_check_worker): the longer one is on the path
+    # the two workers run side by side (service.checks.requested.with_check_worker): the longer one is on the path
     times = [median_part(samples, worker) for worker in ("import worker", "check worker")]
     workers = math.nan if any(math.isnan(time) for time in times) else max(times)
     if not math.isnan(workers):

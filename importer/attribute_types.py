@@ -11,7 +11,7 @@ Every place that treats attributes by type reads this table instead of
 listing the types again: the reader (`importer.read_attribute`), the dump
 (`importer.dump`), the tensor walk (`importer.tensor_places`), subgraph
 resolution (`importer.resolve`) and the service's graph JSON
-(`service/sandbox/worker/graph.py`).
+(`service/tasks/graph_document.py`).
 
 To add an attribute type: add its code to `AttributeType` and its row to
 `ATTRIBUTE_TYPES`. That is all, unless its items are of a new kind; then add

@@ -40,7 +40,7 @@ from service.http.protocol import NoSniffMiddleware
 from service.http.routes import diagnostics, diff, health, hooks, models, resumable, shapes, tensors, ui
 from service.http.tus import TusHeaderMiddleware
 from service.imports.admission import Admission
-from service.imports.diff import Diffs
+from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe

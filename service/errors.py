@@ -13,6 +13,7 @@ import errno
 from service.sandbox.protocol import ImportFailure
 
 MAX_DETAIL_CHARS = 500
+MODEL_GONE = "the model was removed from the store meanwhile"  # NotFound's detail for a model removed while a request used it
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 

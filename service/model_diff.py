@@ -1,7 +1,7 @@
 """What changed from one model to another, from their graph documents.
 
 Owns `compare_models`: given each model's graph document
-(`service.sandbox.worker.graph`, its tensor references carrying their
+(`service.tasks.graph_document`, its tensor references carrying their
 SHA-256) and its opsets, the differences a reviewer asks for first:
 opsets and node domains, the graph's inputs and outputs (names and types),
 op-type counts, and one list of changes, nodes then initializers, each
@@ -22,7 +22,7 @@ are compared by name, type, dims and SHA-256, never by their href (which
 names the model); a TENSORS or SPARSE_TENSORS attribute of many items lists
 only its first ones, and is compared by those and by the count and digest of
 the rest (`omitted`, `omitted_sha256`; an attribute of a document from before
-that cut is cut the same way first: `service.sandbox.worker.graph.fold_listed`). The main
+that cut is cut the same way first: `service.tasks.graph_document.fold_listed`). The main
 graph's nodes are compared; a subgraph is part of its node's attributes.
 """
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from importer.summary import op_type_key
-from service.sandbox.worker.graph import fold_listed
+from service.tasks.graph_document import fold_listed
 
 Json = Any
 MAX_LISTED = 1000  # inputs, outputs, op types, opsets: each list cut here (`truncated` names it)

@@ -4,7 +4,7 @@ Owns `Service`: the parts the import use cases are handed (`imports`,
 `service.imports.parts.ImportParts`: settings, store, sandbox, import
 admission, data root, graph renders under way in this process; all but the
 renders also properties of their own names), the comparisons of two models
-(`service.imports.diff.Diffs`), and what only the HTTP layer uses (API keys,
+(`service.imports.diffs.Diffs`), and what only the HTTP layer uses (API keys,
 metrics, readiness, the resumable uploads in the making, the store's
 opening). Nothing here knows the web framework: the routes are handed it
 by `service.http.dependencies`.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from service.access.keys import KeyRing
 from service.imports.admission import Admission
-from service.imports.diff import Diffs
+from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe

@@ -59,7 +59,7 @@ def test_only_the_source_module_touches_the_file_system() -> None:
 # The check stages that hand the model to onnx and onnxruntime, inside the check worker
 # (inferred_types reads the types onnx's inference hands the shape stage).
 ONNX_USERS = {
-    REPO / "service" / "sandbox" / "worker" / "checks" / name for name in ("shape.py", "inferred_types.py", "runtime.py", "smoke.py")
+    REPO / "service" / "checks" / "stages" / name for name in ("shape.py", "inferred_types.py", "runtime.py", "smoke.py")
 }
 
 
@@ -157,10 +157,15 @@ def _chains(module: str, wrong: Callable[[str], bool]) -> list[str]:
     return found
 
 
-def test_the_worker_package_holds_nothing_of_the_front_end() -> None:
-    for path in _under("sandbox", "worker"):
-        found = _chains(_module_name(path), lambda name: name.startswith(FRONT_END))
-        assert not found, f"{path.relative_to(REPO)} (it runs in the fork) reaches the front end: {found}"
+# What runs in the fork: the worker's entry and walls, its tasks, and the check stages they run.
+IN_THE_FORK = (("sandbox", "worker"), ("tasks",), ("checks", "stages"))
+
+
+def test_what_runs_in_the_fork_holds_nothing_of_the_front_end() -> None:
+    for folder in IN_THE_FORK:
+        for path in _under(*folder):
+            found = _chains(_module_name(path), lambda name: name.startswith(FRONT_END))
+            assert not found, f"{path.relative_to(REPO)} (it runs in the fork) reaches the front end: {found}"
 
 
 def _sees_http(name: str) -> bool:
@@ -168,7 +173,7 @@ def _sees_http(name: str) -> bool:
 
 
 def test_below_http_nothing_knows_the_web_framework() -> None:
-    for folder in ("imports", "store", "sandbox", "registry"):
+    for folder in ("imports", "store", "sandbox", "registry", "tasks", "checks"):
         for path in _under(folder):
             found = _chains(_module_name(path), _sees_http)
             assert not found, f"{path.relative_to(REPO)} must not see HTTP, and reaches it: {found}"
@@ -178,7 +183,7 @@ def test_the_use_cases_are_handed_their_parts_not_the_service() -> None:
     """The import use cases and the registry's gate take `ImportParts`
     (`service.imports.parts`): the service's state (`service.state`: its API
     keys, metrics, readiness, uploads in the making) is the HTTP layer's."""
-    for folder in ("imports", "registry", "store", "sandbox"):
+    for folder in ("imports", "registry", "store", "sandbox", "tasks", "checks"):
         for path in _under(folder):
             found = _chains(_module_name(path), lambda name: name == "service.state")
             assert not found, f"{path.relative_to(REPO)} reaches the service's state: {found}"

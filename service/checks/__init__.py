@@ -1,11 +1,18 @@
-"""Check stages: what a registry needs to accept or refuse a model version.
+"""Check stages: what a registry needs to accept or refuse a model version; one home for them.
 
 Owns the vocabulary every side shares (`outcome`: stages, statuses,
-`Finding`, `StageResult`, the verdict) and the reports made from it (`sarif`,
-`junit`). The stages themselves run inside a sandboxed worker
-(`service.sandbox.worker.checks`); `command` is the `onnx-import` console
-script, which runs them in the same worker without a server.
+`Finding`, `StageResult`, the verdict; `rules`: every finding's code), the
+stages themselves (`stages/`, which run inside a sandboxed worker), a check
+worker's run as the front end sees it (`check_worker`), what an import asks
+and how its workers' reports become its runs (`requested`), each tenant's
+own runs (`runs`, `tenant_runs`), the findings kept in a model's catalogue
+(`findings`) and the reports made from them (`report`, `sarif`, `junit`);
+`command` is the `onnx-import` console script, which runs the stages in the
+same workers without a server.
 
-May import: `importer`, `service.settings`, `service.errors`, `service.sandbox`
-(the command only). Never `service.http`, `service.imports` or `service.store`.
+May import: `importer`, `service.settings`, `service.errors`,
+`service.sandbox` (the front-end side: the supervisor, the protocol),
+`service.tasks`' catalogue format, `service.store` (the front-end side:
+the runs and findings it keeps). `stages/` runs in the fork and imports
+none of the front-end side. Never `service.http` or `service.imports`.
 """

@@ -119,7 +119,7 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
     """One model through the import's worker and a check worker side by side
     (as the service runs them: the check worker reads none of the import's
     answers); the import's refusal, if any, is the model's answer."""
-    from service.sandbox.check_run import check_worker_results
+    from service.checks.check_worker import check_worker_results
 
     model = path.resolve()
     name = shown(path)

@@ -89,7 +89,7 @@ _TABLE: Final[tuple[Rule, ...]] = (
          "Nodes of a custom domain, which has no schemas: listed as not checked, one finding per domain and scope.", _SCHEMA_REVIEW),
     Rule("check-incomplete", "schema", "warning", "The operator check itself broke on this model (a bug of ours to fix).",
          "Report it with the model; the other stages still ran."),
-    # security (service/sandbox/worker/checks/security.py)
+    # security (service/checks/stages/security.py)
     Rule(
         "static-output-too-large",
         "security",
@@ -231,7 +231,7 @@ _TABLE: Final[tuple[Rule, ...]] = (
         "Review; usually an exporter bug or a crafted model.",
         security_severity="3.0",
     ),
-    # shape (service/sandbox/worker/checks/shape.py)
+    # shape (service/checks/stages/shape.py)
     Rule("declared-type-conflict", "shape", "error",
          "The inferred element type (or kind of type) of an output differs from the declared one.", _SHAPE_ACTION),
     Rule("declared-shape-conflict", "shape", "error", "The inferred rank or a dimension differs from the declared one.", _SHAPE_ACTION),
@@ -245,7 +245,7 @@ _TABLE: Final[tuple[Rule, ...]] = (
     Rule("shape-data-unavailable", "shape", "warning",
          "Inference needs the values of a tensor it cannot be given (too large, or external data it may not read).",
          "Review: the node's shape is not checked."),
-    # runtime (service/sandbox/worker/checks/runtime.py)
+    # runtime (service/checks/stages/runtime.py)
     Rule("runtime-op-not-implemented", "runtime", "error", "No kernel or function for an operator.",
          "Refuse the version for this runtime, or register the custom-op library that implements it."),
     Rule("runtime-invalid-graph", "runtime", "error", "onnxruntime's checker or type inference refuses the graph.",
@@ -253,7 +253,7 @@ _TABLE: Final[tuple[Rule, ...]] = (
     Rule("runtime-invalid-model", "runtime", "error", "onnxruntime cannot parse the model.", "Fix the exporter and export again."),
     Rule("runtime-load-failed", "runtime", "error", "Any other failure of session creation.",
          "Read the message: fix the model, or report a runtime bug."),
-    # smoke (service/sandbox/worker/checks/smoke.py)
+    # smoke (service/checks/stages/smoke.py)
     Rule("smoke-run-failed", "smoke", "error", "The run failed (at the node onnxruntime names).",
          "Fix the node the message names, or bind the symbolic dimensions the run needs (`--dim`, `?dim=`)."),
     Rule("smoke-output-type", "smoke", "error", "An output's kind or element type is not the declared one.",

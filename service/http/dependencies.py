@@ -5,7 +5,7 @@
 (`service.imports.parts.ImportParts`), all a route needs that asks the
 store and runs use cases; `UploadsDep` the resumable uploads in the making
 (`service.store.uploads.ResumableUploads`); `DiffsDep` the comparisons of two
-models (`service.imports.diff.Diffs`); `MetricsDep` the metrics. Each
+models (`service.imports.diffs.Diffs`); `MetricsDep` the metrics. Each
 is the 503 `storage-unavailable` while the store is not open yet
 (`service.store.opening`: a replica started before its object storage or
 database), and so is `ServiceDep`, the whole service, which only the
@@ -20,7 +20,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from service.imports.diff import Diffs
+from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.observability.metrics import Metrics
 from service.state import Service

@@ -49,9 +49,9 @@ from service.errors import bounded
 from service.http.problems import ProblemError
 from service.http.zero_copy import FileRangeResponse
 from service.memo import Memo
-from service.sandbox.catalog_format import NPY_DESCR, TensorRow
 from service.store.byte_source import ByteSource, FileSource
 from service.store.records import SourceFile
+from service.tasks.catalog_format import NPY_DESCR, TensorRow
 
 SMALL_BYTES = 256 << 10  # tensors up to this size are read in one go, not streamed
 HEADERS_CACHED = 16384  # tensors whose fixed headers are kept (a few hundred bytes each)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from fastapi import Request
 
 from service.http.problems import ProblemError
-from service.imports.results import ImportHooks
+from service.imports.hooks import ImportHooks
 from service.settings import Settings
 
 SLEEP_HEADER = "x-test-worker-sleep"

@@ -22,10 +22,10 @@ import hashlib
 
 from service.errors import ImportFailed
 from service.imports.staging import Staged
-from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.sandbox.protocol import ImportFailure, SourceReport, WorkerHeader
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile
+from service.tasks.catalog_format import MODEL_FILE_KEY
 
 
 def model_id_of(origin: str, model_sha256: str, externals: list[tuple[str, str]]) -> str:

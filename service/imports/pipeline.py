@@ -22,7 +22,7 @@ version, a model the store holds), and each step is written here once:
    what it keeps of the staged bytes); a graph render runs the `graph` task;
 4. **checks and catalogue**: every stage's result becomes this run's
    `CheckRuns`, their findings and inferred types added to the catalogue
-   (`service.imports.checks`); an upload's part no tensor uses is
+   (`service.checks.requested`); an upload's part no tensor uses is
    `BadInput`; a stored model's files must be the ones recorded;
 5. **commit**: new content is stored with its record and summary, and the
    tenant given its record of it, with these runs as its own
@@ -52,23 +52,24 @@ import time
 import anyio
 import anyio.to_thread
 
+from service.checks.requested import CheckRequest, complete_checks, default_checks
 from service.checks.runs import CheckRuns, merged, stages_missing
-from service.errors import BadInput, ImportTooLarge, NotFound, StoreFull, bounded
+from service.checks.tenant_runs import keep_runs
+from service.errors import MODEL_GONE, BadInput, ImportTooLarge, NotFound, StoreFull, bounded
 from service.imports.admission import Place
-from service.imports.checks import CheckRequest, complete_checks, default_checks
+from service.imports.answers import Imported, held_again, stored_summary
+from service.imports.hooks import ImportHooks
 from service.imports.identity import in_store, known_id, read_id, worker_reports
 from service.imports.parts import ImportParts
-from service.imports.results import Imported, ImportHooks
 from service.imports.sources import Source
-from service.imports.sources.stored import GONE, StoredModel, check_sources
+from service.imports.sources.stored import StoredModel, check_sources
 from service.imports.staging import Budget, Staged, Staging
 from service.imports.summary import SUMMARY_TENSORS, content_summary, summary_bytes, tenant_view
-from service.imports.tenant_checks import held_again, keep_runs, stored_summary
 from service.imports.workers import run_worker, run_workers
-from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import IMPORT_STREAMS, Task, WorkerHeader, WorkerJob
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
+from service.tasks.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 
 
 async def run(
@@ -116,7 +117,7 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         runs = await complete_checks(parts, job, header, area.catalog, checked)
         if staged.record is not None:  # a stored model, checked again
             check_sources(staged.record, header)
-            await keep_runs(parts, tenant, staged.model_id, runs)
+            await keep_runs(parts.store, tenant, staged.model_id, runs)
             return Imported(staged.model_id, False, await stored_summary(parts, tenant, staged.model_id, staged.display_name))
         return await _commit_new(parts, tenant, staged, header, runs, area, hooks)
 
@@ -165,7 +166,7 @@ async def _render(parts: ImportParts, place: Place, tenant: str, staged: Staged,
     header = await run_worker(parts, place, job, [area.graph], max_bytes)
     check_sources(staged.record, header)
     if not await anyio.to_thread.run_sync(parts.store.add_graph, staged.model_id, area.graph, tenant):
-        raise NotFound(GONE)
+        raise NotFound(MODEL_GONE)
     return Imported(staged.model_id, False, b"")
 
 

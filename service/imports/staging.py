@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from service.errors import BadInput, UploadTooLarge
-from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.sandbox.protocol import SourceReport
 from service.settings import Settings
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord
+from service.tasks.catalog_format import MODEL_FILE_KEY
 
 Origin = Literal["upload", "path", "stored"]
 ListExternals = Callable[[ModelFolder, str], Awaitable[list[str]]]  # (the area whose model to read, its display name)

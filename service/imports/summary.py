@@ -1,7 +1,7 @@
 """A model's summary, in its two forms, each built in one place from its parts.
 
 Owns `content_summary`: what the store keeps with the content, from the
-bounded summary the worker made (`service.sandbox.worker.summary`), the
+bounded summary the worker made (`service.tasks.bounded_summary`), the
 model's identity (the id, the model file's size and SHA-256, and every link,
 tensors' real names percent-encoded) and the import's `CheckRuns`; and
 `tenant_view`: a stored summary as one tenant is answered it, under the name
@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from service.checks.runs import CheckRuns, summary_for
-from service.sandbox.catalog_format import npy_href, tensor_href
+from service.tasks.catalog_format import npy_href, tensor_href
 
 Json = Any
 SUMMARY_TENSORS = 100  # tensors (and initializers) a summary lists; the rest are paged

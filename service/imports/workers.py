@@ -4,7 +4,7 @@ Owns `run_worker` (one sandboxed worker in a slot of the import's `Place`;
 its header, or the typed error of how it ended) and `run_workers` (the
 import's worker and, when `shape`, `runtime` or `smoke` is asked or
 dimensions are bound, a check worker of its own on the same inputs
-(`service.sandbox.check_run`), side by side: neither reads the other's
+(`service.checks.check_worker`), side by side: neither reads the other's
 answer, so on two cores an import waits for the longer of the two, not
 their sum; the import's error, if any, is raised first, once both have
 ended, then the check worker's; a binding the model has no place for is
@@ -28,11 +28,11 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from service.checks.check_worker import check_worker_results
 from service.checks.outcome import IN_CHECK_WORKER, DimensionBindingError, StageResult
 from service.errors import BadInput, bounded
 from service.imports.admission import Place
 from service.imports.parts import ImportParts
-from service.sandbox.check_run import check_worker_results
 from service.sandbox.protocol import WorkerHeader, WorkerJob
 from service.sandbox.supervisor import WorkerControl
 

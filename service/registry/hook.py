@@ -25,9 +25,9 @@ from pathlib import Path
 
 from service.background import every
 from service.checks.outcome import parse_checks
+from service.checks.requested import CheckRequest
 from service.errors import BadInput, ImportFailed, ImportTooLarge, Overloaded, ServiceError, UploadTooLarge
-from service.imports.checks import CheckRequest
-from service.imports.diff import Diffs
+from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.registry.deliveries import Deliveries
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable

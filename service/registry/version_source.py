@@ -25,18 +25,18 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
+from service.checks.requested import CheckRequest
 from service.errors import ImportTooLarge, PathRefused, UploadTooLarge
 from service.imports import pipeline
-from service.imports.checks import CheckRequest
+from service.imports.answers import Imported
 from service.imports.parts import ImportParts
-from service.imports.results import Imported
 from service.imports.sources.upload import check_location
 from service.imports.staging import Staged, Staging
 from service.registry.folders import ArtifactFolder, ObjectMissing
 from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused, TooLarge
 from service.registry.mlmodel import MAX_MLMODEL
 from service.registry.sources import Refused, artifact_folder, model_file
-from service.sandbox.catalog_format import MODEL_FILE_KEY
+from service.tasks.catalog_format import MODEL_FILE_KEY
 
 log = logging.getLogger("service")
 

@@ -10,7 +10,7 @@ each as frames of at most `CHUNK_BYTES`:
   document is JSON that repeats itself: level 1 keeps a twentieth to a
   third of it, at hundreds of MB/s);
 - task "diff": two graph documents compared (`DiffInputs`): the head, the
-  changes (a JSON object a line) and their index (`service.sandbox.worker.diff`);
+  changes (a JSON object a line) and their index (`service.tasks.compare`);
 - task "probe": nothing (the worker only reports its isolation).
 
 A "checks" worker (the stages that need onnx or onnxruntime) sends instead one
@@ -31,7 +31,7 @@ from service.settings import WORKER_ID
 
 CHUNK_BYTES = 1 << 20
 MAX_HEADER_BYTES = 16 << 20  # the summary is bounded; this bounds a broken worker
-MAX_INFERRED = 100_000  # types a `shape` report carries (service.sandbox.worker.checks.inferred_types)
+MAX_INFERRED = 100_000  # types a `shape` report carries (service.checks.stages.inferred_types)
 MAX_INFERRED_BYTES = 8 << 20  # and their JSON text's length, at most
 IMPORT_STREAMS = ("catalog", "converted")
 GRAPH_STREAMS = ("graph",)

@@ -1,7 +1,8 @@
 """The supervisor: one fresh, limited worker process per job, and how it ended.
 
 Owns `Sandbox`: a multiprocessing fork server started once (with `importer`
-and `service.sandbox.worker.main` preloaded, so a worker does not pay Python's start-up),
+and the worker's entry and tasks (`service.sandbox.worker.main`, `service.tasks`) preloaded,
+so a worker does not pay Python's start-up),
 `run` (blocking; called from a thread) which forks one worker per job,
 kills it at the wall-clock deadline, receives the byte streams its header
 announces into the files the caller names, and classifies how it ended:
@@ -145,7 +146,8 @@ class Sandbox:
         """Start the fork server (preloaded) and check a worker can run."""
         # onnx and onnxruntime (the runtime extra; skipped where missing) load once here, not in every check worker
         # its namespaces first, while it is one thread (numpy's OpenBLAS starts its own)
-        preload = ["service.sandbox.worker.fork_server", "importer", "service.sandbox.worker.main", "onnx", "onnxruntime"]
+        preload = ["service.sandbox.worker.fork_server", "importer", "service.sandbox.worker.main", "service.tasks.dispatch"]
+        preload += ["onnx", "onnxruntime"]
         self.context.set_forkserver_preload(preload)
         self.cgroups = WorkerCgroups.find()
         with secrets_withheld():  # the fork server starts here, and its workers never hold them

@@ -6,7 +6,7 @@ are remembered, a bounded few per catalogue) and
 `OpenCatalogs` (the catalogues kept open); the value types the `shape`
 stage inferred too (`service.store.catalog_shapes`). A catalogue is immutable once
 stored, so it is opened read-only and `immutable=1`: no locks, safe on a
-shared store. Its format: `service.sandbox.catalog_format`.
+shared store. Its format: `service.tasks.catalog_format`.
 
 Why SQLite: the standard library has it, a lookup by name or field path is an
 index search without loading anything, pages are range queries, and the file
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from service.memo import Memo
-from service.sandbox.catalog_format import COLUMNS, DIAGNOSTIC_COLUMNS, TensorRow
 from service.store.catalog_shapes import INFERRED_TABLE
+from service.tasks.catalog_format import COLUMNS, DIAGNOSTIC_COLUMNS, TensorRow
 
 LOOKUPS_KEPT = 256  # lookups remembered per open catalogue (a name holds at most MAX_CANDIDATES rows)
 

@@ -22,10 +22,10 @@ from typing import Protocol
 
 from service.errors import ImportTooLarge, ModelSourceChanged
 from service.paths import check_relative_path
-from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.store.byte_source import ByteSource
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord
+from service.tasks.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 
 
 @dataclass(frozen=True, slots=True)

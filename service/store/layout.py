@@ -4,7 +4,7 @@ folder in the local store, or a content backend's local copy.
 Owns `ModelFolder`, which names each file (nobody else writes a file name of
 a model's folder):
     summary.json    the bounded summary, served as is
-    catalog.sqlite  the tensor catalogue (`service.sandbox.catalog_format`)
+    catalog.sqlite  the tensor catalogue (`service.tasks.catalog_format`)
     converted.bin   converted tensor bytes (typed fields, strings), one after another
     graph.json      the resolved graph, made on first request
     files/...       an uploaded model (model.onnx) and its external data (external/...)

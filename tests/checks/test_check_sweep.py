@@ -16,7 +16,7 @@ import pytest
 from support.paths import BACKEND_DATA, REPO
 from support.service_harness import SAMPLES, started_sandbox
 
-from service.sandbox.check_run import check_worker_results
+from service.checks.check_worker import check_worker_results
 from service.sandbox.supervisor import Sandbox
 
 ort: Any = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (the `runtime` extra)")

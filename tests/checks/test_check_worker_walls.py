@@ -20,8 +20,8 @@ NARROWED_WORKER = """
 import os
 import importer
 from service.sandbox.worker import confinement
-from service.sandbox.worker.checks.runtime import runtime_stage
-from service.sandbox.worker.checks.smoke import smoke_stage
+from service.checks.stages.runtime import runtime_stage
+from service.checks.stages.smoke import smoke_stage
 
 folder = {folder!r}
 model = importer.load_model(os.path.join(folder, "model.onnx"))

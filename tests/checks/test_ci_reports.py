@@ -30,12 +30,12 @@ from service.checks.report import ModelChecks, Refusal, exit_status, worst
 from service.checks.rules import MODEL_REFUSED, RULES
 from service.checks.runs import CheckRuns, runs_of
 from service.checks.sarif import FINGERPRINT, sarif_log, sarif_report
+from service.checks.stages import shape
 from service.sandbox.protocol import ImportFailure
 from service.sandbox.supervisor import WorkerOutcome
-from service.sandbox.worker.checks import shape
 
 STAGE_MODULES = {
-    stage: REPO / "service" / "sandbox" / "worker" / "checks" / f"{stage}.py" for stage in ("security", "shape", "runtime", "smoke")
+    stage: REPO / "service" / "checks" / "stages" / f"{stage}.py" for stage in ("security", "shape", "runtime", "smoke")
 }
 
 CALLBACK = Finding("security", "error", "python-callback-op", "PyOp runs Python", "cb", "PyOp", "", "ModelProto.graph.node[2]", 120)

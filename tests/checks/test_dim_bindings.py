@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 import importer
 from service.checks.outcome import ChecksError, DimensionBindingError, dim_target, parse_dims
-from service.sandbox.worker.checks.dim_bindings import resolve_bindings
+from service.checks.stages.dim_bindings import resolve_bindings
 
 
 def test_parse_dims_reads_names_and_input_axes() -> None:

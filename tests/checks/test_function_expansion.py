@@ -27,10 +27,10 @@ from support.field_places import assert_field_at
 
 import importer
 from service.checks.outcome import Stage, StageResult
+from service.checks.stages import in_worker
+from service.checks.stages.function_expansion import UNBOUNDED, function_expansion
+from service.checks.stages.security import FUNCTION_EXPANSION_TOO_LARGE, SecurityBounds, expansion_findings, security_stage
 from service.sandbox.protocol import WorkerJob
-from service.sandbox.worker.checks import run
-from service.sandbox.worker.checks.function_expansion import UNBOUNDED, function_expansion
-from service.sandbox.worker.checks.security import FUNCTION_EXPANSION_TOO_LARGE, SecurityBounds, expansion_findings, security_stage
 
 FLOAT = TensorProto.FLOAT
 OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, 1)]
@@ -196,7 +196,7 @@ def test_the_bound_is_the_callers(tmp_path: Path) -> None:
 def _check_worker(model: importer.OnnxModel, job: WorkerJob) -> dict[str, dict[str, object]]:
     """The check worker's stages of `job`, run here: each report as sent."""
     reading, writing = Pipe(duplex=False)
-    run.send_checks(writing, model, job, "test")
+    in_worker.send_checks(writing, model, job, "test")
     reports: dict[str, dict[str, object]] = {}
     while reading.poll():
         report = json.loads(reading.recv_bytes())
@@ -210,7 +210,7 @@ def test_the_check_worker_hands_a_model_past_the_bound_to_no_stage(tmp_path: Pat
         raise AssertionError("a stage was run")
 
     for name in ("shape_stage", "runtime_stage", "smoke_stage"):
-        monkeypatch.setattr(run, name, never)
+        monkeypatch.setattr(in_worker, name, never)
     job = WorkerJob("checks", 1 << 30, 60, 10, checks=("shape", "runtime", "smoke"))
     model, _ = _load(tmp_path, fanout_model(40))
     with model:
@@ -234,7 +234,7 @@ def test_the_setting_reaches_the_check_worker(tmp_path: Path, monkeypatch: pytes
 
         return stand_in
 
-    monkeypatch.setattr(run, "_stage_runner", runner)
+    monkeypatch.setattr(in_worker, "_stage_runner", runner)
     model, _ = _load(tmp_path, fanout_model(12))
     with model:
         under = _check_worker(model, WorkerJob("checks", 1 << 30, 60, 10, checks=("shape",), max_inlined_nodes=4096))

@@ -28,9 +28,9 @@ import pytest
 from support.loop_models import ENDLESS_TRIPS, constant_loop, while_loop
 
 import importer
+from service.checks.stages import in_worker
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox
-from service.sandbox.worker.checks import run
 from service.setting_kinds import SettingsError
 from service.settings import Settings, load_settings
 
@@ -51,7 +51,7 @@ def _check_worker(path: Path, **limits: object) -> dict[str, dict[str, object]]:
     job = WorkerJob("checks", 1 << 30, 60, 10, checks=("runtime", "smoke"), **limits)  # type: ignore[arg-type]
     reading, writing = Pipe(duplex=False)
     with importer.load_model(path) as model:
-        run.send_checks(writing, model, job, "test")
+        in_worker.send_checks(writing, model, job, "test")
     reports: dict[str, dict[str, object]] = {}
     while reading.poll():
         report = json.loads(reading.recv_bytes())

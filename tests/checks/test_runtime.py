@@ -1,4 +1,4 @@
-"""The `runtime` stage (service/sandbox/worker/checks/runtime.py), in process.
+"""The `runtime` stage (service/checks/stages/runtime.py), in process.
 
 - Its verdict equals onnxruntime's own on every model to hand: the ONNX
   backend test models (node, simple, pytorch-converted, pytorch-operator and
@@ -38,15 +38,15 @@ from support.paths import CACHE, REPO
 
 import importer
 from service.checks.outcome import verdict
-from service.sandbox.worker.checks import runtime
-from service.sandbox.worker.checks.runtime import (
+from service.checks.stages import runtime
+from service.checks.stages.runtime import (
     MISSING_ONNXRUNTIME,
     RUNTIME_INVALID_GRAPH,
     RUNTIME_LOAD_FAILED,
     RUNTIME_OP_NOT_IMPLEMENTED,
     runtime_stage,
 )
-from service.sandbox.worker.checks.weights_aside import weights_set_aside
+from service.checks.stages.weights_aside import weights_set_aside
 
 ort: Any = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (the `runtime` extra)")
 

@@ -36,8 +36,8 @@ from support.training_info_model import training_info_model
 import importer
 from importer import ErrorKind, ModelImportError
 from service.checks.outcome import Finding, StageResult
-from service.sandbox.worker.checks import security
-from service.sandbox.worker.checks.security import LOOP_TRIP_COUNT, SecurityBounds, security_stage, static_findings
+from service.checks.stages import security
+from service.checks.stages.security import LOOP_TRIP_COUNT, SecurityBounds, security_stage, static_findings
 
 FLOAT = TensorProto.FLOAT
 INT64 = TensorProto.INT64

@@ -1,4 +1,4 @@
-"""The `shape` stage (service/sandbox/worker/checks/shape.py): onnx's strict inference, each finding at its node.
+"""The `shape` stage (service/checks/stages/shape.py): onnx's strict inference, each finding at its node.
 
 What a user relies on:
 
@@ -39,10 +39,10 @@ import pytest
 from onnx import TensorProto, helper
 from support.field_places import LENGTH_DELIMITED, field_at, resolve_path
 
-import service.sandbox.worker.checks.shape as shape_module
+import service.checks.stages.shape as shape_module
 from importer import load_model
 from service.checks.outcome import Finding, StageResult, verdict
-from service.sandbox.worker.checks.shape import (
+from service.checks.stages.shape import (
     DECLARED_SHAPE_CONFLICT,
     DECLARED_TYPE_CONFLICT,
     INFERENCE_OPTIONS,

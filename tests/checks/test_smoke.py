@@ -1,4 +1,4 @@
-"""The `smoke` stage (service/sandbox/worker/checks/smoke.py), in process.
+"""The `smoke` stage (service/checks/stages/smoke.py), in process.
 
 - Given the inputs the ONNX backend's test cases ship (test_data_set_N of
   node/, simple/, pytorch-converted/, pytorch-operator/, read with
@@ -49,8 +49,8 @@ from test_runtime import direct_load, real_models, relative
 
 import importer
 from service.checks.outcome import DimensionBindingError, verdict
-from service.sandbox.worker.checks.runtime import runtime_stage
-from service.sandbox.worker.checks.smoke import (
+from service.checks.stages.runtime import runtime_stage
+from service.checks.stages.smoke import (
     NO_SESSION,
     SMOKE_OUTPUT_SHAPE,
     SMOKE_OUTPUT_TYPE,

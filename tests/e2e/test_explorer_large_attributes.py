@@ -21,8 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 from support.explorer_browser import Watched, import_path, open_explorer, show_graph, skip_without_a_browser
 from support.service_harness import ServiceProcess, copy_samples
 
-from service.sandbox.worker.catalog import MAX_CATALOGUED_PER_ATTRIBUTE
-from service.sandbox.worker.graph import MAX_LISTED_TENSORS
+from service.tasks.catalog_builder import MAX_CATALOGUED_PER_ATTRIBUTE
+from service.tasks.graph_document import MAX_LISTED_TENSORS
 
 skip_without_a_browser()
 

@@ -23,7 +23,7 @@ from importer.attribute_types import ATTRIBUTE_TYPES, TYPE_INFO, AttributeType, 
 from importer.dump import render_dump
 from importer.tensor_places import tensor_places
 from importer.wire import WIRE_FIXED32, WIRE_LEN, WIRE_VARINT
-from service.sandbox.worker.graph import render_graph
+from service.tasks.graph_document import render_graph
 
 _FD = type(onnx.AttributeProto.DESCRIPTOR.fields_by_name["f"])  # protobuf's FieldDescriptor
 _PROTO_TYPE = {  # (protobuf field type, wire type) of one item of each kind

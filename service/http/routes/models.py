@@ -3,13 +3,13 @@
 `POST /models` (an upload, a data-root path, or finished resumable uploads:
 each a source of the import pipeline, `service.imports.pipeline`, run while
 its client waits, `service.http.client_presence`; the check stages of
-`?checks=` and the smoke run's `?dim=` bindings, `service.imports.checks`),
+`?checks=` and the smoke run's `?dim=` bindings, `service.checks.requested`),
 `GET /models` (this store's models, newest first, paged, each with the
 caller's verdict), `GET /models/{id}`
 (the bounded summary, with this tenant's own check runs),
 `POST /models/{id}/checks` (stages run again on the stored model for this
 tenant: the pipeline on a `StoredModel`), `GET /models/{id}/graph` (the
-resolved graph, rendered on first request, `service.imports.graph`; kept
+resolved graph, rendered on first request, `service.imports.graph_render`; kept
 gzip-compressed, `service.http.graph_responses`) and
 `DELETE /models/{id}` (the record and the bytes the store copied; nothing
 under the data root). Every GET also answers HEAD.
@@ -30,6 +30,7 @@ from starlette.requests import ClientDisconnect
 
 from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
 from service.checks.outcome import ChecksError, parse_checks, parse_dims
+from service.checks.requested import CheckRequest
 from service.checks.runs import CheckRuns
 from service.errors import ServiceError, UploadTooLarge, bounded
 from service.http.client_presence import while_client_waits
@@ -44,13 +45,11 @@ from service.http.schemas import GraphDocument, ImportRequest, ModelFile, ModelL
 from service.http.test_hooks import import_hooks
 from service.http.upload_body import multipart_source, refused_too_large
 from service.imports import pipeline
-from service.imports.checks import CheckRequest
-from service.imports.graph import graph_document
-from service.imports.results import Imported
+from service.imports.answers import Imported, stored_summary
+from service.imports.graph_render import graph_document
 from service.imports.sources import Source, under_data_root
 from service.imports.sources.resumable import ResumableUploadsSource
 from service.imports.sources.stored import StoredModel
-from service.imports.tenant_checks import stored_summary
 from service.settings import Settings
 from service.store.model_store import Store
 from service.store.records import StoredRecord

@@ -1,7 +1,7 @@
 """Route of a model's inferred shapes: `GET /models/{id}/shapes`.
 
 The types the `shape` stage inferred, at import, for the main graph's values
-the model does not declare (`service.sandbox.worker.checks.inferred_types`),
+the model does not declare (`service.checks.stages.inferred_types`),
 as kept in the model's catalogue (`service.store.catalog_shapes`): what the
 explorer draws on the edges the model leaves without a type. An empty list
 when the import did not run `shape`, or inference gave nothing. One query of

@@ -36,7 +36,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from service.access.callers import ReadCaller, authorize
-from service.errors import TensorSourceChanged, TensorSourceGone, bounded
+from service.errors import MODEL_GONE, TensorSourceChanged, TensorSourceGone, bounded
 from service.http.dependencies import ImportsDep, get_service
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
@@ -46,11 +46,10 @@ from service.http.routes.models import MAX_PAGE, require_model, require_record
 from service.http.schemas import PageLinks, TensorEntry, TensorPage
 from service.http.tensor_responses import tensor_response
 from service.imports.parts import ImportParts
-from service.imports.sources.stored import GONE
-from service.sandbox.catalog_format import TensorRow, npy_href, tensor_href
 from service.store.byte_source import ByteSource
 from service.store.catalog import Catalog, CatalogUnavailable
 from service.store.records import StoredRecord
+from service.tasks.catalog_format import TensorRow, npy_href, tensor_href
 
 router = APIRouter(tags=["tensors"])
 MAX_CANDIDATES = 100
@@ -228,7 +227,7 @@ def open_stored(parts: ImportParts, tenant: str, model_id: str, record: StoredRe
         if current == record:
             raise  # the stored file itself changed or went: the store was damaged
         if current is None or key not in current.files:
-            raise ProblemError("not-found", GONE) from None
+            raise ProblemError("not-found", MODEL_GONE) from None
         return parts.store.open_file(current, current.files[key])
 
 
@@ -242,4 +241,4 @@ def catalog_errors() -> Iterator[None]:
     try:
         yield
     except CatalogUnavailable:
-        raise ProblemError("not-found", GONE) from None
+        raise ProblemError("not-found", MODEL_GONE) from None

@@ -22,10 +22,10 @@ from __future__ import annotations
 import anyio.to_thread
 
 from service.imports.staging import Staged, Staging
-from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.sandbox.protocol import SourceReport
 from service.store.data_root import DataRoot, FetchedObject, beside, key_of
 from service.store.records import SourceFile
+from service.tasks.catalog_format import MODEL_FILE_KEY
 
 
 class BucketObject:

@@ -19,16 +19,14 @@ from contextlib import AsyncExitStack
 
 import anyio.to_thread
 
-from service.errors import ModelSourceChanged, NotFound, bounded
+from service.errors import MODEL_GONE, ModelSourceChanged, NotFound, bounded
 from service.imports.parts import ImportParts
 from service.imports.staging import Staged, Staging
-from service.sandbox.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 from service.sandbox.protocol import WorkerHeader
 from service.store.data_root import fetch_recorded
 from service.store.folder_root import FolderRoot
 from service.store.records import StoredRecord, TenantRecord
-
-GONE = "the model was removed from the store meanwhile"
+from service.tasks.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 
 
 async def held_model(parts: ImportParts, tenant: str, model_id: str) -> tuple[StoredRecord, TenantRecord]:
@@ -36,7 +34,7 @@ async def held_model(parts: ImportParts, tenant: str, model_id: str) -> tuple[St
     record = await anyio.to_thread.run_sync(parts.store.read_record, model_id)
     held = await anyio.to_thread.run_sync(parts.store.holding, tenant, model_id)
     if record is None or held is None:
-        raise NotFound(GONE)
+        raise NotFound(MODEL_GONE)
     return record, held
 
 
@@ -68,7 +66,7 @@ class StoredModel:
             try:
                 folder = await anyio.to_thread.run_sync(files.__enter__)
             except FileNotFoundError:  # removed since its record was read: by a DELETE, an eviction, another replica
-                raise NotFound(GONE) from None
+                raise NotFound(MODEL_GONE) from None
             self.stack.push_async_callback(anyio.to_thread.run_sync, files.__exit__, None, None, None)
             model_path, staged.external_dir = str(folder.root / model_item.path), str(folder.upload_external)
         elif isinstance(parts.data_root, FolderRoot):  # read in place: the worker reports each file's identity

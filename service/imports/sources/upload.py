@@ -19,8 +19,8 @@ from pathlib import Path
 from service.errors import PathRefused, bounded
 from service.imports.staging import Staged
 from service.paths import check_relative_path
-from service.sandbox.catalog_format import MODEL_FILE_KEY
 from service.store.layout import ModelFolder
+from service.tasks.catalog_format import MODEL_FILE_KEY
 
 DEFAULT_DISPLAY_NAME = "model.onnx"
 MAX_DISPLAY_NAME = 200

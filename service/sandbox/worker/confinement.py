@@ -29,7 +29,7 @@ reach):
    itself. Before any thread starts, since a Landlock domain binds the
    thread that asks and what it starts afterwards;
 7. the memory watchdog (`service.sandbox.memory_watch`) and, in a check
-   worker, the smoke run's CPU watchdog (`service.sandbox.worker.checks.cpu_budget`),
+   worker, the smoke run's CPU watchdog (`service.checks.stages.cpu_budget`),
    both threads started before `set_limits` (RLIMIT_DATA, CPU, NOFILE,
    FSIZE 0, CORE 0, NPROC 0: no thread may start after it);
 8. the seccomp filter (`service.sandbox.worker.seccomp`), last: an allow-list.
@@ -51,9 +51,9 @@ from typing import Final
 
 import importer
 import service
+from service.checks.stages.cpu_budget import start_watchdog
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.worker import landlock
-from service.sandbox.worker.checks.cpu_budget import start_watchdog
 from service.sandbox.worker.lifeline import host_parent, rearm
 from service.sandbox.worker.memory_limit import open_own_status, watch_memory
 from service.sandbox.worker.minimal_root import pivot_to_minimal_root

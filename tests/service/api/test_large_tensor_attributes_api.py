@@ -24,8 +24,8 @@ from support.in_process_service import InProcessService
 from support.service_harness import assert_problem, copy_samples
 
 from service.client import Client
-from service.sandbox.worker.catalog import MAX_CATALOGUED_PER_ATTRIBUTE
-from service.sandbox.worker.graph import MAX_LISTED_TENSORS
+from service.tasks.catalog_builder import MAX_CATALOGUED_PER_ATTRIBUTE
+from service.tasks.graph_document import MAX_LISTED_TENSORS
 
 ITEMS = MAX_CATALOGUED_PER_ATTRIBUTE + 200
 

@@ -20,9 +20,9 @@ from service.imports.admission import Admission
 from service.imports.parts import ImportParts
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox, StreamsTooLarge, WorkerControl, WorkerOutcome, receive_answer
-from service.sandbox.worker.main import run_task
 from service.settings import Settings
 from service.store.backends import open_data_root, open_store
+from service.tasks.dispatch import run_task
 
 SAMPLES = Path(__file__).resolve().parents[3] / "testdata" / "samples"
 

@@ -1,4 +1,4 @@
-"""The comparison of two models (`service.imports.diff.Diffs`) without HTTP:
+"""The comparison of two models (`service.imports.diffs.Diffs`) without HTTP:
 compared in a worker (task "diff") and read from where it is kept, once per
 tenant and pair, one at a time per tenant, the same comparison asked twice
 at once run once. The in-process sandbox records the jobs it ran."""
@@ -13,7 +13,7 @@ import pytest
 from in_process import InProcessSandbox, import_parts
 
 from service.imports import pipeline
-from service.imports.diff import Compared, Diffs
+from service.imports.diffs import Compared, Diffs
 from service.imports.parts import ImportParts
 from service.imports.sources import under_data_root
 
@@ -101,7 +101,7 @@ def test_a_tenant_compares_one_pair_at_a_time(imports: ImportParts, diffs: Diffs
 
 
 def test_only_the_newest_comparisons_are_kept(imports: ImportParts, diffs: Diffs, monkeypatch: pytest.MonkeyPatch) -> None:
-    from service.imports import diff as diff_module
+    from service.imports import diffs as diff_module
 
     monkeypatch.setattr(diff_module, "KEPT_PER_TENANT", 2)
     a, b, c = _imported(imports, "alice", "add.onnx", "typed_fields.onnx", "if_subgraph.onnx")

@@ -1,7 +1,7 @@
 """A model removed while its graph renders, or its summary is read, answers 404, never 500.
 
 `GET /models/{id}/graph` renders on a tenant's first request
-(`service.imports.graph`): it reads the model's record, then copies or
+(`service.imports.graph_render`): it reads the model's record, then copies or
 opens its files for the worker. A DELETE racing it (`Store.release`: the
 record dropped under the index's lock, the content removed after it, outside
 the lock) can land between the two, and on object storage also between the

@@ -1,5 +1,5 @@
 """A TENSORS or SPARSE_TENSORS attribute of many items, in the graph document
-and the tensor catalogue (service/sandbox/worker/graph.py, catalog.py).
+and the tensor catalogue (service/tasks/graph_document.py, catalog.py).
 
 An empty tensor in such an attribute costs 6 bytes of protobuf, its
 reference in the graph document some 350 bytes of JSON and its catalogue row
@@ -29,12 +29,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from importer import load_model, load_model_bytes
 from service.model_diff import ModelSide, compare_models
-from service.sandbox.worker import catalog as catalog_module
-from service.sandbox.worker import graph as graph_module
-from service.sandbox.worker.catalog import MAX_CATALOGUED_PER_ATTRIBUTE, build_catalog
-from service.sandbox.worker.graph import MAX_LISTED_TENSORS, fold_listed, identity, omitted_digest, render_graph
-from service.sandbox.worker.summary import bounded_summary
 from service.store.catalog import Catalog
+from service.tasks import catalog_builder as catalog_module
+from service.tasks import graph_document as graph_module
+from service.tasks.bounded_summary import bounded_summary
+from service.tasks.catalog_builder import MAX_CATALOGUED_PER_ATTRIBUTE, build_catalog
+from service.tasks.graph_document import MAX_LISTED_TENSORS, fold_listed, identity, omitted_digest, render_graph
 
 Json = Any
 OPSETS = [helper.make_opsetid("", 21)]

@@ -20,12 +20,12 @@ from in_process import InProcessSandbox, import_parts
 
 from service import errors
 from service.checks.outcome import parse_checks
+from service.checks.requested import CheckRequest
 from service.http.problems import DOMAIN_PROBLEMS, PROBLEMS, domain_problem
 from service.imports import pipeline
-from service.imports.checks import CheckRequest
-from service.imports.graph import graph_document
+from service.imports.answers import Imported
+from service.imports.graph_render import graph_document
 from service.imports.parts import ImportParts
-from service.imports.results import Imported
 from service.imports.sources import under_data_root
 from service.imports.sources.multipart import MultipartUpload
 from service.sandbox.protocol import ImportFailure

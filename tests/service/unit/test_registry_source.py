@@ -20,8 +20,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from service.errors import UploadTooLarge
 from service.imports import pipeline
+from service.imports.answers import Imported
 from service.imports.parts import ImportParts
-from service.imports.results import Imported
 from service.registry.folders import ObjectMissing
 from service.registry.mlflow_api import Fetched
 from service.registry.sources import Refused

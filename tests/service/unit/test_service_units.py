@@ -13,11 +13,11 @@ from service.errors import MAX_DETAIL_CHARS, PathRefused, bounded
 from service.http.problems import ProblemError, domain_problem
 from service.http.tensor_responses import entity_tags, none_match, npy_header, parse_range, range_condition_holds
 from service.paths import check_relative_path, lexical_refusal
-from service.sandbox.catalog_format import tensor_href
-from service.sandbox.worker.catalog import build_catalog, slug
 from service.setting_kinds import GIB, MIB, SettingsError, parse_size
 from service.settings import load_settings
 from service.store.catalog import Catalog
+from service.tasks.catalog_builder import build_catalog, slug
+from service.tasks.catalog_format import tensor_href
 
 
 def test_sizes() -> None:

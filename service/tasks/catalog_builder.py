@@ -1,10 +1,10 @@
 """Building the tensor catalogue, in the worker.
 
 Owns `build_catalog`: every tensor the importer's `tensor_places` walk finds,
-in file order, as one row (`service.sandbox.catalog_format`), written to an
+in file order, as one row (`service.tasks.catalog_format`), written to an
 in-memory database and serialized to bytes, so the front end only copies
 those bytes to the store; and `slug`, the alias rule
-(`service.sandbox.catalog_format` describes it).
+(`service.tasks.catalog_format` describes it).
 
 A row costs some 200 bytes with its indexes, and an empty tensor in a
 TENSORS attribute 6 bytes of protobuf: of a TENSORS or SPARSE_TENSORS
@@ -33,7 +33,7 @@ from importer.summary import element_type_name
 from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
 from importer.tensor_places import SPARSE_VALUES, TensorPlace, tensor_places
 from service.checks.outcome import Finding
-from service.sandbox.catalog_format import (
+from service.tasks.catalog_format import (
     COLUMNS,
     CONVERTED_FILE_KEY,
     DIAGNOSTIC_COLUMNS,

@@ -1,8 +1,8 @@
 """The comparison of two stored models a tenant may read: `Diffs.compare`, and `Compared` to page through.
 
 Each model's graph document (rendered for this tenant on its first request,
-as `GET /models/{id}/graph` does: `service.imports.graph`) is compared in a
-sandboxed worker (task "diff", `service.sandbox.worker.diff`), never parsed
+as `GET /models/{id}/graph` does: `service.imports.graph_render`) is compared in a
+sandboxed worker (task "diff", `service.tasks.compare`), never parsed
 in a front end: the worker's limits bound its memory and CPU, and it runs
 in an import place of the tenant's, fair to the others
 (`service.imports.admission`). Its answer (the head, the changes a JSON
@@ -35,11 +35,10 @@ from typing import Any
 
 import anyio.to_thread
 
-from service.errors import DiffTooLarge, NotFound
+from service.errors import MODEL_GONE, DiffTooLarge, NotFound
 from service.imports.admission import tenant_key
-from service.imports.graph import graph_document
+from service.imports.graph_render import graph_document
 from service.imports.parts import ImportParts
-from service.imports.sources.stored import GONE
 from service.imports.workers import run_worker
 from service.sandbox.protocol import DIFF_STREAMS, DiffInputs
 
@@ -186,5 +185,5 @@ def _opsets(parts: ImportParts, model_id: str) -> tuple[tuple[str, int], ...]:
     try:
         found = json.loads(parts.store.summary(model_id)).get("opsets", [])
     except FileNotFoundError:
-        raise NotFound(GONE) from None
+        raise NotFound(MODEL_GONE) from None
     return tuple((str(item["domain"]), int(item["version"])) for item in found if isinstance(item, dict)) if isinstance(found, list) else ()

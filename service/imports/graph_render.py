@@ -2,7 +2,7 @@
 
 Owns `graph_document`: an open descriptor of the model's `graph.json`, made
 once by a sandboxed worker that imports the stored model again and renders
-its resolved graph (`service.sandbox.worker.graph`), through the import
+its resolved graph (`service.tasks.graph_document`), through the import
 pipeline (`service.imports.pipeline`, source `StoredModel` with `render`),
 then added to the model's folder by the store. Rendering a 200,000-node
 graph costs more than importing it, and most clients never ask for it, so a
@@ -26,10 +26,10 @@ import asyncio
 
 import anyio.to_thread
 
-from service.errors import NotFound
+from service.errors import MODEL_GONE, NotFound
 from service.imports import pipeline
 from service.imports.parts import ImportParts
-from service.imports.sources.stored import GONE, StoredModel
+from service.imports.sources.stored import StoredModel
 
 
 async def graph_document(parts: ImportParts, model_id: str, tenant: str) -> int:
@@ -48,4 +48,4 @@ async def graph_document(parts: ImportParts, model_id: str, tenant: str) -> int:
     try:
         return await anyio.to_thread.run_sync(parts.store.open_graph, model_id)
     except FileNotFoundError:
-        raise NotFound(GONE) from None
+        raise NotFound(MODEL_GONE) from None

@@ -61,7 +61,7 @@ from importer.messages import Node
 from importer.tensor import FROM_EXTERNAL, Tensor
 from importer.tensor_places import INITIALIZER, tensor_places
 from service.checks.outcome import Finding, Stage, StageResult, incomplete
-from service.sandbox.worker.checks.weights_aside import weights_set_aside
+from service.checks.stages.weights_aside import weights_set_aside
 
 RUNTIME_OP_NOT_IMPLEMENTED: Final = "runtime-op-not-implemented"
 RUNTIME_INVALID_GRAPH: Final = "runtime-invalid-graph"

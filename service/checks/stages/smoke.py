@@ -44,7 +44,7 @@ Codes (stable, kebab-case; each finding is an error):
 
 The run has its own CPU budget (`cpu_seconds`, the service's
 `--smoke-cpu-seconds`, 3 by default, below the worker's limits), enforced with
-onnxruntime's own cancellation (`service.sandbox.worker.checks.cpu_budget`:
+onnxruntime's own cancellation (`service.checks.stages.cpu_budget`:
 both ways of running take its `RunOptions`): a run that uses it without
 finishing (a `Loop` of 10^15 trips) is stopped, and the stage is `incomplete`
 (a limit, fail closed), its reason naming the setting.
@@ -69,9 +69,9 @@ import importer
 from importer.element_types import BITS_PER_ELEMENT, DataType, has_native_numpy_dtype, raw_layout_dtype
 from importer.messages import MapType, OpaqueType, OptionalType, SequenceType, TensorType, TypeProto
 from service.checks.outcome import DimensionBindingError, Finding, StageResult, incomplete
-from service.sandbox.worker.checks.cpu_budget import cpu_budget
-from service.sandbox.worker.checks.dim_bindings import Bindings, default_hint, resolve_bindings
-from service.sandbox.worker.checks.runtime import finding_at_message, load_onnxruntime
+from service.checks.stages.cpu_budget import cpu_budget
+from service.checks.stages.dim_bindings import Bindings, default_hint, resolve_bindings
+from service.checks.stages.runtime import finding_at_message, load_onnxruntime
 
 SMOKE_RUN_FAILED: Final = "smoke-run-failed"
 SMOKE_OUTPUT_TYPE: Final = "smoke-output-type"

@@ -1,5 +1,5 @@
 """The tensor catalogue's format: the contract between the worker that builds
-it (`service.sandbox.worker.catalog`) and the store that reads it
+it (`service.tasks.catalog_builder`) and the store that reads it
 (`service.store.catalog`).
 
 Owns the SQLite schema (`TABLE`, `DIAGNOSTICS_TABLE` with `diagnostic_row`, `INDEXES`), the
@@ -18,7 +18,7 @@ alias kept from the first versions of the API:
   `<base>~2`, `<base>~3`, ... (`~` never occurs in a base).
 
 A TENSORS or SPARSE_TENSORS attribute's items past the first
-`service.sandbox.worker.catalog.MAX_CATALOGUED_PER_ATTRIBUTE` have no row;
+`service.tasks.catalog_builder.MAX_CATALOGUED_PER_ATTRIBUTE` have no row;
 they are counted all the same, in `seq` (which then skips their
 positions), in the aliases above and in `shared`.
 """

@@ -41,7 +41,7 @@ from importer.element_types import DataType
 from importer.messages import Attribute, Function, Graph, Node, float_from_bits
 from importer.summary import describe_type, element_type_name
 from importer.tensor_places import tensor_places
-from service.sandbox.catalog_format import tensor_href
+from service.tasks.catalog_format import tensor_href
 
 Json = Any
 FORMAT = "onnx-service-graph/4"  # 4: plural tensor attributes cut at MAX_LISTED_TENSORS items (3: tensor references' sha256)

@@ -4,8 +4,8 @@ Owns `append_findings` (the check worker's findings, after those the import
 worker wrote with the tensors) and `findings_in` (all of them, in order, at
 most MAX_FINDINGS_PER_STAGE of a stage: the stage's counts say how many
 more), for an import's or a recheck's check runs
-(`service.imports.checks.complete_checks`). The catalogue's format:
-`service.sandbox.catalog_format`; a stored one is read by `service.store.catalog`.
+(`service.checks.requested.complete_checks`). The catalogue's format:
+`service.tasks.catalog_format`; a stored one is read by `service.store.catalog`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sqlite3
 from pathlib import Path
 
 from service.checks.outcome import MAX_FINDINGS_PER_STAGE, STAGES, Finding
-from service.sandbox.catalog_format import DIAGNOSTIC_COLUMNS, diagnostic_row
 from service.store.catalog import Catalog
+from service.tasks.catalog_format import DIAGNOSTIC_COLUMNS, diagnostic_row
 
 FINDINGS_READ = MAX_FINDINGS_PER_STAGE * len(STAGES)
 

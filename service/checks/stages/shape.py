@@ -32,7 +32,7 @@ bytes made by `_Rewrite`, in which:
 
 The types onnx inferred for the main graph's values the model does not
 declare go back with the result (`StageResult.inferred`,
-`service.sandbox.worker.checks.inferred_types`): from the strict run when it
+`service.checks.stages.inferred_types`): from the strict run when it
 passes, else from one more run without the strict checks (types only, never
 a finding).
 
@@ -88,8 +88,8 @@ from importer.messages import Attribute, Function, Graph, Node
 from importer.tensor import FROM_EXTERNAL, Tensor
 from importer.wire import Buffer, FieldCursor
 from service.checks.outcome import Finding, StageResult, incomplete
-from service.sandbox.worker.checks.inferred_types import inferred_types
-from service.sandbox.worker.checks.protobuf_writing import SET_ASIDE, field, varint
+from service.checks.stages.inferred_types import inferred_types
+from service.checks.stages.protobuf_writing import SET_ASIDE, field, varint
 
 SHAPE_INFERENCE_ERROR: Final = "shape-inference-error"
 DECLARED_TYPE_CONFLICT: Final = "declared-type-conflict"

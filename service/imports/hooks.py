@@ -1,15 +1,8 @@
-"""What an import answers: `Imported`, and the test hooks a request may carry (`ImportHooks`)."""
+"""The test hooks an import request may carry (`ImportHooks`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-
-@dataclass(frozen=True, slots=True)
-class Imported:
-    model_id: str
-    created: bool  # new for this tenant (201), or held already (200)
-    summary: bytes  # the stored summary, under the name this request gave the model (empty for a graph render)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,9 @@ bound is about (`ConstantOfShape`, `Range`, `Expand`, `Tile`, `Pad`,
 broadcasting element-wise ops, `MatMul`/`Gemm`) and the shape arithmetic of
 exporters that feeds them (`Shape`, `Gather`, `Slice`, `Concat`,
 `Unsqueeze`, `Squeeze`, `Cast`, `Add`/`Sub`/`Mul`/`Div`, ...), whose small
-values are folded through `service.sandbox.worker.checks.size_values.Folder`.
+values are folded through `service.checks.stages.size_values.Folder`.
 A `Loop`'s scan outputs need its body's values: the walk
-(`service.sandbox.worker.checks.static_size`) owns that rule.
+(`service.checks.stages.static_size`) owns that rule.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 from importer.element_types import DataType
 from importer.messages import Node
 from importer.tensor import SparseTensor, Tensor
-from service.sandbox.worker.checks.size_values import (
+from service.checks.stages.size_values import (
     BOOL,
     FLOAT,
     FOLDABLE_OPS,

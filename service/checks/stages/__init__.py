@@ -20,11 +20,11 @@ offset as the operator check does:
 - `smoke.smoke_stage(session, model, dims)`: one run on synthetic inputs,
   its dimensions bound by `dims` as `dim_bindings` places them (a binding
   the model has no place for is the request's error, DimensionBindingError,
-  which `run` reports before any stage), stopped past its CPU budget
+  which `in_worker` reports before any stage), stopped past its CPU budget
   (`--smoke-cpu-seconds`, `cpu_budget`).
 
 The last three import onnx or onnxruntime (the `runtime` extra) and run in a
-check worker of their own (`run`), so that a crash or a limit there makes the
+check worker of their own (`in_worker`), so that a crash or a limit there makes the
 stage `incomplete` and leaves the import whole; without the extra they are
 `incomplete`, saying which package is missing.
 """

@@ -1,40 +1,32 @@
-"""Each tenant's own view of a model: its check runs and its summary.
+"""What an import answers: `Imported`, and a stored model's summary as one tenant sees it.
 
-Owns `keep_runs` (a run's `CheckRuns`, from `service.imports.checks.complete_checks`,
-laid over the tenant's earlier runs and kept beside its record),
-`stored_summary` (the stored summary as one tenant is answered it: under the
-name its request gave the model, with its own runs) and `held_again` (a
-model the tenant holds, imported again: this import's runs laid over its
-earlier ones, and its summary). The pipeline (`service.imports.pipeline`)
-and the routes use them.
-
-A tenant never sees or reuses another tenant's runs of the same content: a
-re-POST of bytes it holds runs what it asks that it has not run
-(`service.checks.runs.stages_missing`), and content another tenant imported
-first is checked like new.
+Owns `Imported` (the id, whether the model is new for the tenant, its
+summary), `stored_summary` (the stored summary as one tenant is answered
+it: under the name its request gave the model, with its own check runs,
+never another tenant's) and `held_again` (a model the tenant holds,
+imported again: this import's runs laid over its earlier ones, and its
+summary). The pipeline (`service.imports.pipeline`) and the routes use them.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import anyio.to_thread
 
-from service.checks.runs import CheckRuns, merged
+from service.checks.runs import CheckRuns
+from service.checks.tenant_runs import keep_runs
 from service.errors import NotFound
 from service.imports.parts import ImportParts
-from service.imports.results import Imported
-from service.imports.sources.stored import GONE
 from service.imports.summary import tenant_view
 
 
-async def keep_runs(parts: ImportParts, tenant: str, model_id: str, runs: CheckRuns) -> CheckRuns:
-    """`runs` laid over the tenant's earlier runs of the model, and kept; NotFound if the tenant let it go meanwhile."""
-    earlier = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, tenant, model_id))
-    now = merged(earlier, runs)
-    if not await anyio.to_thread.run_sync(parts.store.keep_checks, tenant, model_id, now.to_bytes()):
-        raise NotFound(GONE)
-    return now
+@dataclass(frozen=True, slots=True)
+class Imported:
+    model_id: str
+    created: bool  # new for this tenant (201), or held already (200)
+    summary: bytes  # the stored summary, under the name this request gave the model (empty for a graph render)
 
 
 async def held_again(parts: ImportParts, tenant: str, model_id: str, display_name: str, runs: CheckRuns) -> Imported | None:
@@ -44,7 +36,7 @@ async def held_again(parts: ImportParts, tenant: str, model_id: str, display_nam
     if not await anyio.to_thread.run_sync(parts.store.visible, tenant, model_id):
         return None
     try:
-        await keep_runs(parts, tenant, model_id, runs)
+        await keep_runs(parts.store, tenant, model_id, runs)
         return Imported(model_id, False, await stored_summary(parts, tenant, model_id, display_name))
     except NotFound:
         return None

@@ -9,7 +9,7 @@ cut ones). The front end adds the id, the model file and the links
 (`service.imports.summary`). The complete tensor list is paged from
 `GET /models/{id}/tensors`; `counts["tensors"]` is its length, and
 `tensors_not_catalogued` (only when there are any) the tensors the catalogue
-gives no row (`service.sandbox.worker.catalog.MAX_CATALOGUED_PER_ATTRIBUTE`).
+gives no row (`service.tasks.catalog_builder.MAX_CATALOGUED_PER_ATTRIBUTE`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from importer import OnnxModel
 from importer.summary import describe_model, describe_tensor, describe_value, op_type_key
 from importer.tensor import FROM_EXTERNAL, FROM_RAW_DATA, Tensor
 from service.checks.outcome import Finding
-from service.sandbox.catalog_format import TensorRow
-from service.sandbox.worker.catalog import BuiltCatalog
+from service.tasks.catalog_builder import BuiltCatalog
+from service.tasks.catalog_format import TensorRow
 
 MAX_LIST_BYTES = 192 << 10  # per list: ten lists stay under 2 MB
 MAX_NAMED_ITEMS = 1000  # inputs, outputs, op types, functions, metadata

@@ -5,7 +5,7 @@ its values), `Out` (a size rule's result for one output), `Folder` (the
 values read from initializers and folded so far, under one budget for the
 whole model: `MAX_READ_ELEMENTS` read per tensor, `MAX_FOLDED_ELEMENTS` kept
 per value, `MAX_FOLDED_TOTAL` in all), and the shape and array arithmetic
-the rules of `service.sandbox.worker.checks.size_rules` share: broadcasting,
+the rules of `service.checks.stages.size_rules` share: broadcasting,
 `Cast` of small values, integer folding as the runtime's int64 wraps, and
 the node attribute readers. Nothing the model asks for is ever allocated.
 """

@@ -38,10 +38,9 @@ from multiprocessing.connection import Connection
 
 from importer import OnnxModel, check_model
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, Finding, Stage, StageResult, incomplete
-from service.sandbox.protocol import ImportFailure, StageReport, WorkerHeader, WorkerJob
-from service.sandbox.worker.checks.dim_bindings import resolve_bindings
-from service.sandbox.worker.checks.runtime import runtime_stage
-from service.sandbox.worker.checks.security import (
+from service.checks.stages.dim_bindings import resolve_bindings
+from service.checks.stages.runtime import runtime_stage
+from service.checks.stages.security import (
     LOOP_TRIP_COUNT,
     STATIC_INPUT_TOO_LARGE,
     STATIC_OUTPUT_TOO_LARGE,
@@ -50,9 +49,10 @@ from service.sandbox.worker.checks.security import (
     security_stage,
     static_findings,
 )
-from service.sandbox.worker.checks.shape import shape_stage
-from service.sandbox.worker.checks.smoke import smoke_stage
-from service.sandbox.worker.steps import Steps
+from service.checks.stages.shape import shape_stage
+from service.checks.stages.smoke import smoke_stage
+from service.sandbox.protocol import ImportFailure, StageReport, WorkerHeader, WorkerJob
+from service.tasks.steps import Steps
 
 
 def _guarded(stage: Stage, run: Callable[[], StageResult]) -> StageResult:

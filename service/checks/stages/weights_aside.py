@@ -23,7 +23,7 @@ from typing import Final
 from importer.graph import OnnxModel
 from importer.tensor import FROM_RAW_DATA, Tensor
 from importer.wire import Buffer, FieldCursor
-from service.sandbox.worker.checks.protobuf_writing import SET_ASIDE, varint
+from service.checks.stages.protobuf_writing import SET_ASIDE, varint
 
 ASIDE_BYTES: Final = 1 << 16  # initializers this large are set aside
 _MODEL_GRAPH: Final = 7 << 3 | 2

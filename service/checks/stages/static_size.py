@@ -14,9 +14,9 @@ since runtimes densify them; and every `Loop` whose trip count is a
 constant (or absent), with whether anything can end it sooner (`LoopTrips`).
 
 How: one walk in resolved order (function bodies in file order), keeping
-per value what `service.sandbox.worker.checks.size_values` knows of it: its
+per value what `service.checks.stages.size_values` knows of it: its
 element type, its shape where known (from the op's rule in
-`service.sandbox.worker.checks.size_rules`, else its declared type) and,
+`service.checks.stages.size_rules`, else its declared type) and,
 for small numeric tensors only, its values. Sizes are Python ints; nothing
 the model asks for is ever allocated. Where an input's shape is unknown, the
 estimate is a lower bound (unknown dimensions taken as 1, or 0 for `Pad`),
@@ -40,8 +40,8 @@ from importer.graph import OnnxModel, ResolvedGraph
 from importer.messages import Graph, Node, TypeProto
 from importer.resolve import normalize_domain
 from importer.tensor import SparseTensor
-from service.sandbox.worker.checks.size_rules import BOOL_RESULT, RULES, SAME_SHAPE
-from service.sandbox.worker.checks.size_values import (
+from service.checks.stages.size_rules import BOOL_RESULT, RULES, SAME_SHAPE
+from service.checks.stages.size_values import (
     BOOL,
     Folder,
     Info,

@@ -9,7 +9,7 @@ registry should do about it, is in docs/security-findings.md.
 
 - outputs whose size constants fix past `max_static_output`
   (`static-output-too-large`, the estimate of
-  `service.sandbox.worker.checks.static_size`), and declared inputs a smoke
+  `service.checks.stages.static_size`), and declared inputs a smoke
   run would have to make that large (`static-input-too-large`);
 - `Loop`s whose trip count, a constant the same estimate resolves (or none
   at all), is past `max_loop_trips` (`loop-trip-count`): an error when
@@ -18,7 +18,7 @@ registry should do about it, is in docs/security-findings.md.
   condition (a while-loop, as torch exports them with M = INT64_MAX);
 - calls of model-local functions that would expand, once inlined, to more
   than `max_inlined_nodes` nodes (`function-expansion-too-large`, counted
-  without inlining by `service.sandbox.worker.checks.function_expansion`);
+  without inlining by `service.checks.stages.function_expansion`);
 - external-data locations naming onnxruntime's in-memory address marker
   (`external-data-memory-address`); every other unsafe location is refused
   by the importer itself before any stage runs;
@@ -75,8 +75,8 @@ from importer.resolve import normalize_domain
 from importer.tensor_places import tensor_places
 from importer.wire import Buffer, FieldCursor, find_field
 from service.checks.outcome import Finding, Severity, StageResult, incomplete
-from service.sandbox.worker.checks.function_expansion import UNBOUNDED, function_expansion
-from service.sandbox.worker.checks.static_size import LoopTrips, Oversized, byte_size, estimate_statics
+from service.checks.stages.function_expansion import UNBOUNDED, function_expansion
+from service.checks.stages.static_size import LoopTrips, Oversized, byte_size, estimate_statics
 
 # The stage's codes: stable tokens a registry acts on (docs/security-findings.md).
 STATIC_OUTPUT_TOO_LARGE: Final = "static-output-too-large"

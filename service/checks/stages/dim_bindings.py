@@ -13,7 +13,7 @@ axis) and `resolve_bindings`, which places each `dim=` binding of a request
   dimension with a fixed value is not bound.
 
 Anything else is `DimensionBindingError`, a usage error the check worker
-reports before any stage runs (`service.sandbox.worker.checks.run`), so that
+reports before any stage runs (`service.checks.stages.in_worker`), so that
 the front end answers 400 and `onnx-import check` exits 64.
 `default_hint` says, for a run that failed, which dimensions took 1 unbound
 and the binding that would change each.

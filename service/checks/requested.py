@@ -7,7 +7,7 @@ or `smoke` is asked, a check worker of its own runs them on the same inputs
 (`service.imports.workers`: the check worker decides for itself what the
 security estimate lets run, and reads no answer of the import worker's).
 Its findings are added to the work folder's
-catalogue, after the import worker's (`service.store.catalog_findings`), with
+catalogue, after the import worker's (`service.checks.findings`), with
 the types `shape` inferred for undeclared values (`service.store.catalog_shapes`), and
 every stage's result, as the workers reported it (its time too), makes this
 run's `CheckRuns`, from which the summary's `checks`, `verdict` and
@@ -27,11 +27,11 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from service.checks.findings import append_findings, findings_in
 from service.checks.outcome import STAGES, Stage, StageResult, parse_checks
 from service.checks.runs import CheckRuns, now_iso, runs_of
 from service.imports.parts import ImportParts
 from service.sandbox.protocol import WorkerHeader, WorkerJob
-from service.store.catalog_findings import append_findings, findings_in
 from service.store.catalog_shapes import record_inferred
 
 
