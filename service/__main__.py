@@ -83,8 +83,8 @@ def collect_garbage(argv: list[str]) -> int:
     short, as the index's marks tell; with --full, whatever a listing of the
     store finds), with the service's own settings."""
     from service.errors import StorageUnavailable
-    from service.setting_kinds import SettingsError
     from service.settings import load_settings
+    from service.settings.kinds import SettingsError
     from service.store.backends import open_store, resumable_uploads_for
     from service.store.model_store import START_GRACE_SECONDS
 
@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(variable, "1")
     from service.access.keys import KeyFileError
-    from service.setting_kinds import SettingsError
     from service.settings import load_settings
+    from service.settings.kinds import SettingsError
 
     try:
         settings = load_settings(argv)

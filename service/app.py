@@ -1,6 +1,6 @@
 """The application factory: assembles the service, nothing more.
 
-Owns `create_app(settings)`: the parts (`service.state.Service`: store,
+Owns `create_app(settings)`: the parts (`service.http.state.Service`: store,
 sandbox, the import admission, API keys, metrics), their start and stop (lifespan;
 SIGHUP reloads the key file; a store over object storage or PostgreSQL
 opens in the background, retried while they do not answer, so a replica
@@ -38,6 +38,7 @@ from service.http.openapi import openapi_with_problems
 from service.http.problems import DisconnectMiddleware, install_problem_handlers
 from service.http.protocol import NoSniffMiddleware
 from service.http.routes import diagnostics, diff, health, hooks, models, resumable, shapes, tensors, ui
+from service.http.state import Service
 from service.http.tus import TusHeaderMiddleware
 from service.imports.admission import Admission
 from service.imports.diffs import Diffs
@@ -48,7 +49,6 @@ from service.observability.request_log import RequestLogMiddleware
 from service.registry.hook import RegistryHook
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
-from service.state import Service
 from service.store.backends import open_data_root, open_store
 from service.store.opening import StoreOpening
 

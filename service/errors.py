@@ -30,7 +30,7 @@ def bounded(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class ServiceError(Exception):
+class DomainError(Exception):
     """A domain error; `detail` is shown to the client."""
 
     def __init__(self, detail: str, *, limit: str | None = None) -> None:
@@ -39,39 +39,39 @@ class ServiceError(Exception):
         self.limit = limit  # the setting that refused, if one did
 
 
-class NotFound(ServiceError):
+class NotFound(DomainError):
     """No such model (or file) for this caller: missing, another tenant's, or removed meanwhile."""
 
 
-class DiffTooLarge(ServiceError):
+class DiffTooLarge(DomainError):
     """Two models whose graphs are too large to compare in the front end."""
 
 
-class BadInput(ServiceError):
+class BadInput(DomainError):
     """The request's content is not usable as asked (an unused external part, a malformed test hook)."""
 
 
-class PathRefused(ServiceError):
+class PathRefused(DomainError):
     """A client-named path breaks the lexical rules (relative, no `..`, ...)."""
 
 
-class PathForbidden(ServiceError):
+class PathForbidden(DomainError):
     """A client-named path resolves outside the data root, or not to a regular file."""
 
 
-class StoreFull(ServiceError):
+class StoreFull(DomainError):
     """The store cannot hold the model: its size cap, its file system full, or
     below the free-space floor with nothing left to evict."""
 
 
-class ImportTooLarge(ServiceError):
+class ImportTooLarge(DomainError):
     """One import would add more bytes to the store than `--max-import-bytes`."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail, limit="max_import_bytes")
 
 
-class UploadTooLarge(ServiceError):
+class UploadTooLarge(DomainError):
     """What an import is given (an upload, a fetched model or its external data)
     is larger than a limit (`limit`: max_upload, max_upload_total)."""
 
@@ -79,11 +79,11 @@ class UploadTooLarge(ServiceError):
         super().__init__(detail, limit=limit)
 
 
-class TenantQuotaExceeded(ServiceError):
+class TenantQuotaExceeded(DomainError):
     """The tenant's share of the store (`--tenant-max-bytes`, `--tenant-max-models`) is used up."""
 
 
-class Overloaded(ServiceError):
+class Overloaded(DomainError):
     """Every import place (or receiving place) is taken; `retry_after` seconds is a fair wait."""
 
     def __init__(self, detail: str, retry_after: int) -> None:
@@ -91,7 +91,7 @@ class Overloaded(ServiceError):
         self.retry_after = retry_after
 
 
-class StorageUnavailable(ServiceError):
+class StorageUnavailable(DomainError):
     """Object storage or the index's database does not answer (or answers with
     a server error); `retry_after` seconds is a fair wait. Nothing was changed."""
 
@@ -100,19 +100,19 @@ class StorageUnavailable(ServiceError):
         self.retry_after = retry_after
 
 
-class ModelSourceChanged(ServiceError):
+class ModelSourceChanged(DomainError):
     """A file of the model is not the one recorded at import."""
 
 
-class TensorSourceChanged(ServiceError):
+class TensorSourceChanged(DomainError):
     """The file holding a tensor is not the one recorded at import."""
 
 
-class TensorSourceGone(ServiceError):
+class TensorSourceGone(DomainError):
     """The file holding a tensor no longer exists."""
 
 
-class ImportFailed(ServiceError):
+class ImportFailed(DomainError):
     """The worker refused the model (as the importer reported it), ran out of
     a resource (`limit`: memory, cpu, time), or died."""
 
@@ -121,11 +121,11 @@ class ImportFailed(ServiceError):
         self.failure = failure
 
 
-class UploadBusy(ServiceError):
+class UploadBusy(DomainError):
     """Another request (in any front-end process) is writing this resumable upload now."""
 
 
-class UploadOffsetMismatch(ServiceError):
+class UploadOffsetMismatch(DomainError):
     """A PATCH's Upload-Offset is not the number of bytes the upload holds (`offset`)."""
 
     def __init__(self, detail: str, offset: int) -> None:
@@ -133,7 +133,7 @@ class UploadOffsetMismatch(ServiceError):
         self.offset = offset
 
 
-class UploadIncomplete(ServiceError):
+class UploadIncomplete(DomainError):
     """An import names a resumable upload that holds fewer bytes than its declared length."""
 
     def __init__(self, detail: str, upload_id: str, offset: int) -> None:
@@ -142,7 +142,7 @@ class UploadIncomplete(ServiceError):
         self.offset = offset
 
 
-class TooManyUploads(ServiceError):
+class TooManyUploads(DomainError):
     """The tenant has `--max-open-uploads` resumable uploads open already."""
 
     def __init__(self, detail: str) -> None:

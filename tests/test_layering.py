@@ -86,7 +86,7 @@ def test_the_check_stages_import_onnx_only_when_they_run() -> None:
 
 SERVICE = REPO / "service"
 FRONT_END = (
-    "service.http", "service.imports", "service.store", "service.state", "service.access", "service.observability", "service.app",
+    "service.http", "service.imports", "service.store", "service.http.state", "service.access", "service.observability", "service.app",
     "service.registry",
 )  # fmt: skip
 # The web framework and the HTTP server. python-multipart is not among them: it parses the multipart/form-data
@@ -181,20 +181,20 @@ def test_below_http_nothing_knows_the_web_framework() -> None:
 
 def test_the_use_cases_are_handed_their_parts_not_the_service() -> None:
     """The import use cases and the registry's gate take `ImportParts`
-    (`service.imports.parts`): the service's state (`service.state`: its API
+    (`service.imports.parts`): the service's state (`service.http.state`: its API
     keys, metrics, readiness, uploads in the making) is the HTTP layer's."""
     for folder in ("imports", "registry", "store", "sandbox", "tasks", "checks"):
         for path in _under(folder):
-            found = _chains(_module_name(path), lambda name: name == "service.state")
+            found = _chains(_module_name(path), lambda name: name == "service.http.state")
             assert not found, f"{path.relative_to(REPO)} reaches the service's state: {found}"
 
 
 def test_the_transitive_check_follows_a_chain() -> None:
     """What the two tests above rely on: a module reached only through
     another one is found, and the chain named."""
-    assert "service.state" not in _modules(SERVICE / "http" / "routes" / "hooks.py")  # it reaches the state through others
-    chains = _chains("service.http.routes.hooks", lambda name: name == "service.state")
-    assert chains and chains[0].count(" -> ") >= 2 and chains[0].endswith(" -> service.state"), chains
+    assert "service.http.state" not in _modules(SERVICE / "http" / "routes" / "hooks.py")  # it reaches the state through others
+    chains = _chains("service.http.routes.hooks", lambda name: name == "service.http.state")
+    assert chains and chains[0].count(" -> ") >= 2 and chains[0].endswith(" -> service.http.state"), chains
 
 
 def test_routes_never_touch_store_paths() -> None:

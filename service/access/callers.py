@@ -23,7 +23,7 @@ from service.access.keys import METRICS_SCOPE, Principal
 from service.http.dependencies import ServiceDep
 from service.http.problems import ProblemError
 from service.http.request_context import current_request
-from service.state import Service
+from service.http.state import Service
 
 audit = logging.getLogger("service.audit")
 

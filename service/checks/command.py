@@ -38,7 +38,7 @@ from service.checks.junit import junit_log
 from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, Finding, StageResult, incomplete, parse_checks, parse_dims
 from service.checks.report import ModelChecks, Refusal, exit_status
 from service.checks.sarif import artifact_uri, sarif_log
-from service.setting_kinds import SettingsError
+from service.settings.kinds import SettingsError
 
 if TYPE_CHECKING:
     from service.sandbox.supervisor import Sandbox

@@ -9,6 +9,6 @@ and the routes (`routes/`). Routes parse, call a use case
 
 May import: `service.imports`, `service.store`, `service.access`,
 `service.observability`, `service.sandbox` (its protocol and supervisor's
-status only), `service.settings`, `service.state`, `service.paths`.
+status only), `service.settings`, `service.http.state`, `service.store.client_paths`.
 Nothing below it imports it back (`tests/test_layering.py`).
 """

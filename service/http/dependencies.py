@@ -10,7 +10,7 @@ is the 503 `storage-unavailable` while the store is not open yet
 (`service.store.opening`: a replica started before its object storage or
 database), and so is `ServiceDep`, the whole service, which only the
 callers' authorization takes (`service.access.callers`: the API keys).
-`StartingServiceDep` is the whole service (`service.state.Service`,
+`StartingServiceDep` is the whole service (`service.http.state.Service`,
 set up by the app's lifespan) either way: for `/readyz`, which says what is
 missing, and for the plain read routes, which skip FastAPI's dependencies."""
 
@@ -20,10 +20,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from service.http.state import Service
 from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.observability.metrics import Metrics
-from service.state import Service
 from service.store.uploads import ResumableUploads
 
 

@@ -164,7 +164,7 @@ def import_problem(error: ImportFailure, *, limit: str | None = None) -> Problem
 
 # The one map of domain errors (`service.errors`) to problems; ImportFailed is
 # the worker's report, mapped by its kind (`import_problem`).
-DOMAIN_PROBLEMS: dict[type[errors.ServiceError], str] = {
+DOMAIN_PROBLEMS: dict[type[errors.DomainError], str] = {
     errors.NotFound: "not-found",
     errors.BadInput: "bad-request",
     errors.DiffTooLarge: "diff-too-large",
@@ -188,14 +188,14 @@ DOMAIN_PROBLEMS: dict[type[errors.ServiceError], str] = {
 
 def known_problem(error: Exception) -> ProblemError | None:
     """The problem a domain error, or a full file system, is answered with; None for anything else (a bug)."""
-    if isinstance(error, errors.ServiceError):
+    if isinstance(error, errors.DomainError):
         return domain_problem(error)
     if isinstance(error, OSError) and is_full(error):
         return ProblemError("store-full", "the store's file system is full")
     return None
 
 
-def domain_problem(error: errors.ServiceError) -> ProblemError:
+def domain_problem(error: errors.DomainError) -> ProblemError:
     """The problem a domain error is answered with."""
     if isinstance(error, errors.ImportFailed):
         return import_problem(error.failure, limit=error.limit)
@@ -272,7 +272,7 @@ async def _on_unexpected(request: Request, error: Exception) -> Response:
 
 def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProblemError, _on_problem)
-    app.add_exception_handler(errors.ServiceError, _on_known_error)
+    app.add_exception_handler(errors.DomainError, _on_known_error)
     app.add_exception_handler(OSError, _on_known_error)
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)

@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from service.http.problems import ProblemError
-from service.setting_kinds import format_size
+from service.settings.kinds import format_size
 
 MAX_JSON_BODY = 64 << 10
 Schema = TypeVar("Schema", bound=BaseModel)

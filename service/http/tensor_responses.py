@@ -5,7 +5,7 @@ external data file the worker reported (for a server-side model: in the data
 root; for an upload: its copy in the store), or the model's converted tensor
 bytes in the store. Before serving, the file is opened below the data root (or
 the model's store folder) one path component at a time, following no link
-(`service.paths.open_under`), and checked to be the very file read at import:
+(`service.store.client_paths.open_under`), and checked to be the very file read at import:
 same size, mtime_ns and inode (not the device number, which differs between
 the nodes mounting a shared store; else 409 `tensor-source-changed`; a
 missing file is 410 `tensor-source-gone`); it is then kept open for the next
@@ -48,8 +48,8 @@ from fastapi.responses import Response, StreamingResponse
 from service.errors import bounded
 from service.http.problems import ProblemError
 from service.http.zero_copy import FileRangeResponse
-from service.memo import Memo
 from service.store.byte_source import ByteSource, FileSource
+from service.store.memo import Memo
 from service.store.records import SourceFile
 from service.tasks.catalog_format import NPY_DESCR, TensorRow
 

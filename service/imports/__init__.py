@@ -16,6 +16,6 @@ a Request or build a Response, and they raise typed errors
 (`service.errors`, the store's, the sandbox's) that `service.http.problems`
 maps to problems.
 
-May import: `service.store`, `service.sandbox`, `service.paths`, the settings.
-Never `service.http` or `service.state`.
+May import: `service.store`, `service.sandbox`, `service.store.client_paths`, the settings.
+Never `service.http` or `service.http.state`.
 """

@@ -26,7 +26,7 @@ from pathlib import Path
 from service.background import every
 from service.checks.outcome import parse_checks
 from service.checks.requested import CheckRequest
-from service.errors import BadInput, ImportFailed, ImportTooLarge, Overloaded, ServiceError, UploadTooLarge
+from service.errors import BadInput, DomainError, ImportFailed, ImportTooLarge, Overloaded, UploadTooLarge
 from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.registry.deliveries import Deliveries
@@ -100,7 +100,7 @@ class RegistryHook:
             verdict, tags = "incomplete", not_imported("incomplete", f"MLflow did not answer: {error}")
         except MlflowRefused as error:
             verdict, tags = "refused", not_imported("refused", str(error))
-        except ServiceError as error:
+        except DomainError as error:
             verdict, tags = "incomplete", not_imported("incomplete", f"{type(error).__name__}: {error.detail}")
         except asyncio.CancelledError:
             self.pending.keep(WriteBack(name, version, not_imported("incomplete", "the service stopped during the validation")))
@@ -146,7 +146,7 @@ class RegistryHook:
             return compared(None, held, "", model_id, settings.public_url, f"version {held} has no {MODEL_ID} tag")
         try:
             diff = await self.diffs.compare(self.parts, settings.mlflow_tenant, before, model_id)
-        except ServiceError as error:  # that model left the store, or the two are too large to compare
+        except DomainError as error:  # that model left the store, or the two are too large to compare
             return compared(None, held, before, model_id, settings.public_url, f"{type(error).__name__}: {error.detail}")
         except Exception as error:  # a bug of ours: the verdict is still written, without the comparison
             log.exception("mlflow: comparing %s version %s with version %s broke", name, version, held)

@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 from service.registry.folders import ArtifactFolder, BucketFolder, ProxyFolder
 from service.registry.mlflow_api import MlflowApi
 from service.registry.mlmodel import MlmodelError, onnx_model_path
-from service.setting_kinds import s3_location
+from service.settings.kinds import s3_location
 
 if TYPE_CHECKING:
     from service.store.data_root import DataRoot

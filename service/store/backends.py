@@ -23,8 +23,8 @@ import tempfile
 import weakref
 from pathlib import Path
 
-from service.setting_kinds import SettingsError
 from service.settings import Settings
+from service.settings.kinds import SettingsError
 from service.store.content import Content
 from service.store.data_root import DataRoot
 from service.store.folder_root import FolderRoot

@@ -25,8 +25,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
-from service.memo import Memo
 from service.store.catalog_shapes import INFERRED_TABLE
+from service.store.memo import Memo
 from service.tasks.catalog_format import COLUMNS, DIAGNOSTIC_COLUMNS, TensorRow
 
 LOOKUPS_KEPT = 256  # lookups remembered per open catalogue (a name holds at most MAX_CANDIDATES rows)

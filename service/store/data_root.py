@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Protocol
 
 from service.errors import ImportTooLarge, ModelSourceChanged
-from service.paths import check_relative_path
 from service.store.byte_source import ByteSource
+from service.store.client_paths import check_relative_path
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord
 from service.tasks.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY

@@ -4,7 +4,7 @@ Owns `FolderRoot`, the `DataRoot` of a folder: its path with links resolved
 once at start, and the files tensors are served from kept open
 (`service.store.open_files.OpenFiles`, each use checked to be the file read
 at import). Every path below it is walked one component at a time with no
-link followed (`service.paths.open_under`), so a link planted in the folder
+link followed (`service.store.client_paths.open_under`), so a link planted in the folder
 never leads out of it. Imports read its models in place
 (`service.imports.flow.import_path`); `fetch` and `list` serve what reads a
 root's files by key (MLflow artifacts).
@@ -18,8 +18,8 @@ import stat
 from pathlib import Path
 
 from service.errors import ImportTooLarge, ModelSourceChanged, NotFound, PathForbidden, TensorSourceChanged, TensorSourceGone, bounded
-from service.paths import PathChanged, open_checked, open_under
 from service.store.byte_source import ByteSource, FileSource
+from service.store.client_paths import PathChanged, open_checked, open_under
 from service.store.data_root import Entry, FetchedObject, key_of
 from service.store.open_files import OpenFiles
 from service.store.records import SourceFile

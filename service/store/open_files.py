@@ -1,7 +1,7 @@
 """The files tensors are served from, kept open across requests.
 
 Owns `OpenFiles`: a bounded cache, least recently used out first, of files
-opened by `service.paths.open_checked` (below a root, no link followed,
+opened by `service.store.client_paths.open_checked` (below a root, no link followed,
 checked to be the file read at import). A hit is checked again, for a few
 microseconds instead of an open per path component: the descriptor's file
 still has the recorded identity (fstat: a regular file of the same size,
@@ -25,7 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 
-from service.paths import open_checked
+from service.store.client_paths import open_checked
 from service.store.records import SourceFile
 
 FileKey = tuple[str, str, int, int, int]  # root, path below it, size, mtime_ns, inode

@@ -8,7 +8,7 @@ the comparison of two graph documents (`compare`) and the worker's profile
 (`steps`). The check stages it runs are `service.checks.stages`.
 
 May import: `importer`, `service.sandbox.protocol`, `service.checks`'s
-vocabulary and stages, `service.model_diff`, `service.settings`. Never the
+vocabulary and stages, `service.tasks.model_diff`, `service.settings`. Never the
 front end (`service.http`, `service.imports`, `service.store`, ...): the
 fork server preloads it, and a worker holds nothing of the front end.
 """

@@ -3,7 +3,7 @@
 Owns `open_documents` (both documents opened before the walls go up, as a
 model is) and `send_diff`: each document inflated (the store keeps them
 gzip-compressed) and parsed, and the two compared
-(`service.model_diff.compare_models`, with the opsets the job carries), and
+(`service.tasks.model_diff.compare_models`, with the opsets the job carries), and
 the answer sent as three streams (`service.sandbox.protocol.DIFF_STREAMS`):
 the head (JSON: everything but the changes), the changes (one JSON object a
 line, in order) and their index (for each change, the offset of its line in
@@ -22,8 +22,8 @@ import os
 import struct
 from multiprocessing.connection import Connection
 
-from service.model_diff import ModelSide, compare_models
 from service.sandbox.protocol import CHUNK_BYTES, GZIP_MAGIC, DiffInputs, WorkerHeader, WorkerJob
+from service.tasks.model_diff import ModelSide, compare_models
 
 INDEX_ENTRY = struct.Struct("<Q")
 

@@ -6,7 +6,7 @@ resolved order of the same graph), subgraphs inline in the attribute that
 holds them, with their captures; functions as written. Tensors are never
 inlined: a reference gives the tensor's name, field path, type, dims, the
 SHA-256 of its bytes as served raw (what a model diff compares,
-`service.model_diff`) and the href they are served at
+`service.tasks.model_diff`) and the href they are served at
 (`service.store.catalog.tensor_href`); a small one of numbers (at most
 SMALL_VALUES elements, its bytes at hand) gives its `values` too, flat, as
 the explorer draws them in their consumer's box (`axes = [1]`). Floats that JSON
@@ -22,7 +22,7 @@ left-out item, `[name, elem_type, dims, sha256]` for a tensor and
 model diff still tells two such attributes apart by any left-out tensor. The
 cut is part of the format (`FORMAT`): `fold_listed` gives an attribute of an
 earlier document, which listed every item, in this form (what
-`service.model_diff` compares).
+`service.tasks.model_diff` compares).
 """
 
 from __future__ import annotations

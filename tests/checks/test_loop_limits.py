@@ -31,8 +31,8 @@ import importer
 from service.checks.stages import in_worker
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox
-from service.setting_kinds import SettingsError
 from service.settings import Settings, load_settings
+from service.settings.kinds import SettingsError
 
 pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (the `runtime` extra)")
 

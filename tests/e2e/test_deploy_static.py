@@ -75,8 +75,8 @@ from support.deploy_files import (
 )
 from support.paths import REPO
 
-from service.setting_kinds import SettingsError, parse_size
 from service.settings import ENV_PREFIX, Settings, load_settings
+from service.settings.kinds import SettingsError, parse_size
 
 KUBERNETES_VERSIONS = ["1.30", "1.37"]  # the oldest we support, the newest kubernetes-validate ships
 MIN_FRONT_END = 256 << 20  # a budget below this is not a budget (the packaged test measures the real one)

@@ -35,7 +35,7 @@ from support.deploy_files import COMPOSE, COMPOSE_FRONT_END, DOCKERFILE, compose
 from support.paths import REPO
 from test_deploy_static import compose_errors, run_hadolint, settings_from
 
-from service.setting_kinds import parse_size
+from service.settings.kinds import parse_size
 
 FLEET_COMPOSE = REPO / "compose.fleet.yaml"
 FLEET_IMAGES = REPO / "fleet"

@@ -1,4 +1,4 @@
-"""The settings are declared once (`service/settings.py`); what describes them elsewhere agrees.
+"""The settings are declared once (`service/settings/__init__.py`); what describes them elsewhere agrees.
 
 - `python -m service --help`: its flags are exactly the declared flags.
 - README.md: the settings paragraph holds exactly `settings_table_markdown()`.

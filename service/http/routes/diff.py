@@ -7,7 +7,7 @@ initializers were added, removed or changed) and one page of the changes
 themselves, nodes then initializers, `limit` at a time with an opaque
 cursor to the next page. The comparison runs in a sandboxed worker, once,
 and its changes are read from where it is kept, never parsed here
-(`service.imports.diffs`, `service.model_diff`); a client that leaves while
+(`service.imports.diffs`, `service.tasks.model_diff`); a client that leaves while
 it waits ends its wait (`service.http.client_presence`).
 """
 

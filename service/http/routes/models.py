@@ -32,7 +32,7 @@ from service.access.callers import DeleteCaller, ImportCaller, ReadCaller
 from service.checks.outcome import ChecksError, parse_checks, parse_dims
 from service.checks.requested import CheckRequest
 from service.checks.runs import CheckRuns
-from service.errors import ServiceError, UploadTooLarge, bounded
+from service.errors import DomainError, UploadTooLarge, bounded
 from service.http.client_presence import while_client_waits
 from service.http.dependencies import ImportsDep, MetricsDep, UploadsDep
 from service.http.graph_responses import graph_response
@@ -179,7 +179,7 @@ async def post_model(request: Request, parts: ImportsDep, uploads: UploadsDep, m
                 else:
                     chosen = under_data_root(parts.data_root, wanted.path or "", parts.settings.allow_hard_links)
                 imported = await while_client_waits(request, lambda: pipeline.run(parts, chosen, tenant, checks, hooks))
-        except (ServiceError, OSError) as error:
+        except (DomainError, OSError) as error:
             problem = known_problem(error)
             if problem is None:
                 raise
@@ -281,7 +281,7 @@ async def post_checks(model_id: str, request: Request, parts: ImportsDep, caller
     source = StoredModel(parts, caller.tenant, model_id)
     try:
         summary = (await while_client_waits(request, lambda: pipeline.run(parts, source, caller.tenant, checks))).summary
-    except (ServiceError, OSError) as error:
+    except (DomainError, OSError) as error:
         problem = known_problem(error)
         if problem is None:
             raise

@@ -23,7 +23,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from service.access.callers import ImportCaller
-from service.errors import NotFound, ServiceError, bounded
+from service.errors import DomainError, NotFound, bounded
 from service.http.dependencies import ImportsDep, UploadsDep
 from service.http.openapi import problem_responses
 from service.http.problems import ProblemError, known_problem
@@ -40,7 +40,7 @@ from service.http.tus import (
 from service.imports.sources.body_pipe import BodyPipe
 from service.imports.sources.hash_thread import HashThread
 from service.store.uploads import Appending
-from service.writeback import Writeback
+from service.store.writeback import Writeback
 
 router = APIRouter(tags=["uploads"])
 audit = logging.getLogger("service.audit")
@@ -79,7 +79,7 @@ def _has_body(request: Request) -> bool:
     return request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
 
 
-def _problem(error: ProblemError | ServiceError | OSError, **headers: str) -> ProblemError:
+def _problem(error: ProblemError | DomainError | OSError, **headers: str) -> ProblemError:
     """The problem of an error (a domain error, a full disk: their problem), with `headers` added."""
     problem = error if isinstance(error, ProblemError) else known_problem(error)
     if problem is None:
@@ -152,7 +152,7 @@ async def upload_offset(upload_id: str, request: Request, parts: ImportsDep, upl
     try:
         require_tus(request)
         state = await anyio.to_thread.run_sync(uploads.find, caller.tenant, upload_id)
-    except (ProblemError, ServiceError) as error:
+    except (ProblemError, DomainError) as error:
         raise _problem(error, **{"Cache-Control": "no-store"}) from None
     headers = {
         "Upload-Offset": str(state.offset),
@@ -185,7 +185,7 @@ async def patch_upload(upload_id: str, request: Request, parts: ImportsDep, uplo
             raise ProblemError("unsupported-media-type", f"a PATCH sends Content-Type: {OFFSET_MEDIA_TYPE}")
         offset = decimal_header(request, "upload-offset")
         appending = await anyio.to_thread.run_sync(uploads.append, caller.tenant, upload_id, offset)
-    except (ProblemError, ServiceError, OSError) as error:
+    except (ProblemError, DomainError, OSError) as error:
         raise _problem(error, **({"Connection": "close"} if _has_body(request) else {})) from None
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > appending.room:

@@ -14,7 +14,7 @@ the graph render); the MLflow registry's versions are
 `service.registry.version_source`.
 
 May import: `service.imports.staging`, `service.store`, `service.sandbox`'s
-protocol, `service.paths`, `service.errors`. Never `service.http`.
+protocol, `service.store.client_paths`, `service.errors`. Never `service.http`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A model under a data root that is a folder on this machine, read in place: `FolderPath`.
 
 A source of the import pipeline (`service.imports.pipeline`). The client's
-path is confined to the data root (`service.paths.resolve_under_root`:
+path is confined to the data root (`service.store.client_paths.resolve_under_root`:
 relative, no `..`, no link leading out, a regular file); nothing is copied:
 the worker opens the very file the path resolved to (it checks the device
 and inode) and its external data beside it, and reports each file's
@@ -16,8 +16,8 @@ import os
 
 from service.errors import ImportFailed
 from service.imports.staging import Staged, Staging
-from service.paths import relative_below, resolve_under_root
 from service.sandbox.protocol import ImportFailure, SourceReport
+from service.store.client_paths import relative_below, resolve_under_root
 from service.store.records import SourceFile
 
 

@@ -29,12 +29,12 @@ from pathlib import Path
 
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from service.errors import BadInput, ServiceError, UploadTooLarge, bounded
+from service.errors import BadInput, DomainError, UploadTooLarge, bounded
 from service.imports.sources.body_pipe import BodyPipe
 from service.imports.sources.hash_thread import HashThread
 from service.imports.sources.upload import StagedFile, Upload, check_location, display_name_of
 from service.imports.staging import Staged, Staging
-from service.writeback import Writeback
+from service.store.writeback import Writeback
 
 MAX_PARTS_MARGIN = 8
 
@@ -215,7 +215,7 @@ async def _parsed(step: Awaitable[None]) -> None:
     """A step of the pipe: the parser's own errors (a broken body) are BadInput; ours go on."""
     try:
         await step
-    except (ServiceError, OSError):  # a part refused, a limit, a full disk (507)
+    except (DomainError, OSError):  # a part refused, a limit, a full disk (507)
         raise
     except Exception as error:
         raise BadInput(f"the multipart body is malformed: {str(error)[:200]}") from None

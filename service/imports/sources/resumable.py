@@ -24,7 +24,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from service.errors import BadInput, ImportFailed, ImportTooLarge, PathRefused, ServiceError, UploadIncomplete, UploadTooLarge, bounded
+from service.errors import BadInput, DomainError, ImportFailed, ImportTooLarge, PathRefused, UploadIncomplete, UploadTooLarge, bounded
 from service.imports.sources.upload import StagedFile, Upload, check_location, display_name_of
 from service.imports.staging import Staged, Staging
 from service.store.uploads import ResumableUploads, UploadState
@@ -67,7 +67,7 @@ class ResumableUploadsSource:
     async def settle(self, error: BaseException | None) -> None:
         if error is None or refuses_the_content(error):
             for upload_id in self.linked:
-                with contextlib.suppress(ServiceError, OSError):
+                with contextlib.suppress(DomainError, OSError):
                     await anyio.to_thread.run_sync(self.uploads.remove, self.tenant, upload_id)
 
     async def _finished(self, upload_ids: set[str]) -> dict[str, UploadState]:

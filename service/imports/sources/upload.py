@@ -18,7 +18,7 @@ from pathlib import Path
 
 from service.errors import PathRefused, bounded
 from service.imports.staging import Staged
-from service.paths import check_relative_path
+from service.store.client_paths import check_relative_path
 from service.store.layout import ModelFolder
 from service.tasks.catalog_format import MODEL_FILE_KEY
 

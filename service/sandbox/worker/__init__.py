@@ -9,6 +9,6 @@ the fork server (`lifeline`) and how it gets its external data files opened
 
 May import: `importer`, `service.sandbox.protocol`, `service.tasks`,
 `service.settings`. Never `service.http`, `service.imports`,
-`service.store` or `service.state`: the fork server preloads this package,
+`service.store` or `service.http.state`: the fork server preloads this package,
 and a worker holds nothing of the front end.
 """

@@ -17,5 +17,5 @@ Several service processes may share one store: every change holds the
 index's write lock.
 
 May import: `service.store` (its interface, records, byte_source, files,
-open_files), `service.paths`, `service.errors`.
+open_files), `service.store.client_paths`, `service.errors`.
 """

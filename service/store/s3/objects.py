@@ -31,7 +31,7 @@ import obstore
 from obstore.exceptions import BaseError, PreconditionError
 from obstore.store import S3Store
 
-from service.errors import ServiceError, StorageUnavailable, TensorSourceChanged, TensorSourceGone, bounded
+from service.errors import DomainError, StorageUnavailable, TensorSourceChanged, TensorSourceGone, bounded
 
 if TYPE_CHECKING:
     from obstore import GetOptions, GetResult
@@ -81,7 +81,7 @@ def reachable() -> Iterator[None]:
     (`PreconditionError`) pass, as do the service's own errors."""
     try:
         yield
-    except (FileNotFoundError, PreconditionError, ServiceError):
+    except (FileNotFoundError, PreconditionError, DomainError):
         raise
     except (BaseError, OSError) as error:
         log.warning("object storage: %s", bounded(str(error), 2000))

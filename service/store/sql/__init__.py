@@ -8,5 +8,5 @@ machine (`service.store.sqlite`, the default) or PostgreSQL for a fleet
 same tables.
 
 May import: `service.store` (its interface, records, files, eviction),
-`service.errors`, `service.memo`.
+`service.errors`, `service.store.memo`.
 """

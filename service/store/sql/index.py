@@ -21,9 +21,9 @@ import hashlib
 import time
 from contextlib import AbstractContextManager
 
-from service.memo import Memo
 from service.store.eviction import TenantCaps
 from service.store.files import MODEL_ID
+from service.store.memo import Memo
 from service.store.records import StoredRecord, TenantRecord
 from service.store.sql.database import SqlDatabase
 

@@ -28,13 +28,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from importer import load_model, load_model_bytes
-from service.model_diff import ModelSide, compare_models
 from service.store.catalog import Catalog
 from service.tasks import catalog_builder as catalog_module
 from service.tasks import graph_document as graph_module
 from service.tasks.bounded_summary import bounded_summary
 from service.tasks.catalog_builder import MAX_CATALOGUED_PER_ATTRIBUTE, build_catalog
 from service.tasks.graph_document import MAX_LISTED_TENSORS, fold_listed, identity, omitted_digest, render_graph
+from service.tasks.model_diff import ModelSide, compare_models
 
 Json = Any
 OPSETS = [helper.make_opsetid("", 21)]

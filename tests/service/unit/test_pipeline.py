@@ -159,13 +159,13 @@ def test_a_path_outside_the_data_root_is_refused_before_any_worker(imports: Impo
 def test_how_a_worker_ended_is_a_typed_error(outcome: WorkerOutcome, raised: type[Exception], status: int) -> None:
     with pytest.raises(raised) as caught:
         outcome.result("m.onnx")
-    assert isinstance(caught.value, errors.ServiceError)
+    assert isinstance(caught.value, errors.DomainError)
     assert domain_problem(caught.value).problem.status == status
 
 
 def test_every_domain_error_has_its_problem() -> None:
-    kinds = {cls for cls in vars(errors).values() if isinstance(cls, type) and issubclass(cls, errors.ServiceError)}
-    assert kinds - {errors.ServiceError, errors.ImportFailed} == set(DOMAIN_PROBLEMS)
+    kinds = {cls for cls in vars(errors).values() if isinstance(cls, type) and issubclass(cls, errors.DomainError)}
+    assert kinds - {errors.DomainError, errors.ImportFailed} == set(DOMAIN_PROBLEMS)
     assert set(DOMAIN_PROBLEMS.values()) <= set(PROBLEMS)
     overloaded = domain_problem(errors.Overloaded("busy", retry_after=7))
     assert overloaded.problem.status == 503 and overloaded.headers["Retry-After"] == "7"

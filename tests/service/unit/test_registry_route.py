@@ -21,8 +21,8 @@ from in_process import InProcessSandbox
 from service.app import create_app
 from service.registry.hook import webhook_secret
 from service.registry.signature import signature_of
-from service.setting_kinds import SettingsError
 from service.settings import Settings
+from service.settings.kinds import SettingsError
 
 SAMPLES = Path(__file__).resolve().parents[3] / "testdata" / "samples"
 SECRET = "route-secret"

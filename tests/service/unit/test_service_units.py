@@ -12,10 +12,10 @@ import pytest
 from service.errors import MAX_DETAIL_CHARS, PathRefused, bounded
 from service.http.problems import ProblemError, domain_problem
 from service.http.tensor_responses import entity_tags, none_match, npy_header, parse_range, range_condition_holds
-from service.paths import check_relative_path, lexical_refusal
-from service.setting_kinds import GIB, MIB, SettingsError, parse_size
 from service.settings import load_settings
+from service.settings.kinds import GIB, MIB, SettingsError, parse_size
 from service.store.catalog import Catalog
+from service.store.client_paths import check_relative_path, lexical_refusal
 from service.tasks.catalog_builder import build_catalog, slug
 from service.tasks.catalog_format import tensor_href
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks
-from service.setting_kinds import (
+from service.settings.kinds import (
     FRACTION,
     GIB,
     INT,
@@ -52,7 +52,7 @@ from service.setting_kinds import (
 )
 
 ENV_PREFIX = "ONNX_SERVICE_"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATA_ROOT = REPO / "testdata" / "samples"
 DEFAULT_STORE = Path("state") / "store"
 DEFAULT_CACHE = Path("state") / "cache"
