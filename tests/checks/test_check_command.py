@@ -17,7 +17,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -170,11 +169,10 @@ def test_a_refused_file_exits_2_naming_the_place(tmp_path: Path) -> None:
 def test_a_model_whose_calls_inline_past_the_bound_fails_at_once_and_reaches_no_other_stage(tmp_path: Path) -> None:
     model = tmp_path / "fanout.onnx"
     onnx.save(fanout_model(40), str(model))  # 3 KB, 2^40 nodes once its functions are inlined
-    started = time.monotonic()
     done = run("check", model)  # the default checks: schema, shape, security
-    assert time.monotonic() - started < 10  # the worker's CPU limit (60 s) is never reached
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(done.stdout)
+    # skipped, not incomplete: the count refused it before onnx inlined anything (which would run into the worker's limits)
     assert report["verdict"] == "fail" and report["checks"]["shape"]["status"] == "skipped"
     (finding,) = [item for item in report["diagnostics"] if item["code"] == "function-expansion-too-large"]
     assert (finding["stage"], finding["field_path"]) == ("security", "ModelProto.graph.node[0]")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from multiprocessing import Pipe
 from pathlib import Path
 
@@ -114,15 +113,13 @@ def _command(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_command_fails_the_endless_loop_at_once_without_running_it(tmp_path: Path) -> None:
-    started = time.monotonic()
     done = _command("check", _saved(tmp_path, constant_loop()), "--checks", ALL)
-    assert time.monotonic() - started < 20  # the worker's CPU limit (60 s) is never reached
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(done.stdout)
     checks = report["checks"]
     assert report["verdict"] == "fail" and checks["security"]["status"] == "fail"
     assert (checks["runtime"]["status"], checks["smoke"]["status"]) == ("pass", "skipped")
-    assert "--max-loop-trips" in checks["smoke"]["reason"]
+    assert "--max-loop-trips" in checks["smoke"]["reason"]  # skipped, never run (nor stopped at the worker's limits)
     (finding,) = [item for item in report["diagnostics"] if item["code"] == "loop-trip-count"]
     assert (finding["stage"], finding["severity"], finding["field_path"], finding["node_name"]) == (
         "security",
@@ -134,14 +131,13 @@ def test_the_command_fails_the_endless_loop_at_once_without_running_it(tmp_path:
 
 def test_the_smoke_runs_budget_stops_the_loop_inside_the_sandboxed_worker(tmp_path: Path) -> None:
     model = _saved(tmp_path, constant_loop())
-    started = time.monotonic()
     done = _command("check", model, "--checks", ALL, "--max-loop-trips", str(ENDLESS_TRIPS), "--smoke-cpu-seconds", "0.5")
-    assert time.monotonic() - started < 20  # stopped by its own budget, not by the worker's CPU limit (60 s)
     assert done.returncode == 2, done.stdout + done.stderr  # incomplete
     report = json.loads(done.stdout)
     assert report["verdict"] == "incomplete" and report["checks"]["security"]["status"] == "pass"
     smoke = report["checks"]["smoke"]
     assert smoke["status"] == "incomplete"
+    # stopped by its own budget (the worker's CPU limit, 60 s, would say so, and end every stage after it)
     assert smoke["reason"] == "the smoke run used its 0.5 CPU-seconds (--smoke-cpu-seconds) without finishing"
 
 
