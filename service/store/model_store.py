@@ -6,11 +6,12 @@ through. It composes a `Content` (`service.store.content`: each model's
 files on any `Blobs`), the SQL index (`service.store.sql.index.SqlIndex`)
 and the local `WorkArea`. Its use cases: `commit`, `release`, `add_graph`,
 `open_tensor` (a tensor's record, catalogue row and bytes, read
-consistently: see below), `summary_for` (the summary and the tenant's own
-check runs, one call) and a tenant's check runs (`checks`, `update_checks`,
-read-change-write under the index's lock); the lookups the routes make
-besides are single reads of the index (`visible`, `visible_record`,
-`holding`, `list_models`, ...). It keeps, whatever the backend:
+consistently: see below), `summary_for` (the summary, the tenant's own
+check runs and its record of the model, one call), `listing` (a page of
+the tenant's models with theirs, one query) and a tenant's check runs
+(`checks`, `update_checks`, read-change-write under the index's lock); the
+lookups the routes make besides are single reads of the index (`visible`,
+`visible_record`, `holding`, ...). It keeps, whatever the backend:
 
 - a commit (`commit`) stores a finished work folder under its content id
   unless that content is stored already, and gives the caller's tenant its
@@ -59,6 +60,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from service.errors import (
     ImportTooLarge,
@@ -98,6 +100,24 @@ def _beyond(cap: int, amount: int) -> bool:
 Removal = tuple[str, Callable[[], None]]  # a removed place, and the call that frees its bytes
 GONE = "the model was removed from the store meanwhile"
 TensorBytes = tuple[Callable[[], ByteSource], SourceFile]  # what opens a tensor's file (checked: the one recorded), and the file's record
+
+
+class TenantView(NamedTuple):
+    """A stored model as one tenant sees it (`Store.summary_for`)."""
+
+    summary: bytes  # the stored summary
+    runs: bytes | None  # the tenant's own check runs (None: it has none)
+    holding: TenantRecord | None  # the tenant's record of it (None if it let it go meanwhile)
+
+
+class Listed(NamedTuple):
+    """One of a tenant's models in a listing (`Store.listing`)."""
+
+    created_ns: int  # when the tenant took it
+    model_id: str
+    record: StoredRecord
+    holding: TenantRecord
+    runs: bytes | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,17 +313,24 @@ class Store:
             document = change(self.index.checks(tenant, model_id))
             return document if self.index.keep_checks(tenant, model_id, document) else None
 
-    def summary_for(self, tenant: str, model_id: str) -> tuple[bytes, bytes | None]:
-        """What a tenant's view of a stored model is made of: the stored summary
-        and the tenant's own check runs (None for none); the model is marked
-        used. NotFound if the model went meanwhile (evicted, removed)."""
+    def summary_for(self, tenant: str, model_id: str) -> TenantView:
+        """What a tenant's view of a stored model is made of: the stored summary,
+        the tenant's own check runs and its record of the model; the model is
+        marked used. NotFound if the model went meanwhile (evicted, removed)."""
         try:
             summary = self.summary(model_id)
         except FileNotFoundError:
             raise NotFound("the model was evicted from the store meanwhile; post it again") from None
+        held = self.index.holding(tenant, model_id)
         runs = self.index.checks(tenant, model_id)
         self.touch(model_id)
-        return summary, runs
+        return TenantView(summary, runs, held)
+
+    def listing(self, tenant: str, before: tuple[int, str] | None, limit: int) -> list[Listed]:
+        """Up to `limit` of the tenant's stored models, newest first (when it
+        took each, in ns, and the id, older than `before`), each with its
+        record, the tenant's record of it and its check runs: one query."""
+        return [Listed(*row) for row in self.index.listing(tenant, before, limit)]
 
     def graph_rendered(self, tenant: str, model_id: str) -> bool:
         return self.index.graph_rendered(tenant, model_id)

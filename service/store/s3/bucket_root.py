@@ -38,6 +38,7 @@ CHUNK_BYTES = 1 << 20
 class BucketRoot:
     local_reads = False
     local_folder = None  # its objects are fetched, never read in place
+    place: Place | None = None  # what its errors name
 
     def __init__(self, bucket: str, prefix: str) -> None:
         self.url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"

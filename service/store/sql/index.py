@@ -311,6 +311,34 @@ class SqlIndex:
             )
         return [(int(created_ns), str(model_id)) for created_ns, model_id in rows]
 
+    def listing(
+        self, tenant: str, before: tuple[int, str] | None, limit: int
+    ) -> list[tuple[int, str, StoredRecord, TenantRecord, bytes | None]]:
+        """(when the tenant took it, in ns; id; its record; the tenant's record; its check runs) of up
+        to `limit` of the tenant's stored models, newest first, older than `before`: one query."""
+        key, limit = tenant_key(tenant), max(0, limit)
+        select = (
+            "SELECT h.created_ns, h.model_id, m.record, h.holding, h.checks FROM onnx_holdings h JOIN onnx_models m ON m.id = h.model_id"
+        )
+        order = "ORDER BY h.created_ns DESC, h.model_id DESC LIMIT %s"
+        if before is None:
+            rows = self.database.rows(f"{select} WHERE h.tenant_key = %s {order}", (key, limit))
+        elif "\0" in before[1]:
+            return []  # no id a listing handed out: a forged cursor
+        else:
+            query = f"{select} WHERE h.tenant_key = %s AND (h.created_ns, h.model_id) < (%s, %s) {order}"
+            rows = self.database.rows(query, (key, before[0], before[1], limit))
+        return [
+            (
+                int(created_ns),
+                str(model_id),
+                self._parsed(str(record)),
+                TenantRecord.model_validate_json(holding),
+                str(checks).encode() if checks else None,
+            )
+            for created_ns, model_id, record, holding, checks in rows
+        ]
+
     def graph_rendered(self, tenant: str, model_id: str) -> bool:
         if not _is_id(model_id):
             return False
