@@ -395,15 +395,15 @@ class Store:
         self.touch(model_id)
         if row.file is None or not row.length:
             return OpenedTensor(record, row, None)
-        item = record.files.get(row.file)
+        key, read = row.file, record
+        item = read.files.get(key)
         if item is None:
             raise RuntimeError("the model's record does not name the file of this tensor")
-        read = record
 
         def open_bytes() -> ByteSource:
             if not item.in_store:
                 return data_root.open(item)
-            return self._open_stored(tenant, model_id, read, row.file or "")
+            return self._open_stored(tenant, model_id, read, key)
 
         return OpenedTensor(record, row, (open_bytes, item))
 

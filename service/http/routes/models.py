@@ -53,7 +53,6 @@ from service.imports.sources.stored import StoredModel
 from service.imports.tenant_checks import stored_summary
 from service.settings import Settings
 from service.store.model_store import Store
-from service.store.records import StoredRecord
 
 router = APIRouter(tags=["models"])
 audit = logging.getLogger("service.audit")
@@ -129,16 +128,6 @@ def require_model(store: Store, tenant: str, model_id: str) -> None:
         raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
     if (info := current_request()) is not None:
         info.model_id = model_id
-
-
-def require_record(store: Store, tenant: str, model_id: str) -> StoredRecord:
-    """`require_model`, giving the model's record (one lookup of the index)."""
-    record = store.visible_record(tenant, model_id)
-    if record is None:
-        raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
-    if (info := current_request()) is not None:
-        info.model_id = model_id
-    return record
 
 
 @router.post(

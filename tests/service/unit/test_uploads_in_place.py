@@ -247,3 +247,20 @@ def test_malformed_upload_metadata_is_a_400(header: str) -> None:
 
 def test_upload_expires_is_an_imf_fixdate() -> None:
     assert http_date(784111777) == "Sun, 06 Nov 1994 08:49:37 GMT"
+
+
+def test_a_writer_that_died_leaves_the_upload_to_the_next_at_once(store: Store, tmp_path: Path) -> None:
+    """A process killed mid-PATCH: the kernel drops its flock, and the next
+    PATCH takes the upload over at once (its lease in the index, which never
+    ended, is overruled), from the bytes the dead one wrote."""
+    uploads = uploads_of(store, tmp_path)
+    state = uploads.create("alice", 10, "", "")
+    dying = uploads.append("alice", state.upload_id, 0)
+    dying.consume(b"0123", None)
+    assert dying.fd is not None
+    os.close(dying.fd)  # what its death does: the flock goes, the lease stays
+    with pytest.raises(UploadOffsetMismatch) as mismatch:
+        uploads.append("alice", state.upload_id, 0)
+    assert mismatch.value.offset == 4  # HEAD's offset: what it wrote
+    assert write(uploads.append("alice", state.upload_id, 4), b"456789") is not None
+    assert uploads.find("alice", state.upload_id).complete
