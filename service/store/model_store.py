@@ -43,7 +43,7 @@ lookups the routes make besides are single reads of the index (`visible`,
   NotFound, never a stale or a damaged read;
 - content no record names (a commit cut short, a removal's deletion cut
   short: their process killed) is removed by `collect_garbage`, found by the
-  marks the index keeps of content in flight (`Index.begin_upload`), older
+  marks the index keeps of content in flight (`SqlIndex.begin_upload`), older
   than a grace period: at start and by `python -m service gc`, neither of
   which lists the store; `gc --full` also lists every place the content has
   (for object storage, every object) and removes what no record names, but
@@ -189,7 +189,7 @@ class Store:
         `grace_seconds` keeps (what no mark tells of: a store of an older
         version, a mark lost). The places removed.
 
-        What it takes it claims under the lock (`Index.claim_upload`): a commit
+        What it takes it claims under the lock (`SqlIndex.claim_upload`): a commit
         slower than the grace then refuses to record it. The listing comes
         before the marks are read: a commit whose content it lists marked its
         place before, so the marks read next keep it."""
@@ -586,7 +586,7 @@ class Store:
     def _eviction_plan(self, tenant: str, keep: str, adding: int) -> list[str]:
         """What must go before the store takes `adding` more bytes whose files
         are on the work area's file system already, least recently used first
-        among what `tenant` may evict (never `keep`; `Index.evictable`), by the
+        among what `tenant` may evict (never `keep`; `SqlIndex.evictable`), by the
         sizes in the index: enough for the file system to have `min_free` bytes
         free (content on this disk), and, as far as it goes, for the total to
         be within the cap. StoreFull, with nothing evicted, if all of it would
