@@ -1,7 +1,7 @@
 """A fleet's resumable upload in process (issue 38): its PATCHes and its import, against this tree's code.
 
 On a throwaway SeaweedFS and PostgreSQL (tools/fleet_servers.py), one
-replica's `FleetUploads` (service.store.fleet_uploads): an upload of SIZE
+replica's `ResumableUploads` (service.store.uploads, in parts): an upload of SIZE
 random bytes is created, sent in PATCHES PATCHes of 1 MiB chunks (each
 `append`, `consume`, `end`, as the route runs them), then imported
 (`link_into`: the bytes fetched into a work folder, and their SHA-256).

@@ -98,7 +98,7 @@ def collect_garbage(argv: list[str]) -> int:
         "--full",
         action="store_true",
         help="also list every place of the store's content (on object storage, every object: slow for a large store) "
-        "and remove what no record names, and a fleet's objects of resumable uploads no row names",
+        "and remove what no record names, and the bytes of resumable uploads no row names",
     )
     parser.add_argument(
         "--grace-seconds",

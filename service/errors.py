@@ -93,11 +93,16 @@ class Overloaded(DomainError):
 
 class StorageUnavailable(DomainError):
     """Object storage or the index's database does not answer (or answers with
-    a server error); `retry_after` seconds is a fair wait. Nothing was changed."""
+    a server error, or refuses the service); `retry_after` seconds is a fair
+    wait. Nothing was changed. `detail` is the client's (what is wrong, in
+    kind); `operator` says it for the operator, naming what is at fault (the
+    bucket, the access key id, the endpoint, the database and user: `/readyz`
+    and the log), and is `detail` when the two are the same."""
 
-    def __init__(self, detail: str, retry_after: int = 5) -> None:
+    def __init__(self, detail: str, retry_after: int = 5, *, operator: str = "") -> None:
         super().__init__(detail)
         self.retry_after = retry_after
+        self.operator = operator or detail
 
 
 class ModelSourceChanged(DomainError):

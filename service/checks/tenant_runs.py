@@ -18,9 +18,14 @@ from service.store.model_store import Store
 
 
 async def keep_runs(store: Store, tenant: str, model_id: str, runs: CheckRuns) -> CheckRuns:
-    """`runs` laid over the tenant's earlier runs of the model, and kept; NotFound if the tenant let it go meanwhile."""
-    earlier = CheckRuns.from_bytes(await anyio.to_thread.run_sync(store.checks, tenant, model_id))
-    now = merged(earlier, runs)
-    if not await anyio.to_thread.run_sync(store.keep_checks, tenant, model_id, now.to_bytes()):
+    """`runs` laid over the tenant's earlier runs of the model, and kept (one
+    change under the store's lock: `Store.update_checks`); NotFound if the tenant let it go meanwhile."""
+    kept: list[CheckRuns] = []
+
+    def lay_over(earlier: bytes | None) -> bytes:
+        kept.append(merged(CheckRuns.from_bytes(earlier), runs))
+        return kept[-1].to_bytes()
+
+    if await anyio.to_thread.run_sync(store.update_checks, tenant, model_id, lay_over) is None:
         raise NotFound(MODEL_GONE)
-    return now
+    return kept[-1]

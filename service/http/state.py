@@ -37,7 +37,7 @@ class Service:
     metrics: Metrics
     readiness: ReadinessProbe
     opening: StoreOpening = field(default_factory=StoreOpening.done)  # the store's opening, in the background for a remote store
-    partial_uploads: ResumableUploads = field(init=False)  # resumable uploads (tus): this machine's or the fleet's (opened by the app)
+    partial_uploads: ResumableUploads = field(init=False)  # resumable uploads (tus) in the making, in the store (opened by the app)
 
     def __post_init__(self) -> None:
         self.partial_uploads = resumable_uploads_for(self.settings, self.store)

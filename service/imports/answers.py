@@ -42,15 +42,14 @@ async def held_again(parts: ImportParts, tenant: str, model_id: str, display_nam
         return None
 
 
-async def stored_summary(parts: ImportParts, tenant: str, model_id: str, display_name: str) -> bytes:
+async def stored_summary(parts: ImportParts, tenant: str, model_id: str, display_name: str | None = None) -> bytes:
     """The stored summary as `tenant` sees it: under the name this request
-    gave the model, with the tenant's own check runs (another client's name
-    and checks for the same bytes are never shown); marks the model used. A
-    holding from before per-tenant runs shows the checks stored with the content."""
-    try:
-        body = await anyio.to_thread.run_sync(parts.store.summary, model_id)
-    except FileNotFoundError:
-        raise NotFound("the model was evicted from the store meanwhile; post it again") from None
-    runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, tenant, model_id))
-    await anyio.to_thread.run_sync(parts.store.touch, model_id)
-    return tenant_view(json.loads(body), display_name, runs)
+    gave the model (`display_name`; None: the name the tenant gave it when it
+    took it), with the tenant's own check runs (another client's name and
+    checks for the same bytes are never shown); marks the model used. A
+    holding from before per-tenant runs shows the checks stored with the
+    content. One call of the store (`Store.summary_for`)."""
+    view = await anyio.to_thread.run_sync(parts.store.summary_for, tenant, model_id)
+    if display_name is None:
+        display_name = view.holding.input if view.holding is not None else ""
+    return tenant_view(json.loads(view.summary), display_name, CheckRuns.from_bytes(view.runs))

@@ -75,7 +75,7 @@ class ReadinessProbe:
             self._store.check()
             storage_problem = ""
         except StorageUnavailable as error:
-            storage_problem = error.detail
+            storage_problem = error.operator  # naming what is at fault: the bucket, the key, the endpoint, the database
         return ReadinessCheck(fork_server, isolation, self._store.writable(), storage_problem, time.monotonic())
 
     async def refresh(self) -> None:

@@ -167,6 +167,13 @@ class Settings:
         4 * GIB, SIZE, "bytes of catalogues kept in --cache-dir, least recently used out first",
         rule=Rule(lambda size: size >= MIB, "must be at least 1MiB"),
     )  # fmt: skip
+    create_bucket: bool = setting(
+        False,
+        SWITCH,
+        "make the --store bucket when it does not exist (object storage only); without it a missing bucket is named by /readyz, "
+        "and the replica waits for it",
+        shown="off",
+    )
     store_backend: str = setting(
         "local", LEVEL, "local (the --store folder or bucket), or memory (a temporary folder, removed at exit: tests and trials only)",
         rule=one_of(*STORE_BACKENDS),

@@ -1,20 +1,23 @@
 """The storage backends the settings name, and the store they make.
 
 Owns `open_store(settings)`: the `Store` over the bytes and the index the
-settings describe. Bytes (`service.store.interface.Blobs`): a folder
-(`--store PATH`, `service.store.local.blobs`) or object storage
-(`--store s3://BUCKET/PREFIX`, `service.store.s3.blobs`), each model's
-content laid out on them by `service.store.content.Content`; the index: an
-SQLite file in the folder (`service.store.sqlite`), or PostgreSQL
-(`--database`, `service.store.postgres`); `--store-backend memory` keeps
-both in a temporary folder of the process's, removed at exit. Another
-backend of bytes is a module with a `Blobs` class and a branch in
-`_blobs`. The object-storage and PostgreSQL clients are the optional `fleet`
-extra, imported only when named. `store_over` makes the store of any
-`Blobs` and index with the settings' policy (tests give their own). Also
-`resumable_uploads_for(settings, store)`: the resumable uploads of that store;
-and `open_data_root(settings)`: the data root (`service.store.data_root`), a
-folder or a bucket.
+settings describe, over its two seams. Bytes
+(`service.store.interface.Blobs`): a folder (`--store PATH`,
+`service.store.local.blobs`) or object storage (`--store s3://BUCKET/PREFIX`,
+`service.store.s3.blobs`; a missing bucket is made with `--create-bucket`),
+each model's content laid out on them by `service.store.content.Content`;
+the SQL index (`service.store.sql.index.SqlIndex`): an SQLite file in the
+folder (`service.store.sqlite`), or PostgreSQL (`--database`,
+`service.store.postgres`); `--store-backend memory` keeps both in a
+temporary folder of the process's, removed at exit. Another backend of
+bytes is a module with a `Blobs` class and a branch in `_blobs`. The
+object-storage and PostgreSQL clients are the optional `fleet` extra,
+imported only when named. `store_over` makes the store of any `Blobs` and
+index with the settings' policy (tests give their own). Also
+`resumable_uploads_for(settings, store)`: the resumable uploads of that
+store (`service.store.uploads`: appended in place in a folder store's
+folder, else in parts); and `open_data_root(settings)`: the data root
+(`service.store.data_root`), a folder or a bucket.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from service.settings.kinds import SettingsError
 from service.store.content import Content
 from service.store.data_root import DataRoot
 from service.store.folder_root import FolderRoot
-from service.store.interface import Blobs, Index
+from service.store.interface import Blobs
 from service.store.local.blobs import FolderBlobs
 from service.store.model_store import Store
+from service.store.sql.index import SqlIndex
 from service.store.sqlite.index import SqliteIndex
 from service.store.uploads import ResumableUploads
 from service.store.work_area import WorkArea
@@ -47,10 +51,11 @@ def _blobs(settings: Settings) -> Blobs:
         from service.store.s3.local_cache import LocalCache
     except ImportError as error:
         raise SettingsError(f"--store s3://... needs the fleet extra ({error.name} is missing): {FLEET_EXTRA}") from None
-    return BucketBlobs(bucket[0], bucket[1], LocalCache(settings.cache_dir / "objects", settings.cache_max_bytes))
+    cache = LocalCache(settings.cache_dir / "objects", settings.cache_max_bytes)
+    return BucketBlobs(bucket[0], bucket[1], cache, create_bucket=settings.create_bucket)
 
 
-def _index(settings: Settings) -> Index:
+def _index(settings: Settings) -> SqlIndex:
     if not settings.database:
         return SqliteIndex(Path(settings.store))
     try:
@@ -58,7 +63,8 @@ def _index(settings: Settings) -> Index:
     except ImportError as error:
         raise SettingsError(f"--database needs the fleet extra ({error.name} is missing): {FLEET_EXTRA}") from None
     # workers + 8 connections per replica in all, shared by its front-end processes
-    return PostgresIndex(settings.database, pool_size=max(2, -(-(settings.workers + 8) // settings.http_workers)))
+    folder = Path(settings.store) if settings.store_bucket is None else None  # a folder store's older layouts, carried over
+    return PostgresIndex(settings.database, pool_size=max(2, -(-(settings.workers + 8) // settings.http_workers)), folder=folder)
 
 
 def open_data_root(settings: Settings) -> DataRoot:
@@ -85,7 +91,7 @@ def open_store(settings: Settings) -> Store:
     return store
 
 
-def store_over(settings: Settings, blobs: Blobs, index: Index, work_area: WorkArea) -> Store:
+def store_over(settings: Settings, blobs: Blobs, index: SqlIndex, work_area: WorkArea) -> Store:
     """The store of these bytes and this index, with the settings' caps and quotas."""
     return Store(
         Content(blobs, work_area),
@@ -102,11 +108,7 @@ def store_over(settings: Settings, blobs: Blobs, index: Index, work_area: WorkAr
 
 
 def resumable_uploads_for(settings: Settings, store: Store) -> ResumableUploads:
-    """The uploads of `store`: in the bucket and the index for the fleet store, else on this machine's disk."""
-    if settings.store_bucket is not None and settings.database and settings.store_backend != "memory":
-        from service.store.fleet_uploads import FleetUploads
-
-        return FleetUploads(settings, store)
-    from service.store.partial_uploads import PartialUploads
-
-    return PartialUploads(settings.local_root, store, settings.upload_expiry, settings.max_open_uploads)
+    """The uploads of `store`: in its bytes and its index; appended in place where the bytes are a folder's files."""
+    blobs = store.content.blobs
+    in_place = blobs.root if isinstance(blobs, FolderBlobs) else None
+    return ResumableUploads(store, settings.upload_expiry, settings.max_open_uploads, in_place=in_place)

@@ -7,10 +7,11 @@ shares: `key_of` (the key a client's path names, under a folder's rules),
 `beside` (the key of an external data file next to its model's), `Entry`
 (one item of a listing), `FetchedObject` (a file copied out, with its
 identity) and `fetch_recorded` (a path import's files copied again, each
-checked to be the one recorded). No route asks which kind a root is: they
-call these methods. Only a folder on this machine is treated apart, read in
-place by the worker rather than fetched (`service.imports.root_imports` for
-an import, `service.imports.stored_model` for a later read).
+checked to be the one recorded). No route or use case asks which kind a
+root is: they call these methods. A root that is a folder on this machine
+says so (`local_folder`): its files are read in place by the worker rather
+than fetched (`service.imports.sources.under_data_root` for an import,
+`service.imports.sources.stored` for a later read).
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ class DataRoot(Protocol):
 
     @property
     def local_reads(self) -> bool: ...  # a read costs microseconds (a local folder), not a round trip
+
+    @property
+    def local_folder(self) -> str | None:
+        """The folder on this machine the root is, whose files a worker may
+        read in place (links resolved: what records' paths are below); None
+        for a root whose files are only fetched."""
 
     def open(self, item: SourceFile) -> ByteSource:
         """The recorded file's bytes, for as long as it is the one recorded

@@ -1,7 +1,7 @@
 """Which stored models a tenant's need for room may evict: the rule.
 
 Owns `TenantCaps` (--tenant-max-bytes, --tenant-max-models), which the
-index applies (`Index.evictable`, `service.store.sql.index`). A model
+index applies (`SqlIndex.evictable`, `service.store.sql.index`). A model
 may be evicted by tenant T when every tenant holding it is T itself or a
 tenant past one of its caps, counting every holding of that tenant in full
 (a model nobody holds may go too). Least recently used first; only as many

@@ -71,4 +71,3 @@ def write_file_atomically(path: Path, data: bytes, *, durable: bool = True) -> N
         raise
     if durable:
         fsync_dir(path.parent)
-

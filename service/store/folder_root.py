@@ -5,8 +5,8 @@ once at start, and the files tensors are served from kept open
 (`service.store.open_files.OpenFiles`, each use checked to be the file read
 at import). Every path below it is walked one component at a time with no
 link followed (`service.store.client_paths.open_under`), so a link planted in the folder
-never leads out of it. Imports read its models in place
-(`service.imports.flow.import_path`); `fetch` and `list` serve what reads a
+never leads out of it. Imports read its models in place (`local_folder`:
+`service.imports.sources.folder`); `fetch` and `list` serve what reads a
 root's files by key (MLflow artifacts).
 """
 
@@ -33,6 +33,11 @@ class FolderRoot:
     def __init__(self, folder: str) -> None:
         self.url = os.path.realpath(folder)  # links resolved once: the paths recorded are below this
         self.files = OpenFiles()
+
+    @property
+    def local_folder(self) -> str:
+        """The folder, read in place by the worker."""
+        return self.url
 
     def open(self, item: SourceFile) -> ByteSource:
         return FileSource(self.files.borrow(self.url, item))

@@ -11,7 +11,7 @@ a model's folder):
     record.json     the stored record, and
     lru             its mtime the model's last use, its text the bytes it
                     takes: the file index of releases before the SQL index
-                    (read once, by `service.store.sqlite.file_index`)
+                    (read once, by `service.store.sql.carry_over`)
 """
 
 from __future__ import annotations

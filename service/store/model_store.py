@@ -3,8 +3,15 @@ what goes when room is needed.
 
 Owns `Store`, the one object the rest of the service reaches the store
 through. It composes a `Content` (`service.store.content`: each model's
-files on any `Blobs`), an `Index` (`service.store.interface`) and the local
-`WorkArea`, and keeps, whatever the backend:
+files on any `Blobs`), the SQL index (`service.store.sql.index.SqlIndex`)
+and the local `WorkArea`. Its use cases: `commit`, `release`, `add_graph`,
+`open_tensor` (a tensor's record, catalogue row and bytes, read
+consistently: see below), `summary_for` (the summary, the tenant's own
+check runs and its record of the model, one call), `listing` (a page of
+the tenant's models with theirs, one query) and a tenant's check runs
+(`checks`, `update_checks`, read-change-write under the index's lock); the
+lookups the routes make besides are single reads of the index (`visible`,
+`visible_record`, `holding`, ...). It keeps, whatever the backend:
 
 - a commit (`commit`) stores a finished work folder under its content id
   unless that content is stored already, and gives the caller's tenant its
@@ -27,9 +34,16 @@ files on any `Blobs`), an `Index` (`service.store.interface`) and the local
 - content is put at a place of its own (`Content.new_place`), before the
   index's lock is taken, and is stored once its record names that place; a
   commit that loses the race for the same content discards its own;
+- a read of a tensor (`open_tensor`) races removals and re-imports, on
+  another replica too: a catalogue gone after its record was read
+  (`CatalogUnavailable`) is looked up again from the record read anew (the
+  same id imported again is another copy at a place of its own), and so is
+  a stored file gone or changed (`TensorSourceGone`, `TensorSourceChanged`)
+  when the record then names another copy; a model gone meanwhile is
+  NotFound, never a stale or a damaged read;
 - content no record names (a commit cut short, a removal's deletion cut
   short: their process killed) is removed by `collect_garbage`, found by the
-  marks the index keeps of content in flight (`Index.begin_upload`), older
+  marks the index keeps of content in flight (`SqlIndex.begin_upload`), older
   than a grace period: at start and by `python -m service gc`, neither of
   which lists the store; `gc --full` also lists every place the content has
   (for object storage, every object) and removes what no record names, but
@@ -44,18 +58,31 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from service.errors import ImportTooLarge, StorageUnavailable, StoreFull, TenantQuotaExceeded
+from service.errors import (
+    ImportTooLarge,
+    NotFound,
+    StorageUnavailable,
+    StoreFull,
+    TenantQuotaExceeded,
+    TensorSourceChanged,
+    TensorSourceGone,
+    bounded,
+)
 from service.store.byte_source import ByteSource
 from service.store.catalog import Catalog, CatalogUnavailable, OpenCatalogs
 from service.store.content import Content
+from service.store.data_root import DataRoot
 from service.store.eviction import TenantCaps
 from service.store.files import fsync_path, tree_bytes
-from service.store.interface import Index
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
+from service.store.sql.index import SqlIndex
 from service.store.work_area import WorkArea
+from service.tasks.catalog_format import TensorRow
 
 log = logging.getLogger("service.store")
 # Content in flight (a commit's upload, a removal's deletion) is garbage once
@@ -71,13 +98,42 @@ def _beyond(cap: int, amount: int) -> bool:
 
 
 Removal = tuple[str, Callable[[], None]]  # a removed place, and the call that frees its bytes
+GONE = "the model was removed from the store meanwhile"
+TensorBytes = tuple[Callable[[], ByteSource], SourceFile]  # what opens a tensor's file (checked: the one recorded), and the file's record
+
+
+class TenantView(NamedTuple):
+    """A stored model as one tenant sees it (`Store.summary_for`)."""
+
+    summary: bytes  # the stored summary
+    runs: bytes | None  # the tenant's own check runs (None: it has none)
+    holding: TenantRecord | None  # the tenant's record of it (None if it let it go meanwhile)
+
+
+class Listed(NamedTuple):
+    """One of a tenant's models in a listing (`Store.listing`)."""
+
+    created_ns: int  # when the tenant took it
+    model_id: str
+    record: StoredRecord
+    holding: TenantRecord
+    runs: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedTensor:
+    """A tensor found for a tenant (`Store.open_tensor`)."""
+
+    record: StoredRecord  # its model's record, as read
+    row: TensorRow  # its catalogue row
+    source: TensorBytes | None  # its bytes; None when it has none (no file, or no length)
 
 
 class Store:
     def __init__(
         self,
         content: Content,
-        index: Index,
+        index: SqlIndex,
         work_area: WorkArea,
         max_bytes: int,
         *,
@@ -133,7 +189,7 @@ class Store:
         `grace_seconds` keeps (what no mark tells of: a store of an older
         version, a mark lost). The places removed.
 
-        What it takes it claims under the lock (`Index.claim_upload`): a commit
+        What it takes it claims under the lock (`SqlIndex.claim_upload`): a commit
         slower than the grace then refuses to record it. The listing comes
         before the marks are read: a commit whose content it lists marked its
         place before, so the marks read next keep it."""
@@ -246,6 +302,36 @@ class Store:
         with self.index.locked():
             return self.index.keep_checks(tenant, model_id, document)
 
+    def update_checks(self, tenant: str, model_id: str, change: Callable[[bytes | None], bytes]) -> bytes | None:
+        """The tenant's check runs of the model replaced by `change(its runs now)`,
+        read and written under the index's lock (two imports of the same model by
+        one tenant keep both their stages); the runs kept, None if the tenant no
+        longer holds the model."""
+        with self.index.locked():
+            if not self.index.holds(tenant, model_id):
+                return None
+            document = change(self.index.checks(tenant, model_id))
+            return document if self.index.keep_checks(tenant, model_id, document) else None
+
+    def summary_for(self, tenant: str, model_id: str) -> TenantView:
+        """What a tenant's view of a stored model is made of: the stored summary,
+        the tenant's own check runs and its record of the model; the model is
+        marked used. NotFound if the model went meanwhile (evicted, removed)."""
+        try:
+            summary = self.summary(model_id)
+        except FileNotFoundError:
+            raise NotFound("the model was evicted from the store meanwhile; post it again") from None
+        held = self.index.holding(tenant, model_id)
+        runs = self.index.checks(tenant, model_id)
+        self.touch(model_id)
+        return TenantView(summary, runs, held)
+
+    def listing(self, tenant: str, before: tuple[int, str] | None, limit: int) -> list[Listed]:
+        """Up to `limit` of the tenant's stored models, newest first (when it
+        took each, in ns, and the id, older than `before`), each with its
+        record, the tenant's record of it and its check runs: one query."""
+        return [Listed(*row) for row in self.index.listing(tenant, before, limit)]
+
     def graph_rendered(self, tenant: str, model_id: str) -> bool:
         return self.index.graph_rendered(tenant, model_id)
 
@@ -285,6 +371,56 @@ class Store:
             return self.catalogs.get(place, tenant, lambda: self.content.catalog(place))
         except FileNotFoundError:
             raise CatalogUnavailable(model_id) from None
+
+    def open_tensor(self, tenant: str, model_id: str, find: Callable[[Catalog], TensorRow], data_root: DataRoot) -> OpenedTensor:
+        """The tensor `find` picks in the tenant's model's catalogue (it raises
+        what a lookup that finds none or too many answers), its record and
+        what opens its bytes (a stored file, or the data root's): consistent
+        whatever removes or imports the model again meanwhile (the module
+        comment). NotFound if the tenant does not hold the model, or it went.
+        The model is marked used."""
+        record = self.index.visible_record(tenant, model_id)
+        if record is None:
+            raise NotFound(f"no model {bounded(repr(model_id), 80)}")
+        try:
+            row = find(self.catalog(model_id, tenant, record))
+        except CatalogUnavailable:  # removed since its record was read; or imported again meanwhile (a new place): that copy
+            record = self.index.visible_record(tenant, model_id)
+            if record is None:
+                raise NotFound(GONE) from None
+            try:
+                row = find(self.catalog(model_id, tenant, record))
+            except CatalogUnavailable:
+                raise NotFound(GONE) from None
+        self.touch(model_id)
+        if row.file is None or not row.length:
+            return OpenedTensor(record, row, None)
+        key, read = row.file, record
+        item = read.files.get(key)
+        if item is None:
+            raise RuntimeError("the model's record does not name the file of this tensor")
+
+        def open_bytes() -> ByteSource:
+            if not item.in_store:
+                return data_root.open(item)
+            return self._open_stored(tenant, model_id, read, key)
+
+        return OpenedTensor(record, row, (open_bytes, item))
+
+    def _open_stored(self, tenant: str, model_id: str, record: StoredRecord, key: str) -> ByteSource:
+        """The model's stored file `key`. If it is not the one `record` names
+        (gone, or another copy), the model was removed since its record was
+        read: NotFound; or, imported again meanwhile (the same id: the same
+        bytes, a new copy), the file its record names now."""
+        try:
+            return self.open_file(record, record.files[key])
+        except (TensorSourceGone, TensorSourceChanged):
+            current = self.index.visible_record(tenant, model_id)
+            if current == record:
+                raise  # the stored file itself changed or went: the store was damaged
+            if current is None or key not in current.files:
+                raise NotFound(GONE) from None
+            return self.open_file(current, current.files[key])
 
     def touch(self, model_id: str) -> None:
         """The model was used now. A burst of reads of one model costs a write
@@ -450,7 +586,7 @@ class Store:
     def _eviction_plan(self, tenant: str, keep: str, adding: int) -> list[str]:
         """What must go before the store takes `adding` more bytes whose files
         are on the work area's file system already, least recently used first
-        among what `tenant` may evict (never `keep`; `Index.evictable`), by the
+        among what `tenant` may evict (never `keep`; `SqlIndex.evictable`), by the
         sizes in the index: enough for the file system to have `min_free` bytes
         free (content on this disk), and, as far as it goes, for the total to
         be within the cap. StoreFull, with nothing evicted, if all of it would

@@ -10,8 +10,10 @@ background, trying again after each `StorageUnavailable` (a dependency that
 does not answer), waiting `backoff_delays` between tries
 (0.5 s doubling to 10 s, each jittered down by up to half, so a fleet's
 replicas do not knock in step). Until it succeeds, `problem` names what is
-missing (for `/readyz`) and `require` is the 503 `storage-unavailable`,
-with `Retry-After`, of every request that needs the store
+missing, for the operator (`/readyz`: the endpoint that refuses, the bucket
+that does not exist, the access key refused, the database and user), and
+`require` is the 503 `storage-unavailable`, with `Retry-After` and what is
+missing in kind, of every request that needs the store
 (`service.http.dependencies.get_service`). Any other error (no dependency to wait for:
 a bug, a cache folder that cannot be written) ends the retries: logged with
 its traceback, it stays the store's `problem`, and the replica stays up and
@@ -64,7 +66,8 @@ class StoreOpening:
         self._undo = undo
         self._delays = delays if delays is not None else backoff_delays()
         self.opened = False
-        self.problem = "the store is being opened"  # what is missing, while not opened
+        self.problem = "the store is being opened"  # what is missing, while not opened (the operator's words)
+        self.client_problem = self.problem  # the same, as a client is told it
         self.failed = False  # an error no retry mends: the retries have ended
         self.attempts = 0
         self.first_try_ended = asyncio.Event()
@@ -74,14 +77,14 @@ class StoreOpening:
     def done(cls) -> StoreOpening:
         """An opening that has succeeded already (the store was opened before serving)."""
         opening = cls(lambda: None, lambda: None)
-        opening.opened, opening.problem = True, ""
+        opening.opened, opening.problem, opening.client_problem = True, "", ""
         return opening
 
     def require(self) -> None:
         """StorageUnavailable (503, Retry-After: until the next try) while the store is not open."""
         if not self.opened:
             until_next_try = math.ceil(self._next_try - time.monotonic())
-            raise StorageUnavailable(f"the store is not open yet: {self.problem}", retry_after=max(1, until_next_try))
+            raise StorageUnavailable(f"the store is not open yet: {self.client_problem}", retry_after=max(1, until_next_try))
 
     def try_once(self) -> bool:
         """One attempt (blocking): True once the store is open. Raises what is no
@@ -90,13 +93,13 @@ class StoreOpening:
         try:
             self._attempt()
         except StorageUnavailable as error:
-            self.problem = error.detail
+            self.problem, self.client_problem = error.operator, error.detail
             self._undo()
             return False
         except BaseException:
             self._undo()
             raise
-        self.opened, self.problem = True, ""
+        self.opened, self.problem, self.client_problem = True, "", ""
         return True
 
     async def run(self, when_open: Callable[[], Awaitable[None]]) -> None:
@@ -109,7 +112,7 @@ class StoreOpening:
                     opened = await self._try_to_the_end()
                 except Exception as error:
                     self.failed = True
-                    self.problem = (
+                    self.problem = self.client_problem = (
                         f"the store could not be opened ({type(error).__name__}: {error}); restart the service once this is mended"
                     )
                     log.exception("the store could not be opened; no more tries")

@@ -29,7 +29,6 @@ from service.checks.sarif import sarif_report
 from service.http.dependencies import ImportsDep
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
-from service.http.problems import ProblemError
 from service.http.routes.models import MAX_PAGE, require_model
 from service.http.routes.tensors import catalog_errors, catalog_of
 from service.http.schemas import DiagnosticEntry, DiagnosticPage, PageLinks
@@ -88,13 +87,10 @@ def list_diagnostics(
 
 def _report(parts: ImportParts, tenant: str, model_id: str, format: Literal["sarif", "junit"]) -> Response:
     """The model's whole check report, for CI."""
-    try:
-        summary = json.loads(parts.store.summary(model_id))
-    except FileNotFoundError:
-        raise ProblemError("not-found", "the model was evicted from the store meanwhile; post it again") from None
-    held = parts.store.holding(tenant, model_id)
-    name = held.input if held is not None else str(summary.get("input", ""))
-    runs = CheckRuns.from_bytes(parts.store.checks(tenant, model_id))
+    view = parts.store.summary_for(tenant, model_id)  # NotFound if it went meanwhile
+    summary = json.loads(view.summary)
+    name = view.holding.input if view.holding is not None else str(summary.get("input", ""))
+    runs = CheckRuns.from_bytes(view.runs)
     if runs is not None:
         findings = [Finding.from_dict(item) for item in runs.findings[:MAX_REPORT_FINDINGS]]
         results = runs.results()

@@ -52,7 +52,6 @@ from service.imports.sources.resumable import ResumableUploadsSource
 from service.imports.sources.stored import StoredModel
 from service.settings import Settings
 from service.store.model_store import Store
-from service.store.records import StoredRecord
 
 router = APIRouter(tags=["models"])
 audit = logging.getLogger("service.audit")
@@ -128,16 +127,6 @@ def require_model(store: Store, tenant: str, model_id: str) -> None:
         raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
     if (info := current_request()) is not None:
         info.model_id = model_id
-
-
-def require_record(store: Store, tenant: str, model_id: str) -> StoredRecord:
-    """`require_model`, giving the model's record (one lookup of the index)."""
-    record = store.visible_record(tenant, model_id)
-    if record is None:
-        raise ProblemError("not-found", f"no model {bounded(repr(model_id), 80)}")
-    if (info := current_request()) is not None:
-        info.model_id = model_id
-    return record
 
 
 @router.post(
@@ -232,25 +221,20 @@ def list_models(
     if cursor is not None:
         committed, model_id = decode_cursor("models", cursor, (int, str))
         before = (int(committed), str(model_id))
-    found = parts.store.list_models(caller.tenant, before, limit + 1)
-    page = page_of(found, limit, "models", lambda position: position, "/models")
-    items = []
-    for recorded_ns, model_id in page.items:
-        record = parts.store.read_record(model_id)
-        held = parts.store.holding(caller.tenant, model_id)
-        if record is None or held is None:  # deleted meanwhile
-            continue
-        items.append(
-            ModelListItem(
-                id=model_id,
-                input=held.input,
-                created=datetime.fromtimestamp(recorded_ns / 1e9, UTC).isoformat().replace("+00:00", "Z"),
-                model_file=ModelFile(size=record.model_size, sha256=record.model_sha256),
-                tensor_count=record.tensor_count,
-                verdict=verdict_of(parts.store.checks(caller.tenant, model_id)),
-                href=f"/models/{model_id}",
-            )
+    found = parts.store.listing(caller.tenant, before, limit + 1)  # each with its records and runs: one query
+    page = page_of(found, limit, "models", lambda listed: (listed.created_ns, listed.model_id), "/models")
+    items = [
+        ModelListItem(
+            id=listed.model_id,
+            input=listed.holding.input,
+            created=datetime.fromtimestamp(listed.created_ns / 1e9, UTC).isoformat().replace("+00:00", "Z"),
+            model_file=ModelFile(size=listed.record.model_size, sha256=listed.record.model_sha256),
+            tensor_count=listed.record.tensor_count,
+            verdict=verdict_of(listed.runs),
+            href=f"/models/{listed.model_id}",
         )
+        for listed in page.items
+    ]
     return ModelPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
 
 
@@ -263,8 +247,7 @@ def list_models(
 )
 async def get_model(model_id: str, parts: ImportsDep, caller: ReadCaller) -> Response:
     await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)  # the index may be a database
-    held = await anyio.to_thread.run_sync(parts.store.holding, caller.tenant, model_id)
-    summary = await stored_summary(parts, caller.tenant, model_id, held.input if held is not None else "")
+    summary = await stored_summary(parts, caller.tenant, model_id)  # under the name the tenant gave it
     return summary_response(Imported(model_id, False, summary), 200)
 
 

@@ -4,8 +4,9 @@
 empty upload of a declared `Upload-Length`), `HEAD /uploads/{id}` (its
 offset), `PATCH /uploads/{id}` (bytes appended at `Upload-Offset`) and
 `DELETE /uploads/{id}` (termination); expiration after `--upload-expiry`.
-The uploads are stored by `service.store.uploads` (on this machine's disk,
-or for the fleet store in the bucket and the index) and imported by
+The uploads are stored by `service.store.uploads` (their bytes in the
+store's, their state in its index; any process, any replica, continues
+any upload) and imported by
 `POST /models` with `{"upload": id}` (`service.http.upload_imports`). A
 PATCH's body is read as a one-shot upload's is (`body_chunks`: silence and
 minimum rate; a receiving place of the import admission, within the tenant's share), written and hashed

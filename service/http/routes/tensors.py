@@ -11,12 +11,13 @@ model's catalogue (kept open), run by `ImportParts.read`: on the event loop for 
 store on this machine, in a worker thread for a fleet's; the bytes are served
 by `service.http.tensor_responses` (the file kept open, `OpenFiles`).
 
-A model removed while a read runs (a DELETE, an eviction, another replica,
-between the record's lookup and the catalogue's or the file's) is 404
-not-found (on a fleet, an object deleted before its bytes are fetched: 410
-tensor-source-gone); one deleted and imported again meanwhile (the same id, the same
-bytes in a new copy at a place of its own) is read from the copy its
-record names now (`tensor_of`, `open_stored`), not refused as gone or changed.
+A tensor GET is one call of the store, `Store.open_tensor`, which keeps the
+reads consistent: a model removed while a read runs (a DELETE, an eviction,
+another replica, between the record's lookup and the catalogue's or the
+file's) is 404 not-found (on a fleet, an object deleted before its bytes are
+fetched: 410 tensor-source-gone); one deleted and imported again meanwhile
+(the same id, the same bytes in a new copy at a place of its own) is read
+from the copy its record names now, not refused as gone or changed.
 
 The server decodes a path and a query with replacement characters, so `%FF`
 would be the name U+FFFD: here the raw path and query must percent-decode to
@@ -36,19 +37,18 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from service.access.callers import ReadCaller, authorize
-from service.errors import MODEL_GONE, TensorSourceChanged, TensorSourceGone, bounded
+from service.errors import MODEL_GONE, bounded
 from service.http.dependencies import ImportsDep, get_service
 from service.http.openapi import problem_responses
 from service.http.paging import page_of, seq_after
 from service.http.plain_reads import plain_read_route
 from service.http.problems import ProblemError
-from service.http.routes.models import MAX_PAGE, require_model, require_record
+from service.http.request_context import current_request
+from service.http.routes.models import MAX_PAGE, require_model
 from service.http.schemas import PageLinks, TensorEntry, TensorPage
 from service.http.tensor_responses import tensor_response
 from service.imports.parts import ImportParts
-from service.store.byte_source import ByteSource
 from service.store.catalog import Catalog, CatalogUnavailable
-from service.store.records import StoredRecord
 from service.tasks.catalog_format import TensorRow, npy_href, tensor_href
 
 router = APIRouter(tags=["tensors"])
@@ -114,11 +114,8 @@ async def list_tensors(
     return TensorPage(items=items, next_cursor=page.next_cursor, links=PageLinks(next=page.next_link))
 
 
-def find_tensor(
-    parts: ImportParts, model_id: str, tenant: str, name: str, field_path: str | None, record: StoredRecord | None = None
-) -> TensorRow:
-    """The one tensor `name` (and `field_path`, if given) means; else 404 or 409."""
-    catalog = parts.store.catalog(model_id, tenant, record)
+def find_tensor(catalog: Catalog, model_id: str, name: str, field_path: str | None) -> TensorRow:
+    """The one tensor `name` (and `field_path`, if given) means in the model's catalogue; else 404 or 409."""
     if field_path is not None:
         row = catalog.by_field_path(field_path)
         if row is None or name not in (row.name, row.alias):
@@ -189,46 +186,12 @@ router.add_api_route(
 
 
 def tensor_of(request: Request, parts: ImportParts, tenant: str, model_id: str, name: str, field_path: str | None, fmt: str) -> Response:
-    """The tensor's response: its lookup (record, catalogue), its file opened
-    and checked, a small tensor read (`ImportParts.read` runs it)."""
-    record = require_record(parts.store, tenant, model_id)
-    try:
-        row = find_tensor(parts, model_id, tenant, name, field_path, record)
-    except CatalogUnavailable:  # removed since its record was read: 404, or imported again meanwhile (a new place): that copy
-        record = require_record(parts.store, tenant, model_id)
-        with catalog_errors():
-            row = find_tensor(parts, model_id, tenant, name, field_path, record)
-    parts.store.touch(model_id)
-    source = None
-    if row.file is not None and row.length:
-        item = record.files.get(row.file)
-        if item is None:
-            raise ProblemError("internal-error", "the model's record does not name the file of this tensor")
-        stored, key = item, row.file  # bound for the call below
-
-        def open_source() -> ByteSource:
-            if stored.in_store:
-                return open_stored(parts, tenant, model_id, record, key)
-            return parts.data_root.open(stored)
-
-        source = (open_source, item)
-    return tensor_response(request, model_id, row, source, fmt)
-
-
-def open_stored(parts: ImportParts, tenant: str, model_id: str, record: StoredRecord, key: str) -> ByteSource:
-    """The model's stored file `key`. If it is not the one `record` names (gone,
-    or another copy), the model was removed since its record was read: 404,
-    or, imported again meanwhile (the same id: the same bytes, a new copy),
-    the file its record names now."""
-    try:
-        return parts.store.open_file(record, record.files[key])
-    except (TensorSourceGone, TensorSourceChanged):
-        current = parts.store.visible_record(tenant, model_id)
-        if current == record:
-            raise  # the stored file itself changed or went: the store was damaged
-        if current is None or key not in current.files:
-            raise ProblemError("not-found", MODEL_GONE) from None
-        return parts.store.open_file(current, current.files[key])
+    """The tensor's response: its lookup and its file, found consistently by
+    the store (`Store.open_tensor`), a small tensor read (`ImportParts.read` runs it)."""
+    found = parts.store.open_tensor(tenant, model_id, lambda catalog: find_tensor(catalog, model_id, name, field_path), parts.data_root)
+    if (info := current_request()) is not None:
+        info.model_id = model_id
+    return tensor_response(request, model_id, found.row, found.source, fmt)
 
 
 def catalog_of(parts: ImportParts, model_id: str, tenant: str) -> Catalog:

@@ -25,7 +25,6 @@ from service.imports.sources.bucket import BucketObject
 from service.imports.sources.folder import FolderPath
 from service.imports.staging import Staged, Staging
 from service.store.data_root import DataRoot
-from service.store.folder_root import FolderRoot
 
 
 class Source(Protocol):
@@ -40,6 +39,6 @@ class Source(Protocol):
 def under_data_root(root: DataRoot, path: str, allow_hard_links: bool) -> Source:
     """The source of a client's `path` under the data root: a folder on this
     machine is read in place; any other root's objects are fetched, through the interface alone."""
-    if isinstance(root, FolderRoot):
-        return FolderPath(root.url, path, allow_hard_links)
+    if root.local_folder is not None:
+        return FolderPath(root.local_folder, path, allow_hard_links)
     return BucketObject(root, path)

@@ -24,7 +24,6 @@ from service.imports.parts import ImportParts
 from service.imports.staging import Staged, Staging
 from service.sandbox.protocol import WorkerHeader
 from service.store.data_root import fetch_recorded
-from service.store.folder_root import FolderRoot
 from service.store.records import StoredRecord, TenantRecord
 from service.tasks.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 
@@ -69,8 +68,8 @@ class StoredModel:
                 raise NotFound(MODEL_GONE) from None
             self.stack.push_async_callback(anyio.to_thread.run_sync, files.__exit__, None, None, None)
             model_path, staged.external_dir = str(folder.root / model_item.path), str(folder.upload_external)
-        elif isinstance(parts.data_root, FolderRoot):  # read in place: the worker reports each file's identity
-            model_path = os.path.join(parts.data_root.url, model_item.path)
+        elif (folder_root := parts.data_root.local_folder) is not None:  # read in place: the worker reports each file's identity
+            model_path = os.path.join(folder_root, model_item.path)
         else:  # any other root: its objects, each checked as fetched
             await anyio.to_thread.run_sync(fetch_recorded, parts.data_root, record, staging.area, parts.settings.max_upload_total)
             model_path, staged.external_dir = str(staging.area.upload_model), str(staging.area.upload_external)

@@ -27,7 +27,7 @@ from service.errors import ImportTooLarge, ModelSourceChanged, NotFound, bounded
 from service.store.byte_source import ByteSource
 from service.store.data_root import Entry, FetchedObject
 from service.store.records import SourceFile
-from service.store.s3.objects import ObjectSource, connect, reachable
+from service.store.s3.objects import ObjectSource, Place, connect, reachable
 
 if TYPE_CHECKING:
     from obstore import GetOptions
@@ -37,10 +37,13 @@ CHUNK_BYTES = 1 << 20
 
 class BucketRoot:
     local_reads = False
+    local_folder = None  # its objects are fetched, never read in place
+    place: Place | None = None  # what its errors name
 
     def __init__(self, bucket: str, prefix: str) -> None:
         self.url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
         self.store = connect(bucket, prefix)
+        self.place = Place.of(bucket)
 
     def fetch(self, key: str, target: Path, max_bytes: int, expected: SourceFile | None = None) -> FetchedObject:
         """Copy the object `key` to `target` (at most `max_bytes`, else ImportTooLarge).
@@ -49,7 +52,7 @@ class BucketRoot:
         if expected is not None and expected.etag:
             options["if_match"] = expected.etag
         try:
-            with reachable():
+            with reachable(self.place):
                 result = obstore.get(self.store, key, options=options)
                 meta = result.meta
                 if meta["size"] > max_bytes:
@@ -69,10 +72,10 @@ class BucketRoot:
         return FetchedObject(key, meta["e_tag"] or "", str(meta["version"] or ""), size, digest.hexdigest())
 
     def open(self, item: SourceFile) -> ByteSource:
-        return ObjectSource(self.store, item.path, item.etag)
+        return ObjectSource(self.store, item.path, item.etag, place=self.place)
 
     def list(self, prefix: str) -> list[Entry]:
-        with reachable():
+        with reachable(self.place):
             found = obstore.list_with_delimiter(self.store, prefix=prefix.strip("/") or None)
         entries = [Entry(posixpath.basename(item["path"]), False, item["size"]) for item in found["objects"]]
         entries += [Entry(posixpath.basename(prefix.rstrip("/")), True, 0) for prefix in found["common_prefixes"]]

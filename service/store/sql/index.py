@@ -1,13 +1,17 @@
 """The index as SQL tables, one set of queries for SQLite and PostgreSQL.
 
-Owns `SqlIndex` (`service.store.interface.Index`) over an `SqlDatabase`,
-the tables both databases' migrations make (`onnx_models`, `onnx_holdings`,
-`onnx_uploads`, `onnx_totals`; `service.store.postgres.schema` says what
-each column holds). The byte total and the model count are one row a
-trigger keeps; the marks of content in flight are aged by the dialect's
-clock (`service.store.sql.dialect`); last use is this process's
-`time.time_ns()`. A subclass gives `locked()` (every change holds it, across
-processes) and the life cycle.
+Owns `SqlIndex`, the store's one index (what changes: the records, which
+tenant holds which model, the bytes each takes and in all, the order of
+last use, the marks of content in flight, each holding's check runs; and
+the resumable uploads' rows, `upload_rows`: `service.store.sql.uploads`),
+over an `SqlDatabase` (`service.store.sql.database`: SQLite, a file in a
+folder store, `service.store.sqlite`; or PostgreSQL, a fleet's,
+`service.store.postgres`), whose schema `open` brings up to date
+(`service.store.sql.schema`). The byte total and the model count are one
+row a trigger keeps; the marks of content in flight are aged by the
+dialect's clock (`service.store.sql.dialect`); last use is this process's
+`time.time_ns()`. `locked()` is the database's index lock: every change of
+the records and holdings holds it, across every process.
 
 A tenant is kept under `tenant_key` (a hash, never its name). Model ids are
 content hashes (`MODEL_ID`): any other id is not stored (read as absent,
@@ -20,12 +24,15 @@ import functools
 import hashlib
 import time
 from contextlib import AbstractContextManager
+from pathlib import Path
 
 from service.store.eviction import TenantCaps
 from service.store.files import MODEL_ID
 from service.store.memo import Memo
 from service.store.records import StoredRecord, TenantRecord
-from service.store.sql.database import SqlDatabase
+from service.store.sql.database import INDEX_LOCK, SqlDatabase
+from service.store.sql.schema import migrate
+from service.store.sql.uploads import UploadRows
 
 RECORDS_CACHED = 4096  # parsed records kept, by their text (each a few hundred bytes)
 EVICTABLE_PAGE = 64  # models an eviction reads at a time, in order of last use
@@ -33,8 +40,7 @@ EVICTABLE_PAGE = 64  # models an eviction reads at a time, in order of last use
 # The stored models least recently used first (onnx_models_by_last_use), a page
 # at a time after the last one read: an eviction reads about as many rows as it passes.
 EVICTABLE = (
-    "SELECT id, size, last_use_ns FROM onnx_models WHERE (last_use_ns, id) > (%s, %s) AND id <> %s"
-    " ORDER BY last_use_ns, id LIMIT %s"
+    "SELECT id, size, last_use_ns FROM onnx_models WHERE (last_use_ns, id) > (%s, %s) AND id <> %s ORDER BY last_use_ns, id LIMIT %s"
 )
 TOTAL_SIZE = "CAST(COALESCE(SUM(m.size), 0) AS BIGINT)"
 
@@ -63,13 +69,14 @@ def _marks(count: int) -> str:
 class SqlIndex:
     migrations_applied = 0  # by this index's open(): 0 if the schema was current
 
-    def __init__(self, database: SqlDatabase) -> None:
+    def __init__(self, database: SqlDatabase, folder: Path | None = None) -> None:
+        """`folder`: the store's folder its migrations carry older layouts over from (a folder store's), else None."""
         self.database = database
+        self.folder = folder
         self.records: Memo[str, StoredRecord] = Memo(RECORDS_CACHED)
         dialect = database.dialect
         self._mark_now = (
-            f"INSERT INTO onnx_uploads (place, began) VALUES (%s, {dialect.now})"
-            " ON CONFLICT (place) DO UPDATE SET began = EXCLUDED.began"
+            f"INSERT INTO onnx_uploads (place, began) VALUES (%s, {dialect.now}) ON CONFLICT (place) DO UPDATE SET began = EXCLUDED.began"
         )
         self._mark_epoch = (
             f"INSERT INTO onnx_uploads (place, began) VALUES (%s, {dialect.epoch})"
@@ -79,22 +86,31 @@ class SqlIndex:
         self._stale = f"SELECT place FROM onnx_uploads WHERE began <= {dialect.seconds_ago}"
         self._open = f"SELECT 1 FROM onnx_uploads WHERE place = %s AND began > {dialect.epoch}"
 
-    # --- the database's own: a subclass's
+    # --- the life cycle
 
     def open(self) -> None:
-        """Connect, and migrate the schema (`migrations_applied`)."""
-        raise NotImplementedError
+        """Connect, and migrate the schema (`migrations_applied`); StorageUnavailable if the database does not answer."""
+        self.database.open()
+        try:
+            self.migrations_applied = migrate(self.database, self.folder)
+        except BaseException:
+            self.database.close()
+            raise
 
     def close(self) -> None:
-        raise NotImplementedError
+        self.database.close()
 
     def check(self) -> None:
-        """StorageUnavailable if the database does not answer now."""
-        self.database.one("SELECT 1")
+        """StorageUnavailable, saying why, if the database does not answer now."""
+        self.database.check()
 
     def locked(self) -> AbstractContextManager[None]:
-        """Exclusive across every process that shares the database: every change happens under it."""
-        raise NotImplementedError
+        """Exclusive across every process that shares the database: every change of records and holdings happens under it."""
+        return self.database.locked(INDEX_LOCK)
+
+    def upload_rows(self, expiry: float, lease_seconds: float) -> UploadRows:
+        """The resumable uploads' rows (`service.store.sql.uploads`), expiring `expiry` seconds after their last write."""
+        return UploadRows(self.database, expiry, lease_seconds)
 
     def _parsed(self, text: str) -> StoredRecord:
         """A record from its JSON, parsed once per text (do not change it: `replace_record` a copy)."""
@@ -294,6 +310,34 @@ class SqlIndex:
                 (key, before[0], before[1], limit),
             )
         return [(int(created_ns), str(model_id)) for created_ns, model_id in rows]
+
+    def listing(
+        self, tenant: str, before: tuple[int, str] | None, limit: int
+    ) -> list[tuple[int, str, StoredRecord, TenantRecord, bytes | None]]:
+        """(when the tenant took it, in ns; id; its record; the tenant's record; its check runs) of up
+        to `limit` of the tenant's stored models, newest first, older than `before`: one query."""
+        key, limit = tenant_key(tenant), max(0, limit)
+        select = (
+            "SELECT h.created_ns, h.model_id, m.record, h.holding, h.checks FROM onnx_holdings h JOIN onnx_models m ON m.id = h.model_id"
+        )
+        order = "ORDER BY h.created_ns DESC, h.model_id DESC LIMIT %s"
+        if before is None:
+            rows = self.database.rows(f"{select} WHERE h.tenant_key = %s {order}", (key, limit))
+        elif "\0" in before[1]:
+            return []  # no id a listing handed out: a forged cursor
+        else:
+            query = f"{select} WHERE h.tenant_key = %s AND (h.created_ns, h.model_id) < (%s, %s) {order}"
+            rows = self.database.rows(query, (key, before[0], before[1], limit))
+        return [
+            (
+                int(created_ns),
+                str(model_id),
+                self._parsed(str(record)),
+                TenantRecord.model_validate_json(holding),
+                str(checks).encode() if checks else None,
+            )
+            for created_ns, model_id, record, holding, checks in rows
+        ]
 
     def graph_rendered(self, tenant: str, model_id: str) -> bool:
         if not _is_id(model_id):

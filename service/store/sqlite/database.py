@@ -4,9 +4,10 @@ Owns `SqliteDatabase` (`service.store.sql.database.SqlDatabase`). Each
 thread of each process has its own connection, in autocommit, in
 write-ahead-log mode (readers never wait for the writer, nor it for them;
 `open` sets it, once for the file).
-`locked()` is a `BEGIN IMMEDIATE` transaction: it holds the database's one
-write lock, so changes are serialized across every thread and process that
-shares the file (one thread of a process waits for it at a time); every
+`locked(key)` is a `BEGIN IMMEDIATE` transaction, whatever the key: it holds
+the database's one write lock, so changes are serialized across every
+thread and process that shares the file (one thread of a process waits for
+it at a time), and so are the migrations (`migrating`); every
 statement the thread runs inside it runs in that transaction, committed at
 the end, rolled back on an exception. A commit waits for the disk
 (`synchronous=FULL`) unless the change says it need not (`durable=False`: a
@@ -30,7 +31,7 @@ from typing import Any, NoReturn
 
 from service.errors import StorageUnavailable
 from service.store.sql.database import Row
-from service.store.sql.dialect import SQLITE
+from service.store.sql.dialect import SQLITE, Dialect
 
 log = logging.getLogger("service.store")
 BUSY_SECONDS = 60.0  # a writer waits this long for another's lock before the index is unavailable
@@ -66,9 +67,10 @@ class SqliteDatabase:
         return connection
 
     def open(self) -> None:
-        """The file made (if new) and put in write-ahead-log mode, which it
-        keeps. Several processes opening a new file at once: the switch takes
-        a lock SQLite does not wait for, so a refused one is tried again."""
+        """The file made (if new, and its folder) and put in write-ahead-log
+        mode, which it keeps. Several processes opening a new file at once: the
+        switch takes a lock SQLite does not wait for, so a refused one is tried again."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + self.busy_seconds
         while True:
             try:
@@ -88,6 +90,9 @@ class SqliteDatabase:
                 connection.close()
         self._local = threading.local()
 
+    def check(self) -> None:
+        self.one("SELECT 1")
+
     @contextlib.contextmanager
     def answering(self) -> Iterator[None]:
         """SQLite's faults as the service's (`_raise_fault`)."""
@@ -96,9 +101,18 @@ class SqliteDatabase:
         except sqlite3.Error as error:
             _raise_fault(error)
 
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        return self.locked(0)
+
     @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """A transaction holding the write lock; re-entrant in a thread (nested blocks just run)."""
+    def migrating(self) -> Iterator[SqliteMigrating]:
+        """The migrations' transaction: the write lock, so one process migrates at a time."""
+        with self.locked(0):
+            yield SqliteMigrating(self.connection())
+
+    @contextlib.contextmanager
+    def locked(self, key: int = 0) -> Iterator[None]:
+        """A transaction holding the write lock (every key is that one lock); re-entrant in a thread (nested blocks just run)."""
         connection = self.connection()
         if self._local.held:
             yield
@@ -149,6 +163,41 @@ class SqliteDatabase:
                 return connection.execute(_native(query), params).rowcount
             finally:
                 connection.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as error:
+            _raise_fault(error)
+
+    def changed_rows(self, query: str, params: Sequence[Any] = (), *, durable: bool = True) -> list[Row]:
+        """Every row read, so SQLite ends the statement (and its transaction) at once."""
+        connection = self.connection()
+        try:
+            if durable or self._local.held:
+                return connection.execute(_native(query), params).fetchall()
+            connection.execute("PRAGMA synchronous=NORMAL")
+            try:
+                return connection.execute(_native(query), params).fetchall()
+            finally:
+                connection.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as error:
+            _raise_fault(error)
+
+
+class SqliteMigrating:
+    """`service.store.sql.database.Migrating` on this thread's connection, in the locked transaction."""
+
+    dialect: Dialect = SQLITE
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> list[Row]:
+        try:
+            return self.connection.execute(_native(statement), params).fetchall()
+        except sqlite3.Error as error:
+            _raise_fault(error)
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            self.connection.executemany(_native(statement), rows)
         except sqlite3.Error as error:
             _raise_fault(error)
 

@@ -34,7 +34,7 @@ from support.service_harness import ServiceProcess
 from test_fleet_replicas import Fleet
 
 from service.client import Client
-from service.store.fleet_uploads import LEASE_SECONDS, PART_BYTES
+from service.store.uploads import LEASE_SECONDS, PART_BYTES
 
 MIB = 1 << 20
 TUS = {"Tus-Resumable": "1.0.0"}

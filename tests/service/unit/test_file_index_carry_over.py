@@ -20,6 +20,7 @@ import pytest
 from service.settings import Settings
 from service.store.backends import open_store
 from service.store.model_store import Store
+from service.store.sql.schema import MIGRATIONS
 from service.store.sqlite.index import SqliteIndex
 
 REPO = Path(__file__).resolve().parents[3]
@@ -129,7 +130,7 @@ def test_a_new_store_carries_nothing_over(tmp_path: Path) -> None:
     store: Store = open_store(Settings(store=str(tmp_path / "store"), store_min_free=0))
     store.open()
     try:
-        assert isinstance(store.index, SqliteIndex) and store.index.migrations_applied == 2
+        assert isinstance(store.index, SqliteIndex) and store.index.migrations_applied == len(MIGRATIONS)
         assert store.model_count() == store.usage() == 0
     finally:
         store.close()

@@ -1,4 +1,4 @@
-"""Resumable uploads of the fleet store (`service.store.fleet_uploads`) against
+"""Resumable uploads of the fleet store (`service.store.uploads`, in parts) against
 a real SeaweedFS and PostgreSQL (`fleet_servers`: skipped where none can be
 run), each "replica" a store and uploads of its own over the same bucket and
 database: bytes go to the store's objects as parts (through the same
@@ -33,17 +33,17 @@ from service.errors import (
 )
 from service.settings import Settings
 from service.store.backends import open_store, resumable_uploads_for
-from service.store.fleet_uploads import PART_BYTES, FleetAppending, FleetUploads
 from service.store.model_store import Store
 from service.store.postgres.index import tenant_key
 from service.store.s3.blobs import BucketBlobs
 from service.store.s3.local_cache import LocalCache
+from service.store.uploads import PART_BYTES, Appending, ResumableUploads
 
 if TYPE_CHECKING:
     from fleet_servers import FleetServers  # tools/ (tests/support/fleet.py's fixture)
 
 MIB = 1 << 20
-Replica = Callable[..., FleetUploads]
+Replica = Callable[..., ResumableUploads]
 
 
 @pytest.fixture
@@ -54,13 +54,13 @@ def replica(fleet_servers: FleetServers, tmp_path: Path, monkeypatch: pytest.Mon
     shared = {"store": fleet_servers.new_store_url(), "database": fleet_servers.new_database()}
     stores: list[Store] = []
 
-    def make(**settings: object) -> FleetUploads:
+    def make(**settings: object) -> ResumableUploads:
         chosen = Settings(**{"store_min_free": 0, **shared, "cache_dir": tmp_path / f"replica-{len(stores)}", **settings})  # type: ignore[arg-type]
         store = open_store(chosen)
         store.open()
         stores.append(store)
         uploads = resumable_uploads_for(chosen, store)
-        assert isinstance(uploads, FleetUploads)
+        assert isinstance(uploads, ResumableUploads)
         uploads.open()
         return uploads
 
@@ -69,7 +69,7 @@ def replica(fleet_servers: FleetServers, tmp_path: Path, monkeypatch: pytest.Mon
         store.close()
 
 
-def write(appending: FleetAppending, data: bytes, chunk: int = MIB) -> float | None:
+def write(appending: Appending, data: bytes, chunk: int = MIB) -> float | None:
     """Consume `data` as a PATCH's body would arrive, then end the PATCH."""
     try:
         for start in range(0, len(data), chunk):
@@ -79,12 +79,12 @@ def write(appending: FleetAppending, data: bytes, chunk: int = MIB) -> float | N
     return expires
 
 
-def objects(uploads: FleetUploads) -> list[str]:
+def objects(uploads: ResumableUploads) -> list[str]:
     """The keys of every object of every upload."""
     return sorted(uploads.blobs.keys("uploads/"))
 
 
-def parts(uploads: FleetUploads, upload_id: str) -> list[tuple[int, int]]:
+def parts(uploads: ResumableUploads, upload_id: str) -> list[tuple[int, int]]:
     return uploads.rows.parts(upload_id)
 
 

@@ -1,7 +1,7 @@
 """What the index answers, over SQLite and PostgreSQL alike,
-for eviction and garbage collection, the same everywhere: `Index.evictable`
+for eviction and garbage collection, the same everywhere: `SqlIndex.evictable`
 (what a tenant may evict, least recently used first, only as much as is
-wanted), `Index.tenant_usage`, and the marks of content in flight turning
+wanted), `SqlIndex.tenant_usage`, and the marks of content in flight turning
 stale after their grace (`live_uploads`, `stale_uploads`)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from service.store.eviction import TenantCaps
-from service.store.interface import Index
 from service.store.records import SourceFile, StoredRecord, TenantRecord
+from service.store.sql.index import SqlIndex
 from service.store.sqlite.index import SqliteIndex
 
 # name, size, holders; stored in this order, so least recently used first
@@ -36,8 +36,8 @@ def model_id(name: str) -> str:
 
 
 @pytest.fixture(params=("sqlite", "postgres"))
-def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
-    opened: Index
+def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlIndex]:
+    opened: SqlIndex
     if request.param == "postgres":
         from service.store.postgres.index import PostgresIndex
 
@@ -49,7 +49,7 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
     opened.close()
 
 
-def add(index: Index, name: str, size: int, holders: tuple[str, ...]) -> None:
+def add(index: SqlIndex, name: str, size: int, holders: tuple[str, ...]) -> None:
     identity = model_id(name)
     item = SourceFile(path="files/model.onnx", in_store=True, size=1, mtime_ns=1, inode=1)
     record = StoredRecord(
@@ -62,7 +62,7 @@ def add(index: Index, name: str, size: int, holders: tuple[str, ...]) -> None:
 
 
 @pytest.fixture
-def stocked(index: Index) -> Index:
+def stocked(index: SqlIndex) -> SqlIndex:
     for name, size, holders in MODELS:
         add(index, name, size, holders)
         time.sleep(0.01)  # a last use apart from the next (file times are coarse)
@@ -71,20 +71,20 @@ def stocked(index: Index) -> Index:
     return index
 
 
-def evictable(index: Index, tenant: str, caps: TenantCaps = NO_CAPS, keep: str = "", wanted: int = EVERYTHING) -> list[tuple[str, int]]:
+def evictable(index: SqlIndex, tenant: str, caps: TenantCaps = NO_CAPS, keep: str = "", wanted: int = EVERYTHING) -> list[tuple[str, int]]:
     with index.locked():
         found = index.evictable(tenant, caps, keep=model_id(keep) if keep else "", wanted=wanted)
     names = {model_id(name): name for name, _, _ in MODELS}
     return [(names[identity], size) for identity, size in found]
 
 
-def test_a_tenant_within_its_caps_keeps_its_models_from_others(stocked: Index) -> None:
+def test_a_tenant_within_its_caps_keeps_its_models_from_others(stocked: SqlIndex) -> None:
     assert evictable(stocked, "alice", keep="alices-newest") == [("alices", 200), ("nobodys", 300)]
     assert evictable(stocked, "alice") == [("alices", 200), ("nobodys", 300), ("alices-newest", 600)]
     assert evictable(stocked, "dave") == [("nobodys", 300)]
 
 
-def test_the_models_of_a_tenant_past_a_cap_may_be_evicted_by_others(stocked: Index) -> None:
+def test_the_models_of_a_tenant_past_a_cap_may_be_evicted_by_others(stocked: SqlIndex) -> None:
     by_count = TenantCaps(max_models=1)  # alice holds 3, bob 2 stored (and a holding of a model gone), carol 1
     assert evictable(stocked, "alice", by_count, keep="alices-newest") == [
         ("bobs", 100),
@@ -104,7 +104,7 @@ def test_the_models_of_a_tenant_past_a_cap_may_be_evicted_by_others(stocked: Ind
     assert evictable(stocked, "carol", by_bytes) == [("alices", 200), ("nobodys", 300), ("carols", 500), ("alices-newest", 600)]
 
 
-def test_only_as_many_as_free_the_bytes_wanted(stocked: Index) -> None:
+def test_only_as_many_as_free_the_bytes_wanted(stocked: SqlIndex) -> None:
     assert evictable(stocked, "alice", wanted=200) == [("alices", 200)]
     assert evictable(stocked, "alice", wanted=201) == [("alices", 200), ("nobodys", 300)]
     assert evictable(stocked, "alice", wanted=0) == []
@@ -113,13 +113,13 @@ def test_only_as_many_as_free_the_bytes_wanted(stocked: Index) -> None:
     assert evictable(stocked, "alice", wanted=301) == [("nobodys", 300), ("alices-newest", 600)]
 
 
-def test_a_tenants_usage_counts_its_stored_models(stocked: Index) -> None:
+def test_a_tenants_usage_counts_its_stored_models(stocked: SqlIndex) -> None:
     assert stocked.tenant_usage("alice") == (1200, 3)
     assert stocked.tenant_usage("bob") == (500, 2)
     assert stocked.tenant_usage("dave") == (0, 0)
 
 
-def test_marks_of_content_in_flight_turn_stale_after_their_grace(index: Index) -> None:
+def test_marks_of_content_in_flight_turn_stale_after_their_grace(index: SqlIndex) -> None:
     index.begin_upload("a/01")
     index.begin_upload("b/02")
     assert index.live_uploads(60) == {"a/01", "b/02"} and index.stale_uploads(60) == set()

@@ -179,6 +179,7 @@ class FlatFolderRoot:
     percent-encoded, its ETag the file's size and mtime."""
 
     local_reads = False
+    local_folder = None
 
     def __init__(self, folder: Path) -> None:
         self.folder, self.url = folder, f"flat://{folder}"

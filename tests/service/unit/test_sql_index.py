@@ -37,10 +37,10 @@ from support.paths import REPO
 
 from service.errors import StorageUnavailable
 from service.store.postgres.index import PostgresIndex
-from service.store.postgres.schema import MIGRATIONS, VERSION_TABLE
 from service.store.records import SourceFile, StoredRecord, TenantRecord
+from service.store.sql.dialect import POSTGRES
 from service.store.sql.index import SqlIndex
-from service.store.sqlite import schema as sqlite_schema
+from service.store.sql.schema import MIGRATIONS, VERSION_TABLE
 from service.store.sqlite.index import SqliteIndex
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def open_index(database: str, timeout: float = 3.0) -> SqlIndex:
 
 
 def migrations_of(database: str) -> int:
-    return len(MIGRATIONS) if database.startswith("postgresql:") else len(sqlite_schema.MIGRATIONS)
+    return len(MIGRATIONS)  # one list for SQLite and PostgreSQL
 
 
 @pytest.fixture()
@@ -429,11 +429,11 @@ def test_the_totals_follow_every_write_and_a_migration_counts_what_was_stored(po
     and counted from the models a database of schema 3 held when it migrates."""
     with psycopg.connect(postgres, autocommit=True) as connection:  # a database of the version before: schema 3
         with connection.transaction():
-            connection.execute(VERSION_TABLE)
+            connection.execute(POSTGRES.ddl(VERSION_TABLE))
             connection.execute("INSERT INTO onnx_schema (version) VALUES (0)")
-            for statements in MIGRATIONS[:3]:
-                for statement in statements:
-                    connection.execute(statement)
+            for migration in MIGRATIONS[:3]:
+                for statement in [*migration.statements, *migration.only.get("postgresql", [])]:
+                    connection.execute(POSTGRES.ddl(statement))
             connection.execute("UPDATE onnx_schema SET version = 3")
         connection.execute(
             "INSERT INTO onnx_models (id, record, size, last_use_ns) VALUES (%s, %s, 100, 1), (%s, %s, 20, 2)",
@@ -508,4 +508,4 @@ def test_processes_opening_a_new_sqlite_store_at_once_all_open(tmp_path: Path) -
         for opener in openers:
             opener.join(60)
         results = sorted(str(answers.get(timeout=10)) for _ in openers)
-        assert results == ["0"] * 5 + [str(len(sqlite_schema.MIGRATIONS))], (trial, results)
+        assert results == ["0"] * 5 + [str(len(MIGRATIONS))], (trial, results)

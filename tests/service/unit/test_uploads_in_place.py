@@ -1,9 +1,10 @@
-"""Resumable uploads in the making (`service.store.partial_uploads`) and the
-tus headers (`service.http.tus`), in process over a local store: offsets, one
+"""Resumable uploads (`service.store.uploads`) on a folder store, appended in
+place, and the tus headers (`service.http.tus`), in process: offsets, one
 writer at a time, digests kept by the process that wrote (else hashed from
 disk, as another process's would be), hard links into a work folder, expiry
 and the sweep, the per-tenant count, the space reserved, each tenant's share
-of the store's room, and creations that never evict."""
+of the store's room, and creations that never evict. (The same uploads in
+parts, on object storage: test_fleet_uploads.py.)"""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from service.http.tus import http_date, parse_metadata
 from service.settings import Settings
 from service.store.backends import open_store
 from service.store.model_store import Store
-from service.store.partial_uploads import Appending, PartialUploads
+from service.store.uploads import Appending, ResumableUploads
 
 
 @pytest.fixture
@@ -33,8 +34,8 @@ def store(tmp_path: Path) -> Iterator[Store]:
     store.close()
 
 
-def uploads_of(store: Store, tmp_path: Path, expiry: float = 3600.0, max_open: int = 8) -> PartialUploads:
-    uploads = PartialUploads(tmp_path / "store", store, expiry, max_open)
+def uploads_of(store: Store, tmp_path: Path, expiry: float = 3600.0, max_open: int = 8) -> ResumableUploads:
+    uploads = ResumableUploads(store, expiry, max_open, in_place=tmp_path / "store")
     uploads.open()
     return uploads
 
@@ -85,7 +86,7 @@ def test_an_import_links_a_finished_upload_and_knows_its_digest(store: Store, tm
     assert uploads.link_into("alice", state.upload_id, target) == (len(data), hashlib.sha256(data).hexdigest())
     assert target.read_bytes() == data and target.stat().st_nlink == 2
     # another process (no digest of its own) hashes the file
-    other = PartialUploads(tmp_path / "store", store, 3600.0, 8)
+    other = ResumableUploads(store, 3600.0, 8, in_place=tmp_path / "store")
     again = tmp_path / "work" / "again.onnx"
     assert other.link_into("alice", state.upload_id, again) == (len(data), hashlib.sha256(data).hexdigest())
     # a piece written by another process: this one's digest no longer covers the upload
@@ -246,3 +247,20 @@ def test_malformed_upload_metadata_is_a_400(header: str) -> None:
 
 def test_upload_expires_is_an_imf_fixdate() -> None:
     assert http_date(784111777) == "Sun, 06 Nov 1994 08:49:37 GMT"
+
+
+def test_a_writer_that_died_leaves_the_upload_to_the_next_at_once(store: Store, tmp_path: Path) -> None:
+    """A process killed mid-PATCH: the kernel drops its flock, and the next
+    PATCH takes the upload over at once (its lease in the index, which never
+    ended, is overruled), from the bytes the dead one wrote."""
+    uploads = uploads_of(store, tmp_path)
+    state = uploads.create("alice", 10, "", "")
+    dying = uploads.append("alice", state.upload_id, 0)
+    dying.consume(b"0123", None)
+    assert dying.fd is not None
+    os.close(dying.fd)  # what its death does: the flock goes, the lease stays
+    with pytest.raises(UploadOffsetMismatch) as mismatch:
+        uploads.append("alice", state.upload_id, 0)
+    assert mismatch.value.offset == 4  # HEAD's offset: what it wrote
+    assert write(uploads.append("alice", state.upload_id, 4), b"456789") is not None
+    assert uploads.find("alice", state.upload_id).complete
