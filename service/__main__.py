@@ -5,14 +5,14 @@
 Owns the process start: settings errors end the process with status 2 and a
 one-line message, and so does anonymous access on an address other than the
 loopback (without `--api-keys` it needs `--allow-anonymous` there), and so
-does a port another process serves (`service.http.listeners`, which makes
+does a port another process serves (`service.server.listeners`, which makes
 the listening sockets here, before anything else starts); thread
 pools of the numeric libraries are pinned to one thread before anything
 imports them (the fork server inherits that); logs are text or JSON lines
 (`--log-format`); uvicorn serves with the hardened h11 protocol of
-`service.http.protocol` (the header deadline `--header-timeout`, strict
+`service.server.h11_protocol` (the header deadline `--header-timeout`, strict
 request framing), in this process or in `--http-workers` front ends
-(`service.http.front_ends`). `keygen` prints the new secret once on standard error, and
+(`service.server.front_ends`). `keygen` prints the new secret once on standard error, and
 on standard output the `[[key]]` table to add to the key file (which holds only
 the secret's SHA-256), then SIGHUP makes the service read it again.
 """
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     make_undumpable()  # nothing of the same uid reads this process's memory or environment
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the app's lifespan (or the supervisor) handles it: never a kill
 
-    from service.http.front_ends import prepare_shared_state, remove_shared_state, serve
-    from service.http.listeners import PortInUse, open_listeners
+    from service.server.front_ends import prepare_shared_state, remove_shared_state, serve
+    from service.server.listeners import PortInUse, open_listeners
 
     try:
         listeners = open_listeners(settings.host, settings.port, settings.http_workers, backlog=2048)

@@ -1,6 +1,6 @@
 """The application factory: assembles the service, nothing more.
 
-Owns `create_app(settings)`: the parts (`service.http.state.Service`: store,
+Owns `create_app(settings)`: the parts (`service.api.state.Service`: store,
 sandbox, the import admission, API keys, metrics), their start and stop (lifespan;
 SIGHUP reloads the key file; a store over object storage or PostgreSQL
 opens in the background, retried while they do not answer, so a replica
@@ -9,7 +9,7 @@ problem handlers, the middleware (the request log and request id,
 outermost; `X-Content-Type-Options: nosniff` on every response;
 `Tus-Resumable` on those under `/uploads`; a client gone mid-request logged
 once at INFO), the routers
-(`service.http.routes`: models, tensors, diagnostics, resumable uploads,
+(`service.api.routes`: models, tensors, diagnostics, resumable uploads,
 health, hooks (the MLflow registry's webhook, `service.registry`), and ui: the explorer at `/` and the offline `/docs` and `/redoc`),
 the sweep of expired resumable uploads, and the OpenAPI document with
 problems under `application/problem+json`.
@@ -32,14 +32,14 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from service.access.keys import KeyFileError, KeyRing
+from service.api.nosniff import NoSniffMiddleware
+from service.api.openapi import openapi_with_problems
+from service.api.problems import DisconnectMiddleware, install_problem_handlers
+from service.api.routes import diagnostics, diff, health, models, resumable_uploads, shapes, tensors, ui, webhooks
+from service.api.state import Service
+from service.api.tus import TusHeaderMiddleware
 from service.background import every
 from service.errors import StorageUnavailable
-from service.http.openapi import openapi_with_problems
-from service.http.problems import DisconnectMiddleware, install_problem_handlers
-from service.http.protocol import NoSniffMiddleware
-from service.http.routes import diagnostics, diff, health, hooks, models, resumable, shapes, tensors, ui
-from service.http.state import Service
-from service.http.tus import TusHeaderMiddleware
 from service.imports.admission import Admission
 from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
@@ -154,9 +154,9 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
     app.include_router(diagnostics.router)
     app.include_router(diff.router)
     app.include_router(shapes.router)
-    app.include_router(resumable.router)
+    app.include_router(resumable_uploads.router)
     app.include_router(health.router)
-    app.include_router(hooks.router)
+    app.include_router(webhooks.router)
     app.include_router(ui.router)
     app.openapi = lambda: openapi_with_problems(app)  # type: ignore[method-assign]
     return app

@@ -2,7 +2,7 @@
 
 Raised below the HTTP layer (the import use case, the store, the sandbox,
 path confinement, admission) and turned into RFC 9457 problems in one place,
-`service.http.problems.DOMAIN_PROBLEMS`. Each carries a `detail` and, where a client needs it, the setting that stopped it (`limit`).
+`service.api.problems.DOMAIN_PROBLEMS`. Each carries a `detail` and, where a client needs it, the setting that stopped it (`limit`).
 Nothing here knows HTTP.
 """
 

@@ -7,7 +7,7 @@ or onnxruntime, and only inside the functions that run them. (ruff's banned-api 
 lint run; this test proves the rule holds on the tree as committed.)
 
 The service's layers: the worker package (what runs in the fork) holds nothing
-of the front end; below `service.http` (and in `service.registry`, the MLflow
+of the front end; below `service.api` (and in `service.registry`, the MLflow
 hook's use case) nothing sees the web framework, nor the service's state
 (they are handed `ImportParts`); routes
 never touch store paths; only `service.store` names and opens store files.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def test_the_check_stages_import_onnx_only_when_they_run() -> None:
 
 SERVICE = REPO / "service"
 FRONT_END = (
-    "service.http", "service.imports", "service.store", "service.http.state", "service.access", "service.observability", "service.app",
+    "service.api", "service.imports", "service.store", "service.api.state", "service.access", "service.observability", "service.app",
     "service.registry",
 )  # fmt: skip
 # The web framework and the HTTP server. python-multipart is not among them: it parses the multipart/form-data
@@ -169,7 +170,7 @@ def test_what_runs_in_the_fork_holds_nothing_of_the_front_end() -> None:
 
 
 def _sees_http(name: str) -> bool:
-    return name in WEB or name.startswith("service.http")
+    return name in WEB or name.startswith("service.api")
 
 
 def test_below_http_nothing_knows_the_web_framework() -> None:
@@ -181,24 +182,24 @@ def test_below_http_nothing_knows_the_web_framework() -> None:
 
 def test_the_use_cases_are_handed_their_parts_not_the_service() -> None:
     """The import use cases and the registry's gate take `ImportParts`
-    (`service.imports.parts`): the service's state (`service.http.state`: its API
+    (`service.imports.parts`): the service's state (`service.api.state`: its API
     keys, metrics, readiness, uploads in the making) is the HTTP layer's."""
     for folder in ("imports", "registry", "store", "sandbox", "tasks", "checks"):
         for path in _under(folder):
-            found = _chains(_module_name(path), lambda name: name == "service.http.state")
+            found = _chains(_module_name(path), lambda name: name == "service.api.state")
             assert not found, f"{path.relative_to(REPO)} reaches the service's state: {found}"
 
 
 def test_the_transitive_check_follows_a_chain() -> None:
     """What the two tests above rely on: a module reached only through
     another one is found, and the chain named."""
-    assert "service.http.state" not in _modules(SERVICE / "http" / "routes" / "hooks.py")  # it reaches the state through others
-    chains = _chains("service.http.routes.hooks", lambda name: name == "service.http.state")
-    assert chains and chains[0].count(" -> ") >= 2 and chains[0].endswith(" -> service.http.state"), chains
+    assert "service.api.state" not in _modules(SERVICE / "api" / "routes" / "webhooks.py")  # it reaches the state through others
+    chains = _chains("service.api.routes.webhooks", lambda name: name == "service.api.state")
+    assert chains and chains[0].count(" -> ") >= 2 and chains[0].endswith(" -> service.api.state"), chains
 
 
 def test_routes_never_touch_store_paths() -> None:
-    for path in _under("http"):
+    for path in _under("api"):
         found = {name for name in _modules(path) if name.startswith(STORE_INTERNALS)}
         assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}: ask the store, not its files"
         attributes = {node.attr for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
@@ -223,3 +224,69 @@ def test_the_client_speaks_http_only() -> None:
     for path in _under("client"):
         found = {name for name in _modules(path) if name.startswith("service.") and not name.startswith("service.client")}
         assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}: the client reaches the service over HTTP only"
+
+
+# --- the packages' own rules, as their headers state them
+
+
+def _header_rules(package: Path) -> tuple[list[str], list[str]] | None:
+    """What a package's `__init__` header says its modules may import and
+    never import: the backticked `service...` names of its "May import:"
+    paragraph, before and after its "Never"; None if it states no rule."""
+    docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    paragraph = next((part for part in docstring.split("\n\n") if part.startswith("May import:")), None)
+    if paragraph is None:
+        return None
+    allowed_text, _, never_text = paragraph.partition("Never")
+
+    def named(text: str) -> list[str]:
+        return [name for name in re.findall(r"`(service(?:\.\w+)*)", text)]
+
+    return named(allowed_text), named(never_text)
+
+
+PACKAGES = sorted(path.parent for path in SERVICE.rglob("__init__.py"))
+
+
+def test_every_package_states_what_it_may_import() -> None:
+    missing = [str(package.relative_to(REPO)) for package in PACKAGES if package != SERVICE and _header_rules(package) is None]
+    assert not missing, f"packages without a 'May import:' paragraph in their header: {missing}"
+
+
+def test_each_package_imports_only_what_its_header_allows() -> None:
+    """Direct imports of every module, against the nearest package header
+    that states a rule: its own package and the names listed are allowed
+    (a name allows what is under it), the names after "Never" are not."""
+    wrong = []
+    for path in sorted(SERVICE.rglob("*.py")):
+        if path.parent == SERVICE:
+            continue  # the root's modules (the app, the entry point) assemble everything
+        package = path.parent
+        while _header_rules(package) is None:
+            package = package.parent
+        rules = _header_rules(package)
+        assert rules is not None
+        allowed, never = rules
+        own = _module_name(package / "__init__.py")
+        for name in sorted(_modules(path)):
+            if not name.startswith("service.") or name not in SERVICE_MODULES or name == own or name.startswith(own + "."):
+                continue
+            if any(name == banned or name.startswith(banned + ".") for banned in never) or not any(
+                name == ok or name.startswith(ok + ".") for ok in allowed
+            ):
+                wrong.append(f"{path.relative_to(REPO)} imports {name} (its header, {package.relative_to(REPO)}: {allowed}, never {never})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_two_modules_share_a_name() -> None:
+    by_name: dict[str, list[str]] = {}
+    for path in SERVICE.rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            by_name.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    shared = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not shared, shared
+
+
+def test_the_root_holds_at_most_six_modules() -> None:
+    root = sorted(path.name for path in SERVICE.glob("*.py"))
+    assert len(root) <= 6, root

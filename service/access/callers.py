@@ -3,7 +3,7 @@
 
 Owns `ImportCaller`, `ReadCaller`, `DeleteCaller` and `MetricsCaller` (route
 parameters), `authorize` (the same, for a route that solves no dependencies:
-`service.http.plain_reads`), the 401 (no or unknown credentials:
+the tensor GET, `service.api.routes.tensors`), the 401 (no or unknown credentials:
 `WWW-Authenticate: Bearer` and a problem) and 403 (a scope missing) answers, and the audit line of every
 refusal (never the secret). `/metrics` needs the `metrics` scope when the
 service has API keys (its store totals span every tenant; without keys the
@@ -20,10 +20,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from service.access.keys import METRICS_SCOPE, Principal
-from service.http.dependencies import ServiceDep
-from service.http.problems import ProblemError
-from service.http.request_context import current_request
-from service.http.state import Service
+from service.api.dependencies import ServiceDep
+from service.api.problems import ProblemError
+from service.api.request_context import current_request
+from service.api.state import Service
 
 audit = logging.getLogger("service.audit")
 

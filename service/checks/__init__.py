@@ -14,5 +14,5 @@ May import: `importer`, `service.settings`, `service.errors`,
 `service.sandbox` (the front-end side: the supervisor, the protocol),
 `service.tasks`' catalogue format, `service.store` (the front-end side:
 the runs and findings it keeps). `stages/` runs in the fork and imports
-none of the front-end side. Never `service.http` or `service.imports`.
+none of the front-end side. Never `service.api` or `service.imports`.
 """

@@ -30,8 +30,8 @@ import anyio.to_thread
 from service.checks.findings import append_findings, findings_in
 from service.checks.outcome import STAGES, Stage, StageResult, parse_checks
 from service.checks.runs import CheckRuns, now_iso, runs_of
-from service.imports.parts import ImportParts
 from service.sandbox.protocol import WorkerHeader, WorkerJob
+from service.settings import Settings
 from service.store.catalog_shapes import record_inferred
 
 
@@ -41,12 +41,12 @@ class CheckRequest:
     dims: tuple[tuple[str, int], ...] = ()
 
 
-def default_checks(parts: ImportParts) -> CheckRequest:
+def default_checks(settings: Settings) -> CheckRequest:
     """What an import runs when the request names no stage (`--default-checks`)."""
-    return CheckRequest(parse_checks(parts.settings.default_checks))
+    return CheckRequest(parse_checks(settings.default_checks))
 
 
-async def complete_checks(parts: ImportParts, job: WorkerJob, header: WorkerHeader, catalog: Path, checked: list[StageResult]) -> CheckRuns:
+async def complete_checks(job: WorkerJob, header: WorkerHeader, catalog: Path, checked: list[StageResult]) -> CheckRuns:
     """Add the check worker's findings (`checked`, its results of `job`) to
     `catalog`, after the import worker's; every stage `job` ran, with its
     findings, as this run's `CheckRuns`."""

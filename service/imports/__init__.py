@@ -13,9 +13,10 @@ receiving places (`admission`), shared by the front-end processes
 (`parts.ImportParts`: settings, store, sandbox, admission, data root;
 never the service's state) and sources, and return results; they never see
 a Request or build a Response, and they raise typed errors
-(`service.errors`, the store's, the sandbox's) that `service.http.problems`
+(`service.errors`, the store's, the sandbox's) that `service.api.problems`
 maps to problems.
 
-May import: `service.store`, `service.sandbox`, `service.store.client_paths`, the settings.
-Never `service.http` or `service.http.state`.
+May import: `service.store`, `service.sandbox`, `service.checks` (the stages
+asked, their runs, the check worker), `service.tasks` (the catalogue's format),
+`service.settings`, `service.errors`. Never `service.api`.
 """

@@ -22,7 +22,7 @@ Fair between tenants:
   busy tenants take turns, whatever either has queued; one tenant alone
   uses every worker.
 - **Leaving.** A waiter whose task is cancelled (its client went:
-  `service.http.client_presence`) leaves the queue and takes no place; the
+  `service.api.client_presence`) leaves the queue and takes no place; the
   pipeline ends a running worker the same way
   (`service.imports.workers`).
 

@@ -4,7 +4,7 @@ Owns `ImportParts`: the settings, the store, the sandbox, the fair
 admission (`service.imports.admission`), the data root and the graph
 renders under way in this process. Also `read`, which runs a read of the
 store where it costs least. The app builds one
-(`service.http.state.Service.imports`); the routes hand it to the pipeline
+(`service.api.state.Service.imports`); the routes hand it to the pipeline
 (`service.imports.pipeline`) and the other use cases, and the registry's gate, which
 never see the rest of the service (its API keys, metrics, readiness, uploads
 in the making) or the web framework.

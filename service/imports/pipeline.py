@@ -76,7 +76,7 @@ async def run(
     parts: ImportParts, source: Source, tenant: str, checks: CheckRequest | None = None, hooks: ImportHooks | None = None
 ) -> Imported:
     """Import (or check again, or render) what `source` holds for `tenant`, running `checks` (see the module comment)."""
-    asked = checks or default_checks(parts)
+    asked = checks or default_checks(parts.settings)
     failed: BaseException | None = None
     try:
         with parts.store.work_folder() as area:
@@ -114,7 +114,7 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, summary_items=SUMMARY_TENSORS,
                    hash_sources=staged.hash_in_worker, sleep=hooks.sleep, spin=hooks.spin)  # fmt: skip
         header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes)
-        runs = await complete_checks(parts, job, header, area.catalog, checked)
+        runs = await complete_checks(job, header, area.catalog, checked)
         if staged.record is not None:  # a stored model, checked again
             check_sources(staged.record, header)
             await keep_runs(parts.store, tenant, staged.model_id, runs)

@@ -11,7 +11,7 @@ ended, then the check worker's; a binding the model has no place for is
 BadInput).
 
 A worker runs in a thread (the supervisor's `run` blocks). When the task
-awaiting it is cancelled (its client went, `service.http.client_presence`),
+awaiting it is cancelled (its client went, `service.api.client_presence`),
 the worker is killed at once (`WorkerControl`) and the cancellation goes on
 once its thread has ended: a client that leaves frees the slot, and no
 worker writes into a work folder being removed.

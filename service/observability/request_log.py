@@ -2,14 +2,14 @@
 
 Owns `RequestLogMiddleware` (pure ASGI, the outermost layer): it takes the
 client's `X-Request-ID` when it is well formed (1 to 128 of `A-Z a-z 0-9 . _ : -`)
-or makes one, keeps it in the request context (`service.http.request_context`, so
+or makes one, keeps it in the request context (`service.api.request_context`, so
 problem bodies carry it), echoes it on the response, and when the response is
 done logs one line on `service.access` (request id, method, route template,
 status, duration, tenant, model id) and counts the request in the metrics by
 route template, never by raw path, and by method among a fixed set (the
 methods the API routes; any other is `other`), so made-up methods cannot grow
 `/metrics`. A request whose client went away before any answer
-(`service.http.problems.DisconnectMiddleware`) is logged and counted with
+(`service.api.problems.DisconnectMiddleware`) is logged and counted with
 status 499, as nginx does, not as a 500: a resumable upload's PATCH cut
 short is routine.
 """
@@ -23,7 +23,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.http.request_context import begin_request
+from service.api.request_context import begin_request
 from service.observability.metrics import Metrics
 
 access = logging.getLogger("service.access")

@@ -10,5 +10,5 @@ Landlock, seccomp, limits). What a worker does once walled is
 
 May import: `importer`, `service.settings`, `service.errors` (typed errors,
 a full disk), `service.checks`'s vocabulary, `service.tasks` (the worker's
-entry runs them). Never `service.http`, `service.imports` or `service.store`.
+entry runs them). Never `service.api`, `service.imports` or `service.store`.
 """

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 
 SECRET_PREFIXES = ("AWS_", "PG")  # the AWS credentials and endpoint; libpq's PGPASSWORD, PGUSER, ...
-# ONNX_FRONT_END_ARGV: the command line each front end parses again (service.http.front_ends), --database among it
+# ONNX_FRONT_END_ARGV: the command line each front end parses again (service.server.front_ends), --database among it
 SECRET_VARIABLES = ("ONNX_SERVICE_DATABASE", "ONNX_FRONT_END_ARGV")
 
 

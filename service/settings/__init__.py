@@ -16,6 +16,9 @@ settings table (`settings_table_markdown()`, printed by
 are all derived from those fields. To add a setting, add a field here (then
 regenerate the README table and add its variable to deploy/configmap.yaml or
 to the test's list of settings deliberately absent there).
+
+May import: `service.checks.outcome` (the stage names a setting lists),
+nothing else of the service: every package reads its settings from here.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ yet, and the backends of bytes: `local/` (a folder, the default) or `s3/`
 `folder_root`, or a bucket, `s3/bucket_root`). Only this package opens store files.
 
 May import: `service.tasks.catalog_format` (the catalogue's format),
-`importer` (element types). Never `service.http`
+`importer` (element types), `service.settings` (the backends the settings
+name), `service.background` (a store opening in the background), `service.errors`. Never `service.api`
 or `service.imports`.
 """

@@ -3,8 +3,8 @@
 Owns `open_store(settings)`: the `Store` over the bytes and the index the
 settings describe, over its two seams. Bytes
 (`service.store.interface.Blobs`): a folder (`--store PATH`,
-`service.store.local.blobs`) or object storage (`--store s3://BUCKET/PREFIX`,
-`service.store.s3.blobs`; a missing bucket is made with `--create-bucket`),
+`service.store.local.folder_blobs`) or object storage (`--store s3://BUCKET/PREFIX`,
+`service.store.s3.bucket_blobs`; a missing bucket is made with `--create-bucket`),
 each model's content laid out on them by `service.store.content.Content`;
 the SQL index (`service.store.sql.index.SqlIndex`): an SQLite file in the
 folder (`service.store.sqlite`), or PostgreSQL (`--database`,
@@ -32,10 +32,10 @@ from service.store.content import Content
 from service.store.data_root import DataRoot
 from service.store.folder_root import FolderRoot
 from service.store.interface import Blobs
-from service.store.local.blobs import FolderBlobs
+from service.store.local.folder_blobs import FolderBlobs
 from service.store.model_store import Store
 from service.store.sql.index import SqlIndex
-from service.store.sqlite.index import SqliteIndex
+from service.store.sqlite.sqlite_index import SqliteIndex
 from service.store.uploads import ResumableUploads
 from service.store.work_area import WorkArea
 
@@ -47,7 +47,7 @@ def _blobs(settings: Settings) -> Blobs:
     if bucket is None:
         return FolderBlobs(Path(settings.store))
     try:
-        from service.store.s3.blobs import BucketBlobs
+        from service.store.s3.bucket_blobs import BucketBlobs
         from service.store.s3.local_cache import LocalCache
     except ImportError as error:
         raise SettingsError(f"--store s3://... needs the fleet extra ({error.name} is missing): {FLEET_EXTRA}") from None
@@ -59,7 +59,7 @@ def _index(settings: Settings) -> SqlIndex:
     if not settings.database:
         return SqliteIndex(Path(settings.store))
     try:
-        from service.store.postgres.index import PostgresIndex
+        from service.store.postgres.postgres_index import PostgresIndex
     except ImportError as error:
         raise SettingsError(f"--database needs the fleet extra ({error.name} is missing): {FLEET_EXTRA}") from None
     # workers + 8 connections per replica in all, shared by its front-end processes

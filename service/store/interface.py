@@ -2,8 +2,8 @@
 (`service.store.model_store`) stands on, which may be swapped apart.
 
 `Blobs` holds bytes: immutable objects by key, below one root (a folder on
-this machine, `service.store.local.blobs`; a bucket's prefix,
-`service.store.s3.blobs`). Its operations: put a file, read a range, a
+this machine, `service.store.local.folder_blobs`; a bucket's prefix,
+`service.store.s3.bucket_blobs`). Its operations: put a file, read a range, a
 local file to open or send, copy one out, list, delete. What the objects
 are (a model's uploaded files, summary, catalogue, converted bytes, graph;
 a resumable upload's parts) and where each goes is `service.store.content`'s

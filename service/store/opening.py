@@ -14,7 +14,7 @@ missing, for the operator (`/readyz`: the endpoint that refuses, the bucket
 that does not exist, the access key refused, the database and user), and
 `require` is the 503 `storage-unavailable`, with `Retry-After` and what is
 missing in kind, of every request that needs the store
-(`service.http.dependencies.get_service`). Any other error (no dependency to wait for:
+(`service.api.dependencies.get_service`). Any other error (no dependency to wait for:
 a bug, a cache folder that cannot be written) ends the retries: logged with
 its traceback, it stays the store's `problem`, and the replica stays up and
 never ready until restarted. A store entirely on this machine (a folder, or

@@ -7,7 +7,7 @@ one, the sweep of the expired, the bytes reserved, `gc --full`'s orphans),
 on an upload: `consume` each chunk, `end` once) and `check_creation`. One
 implementation for every store, over its two seams:
 
-- the state is a row of the index (`service.store.sql.uploads`: SQLite or
+- the state is a row of the index (`service.store.sql.upload_rows`: SQLite or
   PostgreSQL alike): the tenant (by the index's key: a tenant sees only its
   own, and another's is missing to it as one that never existed), the
   declared length and metadata, the recorded parts, the last write (the
@@ -73,7 +73,7 @@ from service.errors import (
 )
 from service.store.model_store import Store
 from service.store.sql.index import tenant_key
-from service.store.sql.uploads import UploadRow, UploadRows
+from service.store.sql.upload_rows import UploadRow, UploadRows
 
 log = logging.getLogger("service.store")
 

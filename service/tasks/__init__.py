@@ -9,6 +9,6 @@ the comparison of two graph documents (`compare`) and the worker's profile
 
 May import: `importer`, `service.sandbox.protocol`, `service.checks`'s
 vocabulary and stages, `service.tasks.model_diff`, `service.settings`. Never the
-front end (`service.http`, `service.imports`, `service.store`, ...): the
+front end (`service.api`, `service.imports`, `service.store`, ...): the
 fork server preloads it, and a worker holds nothing of the front end.
 """

@@ -24,8 +24,8 @@ from pathlib import Path
 import uvicorn
 
 from service.app import create_app
-from service.http.listeners import open_listeners
-from service.http.protocol import protocol_class
+from service.server.h11_protocol import protocol_class
+from service.server.listeners import open_listeners
 from service.settings import load_settings
 from support import service_harness
 from support.service_harness import ServiceUnderTest

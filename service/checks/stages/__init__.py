@@ -27,4 +27,9 @@ The last three import onnx or onnxruntime (the `runtime` extra) and run in a
 check worker of their own (`in_worker`), so that a crash or a limit there makes the
 stage `incomplete` and leaves the import whole; without the extra they are
 `incomplete`, saying which package is missing.
+
+May import: `importer`, `service.checks.outcome` (the findings' vocabulary),
+`service.sandbox.protocol`, `service.tasks.steps`, and onnx and onnxruntime
+inside the stages that run them. Never the front end (`service.api`,
+`service.imports`, `service.store`): it runs in the fork.
 """

@@ -13,8 +13,9 @@ root in a bucket, fetched), `stored` (a model the store holds: a recheck,
 the graph render); the MLflow registry's versions are
 `service.registry.version_source`.
 
-May import: `service.imports.staging`, `service.store`, `service.sandbox`'s
-protocol, `service.store.client_paths`, `service.errors`. Never `service.http`.
+May import: `service.imports.staging`, `service.imports.parts`, `service.store`,
+`service.sandbox`'s protocol, `service.tasks` (the catalogue's format),
+`service.errors`. Never `service.api`.
 """
 
 from __future__ import annotations

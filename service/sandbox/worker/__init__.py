@@ -8,7 +8,7 @@ the fork server (`lifeline`) and how it gets its external data files opened
 (`file_broker`). The task itself is `service.tasks`.
 
 May import: `importer`, `service.sandbox.protocol`, `service.tasks`,
-`service.settings`. Never `service.http`, `service.imports`,
-`service.store` or `service.http.state`: the fork server preloads this package,
+`service.checks.stages` (a stage's CPU budget, armed before the walls), `service.settings`. Never `service.api`, `service.imports`,
+`service.store` or `service.api.state`: the fork server preloads this package,
 and a worker holds nothing of the front end.
 """

@@ -3,7 +3,7 @@
 Owns `die_with_parent(parent)`, `die_with_fork_server()`, `host_parent()` and
 `rearm(parent, status_fd)`.
 
-Each front end arms it against the supervisor (`service.http.front_ends`),
+Each front end arms it against the supervisor (`service.server.front_ends`),
 each worker against the fork server (`service.sandbox.worker.main`), so
 that a `kill -9` of the supervisor takes every front end with it, and with
 them their ports; a front end's fork server leaves at once when the front

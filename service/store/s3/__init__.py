@@ -8,6 +8,6 @@ ranged reads as a `ByteSource`) and the local cache of what must be a file
 `--cache-max-bytes`). The index of such a store is in PostgreSQL
 (`service.store.postgres`).
 
-May import: service.errors, service.store (its interface, records, layout,
-byte_source, files, work_area), obstore.
+May import: `service.errors`, `service.store` (its interface, records, layout,
+byte_source, data_root, files, work_area), obstore.
 """

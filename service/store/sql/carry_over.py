@@ -28,7 +28,7 @@ resumable uploads kept their state in files:
     uploads/<T>/<id>/data         the bytes received: its size the offset,
                                   its mtime the last write
 
-Each becomes a row (`service.store.sql.uploads`) with the same tenant,
+Each becomes a row (`service.store.sql.upload_rows`) with the same tenant,
 length, metadata and last write; its `data` stays where it is, the bytes
 the upload goes on appending to in place (`service.store.uploads`). One
 whose record cannot be read is left out (then removed as garbage).

@@ -9,8 +9,8 @@ SQLite: its one write lock, whatever the key); `migrating()` is the
 transaction the schema is brought up to date in
 (`service.store.sql.schema`), one process at a time. A database that cannot
 be reached raises `StorageUnavailable` naming what does not answer.
-Implemented by `service.store.sqlite.database` and
-`service.store.postgres.database`.
+Implemented by `service.store.sqlite.sqlite_database` and
+`service.store.postgres.postgres_database`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What the index's queries and its schema say differently in SQLite and in PostgreSQL.
 
 Owns `Dialect` and its two values. The queries (`service.store.sql.index`,
-`service.store.sql.uploads`) and the migrations (`service.store.sql.schema`)
+`service.store.sql.upload_rows`) and the migrations (`service.store.sql.schema`)
 are written once, with `%s` placeholders (SQLite's database turns them into
 `?`), portable SQL everywhere else, and these fragments where the two
 databases differ: the clock that ages the marks of content in flight and

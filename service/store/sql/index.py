@@ -3,7 +3,7 @@
 Owns `SqlIndex`, the store's one index (what changes: the records, which
 tenant holds which model, the bytes each takes and in all, the order of
 last use, the marks of content in flight, each holding's check runs; and
-the resumable uploads' rows, `upload_rows`: `service.store.sql.uploads`),
+the resumable uploads' rows, `upload_rows`: `service.store.sql.upload_rows`),
 over an `SqlDatabase` (`service.store.sql.database`: SQLite, a file in a
 folder store, `service.store.sqlite`; or PostgreSQL, a fleet's,
 `service.store.postgres`), whose schema `open` brings up to date
@@ -32,7 +32,7 @@ from service.store.memo import Memo
 from service.store.records import StoredRecord, TenantRecord
 from service.store.sql.database import INDEX_LOCK, SqlDatabase
 from service.store.sql.schema import migrate
-from service.store.sql.uploads import UploadRows
+from service.store.sql.upload_rows import UploadRows
 
 RECORDS_CACHED = 4096  # parsed records kept, by their text (each a few hundred bytes)
 EVICTABLE_PAGE = 64  # models an eviction reads at a time, in order of last use
@@ -109,7 +109,7 @@ class SqlIndex:
         return self.database.locked(INDEX_LOCK)
 
     def upload_rows(self, expiry: float, lease_seconds: float) -> UploadRows:
-        """The resumable uploads' rows (`service.store.sql.uploads`), expiring `expiry` seconds after their last write."""
+        """The resumable uploads' rows (`service.store.sql.upload_rows`), expiring `expiry` seconds after their last write."""
         return UploadRows(self.database, expiry, lease_seconds)
 
     def _parsed(self, text: str) -> StoredRecord:

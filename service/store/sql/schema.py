@@ -28,7 +28,7 @@ release since reads. The tables, all named `onnx_*`:
     onnx_uploads    content in flight: a place a commit is putting, or a
                     removal deleting, and when it began (`Store.collect_garbage`)
     onnx_resumable_uploads  resumable uploads (tus) in the making
-                    (`service.store.uploads`, `service.store.sql.uploads`):
+                    (`service.store.uploads`, `service.store.sql.upload_rows`):
                     the tenant (by key), the declared length and metadata,
                     the bytes of its recorded parts, the next part's number,
                     the last write (the expiry counts from it) and the lease

@@ -1,6 +1,6 @@
 """A client that leaves takes its import with it: a queued import is dropped
 before it starts, a running one has its workers ended, and neither holds a
-place afterwards (`service.http.client_presence`, `service.imports.workers`).
+place afterwards (`service.api.client_presence`, `service.imports.workers`).
 
 The service runs in the test process with its real sandbox; the clients
 speak raw TCP on loopback, because closing a connection mid-request is what

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from support.in_process_service import InProcessService
 from support.service_harness import SAMPLES, assert_problem, copy_samples, reference_sha256
 
-from service.http.schemas import GraphDocument, Health, ModelPage, ModelSummary, Problem, Readiness, TensorPage
+from service.api.schemas import GraphDocument, Health, ModelPage, ModelSummary, Problem, Readiness, TensorPage
 
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 

@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 from support.service_harness import assert_problem
 
-from service.http.schemas import DiagnosticPage, ModelSummary
+from service.api.schemas import DiagnosticPage, ModelSummary
 
 BROKEN_NODES = 30
 

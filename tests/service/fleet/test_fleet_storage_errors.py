@@ -24,8 +24,8 @@ from support.small_models import weight_model
 from test_fleet_replicas import HOOKS, upload
 
 from service.errors import StorageUnavailable
-from service.store.postgres.index import PostgresIndex
-from service.store.s3.blobs import BucketBlobs
+from service.store.postgres.postgres_index import PostgresIndex
+from service.store.s3.bucket_blobs import BucketBlobs
 from service.store.s3.local_cache import LocalCache
 from service.store.s3.objects import Place, create_bucket
 

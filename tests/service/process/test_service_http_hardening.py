@@ -27,7 +27,7 @@ from support.service_harness import ServiceProcess, assert_problem, copy_samples
 HEADER_TIMEOUT = 2.0  # the main server's --header-timeout
 MARGIN = 1.5  # seconds the server may take beyond a deadline (timer, loaded machine)
 SLOW_CLIENTS = 70
-BIG_TENSOR_ELEMENTS = 100_000  # 400 kB of float: above the streaming threshold of service/http/tensor_responses.py
+BIG_TENSOR_ELEMENTS = 100_000  # 400 kB of float: above the streaming threshold of service/api/tensor_responses.py
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3}) ")
 
 

@@ -1,5 +1,5 @@
 """A tensor's bytes as clients rely on them, against real server processes:
-a tensor of a few MiB (sent with sendfile, `service/http/zero_copy.py`),
+a tensor of a few MiB (sent with sendfile, `service/server/zero_copy.py`),
 uploaded (served from the store's copy) and imported by path (served from the
 data root): the raw bytes equal onnx's, `?format=npy` loads to the same array,
 Range requests (start, middle, across the .npy header, suffix; small ones read
@@ -31,7 +31,7 @@ from service.access.keys import new_key
 
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
-BIG_DIMS = [1024, 1024]  # 4 MiB of float32: far above SMALL_BYTES (256 KiB) of service/http/tensor_responses.py
+BIG_DIMS = [1024, 1024]  # 4 MiB of float32: far above SMALL_BYTES (256 KiB) of service/api/tensor_responses.py
 HUGE_ELEMENTS = 16 << 20  # 64 MiB of float32
 CUT_ELEMENTS = 10 << 20  # 40 MiB: more than the loopback's socket buffers hold
 LARGE = 300_000  # a range above SMALL_BYTES: sent from the file

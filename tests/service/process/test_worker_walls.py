@@ -34,7 +34,7 @@ from support.paths import REPO
 from support.service_harness import SAMPLES, ServiceProcess, started_sandbox
 from support.worker_walls import ATTACKS, check_attack_outcomes, namespaces_available
 
-from service.http.schemas import Readiness
+from service.api.schemas import Readiness
 from service.sandbox.supervisor import Sandbox
 from service.sandbox.worker import landlock
 

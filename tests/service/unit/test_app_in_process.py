@@ -170,7 +170,7 @@ def test_a_graph_document_kept_by_an_earlier_release_is_sent_as_it_is(tmp_path: 
 
     from starlette.requests import Request
 
-    from service.http.graph_responses import graph_response
+    from service.api.graph_responses import graph_response
 
     document = tmp_path / "graph.json"
     document.write_bytes(b'{"format":"onnx-service-graph/3","graph":{}}')

@@ -1,4 +1,4 @@
-"""The front end's event loop (`service.http.event_loop.FrontEndLoop`), in process:
+"""The front end's event loop (`service.server.event_loop.FrontEndLoop`), in process:
 an accepted connection's `connection_made`, its request's read and the first
 step of the task that answers it run in the turn of its accept (asyncio's own
 loop: two, three and four turns later); a request that comes later, a client
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from service.http.event_loop import FrontEndLoop
+from service.server.event_loop import FrontEndLoop
 
 turns: list[tuple[str, int]] = []  # (what, the loop's turn) for the counting loops below
 

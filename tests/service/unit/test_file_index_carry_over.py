@@ -21,7 +21,7 @@ from service.settings import Settings
 from service.store.backends import open_store
 from service.store.model_store import Store
 from service.store.sql.schema import MIGRATIONS
-from service.store.sqlite.index import SqliteIndex
+from service.store.sqlite.sqlite_index import SqliteIndex
 
 REPO = Path(__file__).resolve().parents[3]
 FILE_INDEX_COMMIT = "b5c20697e8ab667205f5bee1523469f7df2ca041"  # the last commit whose local store kept its index in files

@@ -34,8 +34,8 @@ from service.errors import (
 from service.settings import Settings
 from service.store.backends import open_store, resumable_uploads_for
 from service.store.model_store import Store
-from service.store.postgres.index import tenant_key
-from service.store.s3.blobs import BucketBlobs
+from service.store.postgres.postgres_index import tenant_key
+from service.store.s3.bucket_blobs import BucketBlobs
 from service.store.s3.local_cache import LocalCache
 from service.store.uploads import PART_BYTES, Appending, ResumableUploads
 

@@ -16,7 +16,7 @@ import pytest
 from service.store.eviction import TenantCaps
 from service.store.records import SourceFile, StoredRecord, TenantRecord
 from service.store.sql.index import SqlIndex
-from service.store.sqlite.index import SqliteIndex
+from service.store.sqlite.sqlite_index import SqliteIndex
 
 # name, size, holders; stored in this order, so least recently used first
 MODELS = (
@@ -39,7 +39,7 @@ def model_id(name: str) -> str:
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlIndex]:
     opened: SqlIndex
     if request.param == "postgres":
-        from service.store.postgres.index import PostgresIndex
+        from service.store.postgres.postgres_index import PostgresIndex
 
         opened = PostgresIndex(request.getfixturevalue("fleet_servers").new_database(), timeout=2.0)
     else:

@@ -1,4 +1,4 @@
-"""The service's listening sockets (`service.http.listeners`), in process:
+"""The service's listening sockets (`service.server.listeners`), in process:
 one port for all front ends, refused where anything listens already, and
 the check that closes the race of two services started in the same instant
 (each sees the other's SO_REUSEPORT sockets in the kernel's table)."""
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.http.listeners import PortInUse, open_listeners, others_listening
+from service.server.listeners import PortInUse, open_listeners, others_listening
 
 
 def reuse_port_listener(port: int = 0) -> socket.socket:

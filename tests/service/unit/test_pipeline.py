@@ -19,9 +19,9 @@ import pytest
 from in_process import InProcessSandbox, import_parts
 
 from service import errors
+from service.api.problems import DOMAIN_PROBLEMS, PROBLEMS, domain_problem
 from service.checks.outcome import parse_checks
 from service.checks.requested import CheckRequest
-from service.http.problems import DOMAIN_PROBLEMS, PROBLEMS, domain_problem
 from service.imports import pipeline
 from service.imports.answers import Imported
 from service.imports.graph_render import graph_document

@@ -2,7 +2,7 @@
 
 `GET /models/{id}/tensors/{name}` reads the model's record, then opens its
 catalogue and looks the name up, then opens the file holding the bytes
-(`service.http.routes.tensors`). A DELETE (`Store.release`), an eviction or
+(`service.api.routes.tensors`). A DELETE (`Store.release`), an eviction or
 another replica can land between any two, and the same bytes may be imported
 again at once (the same id). Each interleaving is made to happen here at its
 point, in process, on the local folder backend and a
@@ -23,7 +23,7 @@ from support.small_models import weight_model
 from test_graph_render_race import SAMPLES, deleted_after, serve, store_of, upload
 
 from service.access.keys import ANONYMOUS
-from service.http.tensor_responses import SMALL_BYTES
+from service.api.tensor_responses import SMALL_BYTES
 from service.store.catalog import Catalog, CatalogUnavailable
 from service.store.records import StoredRecord
 

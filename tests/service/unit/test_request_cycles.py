@@ -21,8 +21,8 @@ import uvicorn
 from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import RequestResponseCycle
 
-from service.http.protocol import protocol_class
-from service.http.zero_copy import ZERO_COPY
+from service.api.file_range_response import ZERO_COPY
+from service.server.h11_protocol import protocol_class
 
 REQUESTS = 200
 

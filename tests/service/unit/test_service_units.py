@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.api.problems import ProblemError, domain_problem
+from service.api.tensor_responses import entity_tags, none_match, npy_header, parse_range, range_condition_holds
 from service.errors import MAX_DETAIL_CHARS, PathRefused, bounded
-from service.http.problems import ProblemError, domain_problem
-from service.http.tensor_responses import entity_tags, none_match, npy_header, parse_range, range_condition_holds
 from service.settings import load_settings
 from service.settings.kinds import GIB, MIB, SettingsError, parse_size
 from service.store.catalog import Catalog

@@ -36,12 +36,12 @@ import pytest
 from support.paths import REPO
 
 from service.errors import StorageUnavailable
-from service.store.postgres.index import PostgresIndex
+from service.store.postgres.postgres_index import PostgresIndex
 from service.store.records import SourceFile, StoredRecord, TenantRecord
 from service.store.sql.dialect import POSTGRES
 from service.store.sql.index import SqlIndex
 from service.store.sql.schema import MIGRATIONS, VERSION_TABLE
-from service.store.sqlite.index import SqliteIndex
+from service.store.sqlite.sqlite_index import SqliteIndex
 
 if TYPE_CHECKING:
     from fleet_servers import FleetServers  # tools/ (tests/support/fleet.py's fixture)
@@ -265,9 +265,9 @@ REPLICA = textwrap.dedent(
     """
     import hashlib, sys, time
     from pathlib import Path
-    from service.store.postgres.index import PostgresIndex
+    from service.store.postgres.postgres_index import PostgresIndex
     from service.store.records import StoredRecord
-    from service.store.sqlite.index import SqliteIndex
+    from service.store.sqlite.sqlite_index import SqliteIndex
 
     url, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 

@@ -24,7 +24,7 @@ from service.store.backends import open_store, store_over
 from service.store.layout import ModelFolder
 from service.store.model_store import START_GRACE_SECONDS, Store
 from service.store.records import SourceFile, StoredRecord, TenantRecord
-from service.store.sqlite.index import SqliteIndex
+from service.store.sqlite.sqlite_index import SqliteIndex
 from service.store.work_area import WorkArea
 
 if TYPE_CHECKING:

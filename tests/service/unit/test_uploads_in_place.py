@@ -1,5 +1,5 @@
 """Resumable uploads (`service.store.uploads`) on a folder store, appended in
-place, and the tus headers (`service.http.tus`), in process: offsets, one
+place, and the tus headers (`service.api.tus`), in process: offsets, one
 writer at a time, digests kept by the process that wrote (else hashed from
 disk, as another process's would be), hard links into a work folder, expiry
 and the sweep, the per-tenant count, the space reserved, each tenant's share
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from test_store import commit
 
+from service.api.problems import ProblemError
+from service.api.tus import http_date, parse_metadata
 from service.errors import NotFound, StoreFull, TenantQuotaExceeded, TooManyUploads, UploadBusy, UploadIncomplete, UploadOffsetMismatch
-from service.http.problems import ProblemError
-from service.http.tus import http_date, parse_metadata
 from service.settings import Settings
 from service.store.backends import open_store
 from service.store.model_store import Store
