@@ -66,7 +66,7 @@ def fill_index(database: str, count: int) -> list[str]:
     """N models and their holdings, written with COPY; their places."""
     import psycopg
 
-    from service.store.postgres.index import tenant_key
+    from service.store.postgres.postgres_index import tenant_key
     from service.store.records import SourceFile, StoredRecord, TenantRecord
 
     item = SourceFile(path="files/model.onnx", in_store=True, size=MODEL_BYTES, mtime_ns=1, inode=1)

@@ -1,5 +1,5 @@
 """What a request body costs the HTTP layer alone: uvicorn's h11 protocol, the
-service's hardened one (service/http/protocol.py: h11 with its fast path for
+service's hardened one (service/server/h11_protocol.py: h11 with its fast path for
 Content-Length bodies) and uvicorn's httptools protocol, side by side.
 
 Each protocol serves a tiny ASGI app that reads a body and drops it; curl
@@ -52,7 +52,7 @@ async def app(scope, receive, send):
 
 kind = {kind!r}
 if kind == "hardened":
-    from service.http.protocol import protocol_class
+    from service.server.h11_protocol import protocol_class
     http = protocol_class(10.0)
 else:
     http = kind

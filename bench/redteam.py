@@ -90,7 +90,7 @@ def raw_get(port: int, target: str, headers: Headers, method: str = "GET") -> in
 
 
 def forged(*position: object) -> str:
-    """A cursor as service/http/paging.py encodes one (base64url of a JSON list), holding anything."""
+    """A cursor as service/api/paging.py encodes one (base64url of a JSON list), holding anything."""
     return base64.urlsafe_b64encode(json.dumps(list(position)).encode()).decode().rstrip("=")
 
 
