@@ -39,6 +39,7 @@ from fastapi.responses import Response
 
 from service.access.callers import ReadCaller, authorize
 from service.api.dependencies import ImportsDep, get_service
+from service.api.direct_route import DirectRoute
 from service.api.openapi import problem_responses
 from service.api.paging import page_of, seq_after
 from service.api.problems import ProblemError
@@ -142,9 +143,11 @@ def find_tensor(catalog: Catalog, model_id: str, name: str, field_path: str | No
 
 FORMATS = ("raw", "npy")
 MAX_FIELD_PATH = 4096
-# The query, as FastAPI would have declared it: the handler reads it itself (below).
-TENSOR_QUERY = [
-    {"name": "format", "in": "query", "required": False, "schema": {"enum": list(FORMATS), "default": "raw", "title": "Format"}},
+# The parameters, as FastAPI would have declared them: the handler reads them itself (below).
+TENSOR_PARAMETERS = [
+    {"name": "model_id", "in": "path", "required": True, "schema": {"type": "string", "title": "Model Id"}},
+    {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "title": "Name"}},
+    {"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": list(FORMATS), "default": "raw", "title": "Format"}},
     {
         "name": "field_path",
         "in": "query",
@@ -174,11 +177,10 @@ def tensor_query(request: Request) -> tuple[str, str | None]:
     return fmt, field_path
 
 
-async def get_tensor(request: Request, model_id: str, name: str) -> Response:
-    """The route's one entry. The service, the caller and the query are read
-    here rather than declared as FastAPI dependencies and parameters: their
-    solving cost more than the read of a small tensor itself (measured in
-    bench/README.md, "One entry point per route"); the answers are the same."""
+async def get_tensor(request: Request) -> Response:
+    """The route's one entry (a `DirectRoute`): the service, the caller, the
+    path and the query are read here, not solved by FastAPI per request."""
+    model_id, name = request.path_params["model_id"], request.path_params["name"]
     service = await get_service(request)
     caller = await authorize(request, service, "read")
     fmt, field_path = tensor_query(request)
@@ -199,7 +201,8 @@ router.add_api_route(
         304: {"description": "not modified (If-None-Match)"},
         **problem_responses(400, 401, 403, 404, 409, 410, 415, 416, 422),
     },
-    openapi_extra={"parameters": TENSOR_QUERY},
+    openapi_extra={"parameters": TENSOR_PARAMETERS},
+    route_class_override=DirectRoute,
 )
 
 
