@@ -147,7 +147,12 @@ MAX_FIELD_PATH = 4096
 TENSOR_PARAMETERS = [
     {"name": "model_id", "in": "path", "required": True, "schema": {"type": "string", "title": "Model Id"}},
     {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "title": "Name"}},
-    {"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": list(FORMATS), "default": "raw", "title": "Format"}},
+    {
+        "name": "format",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string", "enum": list(FORMATS), "default": "raw", "title": "Format"},
+    },
     {
         "name": "field_path",
         "in": "query",
