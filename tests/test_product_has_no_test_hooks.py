@@ -35,10 +35,8 @@ def _identifiers(tree: ast.AST) -> Iterator[tuple[int, str]]:
             yield node.lineno, node.attr
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             yield node.lineno, node.name
-        elif isinstance(node, ast.arg):
-            yield node.lineno, node.arg
-        elif isinstance(node, ast.keyword) and node.arg is not None:
-            yield node.lineno, node.arg
+        elif isinstance(node, ast.arg | ast.keyword) and node.arg is not None:  # a parameter, a keyword argument
+            yield getattr(node, "lineno", 0), node.arg
         elif isinstance(node, ast.alias):
             yield node.lineno, node.asname or node.name
 

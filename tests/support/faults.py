@@ -181,3 +181,21 @@ class FaultSandbox(Sandbox):
     def run_probe(self, job: WorkerJob, timeout: float) -> ProbeAnswer:
         """A probe's header, or the answer of a job's `test_code` (its `test_result`)."""
         return ProbeAnswer.model_validate_json(self.first_frame(job, timeout))
+
+
+SHIPPED = ("__init__.py", "fault_worker.py", "faults.py", "faulty_service.py")  # what a container needs of support/
+
+
+def copy_for_container(target: Path) -> Path:
+    """The test-only entry points (support/fault_worker.py, support/faulty_service.py
+    and what they import) copied to `target`/support, readable by any user: a test
+    mounts `target` into a container of the packaged image, which holds no test code,
+    and puts it on sys.path (PYTHONPATH) where it wants faults."""
+    here = Path(__file__).resolve().parent
+    (target / "support").mkdir(parents=True, exist_ok=True)
+    for name in SHIPPED:
+        (target / "support" / name).write_bytes((here / name).read_bytes())
+        (target / "support" / name).chmod(0o644)
+    for folder in (target, target / "support"):
+        folder.chmod(0o755)
+    return target
