@@ -639,7 +639,7 @@ def client_origin(team: Team, label: str) -> None:
 
 
 # -- issue 54: one import pipeline, fair to every tenant (21 to 25). Each against a server of its own with the
-# default settings (--workers = the CPU count, --queue 64, --tenant-share 50%), test hooks off.
+# default settings (--workers = the CPU count, --queue 64, --tenant-share 50%).
 
 
 def loop_model(hidden: bool = False, seed: int = 0) -> bytes:

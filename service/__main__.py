@@ -125,7 +125,9 @@ def collect_garbage(argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, factory: str = "service.app:create_app") -> int:
+    """The service's command line; `factory` names the app factory ("module:function",
+    called as `service.app.create_app` is) the front ends serve."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["keygen"]:
         return keygen(argv[1:])
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     make_undumpable()  # nothing of the same uid reads this process's memory or environment
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the app's lifespan (or the supervisor) handles it: never a kill
 
-    from service.server.front_ends import prepare_shared_state, remove_shared_state, serve
+    from service.server.front_ends import app_factory, prepare_shared_state, remove_shared_state, serve
     from service.server.listeners import PortInUse, open_listeners
 
     try:
@@ -168,10 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         print(f"python -m service: cannot listen on {settings.host}:{settings.port}: {error.strerror or error}", file=sys.stderr)
         return 2
-    shared = prepare_shared_state(argv) if settings.http_workers > 1 else None  # before prometheus-client is imported
+    shared = prepare_shared_state(argv, factory) if settings.http_workers > 1 else None  # before prometheus-client is imported
     try:
-        from service.app import create_app
         from service.observability.log_format import configure_logging
+
+        create_app = app_factory(factory)
 
         uvicorn_logging = configure_logging(settings.log_level, settings.log_format)
         try:

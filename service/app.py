@@ -1,6 +1,6 @@
 """The application factory: assembles the service, nothing more.
 
-Owns `create_app(settings)`: the parts (`service.api.state.Service`: store,
+Owns `create_app(settings, sandbox, steps)`: the parts (`service.api.state.Service`: store,
 sandbox, the import admission, API keys, metrics), their start and stop (lifespan;
 SIGHUP reloads the key file; a store over object storage or PostgreSQL
 opens in the background, retried while they do not answer, so a replica
@@ -42,7 +42,7 @@ from service.background import every
 from service.errors import StorageUnavailable
 from service.imports.admission import Admission
 from service.imports.diffs import Diffs
-from service.imports.parts import ImportParts
+from service.imports.parts import ImportParts, ImportSteps
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.observability.request_log import RequestLogMiddleware
@@ -55,8 +55,11 @@ from service.store.opening import StoreOpening
 log = logging.getLogger("service")
 
 
-def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir: Path | None = None) -> FastAPI:
-    """The service for `settings`; `sandbox` replaces the forking one (in-process tests);
+def create_app(
+    settings: Settings, sandbox: Sandbox | None = None, steps: ImportSteps | None = None, *, shared_dir: Path | None = None
+) -> FastAPI:
+    """The service for `settings`; `sandbox` replaces the one made here (the service's own
+    worker entry); `steps`, awaited at the import pipeline's steps (none in the service);
     `shared_dir`, the folder every front-end process of the service shares (the import
     admission's places in `imports/`), else a private one removed at the end."""
     store = open_store(settings)
@@ -100,7 +103,7 @@ def create_app(settings: Settings, sandbox: Sandbox | None = None, *, shared_dir
         remote = store_is_remote(settings)
         opening = StoreOpening(open_storage, store.close) if remote else StoreOpening.done()
         readiness = ReadinessProbe(sandbox, store, opening)
-        parts = ImportParts(settings, store, sandbox, admission, data_root)
+        parts = ImportParts(settings, store, sandbox, admission, data_root, steps)
         diffs = Diffs(settings.local_root / "diffs")
         app.state.service = Service(parts, diffs, keys, metrics, readiness, opening=opening)
         if not remote:

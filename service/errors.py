@@ -48,7 +48,7 @@ class DiffTooLarge(DomainError):
 
 
 class BadInput(DomainError):
-    """The request's content is not usable as asked (an unused external part, a malformed test hook)."""
+    """The request's content is not usable as asked (an unused external part, say)."""
 
 
 class PathRefused(DomainError):

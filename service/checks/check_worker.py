@@ -29,7 +29,7 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerContro
     wanted = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
     if not wanted and not job.dims:
         return []
-    check_job = replace(job, task="checks", hash_sources=False, sleep=0.0, spin=False, test_action="")
+    check_job = replace(job, task="checks", hash_sources=False)
     reports, outcome = sandbox.run_checks(check_job, control)
     log.info("%s", outcome.logged("checks", job.display_name))
     if outcome.error is not None and outcome.error.kind == DIMENSION_BINDING:

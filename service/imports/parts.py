@@ -1,7 +1,8 @@
 """What the import use cases need of the service, and nothing more.
 
 Owns `ImportParts`: the settings, the store, the sandbox, the fair
-admission (`service.imports.admission`), the data root and the graph
+admission (`service.imports.admission`), the data root, what is added at
+the pipeline's steps (`ImportSteps`; nothing in the service) and the graph
 renders under way in this process. Also `read`, which runs a read of the
 store where it costs least. The app builds one
 (`service.api.state.Service.imports`); the routes hand it to the pipeline
@@ -28,6 +29,17 @@ from service.store.model_store import Store
 T = TypeVar("T")
 
 
+class ImportSteps:
+    """What an app may add at the pipeline's steps (`create_app(steps=...)`),
+    each awaited there; the service adds nothing. These do nothing."""
+
+    async def before_commit(self, model_id: str) -> None:
+        """The worker has answered and the content's id is known; nothing of it is stored yet."""
+
+    async def content_uploaded(self, model_id: str) -> None:
+        """New content's bytes are in the store and its record is not yet (`Store.commit`'s `uploaded`)."""
+
+
 @dataclass(frozen=True)
 class ImportParts:
     settings: Settings
@@ -35,6 +47,7 @@ class ImportParts:
     sandbox: Sandbox
     admission: Admission
     data_root: DataRoot  # where server-side models are read from (--data-root: a folder or a bucket)
+    steps: ImportSteps | None = None  # awaited at the pipeline's steps (None: nothing added)
     graph_renders: dict[tuple[str, str], asyncio.Future[Any]] = field(default_factory=dict)  # (model id, tenant)
 
     async def read(self, call: Callable[[], T]) -> T:

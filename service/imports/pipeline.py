@@ -29,7 +29,8 @@ version, a model the store holds), and each step is written here once:
    (`Store.commit`; the id from what the worker read:
    `service.imports.identity`); content the tenant holds already keeps these
    runs over its earlier ones; a recheck keeps them; a render adds the graph
-   document;
+   document. The app's `ImportSteps`, if any, are awaited before the commit
+   and between the content's upload and its record;
 6. **answer**: `Imported` (the id, whether the model is new for the tenant,
    its summary as this tenant sees it), and the source settles (keeps or
    lets go of what it staged: `Source.settle`).
@@ -42,7 +43,6 @@ bounded (the summary), the rest it copies to files.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import os
@@ -50,6 +50,7 @@ import shutil
 import time
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 
 from service.checks.requested import CheckRequest, complete_checks, default_checks
@@ -58,7 +59,6 @@ from service.checks.tenant_runs import keep_runs
 from service.errors import MODEL_GONE, BadInput, ImportTooLarge, NotFound, StoreFull, bounded
 from service.imports.admission import Place
 from service.imports.answers import Imported, held_again, stored_summary
-from service.imports.hooks import ImportHooks
 from service.imports.identity import in_store, known_id, read_id, worker_reports
 from service.imports.parts import ImportParts
 from service.imports.sources import Source
@@ -72,15 +72,13 @@ from service.store.records import SourceFile, StoredRecord, TenantRecord
 from service.tasks.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 
 
-async def run(
-    parts: ImportParts, source: Source, tenant: str, checks: CheckRequest | None = None, hooks: ImportHooks | None = None
-) -> Imported:
+async def run(parts: ImportParts, source: Source, tenant: str, checks: CheckRequest | None = None) -> Imported:
     """Import (or check again, or render) what `source` holds for `tenant`, running `checks` (see the module comment)."""
     asked = checks or default_checks(parts.settings)
     failed: BaseException | None = None
     try:
         with parts.store.work_folder() as area:
-            return await _run(parts, source, tenant, asked, hooks or ImportHooks(), area)
+            return await _run(parts, source, tenant, asked, area)
     except BaseException as error:
         failed = error
         raise
@@ -89,7 +87,7 @@ async def run(
             await source.settle(failed)
 
 
-async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckRequest, hooks: ImportHooks, area: ModelFolder) -> Imported:
+async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckRequest, area: ModelFolder) -> Imported:
     budget = Budget(parts.settings)
     stored = isinstance(source, StoredModel)
     async with contextlib.AsyncExitStack() as stack:
@@ -112,14 +110,14 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         if isinstance(source, StoredModel) and source.render:
             return await _render(parts, place, tenant, staged, area, max_bytes)
         job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, summary_items=SUMMARY_TENSORS,
-                   hash_sources=staged.hash_in_worker, sleep=hooks.sleep, spin=hooks.spin)  # fmt: skip
+                   hash_sources=staged.hash_in_worker)  # fmt: skip
         header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes)
         runs = await complete_checks(job, header, area.catalog, checked)
         if staged.record is not None:  # a stored model, checked again
             check_sources(staged.record, header)
             await keep_runs(parts.store, tenant, staged.model_id, runs)
             return Imported(staged.model_id, False, await stored_summary(parts, tenant, staged.model_id, staged.display_name))
-        return await _commit_new(parts, tenant, staged, header, runs, area, hooks)
+        return await _commit_new(parts, tenant, staged, header, runs, area)
 
 
 async def _no_listing(area: ModelFolder, display_name: str) -> list[str]:
@@ -171,7 +169,7 @@ async def _render(parts: ImportParts, place: Place, tenant: str, staged: Staged,
 
 
 async def _commit_new(
-    parts: ImportParts, tenant: str, staged: Staged, header: WorkerHeader, runs: CheckRuns, area: ModelFolder, hooks: ImportHooks
+    parts: ImportParts, tenant: str, staged: Staged, header: WorkerHeader, runs: CheckRuns, area: ModelFolder
 ) -> Imported:
     """Content read from a source: its id and records from what the worker read, then stored (or held already)."""
     unused = sorted(staged.parts - set(header.external_files))
@@ -185,11 +183,12 @@ async def _commit_new(
         await anyio.to_thread.run_sync(shutil.rmtree, area.files)  # copies: the objects are what the record names
     if staged.origin == "path" and await anyio.to_thread.run_sync(parts.store.has, model_id):
         await anyio.to_thread.run_sync(parts.store.refresh_sources, model_id, files)
-    await asyncio.sleep(hooks.pause)
+    if parts.steps is not None:
+        await parts.steps.before_commit(model_id)
     if (again := await held_again(parts, tenant, model_id, staged.display_name, runs)) is not None:  # held already
         return again
     owner = TenantRecord(tenant=tenant, input=staged.display_name, created_ns=time.time_ns())
-    return await commit(parts, area, model_id, header, files, owner, staged.model_sha256(reports), runs, hooks)
+    return await commit(parts, area, model_id, header, files, owner, staged.model_sha256(reports), runs)
 
 
 async def commit(
@@ -201,7 +200,6 @@ async def commit(
     owner: TenantRecord,
     model_sha256: str,
     runs: CheckRuns,
-    hooks: ImportHooks,
 ) -> Imported:
     """Store the work folder (unless that content is stored) and give the
     tenant its record, with `runs` (this import's check stages) as its own
@@ -226,7 +224,9 @@ async def commit(
     )
     earlier = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, owner.tenant, model_id))
     runs = merged(earlier, runs)
-    store_commit = functools.partial(parts.store.commit, checks=runs.to_bytes(), hold_uploaded=hooks.hold_uploaded)
+    steps = parts.steps
+    uploaded = None if steps is None else lambda: anyio.from_thread.run(steps.content_uploaded, model_id)
+    store_commit = functools.partial(parts.store.commit, checks=runs.to_bytes(), uploaded=uploaded)
     created = await anyio.to_thread.run_sync(store_commit, area, model_id, record, summary_bytes(summary), owner)
     await anyio.to_thread.run_sync(parts.store.touch, model_id)
     return Imported(model_id, created, tenant_view(summary, owner.input, runs))  # never the name another tenant gave it

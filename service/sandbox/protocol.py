@@ -77,10 +77,6 @@ class WorkerJob:
     max_inlined_nodes: int = 1_000_000  # the nodes calls of local functions may expand to (--max-inlined-nodes)
     max_loop_trips: int = 1_000_000  # the security stage's bound on a Loop's constant trip count (--max-loop-trips)
     smoke_cpu_seconds: float = 3.0  # the smoke run's own CPU budget, below the worker's limits (--smoke-cpu-seconds)
-    sleep: float = 0.0  # test hook: the worker waits this long before it opens its model
-    spin: bool = False  # test hook: ... burning CPU instead of sleeping, once its walls and limits are up
-    test_action: str = ""  # test hook: "socket", "exec", "ptrace", "fork" or "thread" (service.sandbox.worker.main.try_forbidden)
-    test_code: str = ""  # test hook: Python run in place of the task, its model open and every wall up; its `result` is reported
     worker_uid: int = WORKER_ID  # the identity a worker started as root takes once its inputs are open
     worker_gid: int = WORKER_ID
     cgroups: tuple[tuple[str, str], ...] = ()  # the worker's own cgroups (service.sandbox.cgroups): (controller, its cgroup.procs)
@@ -169,7 +165,6 @@ class WorkerHeader(BaseModel):
     sources: list[SourceReport] = Field(default_factory=list, description="task import: the model file and the external files read")
     streams: list[int] = Field(default_factory=list, description="byte lengths of the streams that follow")
     checks: list[StageReport] = Field(default_factory=list, description="task import: its stages (their findings are in the catalogue)")
-    test_result: str | None = None  # test hook (WorkerJob.test_code): its `result`, or the exception it raised
     steps: dict[str, float] = Field(default_factory=dict, description="the worker's profile: each step's seconds, in order")
 
     def profile(self) -> str:

@@ -20,7 +20,8 @@ announces into the files the caller names, and classifies how it ended:
 - any other death (a signal, a non-zero exit, a broken result): `WorkerCrashed`.
 `WorkerOutcome.result` gives the worker's answer, or raises how it ended as a
 typed error (`service.errors`: `ImportFailed`, `StoreFull`, `ImportTooLarge`).
-The worker puts up its walls itself (`service.sandbox.worker.main.main`; no preexec_fn)
+The worker puts up its walls itself (`service.sandbox.worker.main.main`, or
+the entry the sandbox was made with; no preexec_fn)
 and reports what is in effect; `describe_isolation` turns that into
 /readyz's `network_isolation` and `worker_sandbox`, which `start` logs
 (each wall missing, with a warning).
@@ -29,6 +30,7 @@ and reports what is in effect; `describe_isolation` turns that into
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import multiprocessing
 import os
@@ -49,18 +51,18 @@ from service.sandbox.cgroups import JobGroups, WorkerCgroups
 from service.sandbox.environment import secrets_withheld
 from service.sandbox.memory_watch import WorkerMemoryWatch
 from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, StageReport, Task, WorkerHeader, WorkerJob
-from service.sandbox.worker import main as worker
 from service.sandbox.worker import seccomp
 from service.sandbox.worker.confinement import LANDLOCK_PREFIX, network_isolation
 from service.sandbox.worker.file_broker import READS_EXTERNAL_DATA, serve_requests
 from service.sandbox.worker.memory_limit import EXIT_MEMORY
-from service.settings import TEST_HOOKS_VARIABLE, Settings
+from service.settings import Settings
 
 log = logging.getLogger("service.sandbox")
 EXIT_GRACE_SECONDS = 1.0
 MAX_WORKER_OUTPUT = 64 << 10  # bytes of a worker's stdout and stderr logged; the rest is counted and dropped
 MAX_WORKER_LINES = 200
 MAX_LINE_CHARACTERS = 2000
+WORKER_ENTRY = "service.sandbox.worker.main:main"  # what a forked worker runs: main(connection, job, output, files)
 # The walls /readyz's worker_sandbox lists, in order (a worker reports those in effect).
 LAYERS = (
     "user-namespace", "pid-namespace", "ipc-namespace", "mount-namespace", "uts-namespace", "cgroup-namespace",
@@ -136,8 +138,14 @@ class WorkerControl:
 
 
 class Sandbox:
-    def __init__(self, settings: Settings) -> None:
+    """`worker` names the function a forked worker runs ("module:function",
+    called as `service.sandbox.worker.main.main` is), chosen by the code that
+    makes the sandbox: the service's own entry unless another is given."""
+
+    def __init__(self, settings: Settings, worker: str = WORKER_ENTRY) -> None:
         self.settings = settings
+        self.worker_module, _, name = worker.partition(":")
+        self.worker_entry: Callable[..., None] = getattr(importlib.import_module(self.worker_module), name)
         self.context = multiprocessing.get_context("forkserver")
         self.isolation = "unknown"
         self.cgroups: WorkerCgroups | None = None
@@ -147,6 +155,7 @@ class Sandbox:
         # onnx and onnxruntime (the runtime extra; skipped where missing) load once here, not in every check worker
         # its namespaces first, while it is one thread (numpy's OpenBLAS starts its own)
         preload = ["service.sandbox.worker.fork_server", "importer", "service.sandbox.worker.main", "service.tasks.dispatch"]
+        preload += [self.worker_module] if self.worker_module not in preload else []
         preload += ["onnx", "onnxruntime"]
         self.context.set_forkserver_preload(preload)
         self.cgroups = WorkerCgroups.find()
@@ -224,7 +233,7 @@ class Sandbox:
         reader, writer = self.context.Pipe(duplex=False)
         output_reader, output_writer = self.context.Pipe(duplex=False)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if job.task in READS_EXTERNAL_DATA else (None, None)
-        process = self.context.Process(target=worker.main, args=(writer, job, output_writer, theirs), daemon=True)
+        process = self.context.Process(target=self.worker_entry, args=(writer, job, output_writer, theirs), daemon=True)
         try:
             process.start()
         finally:
@@ -243,15 +252,18 @@ class Sandbox:
         return header.isolation
 
     def run_probe(self, job: WorkerJob, timeout: float) -> WorkerHeader:
-        """Run a job that answers with one header (a probe, or the test hook's code)."""
-        if job.test_code and not self.settings.test_hooks:
-            raise ValueError(f"the worker's test_code is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
+        """Run a job that answers with one header (a probe)."""
+        return WorkerHeader.model_validate_json(self.first_frame(job, timeout))
+
+    def first_frame(self, job: WorkerJob, timeout: float) -> bytes:
+        """Run a job whose worker answers with one frame (at most 64 KiB): that
+        frame, the worker ended then."""
         job, groups = self._groups(job)
         process, reader, output = self._fork(job)
         try:
             if not reader.poll(timeout):
                 raise RuntimeError("the probe worker did not answer")
-            return WorkerHeader.model_validate_json(reader.recv_bytes(1 << 16))
+            return reader.recv_bytes(1 << 16)
         finally:
             reader.close()
             _kill(process)
@@ -294,8 +306,6 @@ class Sandbox:
         """Run `job` in a fresh worker; the streams of an ok answer are written
         to `destinations`, one file each, in order, if they come to at most
         `max_bytes` in all (or `receive` reads the answer); `control` may end it."""
-        if job.test_action and not self.settings.test_hooks:
-            raise ValueError(f"the worker's test_action is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
         started = time.monotonic()
         job, groups = self._groups(replace(job, asked_at=started))
         process, reader, output = self._fork(job)

@@ -6,8 +6,9 @@ N front-end processes, each handed a listening socket of its own, which the
 supervisor made (SO_REUSEPORT: the kernel spreads connections evenly,
 `OwnListener`; `service.server.listeners` refuses a port another process
 serves, and no other service can join the group) and running its own app (`app_in_front_end`: the settings parsed
-again from the same arguments, made undumpable, its own fork server). What
-they share:
+again from the same arguments, made undumpable, its own fork server; the
+app made by the factory the entry point names, `service.app:create_app` for
+`python -m service`). What they share:
 
 - the store (every backend already takes several processes: the local
   index's lock is an flock, a fleet's index is PostgreSQL);
@@ -39,11 +40,13 @@ import signal
 import socket
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
+from uvicorn.importer import import_from_string
 from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 if TYPE_CHECKING:
@@ -57,6 +60,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("service")
 ARGV_VARIABLE = "ONNX_FRONT_END_ARGV"  # the arguments each front end parses again (JSON list)
+APP_VARIABLE = "ONNX_FRONT_END_APP"  # the app factory each front end calls ("module:function"), set by the entry point
+APP_FACTORY = "service.app:create_app"  # python -m service's
 SHARED_VARIABLE = "ONNX_FRONT_END_SHARED_DIR"  # the folder of the shared import capacity
 METRICS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -68,9 +73,14 @@ def _settings() -> Settings:
     return load_settings(json.loads(os.environ[ARGV_VARIABLE]))
 
 
+def app_factory(name: str) -> Callable[..., FastAPI]:
+    """The app factory named "module:function", called as `service.app.create_app` is: `(settings, shared_dir=...)`."""
+    factory: Callable[..., FastAPI] = import_from_string(name)
+    return factory
+
+
 def app_in_front_end() -> FastAPI:
     """The app of one of several front ends (uvicorn's factory, in the spawned process)."""
-    from service.app import create_app
     from service.observability.log_format import configure_logging
     from service.sandbox.worker.confinement import make_undumpable
 
@@ -78,7 +88,7 @@ def app_in_front_end() -> FastAPI:
     settings = _settings()
     configure_logging(settings.log_level, settings.log_format)  # a spawned process starts with no handler
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the app's lifespan handles it: a reload asked meanwhile never kills us
-    return create_app(settings, shared_dir=Path(os.environ[SHARED_VARIABLE]))
+    return app_factory(os.environ[APP_VARIABLE])(settings, shared_dir=Path(os.environ[SHARED_VARIABLE]))
 
 
 def hardened_protocol(
@@ -189,14 +199,15 @@ class OwnListener:
         return (adopt_listener, (self.sock, self.supervisor))
 
 
-def prepare_shared_state(argv: list[str]) -> Path:
+def prepare_shared_state(argv: list[str], factory: str = APP_FACTORY) -> Path:
     """Before anything imports prometheus-client: the folder the front ends
     share (import places, metrics), named in the environment they inherit
     with the arguments they parse again (which the sandbox withholds from
-    its workers, as it does the database's URL)."""
+    its workers, as it does the database's URL) and the app factory they call."""
     shared = Path(tempfile.mkdtemp(prefix="onnx-service-front-ends-"))
     (shared / "metrics").mkdir()
     os.environ[ARGV_VARIABLE] = json.dumps(argv)
+    os.environ[APP_VARIABLE] = factory
     os.environ[SHARED_VARIABLE] = str(shared)
     os.environ[METRICS_VARIABLE] = str(shared / "metrics")
     return shared

@@ -4,9 +4,7 @@ Owns `Settings` (frozen, validated) and `load_settings(argv, environ)`. Each
 setting `--some-name` is also read from `ONNX_SERVICE_SOME_NAME`; the flag wins
 over the variable, the variable over the default. Defaults are the safe ones
 (loopback address, bounded uploads, bounded workers). Sizes accept a unit
-(`512MiB`, `2GiB`, `1.5G`, plain bytes). Test hooks (`--debug-worker-sleep`
-and the per-request sleep header) are refused unless
-`ONNX_SERVICE_TEST_HOOKS=1` is set in the environment.
+(`512MiB`, `2GiB`, `1.5G`, plain bytes).
 
 Each setting is declared once, as a field of `Settings` made by `setting()`:
 its type, default, `Kind` (how text becomes a value and a value is shown), help
@@ -75,7 +73,6 @@ def flag_name(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
-TEST_HOOKS_VARIABLE = env_name("test_hooks")
 STORE_BACKENDS = ("local", "memory")  # service.store.backends builds each
 
 
@@ -356,19 +353,6 @@ class Settings:
         "refuse to start where the workers cannot be confined by Landlock (its file policy); without it, /readyz says so",
         shown="off",
     )
-    debug_worker_sleep: float = setting(
-        0.0,
-        SECONDS,
-        f"TEST HOOK (needs {TEST_HOOKS_VARIABLE}=1): seconds each worker sleeps before reading",
-        rule=Rule(lambda seconds: seconds >= 0, "must not be negative"),
-    )
-    test_hooks: bool = setting(
-        False,
-        SWITCH,
-        "1 turns the test hooks on (--debug-worker-sleep, the X-Test-Worker-Sleep header); never in production",
-        shown="off",
-        flag=False,
-    )
 
     def __post_init__(self) -> None:
         # Every path is made absolute once, against the directory the service
@@ -399,8 +383,6 @@ class Settings:
             raise SettingsError(
                 "--mlflow-url needs the webhook's secret: ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET or --mlflow-webhook-secret-file"
             )
-        if self.debug_worker_sleep != 0 and not self.test_hooks:
-            raise SettingsError(f"--debug-worker-sleep is a test hook: refused unless {TEST_HOOKS_VARIABLE}=1")
 
     @property
     def store_bucket(self) -> tuple[str, str] | None:

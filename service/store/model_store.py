@@ -464,11 +464,12 @@ class Store:
         owner: TenantRecord,
         *,
         checks: bytes = b"",
-        hold_uploaded: float = 0.0,
+        uploaded: Callable[[], None] | None = None,
     ) -> bool:
         """Store the finished work folder as `model_id` (unless that content is
         stored already) and give `owner`'s tenant its record, with `checks` (the
-        check runs of this import, `service.checks.runs`) as its own. True if the model
+        check runs of this import, `service.checks.runs`) as its own; `uploaded`
+        is called once new content's bytes are stored, before its record. True if the model
         is new for the tenant. A model over the store's cap is `StoreFull`, as
         is one the file system cannot hold above its floor even once every
         model the tenant may evict is gone (then nothing is evicted); a full
@@ -485,7 +486,8 @@ class Store:
         installed, taken, evicted = False, False, []
         try:
             self.content.prepare(place, work)
-            time.sleep(hold_uploaded)  # a test hook (X-Test-Pause-After-Upload): 0 but in tests
+            if uploaded is not None:
+                uploaded()
             with self.index.locked():
                 if not self.index.holds(owner.tenant, model_id):
                     self._check_quota(owner.tenant, size, new_model=True)

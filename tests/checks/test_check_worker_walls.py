@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from support.faults import FaultSandbox as Sandbox  # the test-only worker entry: jobs with test_code
 from support.service_harness import SAMPLES, started_sandbox
-
-from service.sandbox.supervisor import Sandbox
 
 NARROWED_WORKER = """
 import os

@@ -14,10 +14,13 @@ one override file:
 - ONNX_SERVICE_PUBLISH_PORT=0: any free loopback port (read back with
   `docker compose port`), so that runs and replicas never collide;
 - MODELS_DIR: a folder of this test's models (read-only at /data);
-- the override file: ONNX_SERVICE_TEST_HOOKS=1 (the X-Test-Worker-Sleep
-  header holds an import open while SIGTERM arrives) and
-  ONNX_SERVICE_WORKER_MEMORY=128MiB (a model past 2 GiB would take minutes
-  to write and import; past 128 MiB, a 10 MB model does).
+- the override file: ONNX_SERVICE_WORKER_MEMORY=128MiB (a
+  model past 2 GiB would take minutes to write and import; past 128 MiB, a
+  10 MB model does), and the test-only worker entry point mounted read-only
+  at /test-support (`support.faults.copy_for_container`): the image holds no
+  test code, and the service never names it; only the scripts this test runs
+  in the container (a worker that opens a socket, the worker attacks) make a
+  `Sandbox` with it.
 
 Then, over HTTP on the published port: health turns healthy (and names the
 compiled build of the importer, as the Dockerfile builds it), an import from
@@ -26,7 +29,7 @@ external data, refused models' problems. Inside the container (`docker
 compose exec`): uid 10001 everywhere, no capabilities, writes outside /store
 and /tmp fail, /readyz reports the worker sandbox and a worker that opens a
 socket is stopped (a `service.sandbox.supervisor.Sandbox` started in the container with
-its test action), a worker past its memory cap answers ResourceLimit and the
+the mounted test-only worker entry, support/fault_worker.py), a worker past its memory cap answers ResourceLimit and the
 container lives on. Two replicas on the one store volume serve each other's
 imports; `down` then `up` keeps the store; SIGTERM during an import ends
 cleanly within the grace period. The figures (image size and what fills it,
@@ -62,6 +65,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.big_models import write_big_graph_model
 from support.deploy_files import COMPOSE, DEPLOY, FRONT_END_ANNOTATION, compose_bytes, k8s_quantity, read_dockerfile, yaml_document
+from support.faults import copy_for_container
+from support.loop_models import computed_loop
 from support.paths import REPO
 from support.service_harness import assert_problem
 
@@ -75,7 +80,7 @@ BUILD_SECONDS = 1200
 START_SECONDS = 120
 COMMAND_SECONDS = 300
 TEST_WORKER_MEMORY = "128MiB"
-HOLD_SECONDS = 6.0  # an import held open across SIGTERM
+TEST_SUPPORT = "/test-support"  # where the test-only worker entry is mounted (support/worker_attacks.py's TEST_SUPPORT)
 
 SERVER_SIDE = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)  # /data/external.onnx's weights.bin
 UPLOADED = (np.arange(12, dtype=np.float32) / 8).reshape(3, 4)  # an upload's external part
@@ -262,13 +267,15 @@ def stack() -> Iterator[Stack]:
     remove_stale_projects(docker)
     folder = Path(tempfile.mkdtemp(prefix="onnx-ctest-"))
     write_models(folder)
+    support = copy_for_container(Path(tempfile.mkdtemp(prefix="onnx-ctest-support-")))
     (folder / "override.yaml").write_text(
         "# tests/e2e/test_container.py: what differs from compose.yaml on a test machine (see the module's docstring).\n"
         "services:\n"
         f"  {SERVICE}:\n"
         "    environment:\n"
-        '      ONNX_SERVICE_TEST_HOOKS: "1"\n'
         f"      ONNX_SERVICE_WORKER_MEMORY: {TEST_WORKER_MEMORY}\n"
+        "    volumes:\n"
+        f"      - {{type: bind, source: {support}, target: {TEST_SUPPORT}, read_only: true}}\n"
     )
     environment = {key: value for key, value in os.environ.items() if not key.startswith("ONNX_SERVICE_")}
     environment |= {"PYTHON_IMAGE": base, "ONNX_SERVICE_PUBLISH_PORT": "0", "MODELS_DIR": str(folder)}
@@ -280,6 +287,7 @@ def stack() -> Iterator[Stack]:
         with contextlib.suppress(Exception):
             built.compose("down", "-v", "--timeout", "10", "--remove-orphans", check=False)
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(support, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -460,26 +468,31 @@ def test_inside_the_container_uid_10001_no_capabilities_and_no_writes_outside_st
     assert all(outcome in ("EROFS", "EACCES", "ENOENT") for path, outcome in inside["writes"].items() if path not in written)
 
 
-SOCKET_WORKER = """
-import json, tempfile
+SOCKET_WORKER = f"""
+import json, sys, tempfile
 from pathlib import Path
+sys.path.insert(0, {TEST_SUPPORT!r})  # the test-only worker entry, mounted by this test
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
-sandbox = Sandbox(Settings(test_hooks=True, worker_timeout=30.0, data_root='/data', store='/tmp/unused-store'))
+from support.fault_worker import faulty
+settings = Settings(worker_timeout=30.0, data_root='/data', store='/tmp/unused-store')
+sandbox = Sandbox(settings, worker='support.fault_worker:main')
 sandbox.start()
-outcomes = {'worker_sandbox': sandbox.worker_sandbox}
+outcomes = {{'worker_sandbox': sandbox.worker_sandbox}}
 for action in ('', 'socket'):
     with tempfile.TemporaryDirectory() as folder:
-        job = sandbox.job('import', directory='/data', model='add.onnx', display_name='add.onnx', test_action=action)
+        job = sandbox.job('import', directory='/data', model='add.onnx', display_name='add.onnx')
+        job = faulty(job, action=action) if action else job
         outcome = sandbox.run(job, [Path(folder, 'catalog'), Path(folder, 'converted')])
-        outcomes[action or 'plain'] = {'status': outcome.status, 'detail': outcome.detail}
+        outcomes[action or 'plain'] = {{'status': outcome.status, 'detail': outcome.detail}}
 print(json.dumps(outcomes))
 """
 
 
 def test_a_worker_that_opens_a_socket_is_stopped(running: Stack) -> None:
-    """A sandbox of the installed service, started in the running container: the
-    control import works, the worker that opens a socket dies by SIGSYS."""
+    """A sandbox of the installed service, started in the running container with the
+    mounted test-only worker entry: the control import works, the worker that
+    opens a socket dies by SIGSYS."""
     outcomes = running.exec_python(SOCKET_WORKER)
     assert "seccomp" in outcomes["worker_sandbox"], outcomes
     assert outcomes["plain"]["status"] == "ok", outcomes
@@ -487,7 +500,8 @@ def test_a_worker_that_opens_a_socket_is_stopped(running: Stack) -> None:
 
 
 def test_every_attack_fails_inside_a_worker_in_the_container(running: Stack) -> None:
-    """tests/support/worker_attacks.py in the running container, as its user (uid 10001)."""
+    """tests/support/worker_attacks.py in the running container, as its user (uid 10001),
+    its workers the mounted test-only entry point (TEST_SUPPORT)."""
     from support.worker_walls import ATTACKS, check_attack_outcomes
 
     # uid 10001, no capabilities, the service's seccomp profile: what needs a privilege fails to the control too
@@ -568,20 +582,19 @@ def test_down_then_up_keeps_the_store(running: Stack) -> None:
 def test_sigterm_during_an_import_ends_cleanly_within_the_grace_period(running: Stack, report: list[str]) -> None:
     """`docker compose stop` sends SIGTERM (to init, which forwards it); the
     import in progress finishes and is answered, then the service exits, long
-    before the grace period would end in SIGKILL."""
+    before the grace period would end in SIGKILL. The import is held open by
+    what the service does on its own: the smoke run of a Loop whose trip count
+    is computed (10^15), which only --smoke-cpu-seconds (its default, 3 s of
+    the niced check worker's CPU time) stops."""
     grace = yaml_document(COMPOSE)["services"][SERVICE]["stop_grace_period"]
     assert grace.endswith("s")
     answers: list[httpx.Response | BaseException] = []
     url = running.url()
 
     def held_import() -> None:
-        model = external_model(UPLOADED * 3, "held.bin", name="u")
-        files = [
-            ("model", ("held.onnx", model.SerializeToString())),
-            ("external_data", ("held.bin", (UPLOADED * 3).astype("<f4").tobytes())),
-        ]
+        files = [("model", ("held.onnx", computed_loop().SerializeToString()))]
         try:
-            answers.append(httpx.post(url + "/models", files=files, headers={"X-Test-Worker-Sleep": str(HOLD_SECONDS)}, timeout=120))
+            answers.append(httpx.post(url + "/models", params={"checks": "smoke"}, files=files, timeout=120))
         except BaseException as error:
             answers.append(error)
 

@@ -10,8 +10,12 @@ choice: PYTHON_IMAGE, the official image when the engine has it, else
 tools/base_image.sh's local Debian base). What differs from the defaults
 comes through the variables compose.fleet.yaml reads (any free loopback port
 for the load balancer and each replica, a bucket, keys and a password of this
-run) and one override file: ONNX_SERVICE_TEST_HOOKS=1 on the replicas (the
-X-Test-Pause-After-Upload header), never in compose.fleet.yaml itself.
+run) and one override file, never compose.fleet.yaml itself: the replicas
+run the packaged service with test faults, `python -m support.faulty_service`
+(the X-Test-Pause-After-Upload header holds an upload between its objects
+and its record: the service has no such pause of its own), from the
+test-only entry points mounted read-only at /test-support
+(`support.faults.copy_for_container`; the image holds no test code).
 
 Over HTTP on the published loopback ports only: every replica and the load
 balancer turn ready; a model posted to replica 1 is served by replica 2 and
@@ -55,6 +59,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.deploy_files import COMPOSE
+from support.faults import FAULTS_VARIABLE, copy_for_container
 from support.paths import REPO
 from support.small_models import weight_model
 from test_container import base_image_or_skip, engine_or_skip, remove_stale_projects, run, wait_for_readyz
@@ -72,6 +77,7 @@ COMMAND_SECONDS = 300
 UPLOADS = 20
 WEIGHTS = 20_000  # float32 values per model: 80 kB
 LARGE_WEIGHTS = 50_000_000  # float32 values of the large model: 200 MB, past the client's 64 MiB (resumable)
+TEST_SUPPORT = "/test-support"  # where the replicas find the test-only entry points (support.faulty_service)
 HOLD_SECONDS = 30  # the victim's held uploads wait this long between their objects and their record: far longer than the kill takes
 VICTIM = REPLICAS[0]
 IMAGE_TITLES = ("onnx-import-service", "onnx-import-fleet-seaweedfs", "onnx-import-fleet-postgres", "onnx-import-fleet-haproxy")
@@ -190,10 +196,17 @@ def fleet() -> Iterator[Fleet]:
     base = base_image_or_skip(docker, notes)
     remove_stale_projects(docker, PROJECT_PREFIX)
     folder = Path(tempfile.mkdtemp(prefix=PROJECT_PREFIX))
-    hooks = "".join(f'  {replica}:\n    environment:\n      ONNX_SERVICE_TEST_HOOKS: "1"\n' for replica in REPLICAS)
+    support = copy_for_container(folder / "test-support")
+    faulty = "".join(
+        f"  {replica}:\n"
+        '    entrypoint: ["python", "-m", "support.faulty_service"]\n'
+        f"    environment:\n      PYTHONPATH: {TEST_SUPPORT}\n      {FAULTS_VARIABLE}: '{{}}'\n"
+        f"    volumes:\n      - {{type: bind, source: {support}, target: {TEST_SUPPORT}, read_only: true}}\n"
+        for replica in REPLICAS
+    )
     (folder / "override.yaml").write_text(
-        "# tests/e2e/test_container_fleet.py: the test hooks (X-Test-Pause-After-Upload), on the replicas of this run only.\n"
-        f"services:\n{hooks}"
+        "# tests/e2e/test_container_fleet.py: the service with test faults (X-Test-Pause-After-Upload), on the replicas of "
+        f"this run only.\nservices:\n{faulty}"
     )
     environment = {key: value for key, value in os.environ.items() if not key.startswith(("ONNX_SERVICE_", "ONNX_FLEET_"))}
     environment |= {

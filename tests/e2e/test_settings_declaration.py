@@ -23,7 +23,7 @@ import sys
 from support.deploy_files import DEPLOY, yaml_document
 from support.paths import REPO
 
-from service.settings import ENV_PREFIX, SETTINGS, TEST_HOOKS_VARIABLE, Settings, env_name, flag_name, settings_table_markdown
+from service.settings import ENV_PREFIX, SETTINGS, Settings, env_name, flag_name, settings_table_markdown
 
 README = REPO / "README.md"
 CONFIGMAP = DEPLOY / "configmap.yaml"
@@ -32,8 +32,6 @@ SETTINGS_PARAGRAPH = "Every setting is a flag and an `ONNX_SERVICE_<NAME>` varia
 # Settings deliberately not in deploy/configmap.yaml, each with its reason.
 ABSENT_FROM_CONFIGMAP = {
     "ONNX_SERVICE_DATABASE": "its URL carries a password: the fleet variants set it from a Secret (deploy/fleet, compose.fleet.yaml)",
-    "ONNX_SERVICE_DEBUG_WORKER_SLEEP": "a test hook: never in a deployment",
-    "ONNX_SERVICE_TEST_HOOKS": "turns the test hooks on: never in a deployment",
     "ONNX_SERVICE_API_KEYS": "set by the Deployment (the key file is a mounted Secret) and by compose from the host's variable",
     "ONNX_SERVICE_ALLOW_ANONYMOUS": "never on a cluster; compose sets it for its loopback-only port",
     "ONNX_SERVICE_WORKER_UID": "the image runs as uid 10001, not root: workers keep that identity",
@@ -91,7 +89,6 @@ def test_configmap_sets_declared_settings_and_misses_only_the_listed_ones() -> N
 
 # Settings with no flag, each with its reason.
 VARIABLE_ONLY = {
-    TEST_HOOKS_VARIABLE: "the test hooks are turned on by the environment only, never by a flag left in a command",
     "ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": "a secret in a command line is shown by ps: its variable, or --mlflow-webhook-secret-file",
 }
 

@@ -28,13 +28,14 @@ from service.server.h11_protocol import protocol_class
 from service.server.listeners import open_listeners
 from service.settings import load_settings
 from support import service_harness
+from support.faults import FAULTS_VARIABLE, FaultPlan, Faults
 from support.service_harness import ServiceUnderTest
 
 
 class InProcessService(ServiceUnderTest):
     def __init__(self, store: Path, data_root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         super().__init__(store, data_root, *args)
-        self.env = env or {}  # the service's variables (ONNX_SERVICE_TEST_HOOKS, ...): none unless given
+        self.env = env or {}  # the service's variables, and test faults (support.faults.FaultPlan.env()): none unless given
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._listener: socket.socket | None = None
@@ -48,7 +49,8 @@ class InProcessService(ServiceUnderTest):
         settings = load_settings([*argv, *self.args], environ=self.env)
         listener = self._listener = open_listeners(settings.host, 0, 1, backlog=2048)[0]
         self.port = listener.getsockname()[1]
-        config = uvicorn.Config(create_app(settings), http=protocol_class(settings.header_timeout), log_config=None, access_log=False)
+        app = Faults(FaultPlan.from_environ(self.env)).app(settings) if FAULTS_VARIABLE in self.env else create_app(settings)
+        config = uvicorn.Config(app, http=protocol_class(settings.header_timeout), log_config=None, access_log=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [listener]}, name=f"service-{self.port}", daemon=True)
         self._thread.start()

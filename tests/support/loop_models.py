@@ -11,6 +11,10 @@
 - `graph_of_loop` and `loop_body` put those pieces together otherwise (a
   Loop inside an If's branch, a trip count from a Constant node, a string
   input beside it).
+- `computed_loop(seed)`: the endless kind, its trip count 10^15 computed in
+  float (`Cast(Mul(Constant 1e7, Constant 1e8 + 8 seed))`), which the
+  security stage's estimate does not fold: only the smoke run's CPU budget
+  (`--smoke-cpu-seconds`) stops it. `seed` makes another model.
 """
 
 from __future__ import annotations
@@ -82,3 +86,12 @@ def constant_loop(trips: int = ENDLESS_TRIPS) -> onnx.ModelProto:
 def while_loop(limit: int) -> onnx.ModelProto:
     limit_tensor = helper.make_tensor("limit", TensorProto.INT64, [], [limit])
     return graph_of_loop([loop_node(loop_body("less"))], [*trips_and_true(INT64_MAX), limit_tensor])
+
+
+def computed_loop(seed: int = 0) -> onnx.ModelProto:
+    factors = [
+        helper.make_node("Constant", [], [name], value=helper.make_tensor(name, TensorProto.FLOAT, [], [value]))
+        for name, value in (("a", 1e7), ("b", 1e8 + 8 * seed))  # float32 holds 1e8 + 8k exactly
+    ]
+    trips = [helper.make_node("Mul", ["a", "b"], ["m_float"]), helper.make_node("Cast", ["m_float"], ["M"], to=TensorProto.INT64)]
+    return graph_of_loop([*factors, *trips, loop_node(loop_body())], [helper.make_tensor("cond", TensorProto.BOOL, [], [True])])

@@ -1,7 +1,9 @@
 """Helpers of the service tests: a real `python -m service` on a free port.
 
 `ServiceProcess` starts the server as a subprocess (its own store and data
-root), waits for /readyz, and stops it with SIGTERM; what it shares with the
+root; `python -m support.faulty_service` instead of `python -m service` when
+its environment asks for test faults, `support.faults.FaultPlan.env()`),
+waits for /readyz, and stops it with SIGTERM; what it shares with the
 service in the test process (support.in_process_service) is
 `ServiceUnderTest`. Also: finding the import
 workers (children of the fork server, a child of the service) through /proc,
@@ -28,9 +30,9 @@ from typing import Any
 
 import httpx
 
-from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.work_area import is_probe
+from support.faults import FAULTS, FAULTS_VARIABLE, FaultSandbox
 from support.paths import REPO
 
 SAMPLES = REPO / "testdata" / "samples"
@@ -136,7 +138,7 @@ class ServiceProcess(ServiceUnderTest):
         command = [
             sys.executable,
             "-m",
-            "service",
+            "support.faulty_service" if FAULTS_VARIABLE in self.env else "service",
             "--port",
             str(self.port),
             "--store",
@@ -150,6 +152,8 @@ class ServiceProcess(ServiceUnderTest):
         if fleet := self.fleet_arguments():
             command += fleet
             self.env.update(FLEET.environ)
+        if FAULTS_VARIABLE in self.env:  # support.faulty_service, from tests/
+            self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "tests"), self.env.get("PYTHONPATH")]))
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen([*command, *self.args], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
@@ -197,10 +201,10 @@ def serving(store: Path, data_root: Path, *args: str, env: dict[str, str] | None
 @contextlib.contextmanager
 def saturated(tmp_path: Path) -> Iterator[ServiceProcess]:
     """A server of one import place and no queue, its place held by an import
-    whose worker sleeps 3 s (test hooks), so another import meanwhile is a
+    whose worker sleeps 3 s (test faults), so another import meanwhile is a
     503 with Retry-After; the holding import is waited for on the way out."""
     root = copy_samples(tmp_path / "saturated-root")
-    with serving(tmp_path / "saturated-store", root, "--workers", "1", "--queue", "0", env={"ONNX_SERVICE_TEST_HOOKS": "1"}) as busy:
+    with serving(tmp_path / "saturated-store", root, "--workers", "1", "--queue", "0", env=FAULTS) as busy:
         holder = threading.Thread(
             target=lambda: httpx.post(busy.url + "/models", json={"path": "add.onnx"}, headers={"X-Test-Worker-Sleep": "3"}, timeout=60)
         )
@@ -235,12 +239,13 @@ def read_until_closed(connection: socket.socket, timeout: float = 10.0) -> tuple
 
 
 @contextlib.contextmanager
-def started_sandbox() -> Iterator[Sandbox]:
-    """A started `Sandbox` in this process, test hooks on (its fork server a child
+def started_sandbox() -> Iterator[FaultSandbox]:
+    """A started `Sandbox` in this process, its workers the test-only entry point
+    (`support.faults.FaultSandbox`: jobs with faults; its fork server a child
     of this process, stopped on the way out for the modules after)."""
     import multiprocessing.forkserver
 
-    started = Sandbox(Settings(test_hooks=True, worker_timeout=20.0))
+    started = FaultSandbox(Settings(worker_timeout=20.0))
     started.start()
     try:
         yield started

@@ -1,10 +1,12 @@
 """What a model that ran code in a worker would try, run in real workers.
 
 `python tests/support/worker_attacks.py [FOLDER]` plays a front end: it makes itself
-not dumpable as the service does, starts a real `Sandbox` (test hooks on)
-and, for each attack below, runs its code in a fresh worker at the moment
-it would parse its model: the model file open, every wall up
-(`WorkerJob.test_code`, in place of the parse), and once more in a plain
+not dumpable as the service does, starts a real `Sandbox` whose workers run
+the test-only entry point (`support.fault_worker`, found beside this file,
+or in the container under `TEST_SUPPORT`) and, for each attack below, runs
+its code in a fresh worker at the moment it would parse its model: the model
+file open, every wall up (a `FaultyJob`'s `code`, in place of the parse),
+and once more in a plain
 child without walls (the control: it shows the attack works where nothing
 stops it). The attacks: the store's and the host's files (read, link,
 write, stat), the front end's and the fork server's memory, limits,
@@ -37,9 +39,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from service.sandbox.supervisor import Sandbox
-from service.sandbox.worker.confinement import make_undumpable
-from service.settings import Settings
+TEST_SUPPORT = "/test-support"  # in the container: where the test mounts the test-only worker entry (tests/e2e/test_container.py)
 
 
 def _sample() -> Path:
@@ -48,8 +48,19 @@ def _sample() -> Path:
     return Path(here).resolve().parents[2] / "testdata" / "samples" / "add.onnx" if here else Path("/data/add.onnx")
 
 
-SAMPLE = _sample()
+def _import_paths() -> list[str]:
+    """Where `service` and `support` are found: this checkout and its tests/; run as
+    `python -c` (in the container), the installed service and TEST_SUPPORT."""
+    here = globals().get("__file__")
+    return [str(Path(here).resolve().parents[2]), str(Path(here).resolve().parents[1])] if here else [TEST_SUPPORT]
 
+
+SAMPLE = _sample()
+sys.path[:0] = _import_paths()
+from service.sandbox.supervisor import Sandbox  # noqa: E402
+from service.sandbox.worker.confinement import make_undumpable  # noqa: E402
+from service.settings import Settings  # noqa: E402
+from support.fault_worker import ProbeAnswer, faulty  # noqa: E402
 
 SECRET = b"the front end's memory"  # process_vm_readv reads it at its address in this process
 
@@ -181,14 +192,15 @@ def run_unconfined(code: str) -> str:
 def main(folder: Path) -> dict[str, dict[str, str]]:
     make_undumpable()
     inputs = lay_out(folder)
-    sandbox = Sandbox(Settings(test_hooks=True, worker_timeout=20.0, data_root=str(SAMPLE.parent), store=str(folder / "unused-store")))
+    settings = Settings(worker_timeout=20.0, data_root=str(SAMPLE.parent), store=str(folder / "unused-store"))
+    sandbox = Sandbox(settings, worker="support.fault_worker:main")
     sandbox.start()
     outcomes: dict[str, dict[str, str]] = {"sandbox": {"isolation": sandbox.isolation}}
     fork_server = multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
     for name, code in attacks(folder, os.getpid(), fork_server).items():
-        job = sandbox.job("import", directory=str(inputs), model="add.onnx", display_name="add.onnx", test_code=wrapped(code))
+        job = faulty(sandbox.job("import", directory=str(inputs), model="add.onnx", display_name="add.onnx"), code=wrapped(code))
         try:
-            confined = sandbox.run_probe(job, timeout=20.0).test_result or ""
+            confined = ProbeAnswer.model_validate_json(sandbox.first_frame(job, timeout=20.0)).test_result or ""
         except EOFError:
             confined = "killed"
         lay_out(folder)  # undo what a confined attack may have done, for the control

@@ -38,7 +38,6 @@ from service.api.problems import ProblemError, known_problem
 from service.api.request_body import read_json
 from service.api.request_context import current_request
 from service.api.schemas import GraphDocument, ImportRequest, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks
-from service.api.test_hooks import import_hooks
 from service.api.upload_body import multipart_source, refused_too_large
 from service.checks.outcome import ChecksError, parse_checks, parse_dims
 from service.checks.requested import CheckRequest
@@ -151,13 +150,12 @@ async def post_model(request: Request, parts: ImportsDep, uploads: UploadsDep, m
                 raise ProblemError(
                     "unsupported-media-type", 'send multipart/form-data (an upload) or application/json ({"path": ...} or {"upload": ...})'
                 )
-            hooks = import_hooks(request, parts.settings)
             checks = check_request(request, parts.settings)
             tenant = caller.tenant
             if media_type == "multipart/form-data":
                 source, body = multipart_source(request, parts.settings)
                 try:
-                    imported = await while_client_waits(request, lambda: pipeline.run(parts, source, tenant, checks, hooks), body.read)
+                    imported = await while_client_waits(request, lambda: pipeline.run(parts, source, tenant, checks), body.read)
                 except UploadTooLarge as error:
                     raise await refused_too_large(error, body) from None
             else:
@@ -167,7 +165,7 @@ async def post_model(request: Request, parts: ImportsDep, uploads: UploadsDep, m
                     chosen = ResumableUploadsSource(uploads, tenant, wanted.upload, wanted.external_data or {})
                 else:
                     chosen = under_data_root(parts.data_root, wanted.path or "", parts.settings.allow_hard_links)
-                imported = await while_client_waits(request, lambda: pipeline.run(parts, chosen, tenant, checks, hooks))
+                imported = await while_client_waits(request, lambda: pipeline.run(parts, chosen, tenant, checks))
         except (DomainError, OSError) as error:
             problem = known_problem(error)
             if problem is None:

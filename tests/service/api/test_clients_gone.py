@@ -18,10 +18,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.faults import FAULTS
 from support.in_process_service import InProcessService, serving_in_process
 from support.service_harness import copy_samples
 
-HOOKS = {"ONNX_SERVICE_TEST_HOOKS": "1"}
+HOOKS = FAULTS  # the X-Test-* headers (support/faults.py)
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.faults import FAULTS
 from support.paths import REPO
 from support.service_harness import SAMPLES, ServiceProcess, children_of, model_id_of
 from support.small_models import weight_model
@@ -33,7 +34,7 @@ from service.settings import Settings
 from service.store.backends import open_store
 from service.store.model_store import Store
 
-HOOKS = {"ONNX_SERVICE_TEST_HOOKS": "1"}
+HOOKS = FAULTS  # the X-Test-* headers (support/faults.py)
 
 
 class Fleet:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.faults import FAULTS
 from support.paths import REPO
 from support.service_harness import ServiceProcess, assert_problem, children_of, copy_samples, serving
 
@@ -62,7 +63,7 @@ def several_front_ends(folder: Path) -> Iterator[ServiceProcess]:
     """A service of FRONT_ENDS front ends, one import place and no queue, once all of them are ready."""
     root = copy_samples(folder / "root")
     args = ("--http-workers", str(FRONT_ENDS), "--workers", "1", "--queue", "0")
-    with serving(folder / "store", root, *args, env={"ONNX_SERVICE_TEST_HOOKS": "1"}) as service:
+    with serving(folder / "store", root, *args, env=FAULTS) as service:
         wait_for(lambda: len(front_ends(service)) == FRONT_ENDS and all_ready(service))
         yield service
 
@@ -262,7 +263,7 @@ def test_a_killed_supervisor_takes_every_process_and_the_port_with_it(tmp_path: 
     fork server of a front end; then the kernel's view of what is left."""
     root = copy_samples(tmp_path / "root")
     args = ("--http-workers", str(http_workers))
-    with serving(tmp_path / "store", root, *args, env={"ONNX_SERVICE_TEST_HOOKS": "1"}) as service:
+    with serving(tmp_path / "store", root, *args, env=FAULTS) as service:
         assert service.process is not None
         supervisor = service.process.pid
         wait_for(lambda: http_workers == 1 or (len(front_ends(service)) == FRONT_ENDS and all_ready(service)))

@@ -35,6 +35,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support.faults import FaultPlan
 from support.mlflow_server import MlflowServer
 from support.service_harness import ServiceProcess, model_id_of
 from support.small_models import weight_model
@@ -267,8 +268,8 @@ def test_a_verdict_mlflow_missed_while_down_is_written_when_it_is_back(
     version = quiet["restarted"]
     with TcpProxy(mlflow_server.port) as mlflow_link:
         service = ServiceProcess(
-            folder / "store", folder, "--mlflow-url", mlflow_link.url, "--debug-worker-sleep", "3",
-            env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET, "ONNX_SERVICE_TEST_HOOKS": "1"},
+            folder / "store", folder, "--mlflow-url", mlflow_link.url,
+            env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET, **FaultPlan(worker_sleep=3).env()},
         )  # fmt: skip
         try:
             service.start()

@@ -21,11 +21,12 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support.faults import FAULTS
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem, copy_samples, model_id_of, serving
 
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
-HOOKS = {"ONNX_SERVICE_TEST_HOOKS": "1"}
+HOOKS = FAULTS  # the X-Test-* headers (support/faults.py)
 
 
 def weights_model(path: Path, values: np.ndarray, location: str | None = None) -> Path:

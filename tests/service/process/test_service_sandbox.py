@@ -1,6 +1,8 @@
 """The worker sandbox over HTTP: a worker killed mid-import (WorkerCrashed),
 the wall-clock deadline (ResourceLimit), the bounded queue (503 with
-Retry-After), and the test hooks being off unless enabled."""
+Retry-After), the workers held by test faults (support/faults.py: the
+service started as `python -m support.faulty_service`), and no test hook in
+`python -m service`."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.faults import FAULTS
 from support.paths import REPO
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem
 
@@ -22,8 +25,8 @@ SLEEP = "x-test-worker-sleep"
 
 
 def _with_test_hooks(store: Path, *args: str) -> Iterator[ServiceProcess]:
-    """The service on the samples with one worker, `args` and the test hooks on; stopped on the way out."""
-    service = ServiceProcess(store, SAMPLES, "--workers", "1", *args, env={"ONNX_SERVICE_TEST_HOOKS": "1"}).start()
+    """The service on the samples with one worker, `args` and test faults; stopped on the way out."""
+    service = ServiceProcess(store, SAMPLES, "--workers", "1", *args, env=FAULTS).start()
     try:
         yield service
     finally:
@@ -32,7 +35,7 @@ def _with_test_hooks(store: Path, *args: str) -> Iterator[ServiceProcess]:
 
 @pytest.fixture(scope="module")
 def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    """One worker, one waiting place, a 3 s deadline, 1 s of CPU, test hooks on."""
+    """One worker, one waiting place, a 3 s deadline, 1 s of CPU, test faults."""
     store = tmp_path_factory.mktemp("service-sandbox") / "store"
     yield from _with_test_hooks(store, "--queue", "1", "--worker-timeout", "3", "--worker-cpu-seconds", "1")
 
@@ -102,12 +105,20 @@ def test_queue_overflow_is_503_with_retry_after(hooked: ServiceProcess) -> None:
         assert waiting.result().status_code in (200, 201)
 
 
-def test_test_hooks_are_refused_unless_enabled(tmp_path: Path) -> None:
+def test_the_service_has_no_test_hook(tmp_path: Path) -> None:
+    """`python -m service` knows no --debug-worker-sleep, and holds no worker for an X-Test-Worker-Sleep header."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONNX_SERVICE_")}
     command = [sys.executable, "-m", "service", "--store", str(tmp_path / "s"), "--debug-worker-sleep", "1"]
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2 and "test hook" in result.stderr
+    assert result.returncode == 2 and "--debug-worker-sleep" in result.stderr
     assert not (tmp_path / "s").exists()
+    service = ServiceProcess(tmp_path / "store", SAMPLES, "--workers", "1", "--worker-timeout", "3").start()
+    try:
+        started = time.monotonic()
+        assert _post_sleeping(service, 30).status_code in (200, 201)
+        assert time.monotonic() - started < 10
+    finally:
+        service.stop()
 
 
 @pytest.mark.parametrize(

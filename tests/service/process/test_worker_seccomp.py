@@ -1,7 +1,8 @@
 """The workers' seccomp filter (service/sandbox/worker/seccomp.py), with real processes.
 
-A real `Sandbox` (its own fork server, test hooks on) runs workers that try,
-after their sandbox is in place, what it must stop (`WorkerJob.test_action`):
+A real `Sandbox` (its own fork server; its workers the test-only entry point,
+support/fault_worker.py) runs workers that try, after their sandbox is in
+place, what it must stop (`FaultSandbox.job(..., test_action=...)`):
 a socket, a program, ptrace, a child process. Each is stopped by SIGSYS and
 reported as a crashed worker naming the forbidden system call; the program the
 exec would have run never ran. A thread cannot be started (RLIMIT_NPROC), an
@@ -179,10 +180,10 @@ def test_isolation_reports_are_read_back() -> None:
     ]  # fmt: skip
 
 
-def test_the_test_action_needs_the_test_hooks(tmp_path: Path) -> None:
-    hookless = Sandbox(Settings())
-    with pytest.raises(ValueError, match="test hook"):
-        _run(hookless, _import_job(hookless, test_action="socket"), tmp_path)
+def test_the_services_own_sandbox_takes_no_test_action() -> None:
+    """The actions are the test-only worker entry's: a job of the service's sandbox has no field for them."""
+    with pytest.raises(TypeError, match="test_action"):
+        Sandbox(Settings()).job("import", directory=str(SAMPLES), model="add.onnx", test_action="socket")
 
 
 def test_readiness_reports_seccomp_over_http(tmp_path: Path) -> None:

@@ -30,12 +30,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.faults import FaultSandbox as Sandbox  # the test-only worker entry: jobs with test_code
 from support.paths import REPO
 from support.service_harness import SAMPLES, ServiceProcess, started_sandbox
 from support.worker_walls import ATTACKS, check_attack_outcomes, namespaces_available
 
 from service.api.schemas import Readiness
-from service.sandbox.supervisor import Sandbox
 from service.sandbox.worker import landlock
 
 pytestmark = pytest.mark.skipif(landlock.abi_version() < 1, reason="this kernel offers no Landlock")
