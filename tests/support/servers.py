@@ -99,11 +99,12 @@ def data_root(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Path
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, data_root: Path, store_kind: str
 ) -> Iterator[ServiceUnderTest]:
-    """The module's service: default settings, its own store; in the test process for tests/service/api/."""
-    from support.in_process_service import serving_in_process
+    """The module's service: default settings, its own store; in the test process, over httpx's
+    ASGI transport, for tests/service/api/ (support.asgi_service), else a process."""
+    from support.asgi_service import serving_over_asgi
     from support.service_harness import serving
 
-    start = serving_in_process if request.path.parent.name == "api" else serving
+    start = serving_over_asgi if request.path.parent.name == "api" else serving
     with start(tmp_path_factory.mktemp("store") / "store", data_root) as service:
         yield service
 
