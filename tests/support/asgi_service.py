@@ -167,10 +167,12 @@ class AsgiService(ServiceUnderTest):
         return _AsyncBridge(self)
 
     def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=60, transport=self.transport(), **kwargs)
+        kwargs.setdefault("timeout", 60)
+        return httpx.Client(base_url=self.url, transport=self.transport(), **kwargs)
 
     def async_client(self, **kwargs: Any) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.url, timeout=60, transport=self.async_transport(), **kwargs)
+        kwargs.setdefault("timeout", 60)
+        return httpx.AsyncClient(base_url=self.url, transport=self.async_transport(), **kwargs)
 
 
 def _forwarded(request: httpx.Request, stream: httpx.AsyncByteStream) -> httpx.Request:

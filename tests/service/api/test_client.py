@@ -39,6 +39,8 @@ from service.access.keys import new_key
 from service.client import AsyncClient, Client, Retry, ServiceError
 from service.client._common import tensor_path, upload_parts
 
+ON_A_PORT = True  # the service on a loopback port, in the test process (support/servers.py): its command line runs as a subprocess
+
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 
