@@ -38,6 +38,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import gc
+import multiprocessing.forkserver
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -57,6 +58,34 @@ REQUEST_SECONDS = 300.0
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers, body: what crosses back to the caller's thread or loop
 
 
+_holders = 0  # the services of this process that run (here or in support.in_process_service)
+_holders_lock = threading.Lock()
+
+
+def fork_server_held() -> None:
+    """A service of this process starts: it may start multiprocessing's fork server, or share the running one."""
+    global _holders
+    with _holders_lock:
+        _holders += 1
+
+
+def fork_server_released() -> None:
+    """A service of this process stopped; the last one stops the fork server.
+
+    multiprocessing's fork server is one per process, kept once started, and
+    every `Sandbox` of the process forks its workers from it. Left running, the
+    next module's service would use one started for another service's settings
+    (seen: a --worker-memory 128MiB service's imports failing as out of memory
+    after a module whose checks ran onnxruntime). Stopped once no service of
+    the process runs, the next one starts its own, as a service process does.
+    While one still runs it stays: its workers die with it."""
+    global _holders
+    with _holders_lock:
+        _holders -= 1
+        if _holders == 0:
+            multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
+
+
 class AsgiService(ServiceUnderTest):
     def __init__(self, store: Path, data_root: Path, *args: str, env: dict[str, str] | None = None) -> None:
         super().__init__(store, data_root, *args)
@@ -70,6 +99,7 @@ class AsgiService(ServiceUnderTest):
         # a sync client's body chunks are pulled here, never on the loop (a generator may sleep, as a slow client does)
         self._pullers = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="asgi-body")
         self._gc_threshold = gc.get_threshold()
+        self._holding = False  # counted in fork_server_held()
 
     @property
     def url(self) -> str:
@@ -81,7 +111,13 @@ class AsgiService(ServiceUnderTest):
             argv += fleet
             os.environ.update(service_harness.FLEET.environ)  # the S3 client's credentials and endpoint, as a process is given them
         settings = load_settings([*argv, *self.args], environ=self.env)
-        self.app = create_app(settings)
+        fork_server_held()
+        self._holding = True
+        try:
+            self.app = create_app(settings)
+        except BaseException:
+            self.stop()
+            raise
         self._asgi = httpx.ASGITransport(app=self.app)
         self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), name="asgi-service", daemon=True)
         self._thread.start()
@@ -142,6 +178,9 @@ class AsgiService(ServiceUnderTest):
             assert not self._thread.is_alive(), "the ASGI service did not stop within 60 s"
         self._thread = None
         self._pullers.shutdown(wait=False, cancel_futures=True)
+        if self._holding:
+            self._holding = False
+            fork_server_released()
         # The app's start-up tunes the collector for a long-lived server (gc.freeze, rarer
         # collections): the test process gets back what it had.
         gc.unfreeze()

@@ -28,6 +28,7 @@ from service.http.listeners import open_listeners
 from service.http.protocol import protocol_class
 from service.settings import load_settings
 from support import service_harness
+from support.asgi_service import fork_server_held, fork_server_released
 from support.service_harness import ServiceUnderTest
 
 
@@ -39,6 +40,7 @@ class InProcessService(ServiceUnderTest):
         self._thread: threading.Thread | None = None
         self._listener: socket.socket | None = None
         self._gc_threshold = gc.get_threshold()
+        self._holding = False  # counted in support.asgi_service.fork_server_held()
 
     def start(self, timeout: float = 60.0) -> InProcessService:
         argv = ["--host", "127.0.0.1", "--store", str(self.store), "--data-root", str(self.data_root), "--http-workers", "1"]
@@ -46,6 +48,8 @@ class InProcessService(ServiceUnderTest):
             argv += fleet
             os.environ.update(service_harness.FLEET.environ)  # the S3 client's credentials and endpoint, as a process is given them
         settings = load_settings([*argv, *self.args], environ=self.env)
+        fork_server_held()
+        self._holding = True
         listener = self._listener = open_listeners(settings.host, 0, 1, backlog=2048)[0]
         self.port = listener.getsockname()[1]
         config = uvicorn.Config(create_app(settings), http=protocol_class(settings.header_timeout), log_config=None, access_log=False)
@@ -76,6 +80,9 @@ class InProcessService(ServiceUnderTest):
         # collections): the test process gets back what it had.
         gc.unfreeze()
         gc.set_threshold(*self._gc_threshold)
+        if self._holding:
+            self._holding = False
+            fork_server_released()
 
 
 @contextlib.contextmanager
