@@ -58,15 +58,14 @@ REQUEST_SECONDS = 300.0
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers, body: what crosses back to the caller's thread or loop
 
 
-_holders = 0  # the services of this process that run (here or in support.in_process_service)
-_holders_lock = threading.Lock()
+_HOLDERS = [0]  # how many services of this process run (here or in support.in_process_service)
+_HOLDERS_LOCK = threading.Lock()
 
 
 def fork_server_held() -> None:
     """A service of this process starts: it may start multiprocessing's fork server, or share the running one."""
-    global _holders
-    with _holders_lock:
-        _holders += 1
+    with _HOLDERS_LOCK:
+        _HOLDERS[0] += 1
 
 
 def fork_server_released() -> None:
@@ -79,10 +78,9 @@ def fork_server_released() -> None:
     after a module whose checks ran onnxruntime). Stopped once no service of
     the process runs, the next one starts its own, as a service process does.
     While one still runs it stays: its workers die with it."""
-    global _holders
-    with _holders_lock:
-        _holders -= 1
-        if _holders == 0:
+    with _HOLDERS_LOCK:
+        _HOLDERS[0] -= 1
+        if _HOLDERS[0] == 0:
             multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
 
 

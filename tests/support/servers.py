@@ -23,7 +23,8 @@ the second kind.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,7 +110,7 @@ def server(
     from support.in_process_service import serving_in_process
     from support.service_harness import serving
 
-    start = serving
+    start: Callable[..., AbstractContextManager[ServiceUnderTest]] = serving
     if request.path.parent.name == "api":
         start = serving_in_process if getattr(request.module, "ON_A_PORT", False) else serving_over_asgi
     with start(tmp_path_factory.mktemp("store") / "store", data_root) as service:

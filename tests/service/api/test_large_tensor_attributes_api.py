@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import onnx
 import pytest
