@@ -1,6 +1,12 @@
 """The worker sandbox over HTTP: a worker killed mid-import (WorkerCrashed),
 the wall-clock deadline (ResourceLimit), the bounded queue (503 with
-Retry-After), and the test hooks being off unless enabled."""
+Retry-After), and the test hooks being off unless enabled.
+
+Why a process: the sandbox's supervision of real worker processes under a
+service process: a worker killed by a signal mid-import, deadlines and CPU
+limits ending it, the bounded queue with a worker held busy, and settings
+refused at the start of `python -m service`.
+"""
 
 from __future__ import annotations
 
