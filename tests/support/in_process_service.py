@@ -50,9 +50,13 @@ class InProcessService(ServiceUnderTest):
         settings = load_settings([*argv, *self.args], environ=self.env)
         fork_server_held()
         self._holding = True
-        listener = self._listener = open_listeners(settings.host, 0, 1, backlog=2048)[0]
-        self.port = listener.getsockname()[1]
-        config = uvicorn.Config(create_app(settings), http=protocol_class(settings.header_timeout), log_config=None, access_log=False)
+        try:
+            listener = self._listener = open_listeners(settings.host, 0, 1, backlog=2048)[0]
+            self.port = listener.getsockname()[1]
+            config = uvicorn.Config(create_app(settings), http=protocol_class(settings.header_timeout), log_config=None, access_log=False)
+        except BaseException:
+            self.stop()
+            raise
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [listener]}, name=f"service-{self.port}", daemon=True)
         self._thread.start()
