@@ -313,6 +313,8 @@ other_build_pass() {
 }
 
 run_tests() {
+    STAGE_NAMES=() STAGE_SECONDS=()
+    stage_start setup
     PREBUILD=1
     setup test
     start_prebuild  # when setup installed nothing
@@ -325,10 +327,10 @@ run_tests() {
     install_postgres
     install_sarif_multitool &  # npm's download (about 19 s) beside ruff and mypy; the last install, so no apt-get overlaps it
     local sarif_install=$!
+    stage_end
     local build status=0
     build=$(installed_build)
     case "${IMPORTER_BUILD:-auto}" in compiled | pure) build=$IMPORTER_BUILD ;; esac  # what was asked for, or fail
-    STAGE_NAMES=() STAGE_SECONDS=()
     rm -f .cache/test-reports/*.xml  # this run's reports only (tools/test_costs.py reads them all)
     stage_start lint
     echo "== ruff"
