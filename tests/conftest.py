@@ -2,10 +2,12 @@
 
 The tests are in folders by layer: importer/ (the reader, in process), service/unit/
 (the service's parts in process), service/api/ (the API's behaviour: the
-whole service in the test process, its workers real), service/process/ (what
-needs service processes: walls, signals, several front ends, hostile TCP,
-restarts), service/fleet/ (replicas on S3 and PostgreSQL), e2e/ (the packaged service, the container, the browser, builds,
-deployment files, the README), and the repository-wide rules here. What they
+whole service in the test process over httpx's ASGI transport, its workers
+real: support/asgi_service.py), service/process/ (what needs service
+processes: walls, signals, several front ends, hostile TCP, restarts; each
+module's docstring says why in a `Why a process:` line, test_test_layout.py),
+service/fleet/ (replicas on S3 and PostgreSQL), e2e/ (the packaged service,
+the container, the browser, builds, deployment files, the README), and the repository-wide rules here. What they
 share is in support/ (a package: `from support.service_harness import ...`;
 the folders of tests are not packages, each is put on sys.path by pytest, and
 their module names are unique). Shared server fixtures are in

@@ -7,10 +7,16 @@
 # pure Python: IMPORTER_BUILD (auto, compiled, pure; README, "Two builds of
 # the importer"). `test` runs the whole suite on the installed build (the
 # service's test modules marked both_stores once on the local store and once
-# on a fleet store: S3 and PostgreSQL, started by tools/fleet_servers.py),
-# then the importer's tests again on the other build: on a pure copy of
-# importer/ in .cache/pure when the installed build is compiled; where it is
-# pure, it says that the compiled build could not be tested here.
+# on a fleet store: S3 and PostgreSQL, started by tools/fleet_servers.py) in
+# stages, each timed, a table of their wall times at the end: lint (ruff,
+# mypy), unit (the importer, the checks, the service's parts, the
+# repository's rules; and the importer's tests again on the other build: on
+# a pure copy of importer/ in .cache/pure when the installed build is
+# compiled; where it is pure, it says that the compiled build could not be
+# tested here), API (tests/service/api: the service in the test process),
+# process (tests/service/process and fleet: real service processes) and e2e.
+# Pytest arguments after `test` go to every stage's pass (`-k sweep`); ones
+# that name paths run one pass of exactly those.
 #
 # Installs go through uv (tools/uv_pip.py) under pip's configuration, else pip;
 # `test` builds the wheels its tests install in the background meanwhile
@@ -225,7 +231,90 @@ start_prebuild() {
     PREBUILD_PID=$!
 }
 
+# The test stages' folders (the rest of tests/ is the unit stage: the repository's rules
+# in tests/test_*.py, tests/importer, tests/checks, tests/service/unit, tests/tools)
+UNIT_TESTS=(tests --ignore=tests/service/api --ignore=tests/service/process --ignore=tests/service/fleet --ignore=tests/e2e)
+API_TESTS=(tests/service/api)
+PROCESS_TESTS=(tests/service/process tests/service/fleet)
+E2E_TESTS=(tests/e2e)
+
+# Each stage's wall time, printed as a table at the end
+stage_start() {
+    STAGE_NAMES+=("$1")
+    STAGE_BEGAN=$(date +%s.%N)
+    echo "== stage: $1"
+}
+
+stage_end() {
+    local seconds
+    seconds=$(awk -v began="$STAGE_BEGAN" -v now="$(date +%s.%N)" 'BEGIN { printf "%.0f", now - began }')
+    STAGE_SECONDS+=("$seconds")
+    echo "== stage ${STAGE_NAMES[-1]}: $seconds s"
+}
+
+stage_summary() {
+    local total=0 i
+    echo "== stages (wall time)"
+    for i in "${!STAGE_NAMES[@]}"; do
+        echo "${STAGE_NAMES[$i]}: ${STAGE_SECONDS[$i]} s"
+        total=$((total + STAGE_SECONDS[i]))
+    done
+    echo "total: $total s"
+}
+
+# Whether the caller's pytest arguments name tests to run (a path, or a node id)
+selects_paths() {
+    local arg
+    for arg in "$@"; do
+        case "$arg" in -*) ;; *) [ -e "${arg%%::*}" ] && return 0 ;; esac
+    done
+    return 1
+}
+
+# One pytest pass, its report in .cache/test-reports/NAME.xml: run_pass NAME BUILD ARGS...
+# (--durations: the slowest tests, in every run's log, what to move to a lower layer
+# first; every test's time in the report, summed by module by tools/test_costs.py)
+run_pass() {
+    local name=$1 build=$2 result=0
+    shift 2
+    echo "== pytest ($name), the $build build of the importer"
+    IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" --durations=15 --junitxml=".cache/test-reports/$name.xml" "$@" ||
+        result=$?
+    no_failure_if_none_selected "$result" "$@"
+}
+
+# pytest's 5 (no test collected) is no failure where the caller's arguments (-k, say) select none of a pass's tests
+no_failure_if_none_selected() {
+    local result=$1
+    shift
+    if [ "$result" = 5 ] && [ "$#" -gt 0 ]; then
+        return 0
+    fi
+    return "$result"
+}
+
+# The importer's tests again on the other build (part of the unit stage)
+other_build_pass() {
+    local build=$1 result=0
+    shift
+    if [ "$build" = compiled ]; then
+        # The pure build: a copy of the package without its compiled modules,
+        # first on every test's and subprocess's path (PYTHONSAFEPATH keeps the
+        # working directory, the checkout, off it).
+        echo "== pytest, the importer's tests on the pure build ($PURE_COPY)"
+        bash tools/pure_copy.sh "$PWD/$PURE_COPY"
+        IMPORTER_EXPECT_BUILD=pure PYTHONSAFEPATH=1 PYTHONPATH="$PWD/$PURE_COPY" \
+            .venv/bin/python -m pytest "${parallel[@]}" --junitxml=.cache/test-reports/pure.xml "${OTHER_BUILD_TESTS[@]}" "$@" || result=$?
+        no_failure_if_none_selected "$result" "$@"
+    else
+        echo "note: the compiled build of the importer could not be tested here: the installed build is $build" \
+            "(IMPORTER_BUILD=${IMPORTER_BUILD:-auto}; the compiled one needs a C compiler and Python's headers)"
+    fi
+}
+
 run_tests() {
+    STAGE_NAMES=() STAGE_SECONDS=()
+    stage_start setup
     PREBUILD=1
     setup test
     start_prebuild  # when setup installed nothing
@@ -238,34 +327,45 @@ run_tests() {
     install_postgres
     install_sarif_multitool &  # npm's download (about 19 s) beside ruff and mypy; the last install, so no apt-get overlaps it
     local sarif_install=$!
-    echo "== ruff"
-    .venv/bin/ruff check .
-    echo "== mypy --strict"
-    .venv/bin/mypy
-    wait "$sarif_install"
+    stage_end
     local build status=0
     build=$(installed_build)
     case "${IMPORTER_BUILD:-auto}" in compiled | pure) build=$IMPORTER_BUILD ;; esac  # what was asked for, or fail
-    echo "== pytest, the $build build of the importer"
-    # --durations: the slowest tests, in every run's log (what to move to a lower layer first);
-    # every test's time in .cache/test-reports/ (JUnit XML: tools/test_costs.py sums it by module)
-    IMPORTER_EXPECT_BUILD=$build .venv/bin/python -m pytest "${parallel[@]}" --durations=40 --junitxml=.cache/test-reports/main.xml "$@" || status=$?
-    if [ "$build" = compiled ]; then
-        # The pure build: a copy of the package without its compiled modules,
-        # first on every test's and subprocess's path (PYTHONSAFEPATH keeps the
-        # working directory, the checkout, off it).
-        echo "== pytest, the importer's tests on the pure build ($PURE_COPY)"
-        bash tools/pure_copy.sh "$PWD/$PURE_COPY"
-        local pure_status=0
-        IMPORTER_EXPECT_BUILD=pure PYTHONSAFEPATH=1 PYTHONPATH="$PWD/$PURE_COPY" \
-            .venv/bin/python -m pytest "${parallel[@]}" --junitxml=.cache/test-reports/pure.xml "${OTHER_BUILD_TESTS[@]}" "$@" || pure_status=$?
-        if [ "$pure_status" != 0 ] && ! { [ "$pure_status" = 5 ] && [ $# -gt 0 ]; }; then  # 5: the caller's -k selects none of them
-            status=$pure_status
-        fi
+    rm -f .cache/test-reports/*.xml  # this run's reports only (tools/test_costs.py reads them all)
+    stage_start lint
+    echo "== ruff"
+    .venv/bin/ruff check . || status=$?
+    echo "== mypy --strict"
+    .venv/bin/mypy || status=$?
+    wait "$sarif_install"
+    stage_end
+    if [ "$#" -gt 0 ] && selects_paths "$@"; then
+        # The caller named what to run: one pass of exactly that
+        stage_start pytest
+        run_pass selected "$build" "$@" || status=$?
+        stage_end
     else
-        echo "note: the compiled build of the importer could not be tested here: the installed build is $build" \
-            "(IMPORTER_BUILD=${IMPORTER_BUILD:-auto}; the compiled one needs a C compiler and Python's headers)"
+        # The layers, each its own pass (its wall time is its own): the unit stage is the
+        # importer's, the checks' and the service's parts in process, the repository's rules,
+        # and the importer's tests again on the other build; API is the service's API in the
+        # test process (over ASGI, its workers real); process, the service as real processes
+        # and the fleet's replicas; e2e, the packaged service, builds, deployment files, the
+        # browser and the README. A pass whose -k selects nothing (pytest's 5) is no failure.
+        stage_start unit
+        run_pass unit "$build" "${UNIT_TESTS[@]}" "$@" || status=$?
+        other_build_pass "$build" "$@" || status=$?
+        stage_end
+        stage_start API
+        run_pass api "$build" "${API_TESTS[@]}" "$@" || status=$?
+        stage_end
+        stage_start process
+        run_pass process "$build" "${PROCESS_TESTS[@]}" "$@" || status=$?
+        stage_end
+        stage_start e2e
+        run_pass e2e "$build" "${E2E_TESTS[@]}" "$@" || status=$?
+        stage_end
     fi
+    stage_summary
     wait "$PREBUILD_PID" || echo "note: the early wheel build failed (.cache/wheels/prebuild.log); the tests that asked built them"
     return "$status"
 }

@@ -28,6 +28,7 @@ from service.server.h11_protocol import protocol_class
 from service.server.listeners import open_listeners
 from service.settings import load_settings
 from support import service_harness
+from support.asgi_service import fork_server_held, fork_server_released
 from support.faults import FAULTS_VARIABLE, FaultPlan, Faults
 from support.service_harness import ServiceUnderTest
 
@@ -40,6 +41,7 @@ class InProcessService(ServiceUnderTest):
         self._thread: threading.Thread | None = None
         self._listener: socket.socket | None = None
         self._gc_threshold = gc.get_threshold()
+        self._holding = False  # counted in support.asgi_service.fork_server_held()
 
     def start(self, timeout: float = 60.0) -> InProcessService:
         argv = ["--host", "127.0.0.1", "--store", str(self.store), "--data-root", str(self.data_root), "--http-workers", "1"]
@@ -47,10 +49,16 @@ class InProcessService(ServiceUnderTest):
             argv += fleet
             os.environ.update(service_harness.FLEET.environ)  # the S3 client's credentials and endpoint, as a process is given them
         settings = load_settings([*argv, *self.args], environ=self.env)
-        listener = self._listener = open_listeners(settings.host, 0, 1, backlog=2048)[0]
-        self.port = listener.getsockname()[1]
-        app = Faults(FaultPlan.from_environ(self.env)).app(settings) if FAULTS_VARIABLE in self.env else create_app(settings)
-        config = uvicorn.Config(app, http=protocol_class(settings.header_timeout), log_config=None, access_log=False)
+        fork_server_held()
+        self._holding = True
+        try:
+            listener = self._listener = open_listeners(settings.host, 0, 1, backlog=2048)[0]
+            self.port = listener.getsockname()[1]
+            app = Faults(FaultPlan.from_environ(self.env)).app(settings) if FAULTS_VARIABLE in self.env else create_app(settings)
+            config = uvicorn.Config(app, http=protocol_class(settings.header_timeout), log_config=None, access_log=False)
+        except BaseException:
+            self.stop()
+            raise
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [listener]}, name=f"service-{self.port}", daemon=True)
         self._thread.start()
@@ -78,6 +86,9 @@ class InProcessService(ServiceUnderTest):
         # collections): the test process gets back what it had.
         gc.unfreeze()
         gc.set_threshold(*self._gc_threshold)
+        if self._holding:
+            self._holding = False
+            fork_server_released()
 
 
 @contextlib.contextmanager

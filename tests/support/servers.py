@@ -4,8 +4,10 @@ tests/conftest.py names it in `pytest_plugins`, so there is one conftest.py).
 `server` is the service with the default settings and a store of its own,
 over `data_root`, started once per module: a real `python -m service`, or,
 for a module in tests/service/api/ (API behaviour), the same service in the
-test process (support.in_process_service); `client` is an httpx client on
-it. `data_root` is a copy of the samples: a module that needs more
+test process over httpx's ASGI transport (support.asgi_service; on a
+loopback port, support.in_process_service, for a module that sets
+`ON_A_PORT = True`: its client opens connections of its own); `client` is an
+httpx client on it. `data_root` is a copy of the samples: a module that needs more
 files overrides it (module-scoped), one that needs other settings defines its
 own `server`. Nothing is started for a module that asks for none of these.
 
@@ -21,7 +23,8 @@ the second kind.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,11 +102,17 @@ def data_root(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Path
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, data_root: Path, store_kind: str
 ) -> Iterator[ServiceUnderTest]:
-    """The module's service: default settings, its own store; in the test process for tests/service/api/."""
+    """The module's service: default settings, its own store. For tests/service/api/, in the
+    test process: over httpx's ASGI transport (support.asgi_service), or, for a module
+    whose client opens connections of its own (`ON_A_PORT = True`: a command line run as
+    a subprocess, a TCP proxy), on a loopback port (support.in_process_service); else a process."""
+    from support.asgi_service import serving_over_asgi
     from support.in_process_service import serving_in_process
     from support.service_harness import serving
 
-    start = serving_in_process if request.path.parent.name == "api" else serving
+    start: Callable[..., AbstractContextManager[ServiceUnderTest]] = serving
+    if request.path.parent.name == "api":
+        start = serving_in_process if getattr(request.module, "ON_A_PORT", False) else serving_over_asgi
     with start(tmp_path_factory.mktemp("store") / "store", data_root) as service:
         yield service
 

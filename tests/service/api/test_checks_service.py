@@ -1,5 +1,6 @@
-"""The check stages through the real service (in the test process, its
-workers real; those with other settings or environment are processes): `POST /models?checks=...&dim=...`
+"""The check stages through the real service (in the test process over ASGI,
+its workers real; the one without the runtime extra is a process, its
+PYTHONPATH its own): `POST /models?checks=...&dim=...`
 runs them in the real sandboxed workers, the summary carries each stage's
 status and one fail-closed verdict, `/diagnostics` pages every finding by
 stage, and `?format=sarif` (validated against the official SARIF 2.1.0
@@ -31,6 +32,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support.asgi_service import serving_over_asgi
 from support.fanout_model import fanout_model
 from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
@@ -330,7 +332,7 @@ def endless_loop(path: Path) -> Path:
 def test_a_check_worker_killed_at_its_deadline_leaves_its_stages_incomplete(tmp_path: Path, data_root: Path) -> None:
     model = endless_loop(tmp_path / "endless.onnx")
     unbounded = ("--max-loop-trips", str(10**13), "--smoke-cpu-seconds", "1000")  # neither the security stage nor the smoke budget stops it
-    with serving(tmp_path / "store", data_root, "--worker-timeout", "3", *unbounded) as service, service.client() as session:
+    with serving_over_asgi(tmp_path / "store", data_root, "--worker-timeout", "3", *unbounded) as service, service.client() as session:
         summary = post(session, model, f"?checks={ALL}")
         assert session.get("/healthz").status_code == 200
     checks = summary["checks"]

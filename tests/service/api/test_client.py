@@ -1,6 +1,6 @@
 """The Python client (`service.client`) and its command line against the real
-service (in the test process, its workers real; the API-key and saturated
-servers are processes): uploads with external data (as relative paths and as a
+service (in the test process, its workers real, on a loopback port: the
+command line runs as a subprocess; the saturated server is a process): uploads with external data (as relative paths and as a
 mapping), data-root imports, the summary, graph, paged tensors, tensors as
 numpy arrays (against the onnx reference) and streamed bytes, delete,
 refusals as `ServiceError`, API keys, 503 retried after `Retry-After` (a
@@ -31,13 +31,15 @@ import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
-from support.in_process_service import InProcessService
+from support.in_process_service import InProcessService, serving_in_process
 from support.paths import REPO
-from support.service_harness import SAMPLES, copy_samples, reference_sha256, saturated, serving
+from support.service_harness import SAMPLES, copy_samples, reference_sha256, saturated
 
 from service.access.keys import new_key
 from service.client import AsyncClient, Client, Retry, ServiceError
 from service.client._common import tensor_path, upload_parts
+
+ON_A_PORT = True  # the service on a loopback port, in the test process (support/servers.py): its command line runs as a subprocess
 
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
@@ -159,7 +161,7 @@ def test_a_refused_model_raises_one_error_with_the_problem(client: Client, tmp_p
 def test_the_token_is_sent_as_a_bearer_key(tmp_path: Path) -> None:
     secret, table = new_key("team-a", ["import", "read"])
     (tmp_path / "keys.toml").write_text(table)
-    with serving(tmp_path / "store", copy_samples(tmp_path / "root"), "--api-keys", str(tmp_path / "keys.toml")) as keyed:
+    with serving_in_process(tmp_path / "store", copy_samples(tmp_path / "root"), "--api-keys", str(tmp_path / "keys.toml")) as keyed:
         with Client(keyed.url) as anonymous, pytest.raises(ServiceError) as refused:
             anonymous.import_path("add.onnx")
         assert refused.value.status == 401

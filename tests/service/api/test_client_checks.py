@@ -34,6 +34,8 @@ from support.paths import REPO
 import service.client.__main__ as command
 from service.client import AsyncClient, Client, ServiceError
 
+ON_A_PORT = True  # the service on a loopback port, in the test process (support/servers.py): its command line runs as a subprocess
+
 Query = tuple[str, str, list[tuple[str, str]]]  # a request's method, path and query
 ASKED = [("checks", "shape,runtime"), ("dim", "N:1"), ("dim", "a:b:2")]  # a name may hold colons: the value is after the last
 

@@ -34,6 +34,8 @@ from support.service_harness import ServiceProcess, ServiceUnderTest, copy_sampl
 
 from service.client import AsyncClient, Client, Retry, RetryNote
 
+ON_A_PORT = True  # the service on a loopback port, in the test process (support/servers.py): its command line runs as a subprocess
+
 MODELS = 5  # imported by the module: more than one page of `list --page-size 2`
 
 

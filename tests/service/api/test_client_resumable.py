@@ -44,6 +44,10 @@ from support.tcp_proxy import TcpProxy
 from service.client import AsyncClient, Client, Retry, ServiceError
 from service.client.resumable import MAX_STALLS, SETTLE_SECONDS, TUS_VERSION
 
+# the service on a loopback port, in the test process (support/servers.py): its command line runs
+# as a subprocess, and a TCP proxy cuts its connections
+ON_A_PORT = True
+
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 EXTERNAL = SAMPLES / "external"

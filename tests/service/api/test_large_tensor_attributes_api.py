@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from support.in_process_service import InProcessService
+from support.asgi_service import AsgiService
 from support.service_harness import assert_problem, copy_samples
 
 from service.client import Client
@@ -60,12 +59,12 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
-def client(server: InProcessService) -> Iterator[Client]:
-    with Client(server.url) as session:
+def client(server: AsgiService) -> Iterator[Client]:
+    with Client(server.url, transport=server.transport()) as session:
         yield session
 
 
-def test_the_summary_the_tensor_list_and_the_lookups_agree(client: Client, server: InProcessService) -> None:
+def test_the_summary_the_tensor_list_and_the_lookups_agree(client: Client, server: AsgiService) -> None:
     summary = client.import_path("packed.onnx")
     model_id = summary["id"]
     assert summary["tensors_not_catalogued"] == ITEMS - MAX_CATALOGUED_PER_ATTRIBUTE
@@ -76,7 +75,7 @@ def test_the_summary_the_tensor_list_and_the_lookups_agree(client: Client, serve
         "c_value",
     ]
     assert client.summary(model_id)["tensors_not_catalogued"] == ITEMS - MAX_CATALOGUED_PER_ATTRIBUTE
-    with httpx.Client(base_url=server.url, timeout=30) as http:
+    with server.client(timeout=30) as http:
         assert http.get(f"/models/{model_id}/tensors/c_value").content == np.ones(2, np.float32).tobytes()
         assert http.get(f"/models/{model_id}/tensors/p{MAX_CATALOGUED_PER_ATTRIBUTE - 1}").status_code == 200
         gone = assert_problem(http.get(f"/models/{model_id}/tensors/p{MAX_CATALOGUED_PER_ATTRIBUTE}"), 404, "not-found")

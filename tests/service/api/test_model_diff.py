@@ -33,6 +33,8 @@ from support.service_harness import assert_problem, copy_samples
 from service.access.keys import new_key
 from service.client import AsyncClient, Client, ServiceError
 
+ON_A_PORT = True  # the service on a loopback port, in the test process (support/servers.py): its command line runs as a subprocess
+
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 

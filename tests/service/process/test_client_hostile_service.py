@@ -11,6 +11,11 @@ service whose offset goes forward, then back, forever gets
 requests (a 64 KiB one), in seconds. In memory (an httpx mock transport): a
 URL kept in the resume store by an earlier run on another origin is not
 followed, and forgotten; a same-origin absolute `Location` is followed.
+
+Why a process: the service under test here is a hostile one, a listener on
+loopback ports of its own (tests/support/hostile_tus.py) answering the
+client's connections, and a second port must see no connection at all; the
+command line runs as a subprocess.
 """
 
 from __future__ import annotations

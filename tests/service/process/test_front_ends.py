@@ -1,7 +1,12 @@
 """Several front-end processes on one port (`--http-workers`): each serves
 HTTP, they share one import capacity and one set of metrics, SIGHUP reloads
 the keys in every one of them without a restart, a killed one is replaced,
-and SIGTERM stops them all."""
+and SIGTERM stops them all.
+
+Why a process: several front-end processes share one port and one import
+capacity: processes forked by the supervisor, SIGHUP and SIGTERM sent to them,
+one killed and replaced, the port held and refused.
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,11 @@ evict too; half the DELETEs are followed at once by the same model's import
 or not, until READS are answered or SECONDS pass. On the local
 store and, on the fleet store ([fleet]), on S3 and PostgreSQL. The server's log
 is kept: a failure shows the tracebacks of its 500s.
+
+Why a process: what is proven is on the wire: a body as long as its Content-
+Length, never cut, while DELETEs and evictions remove the files being sent
+(sendfile on a socket); and the server's log is read for the tracebacks of its
+500s.
 """
 
 from __future__ import annotations

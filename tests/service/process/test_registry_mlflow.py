@@ -19,6 +19,12 @@ deliveries are 401 and change nothing; a replayed delivery is not validated
 twice; a signed delivery whose `source` names a local file is not fetched
 from there (MLflow's record of the version is, and it is refused); and a
 verdict MLflow could not take while it was down is written once it is back.
+
+Why a process: MLflow is a real server process (`mlflow server`, its artifact
+proxy) that delivers its own signed webhooks to the service over TCP, and the
+service writes its verdict back through MLflow's REST API; the last test takes
+MLflow away mid-validation (a TCP proxy that goes away as a stopped server
+does), and the validations are counted in the service's log.
 """
 
 from __future__ import annotations

@@ -3,7 +3,13 @@ a link swapped under a running import, a model file swapped before the worker
 reads it, hard-linked models, uploads that must stay apart from data-root
 imports, unused external parts, the bytes one import may add, slow bodies,
 the bound on uploads being received, and a full store (a small tmpfs, where
-the tests run as root)."""
+the tests run as root).
+
+Why a process: the attacks race a running service process: files swapped under
+its workers, slow or silent bodies on its sockets (408), its uploads being
+received, a store on a small tmpfs filling up, with the test hooks of a
+service process and its log.
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,13 @@
 the wall-clock deadline (ResourceLimit), the bounded queue (503 with
 Retry-After), the workers held by test faults (support/faults.py: the
 service started as `python -m support.faulty_service`), and no test hook in
-`python -m service`."""
+`python -m service`.
+
+Why a process: the sandbox's supervision of real worker processes under a
+service process: a worker killed by a signal mid-import, deadlines and CPU
+limits ending it, the bounded queue with a worker held busy, and settings
+refused at the start of `python -m service`.
+"""
 
 from __future__ import annotations
 

@@ -1,15 +1,21 @@
-"""Side doors of the HTTP service, each against a real server process: made-up
-methods cannot grow /metrics; /metrics needs the `metrics` scope when the
-service has API keys (HEAD too); a forged cursor is a 400, never a 500; a path
-or a query that does not percent-decode to UTF-8 is a 400 (no U+FFFD name
-served for `%FF`) while names holding NUL are found by name and by prefix;
-every operation of /openapi.json has its own operationId and every GET path
-a HEAD; request heads over 16 KiB get 431 in one read or many; a key file
-without keys is refused at the start and on SIGHUP."""
+"""Side doors of the HTTP service on the wire, each against a real server
+process: made-up methods (as sent, which httpx would normalize) cannot grow
+/metrics; a path or a query that does not percent-decode to UTF-8 is a 400
+(no U+FFFD name served for `%FF`) while names holding NUL are found by name
+and by prefix; request heads over 16 KiB get 431 in one read or many; a key
+file without keys is refused at the start and on SIGHUP. The side doors of
+the API itself (the metrics scope, forged cursors, operation ids):
+api/test_api_side_doors.py.
+
+Why a process: the requests here are bytes on a socket that an HTTP client
+would not send as they are (a lowercase or 2,000-byte method, a `%FF` or a
+lone `%` in a target, a 16 KiB head in pieces), read by the server's own
+HTTP parser; and a key file is refused by `python -m service` at its start
+and on a SIGHUP sent to it.
+"""
 
 from __future__ import annotations
 
-import base64
 import json
 import random
 import re
@@ -18,7 +24,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,7 +33,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.paths import REPO
-from support.service_harness import ServiceProcess, assert_problem, copy_samples, read_until_closed, serving
+from support.service_harness import ServiceProcess, copy_samples, read_until_closed, serving
 
 from service.access.keys import new_key
 
@@ -152,104 +157,6 @@ def test_made_up_methods_do_not_grow_the_metrics(server: ServiceProcess) -> None
     assert len(after) - len(before) < 8000, (len(before), len(after))
 
 
-# 2. /metrics needs the metrics scope when the service has API keys
-
-
-@pytest.fixture()
-def keyed(tmp_path: Path) -> Iterator[tuple[ServiceProcess, dict[str, str]]]:
-    """A server whose key file holds a tenant key (import, read) and a metrics
-    key made by `python -m service keygen --scopes metrics`."""
-    tenant_secret, tenant_table = new_key("team-a", ["import", "read"])
-    made = subprocess.run(
-        [sys.executable, "-m", "service", "keygen", "--tenant", "ops", "--scopes", "metrics"],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
-    assert 'scopes = ["metrics"]' in made.stdout
-    metrics_secret = made.stderr.rsplit(": ", 1)[1].strip()
-    (tmp_path / "keys.toml").write_text(tenant_table + "\n" + made.stdout)
-    root = copy_samples(tmp_path / "root")
-    with serving(tmp_path / "store", root, "--api-keys", str(tmp_path / "keys.toml")) as service:
-        yield service, {"tenant": tenant_secret, "metrics": metrics_secret}
-
-
-def bearer(secret: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {secret}"}
-
-
-def test_metrics_need_the_metrics_scope_with_api_keys(keyed: tuple[ServiceProcess, dict[str, str]]) -> None:
-    server, secrets = keyed
-    with server.client() as client:
-        assert client.post("/models", json={"path": "add.onnx"}, headers=bearer(secrets["tenant"])).status_code == 201
-        for method in ("GET", "HEAD"):
-            refused = client.request(method, "/metrics")
-            assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer"), method
-            assert client.request(method, "/metrics", headers=bearer("oik_unknown")).status_code == 401
-            assert client.request(method, "/metrics", headers=bearer(secrets["tenant"])).status_code == 403
-        assert_problem(client.get("/metrics"), 401, "unauthorized")
-        forbidden = assert_problem(client.get("/metrics", headers=bearer(secrets["tenant"])), 403, "forbidden")
-        assert "metrics" in forbidden["detail"]
-        body = client.get("/metrics", headers=bearer(secrets["tenant"])).text
-        assert "onnx_import_store_bytes" not in body
-        allowed = client.get("/metrics", headers=bearer(secrets["metrics"]))
-        assert allowed.status_code == 200 and allowed.headers["content-type"].startswith("text/plain")
-        assert re.search(r"^onnx_import_store_bytes [1-9]", allowed.text, re.M) and "\nonnx_import_store_models 1.0" in allowed.text
-        head = client.head("/metrics", headers=bearer(secrets["metrics"]))
-        assert head.status_code == 200 and head.content == b""
-        assert head.headers["content-type"] == allowed.headers["content-type"]
-        # the metrics key is no tenant key
-        assert client.get("/models", headers=bearer(secrets["metrics"])).status_code == 403
-        assert client.get("/healthz").status_code == 200 and client.head("/healthz").status_code == 200
-
-
-def test_metrics_stay_open_without_api_keys(server: ServiceProcess) -> None:
-    with server.client() as client:
-        got = client.get("/metrics")
-        assert got.status_code == 200 and "onnx_import_store_bytes" in got.text
-        head = client.head("/metrics")
-        assert head.status_code == 200 and head.content == b""
-        assert head.headers["content-type"] == got.headers["content-type"]
-
-
-# 3. Forged cursors
-
-
-def forged(*position: object) -> str:
-    return base64.urlsafe_b64encode(json.dumps(list(position)).encode()).decode().rstrip("=")
-
-
-@pytest.mark.parametrize("listing", ["tensors", "diagnostics"])
-def test_a_forged_cursor_is_a_400_never_a_500(server: ServiceProcess, model_ids: dict[str, str], listing: str) -> None:
-    url = f"/models/{model_ids['add.onnx']}/{listing}"
-    cursors = [
-        forged(listing, 2**63),
-        forged(listing, 2**64),
-        forged(listing, -1),
-        forged(listing, -(2**63) - 1),
-        forged(listing, 10**400),
-        forged(listing, 1.5),
-        forged(listing, True),
-        forged(listing, "12"),
-        forged(listing, 1, 2),
-        "garbage!",
-        "%%%",
-        "\u00e9t\u00e9",
-        base64.urlsafe_b64encode(b"\xff\xfe[").decode(),
-    ]
-    with server.client() as client:
-        for cursor in cursors:
-            for method in ("GET", "HEAD"):
-                response = client.request(method, url, params={"cursor": cursor})
-                assert response.status_code == 400, (cursor, method, response.text)
-            assert_problem(client.get(url, params={"cursor": cursor}), 400, "bad-request")
-        # the largest position SQLite holds is a valid cursor: an empty page
-        last = client.get(url, params={"cursor": forged(listing, 2**63 - 1)})
-        assert last.status_code == 200 and last.json()["items"] == []
-        assert_problem(client.get("/models", params={"cursor": forged("models", 2**63, "x")}), 400, "bad-request")
-        assert_problem(client.get("/models", params={"cursor": forged("models", 1, "\ud800")}), 400, "bad-request")
-    assert "Traceback" not in server.log.read_text()
-
-
 # 4. Tensor names and prefixes that do not decode, and names holding NUL
 
 
@@ -298,25 +205,6 @@ def test_names_holding_nul_are_found_by_name_and_by_prefix(server: ServiceProces
     for query in ("prefix=%FF", "prefix=a%00%C3", "prefix=100%", "cursor=%ZZ"):
         status, fields, body = raw_request(server, "GET", f"{base}?{query}")
         problem_of(status, fields, body, 400, "bad-request")
-
-
-# 5. The OpenAPI document
-
-
-def test_every_operation_has_its_own_id_and_every_get_a_head(server: ServiceProcess) -> None:
-    with server.client() as client:
-        document = client.get("/openapi.json").json()
-        ids = [operation["operationId"] for item in document["paths"].values() for operation in item.values()]
-        assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
-        assert len(ids) >= 20
-        gets = [path for path, item in document["paths"].items() if "get" in item]
-        assert gets and [path for path in gets if "head" not in document["paths"][path]] == []
-        for path in gets:
-            if "{" not in path:  # HEAD answers as GET does, without a body
-                got, head = client.get(path), client.head(path)
-                assert head.status_code == got.status_code and head.content == b"", path
-    time.sleep(0.2)
-    assert "duplicate operation" not in server.log.read_text().lower()
 
 
 # 6. Request heads over 16 KiB
@@ -370,6 +258,10 @@ def test_a_big_head_in_pieces_gets_431(server: ServiceProcess, field_size: int) 
 
 
 # 7. A key file without keys
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
 
 
 def json_lines(log: Path) -> list[dict[str, Any]]:

@@ -5,7 +5,13 @@ them while the loop reads on. What a client relies on: every byte lands in
 the right file under the right digest however the body is cut into reads,
 a request pipelined behind a body is answered, a body cut short leaves
 nothing behind, a large upload keeps the front end's memory flat, and an
-upload is written to this machine's disk once."""
+upload is written to this machine's disk once.
+
+Why a process: the body arrives on a socket in reads of any size, with a
+request pipelined behind it or the connection cut short, through the server's
+own fast path for Content-Length bodies; the front end's peak memory and the
+bytes its process writes are read from /proc.
+"""
 
 from __future__ import annotations
 

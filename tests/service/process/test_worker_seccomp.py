@@ -10,6 +10,10 @@ import still works, the worker holds no socket it could use instead, signals
 reach only the worker itself, and /readyz over HTTP reports seccomp in
 `worker_sandbox`.
 Skipped only where libseccomp cannot be loaded.
+
+Why a process: walls: system calls a worker process makes after its filter is
+in place are stopped by the kernel (SIGSYS), in workers forked by a real fork
+server.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ with its memory watch alone; the worker's descriptors; its output kept out
 of the service's log; /readyz reporting Landlock's ABI. Skipped only where
 the kernel offers no Landlock (then /readyz says so, and the service still
 starts unless --require-landlock).
+
+Why a process: walls: attacks run inside real worker processes (as root and as
+an unprivileged user), their privileges, descriptors, memory caps and what
+they leave on the host, read by the kernel's own accounts.
 """
 
 from __future__ import annotations

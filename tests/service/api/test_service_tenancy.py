@@ -1,17 +1,18 @@
-"""No side door between tenants, against real server processes with API keys:
+"""No side door between tenants, in the test process over ASGI
+(support.asgi_service, its workers real), with API keys:
 a tenant's errors carry only its own names; a graph another tenant viewed is
 not faster to a tenant's first request (medians); per-tenant quotas
 (`--tenant-max-models`, `--tenant-max-bytes`: 507 naming the limit); one
 tenant's imports never evict another's models within its share; a graph
 render counts against `--max-import-bytes`; each tenant's checks are its own
-and run when asked; a catalogue deleted by another process is closed (its
-space freed). Reads racing DELETE and eviction: test_racing_reads.py."""
+and run when asked. A catalogue deleted by another process:
+process/test_service_restarts.py; reads racing DELETE and eviction:
+process/test_racing_reads.py."""
 
 from __future__ import annotations
 
 import os
 import statistics
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ import onnx
 import pytest
 from graph_timing import chain_model, first_graph_trials
 from onnx import TensorProto, helper, numpy_helper
-from support.service_harness import ServiceProcess, assert_problem, copy_samples, open_files, serving
+from support.asgi_service import AsgiService, serving_over_asgi
+from support.service_harness import assert_problem, copy_samples
 
 from service.access.keys import new_key
 
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet stor
 
 @dataclass
 class Tenants:
-    server: ServiceProcess
+    server: AsgiService
     alice: dict[str, str]
     bob: dict[str, str]
 
@@ -48,7 +50,7 @@ def _key_file(path: Path) -> tuple[Path, dict[str, str], dict[str, str]]:
 
 def _serving_tenants(base: Path, *extra: str) -> Iterator[Tenants]:
     keys, alice, bob = _key_file(base / "keys.toml")
-    with serving(base / "store", copy_samples(base / "root"), "--api-keys", str(keys), *extra) as server:
+    with serving_over_asgi(base / "store", copy_samples(base / "root"), "--api-keys", str(keys), *extra) as server:
         yield Tenants(server, alice, bob)
 
 
@@ -205,26 +207,6 @@ def test_a_graph_render_counts_against_the_import_byte_limit(tenants: Tenants) -
         assert body["limit"] == "max_import_bytes"
     after = sum(path.stat().st_size for path in tenants.server.store.rglob("*") if path.is_file())
     assert after - before < 64 << 10
-
-
-def test_a_catalogue_deleted_by_another_process_is_closed(tmp_path: Path) -> None:
-    store, root = tmp_path / "store", copy_samples(tmp_path / "root")
-    with serving(store, root) as first, serving(store, root) as second:
-        with first.client() as client:
-            model_id = client.post("/models", json={"path": "add.onnx"}).json()["id"]
-            other = client.post("/models", json={"path": "typed_fields.onnx"}).json()["id"]
-            assert client.get(f"/models/{model_id}/tensors/W").status_code == 200  # its catalogue open in `first`
-        with second.client() as client:
-            assert client.delete(f"/models/{model_id}").status_code == 204
-        time.sleep(1.2)
-        with first.client() as client:
-            assert client.get(f"/models/{other}/tensors?limit=1").status_code == 200
-        assert first.process is not None
-        try:
-            held = open_files(first.process.pid)
-        except PermissionError:  # the front end is not dumpable: only CAP_SYS_PTRACE sees its descriptors
-            pytest.skip("the service's descriptors cannot be read here (it is not dumpable, and this root has no CAP_SYS_PTRACE)")
-    assert not [target for target in held if "catalog.sqlite" in target and "(deleted)" in target], held
 
 
 def test_onnx_reads_the_chain_models() -> None:

@@ -1,6 +1,10 @@
-"""The service's limits over HTTP: upload size caps (413, nothing kept), a
-worker past its memory cap (ResourceLimit; the service keeps serving), and a
-restart that keeps the store."""
+"""The service's limits as an API, in the test process over ASGI
+(support.asgi_service, its workers real): upload size caps (413, nothing
+kept; a chunked body cut off by its running count), a worker past its memory
+cap (ResourceLimit; the service keeps serving), a data-root file changed
+(409) or removed (410) after its import, and the store's cap evicting the
+least recently used. Restarts and several processes on one store:
+process/test_service_restarts.py."""
 
 from __future__ import annotations
 
@@ -11,19 +15,20 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from support.asgi_service import AsgiService
 from support.big_models import write_big_graph_model
-from support.service_harness import SAMPLES, ServiceProcess, assert_problem
+from support.service_harness import SAMPLES, assert_problem
 
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 
 @pytest.fixture(scope="module")
-def limited(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Iterator[ServiceProcess]:
+def limited(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Iterator[AsgiService]:
     base = tmp_path_factory.mktemp("service-limits")
     root = base / "root"
     shutil.copytree(SAMPLES, root)
     write_big_graph_model(root / "big_graph.onnx")
-    service = ServiceProcess(
+    service = AsgiService(
         base / "store", root, "--max-upload", "64KiB", "--max-upload-total", "96KiB", "--worker-memory", "128MiB", "--workers", "2"
     ).start()
     try:
@@ -37,7 +42,7 @@ def _upload(client: httpx.Client, model: bytes, externals: dict[str, bytes]) -> 
     return client.post("/models", files=files)
 
 
-def test_model_part_over_the_limit_is_413_and_nothing_is_kept(limited: ServiceProcess) -> None:
+def test_model_part_over_the_limit_is_413_and_nothing_is_kept(limited: AsgiService) -> None:
     with limited.client() as client:
         body = assert_problem(_upload(client, b"\0" * (70 << 10), {}), 413, "payload-too-large")
         assert body["limit"] == "max_upload"
@@ -45,7 +50,7 @@ def test_model_part_over_the_limit_is_413_and_nothing_is_kept(limited: ServicePr
         assert limited.stored_contents() == set()
 
 
-def test_upload_total_over_the_limit_is_413(limited: ServiceProcess) -> None:
+def test_upload_total_over_the_limit_is_413(limited: AsgiService) -> None:
     model = (SAMPLES / "add.onnx").read_bytes()
     with limited.client() as client:
         body = assert_problem(_upload(client, model, {"a.bin": b"1" * (60 << 10), "b.bin": b"2" * (60 << 10)}), 413)
@@ -60,7 +65,7 @@ def test_upload_total_over_the_limit_is_413(limited: ServiceProcess) -> None:
     assert limited.temporary_files() == []
 
 
-def test_a_model_needing_more_memory_than_the_cap_is_a_resource_limit(limited: ServiceProcess) -> None:
+def test_a_model_needing_more_memory_than_the_cap_is_a_resource_limit(limited: AsgiService) -> None:
     with limited.client() as client:
         body = assert_problem(client.post("/models", json={"path": "big_graph.onnx"}), 422, "resource-limit")
         assert body["kind"] == "ResourceLimit" and body["limit"] == "memory"
@@ -72,47 +77,10 @@ def test_a_model_needing_more_memory_than_the_cap_is_a_resource_limit(limited: S
     assert limited.temporary_files() == []
 
 
-def test_restart_keeps_the_store(tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    first = ServiceProcess(store, SAMPLES).start()
-    try:
-        with first.client() as client:
-            created = client.post("/models", files={"model": ("m.onnx", (SAMPLES / "typed_fields.onnx").read_bytes())})
-            assert created.status_code == 201
-            summary = created.json()
-            words = client.get(f"/models/{summary['id']}/tensors/words").content
-    finally:
-        first.stop()
-    second = ServiceProcess(store, SAMPLES).start()
-    try:
-        with second.client() as client:
-            assert client.get(f"/models/{summary['id']}").json() == summary
-            assert client.get(f"/models/{summary['id']}/tensors/words").content == words
-            assert client.get(f"/models/{summary['id']}/graph").status_code == 200
-            again = client.post("/models", files={"model": ("m.onnx", (SAMPLES / "typed_fields.onnx").read_bytes())})
-            assert again.status_code == 200 and again.json()["id"] == summary["id"]
-    finally:
-        second.stop()
-    assert [p.name for p in (store / "tmp").iterdir()] == []  # each process removed its own work folder
-
-
-def test_a_crashed_process_temporary_files_are_removed_at_start(tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    (store / "tmp" / "dead-process" / "upload").mkdir(parents=True)
-    (store / "tmp" / "dead-process" / "upload" / "model.onnx").write_bytes(b"partial")
-    (store / "tmp" / "dead-process.lock").write_bytes(b"")
-    service = ServiceProcess(store, SAMPLES).start()
-    try:
-        assert not (store / "tmp" / "dead-process").exists()
-        assert not (store / "tmp" / "dead-process.lock").exists()
-    finally:
-        service.stop()
-
-
 def test_changed_source_file_is_409_and_a_removed_one_410(tmp_path: Path) -> None:
     root = tmp_path / "root"
     shutil.copytree(SAMPLES, root)
-    service = ServiceProcess(tmp_path / "store", root).start()
+    service = AsgiService(tmp_path / "store", root).start()
     try:
         with service.client() as client:
             model_id = client.post("/models", json={"path": "external/model.onnx"}).json()["id"]
@@ -129,7 +97,7 @@ def test_store_cap_evicts_the_least_recently_used(tmp_path: Path) -> None:
     import onnx
     from onnx import numpy_helper
 
-    service = ServiceProcess(tmp_path / "store", SAMPLES, "--store-max-bytes", "1MiB").start()
+    service = AsgiService(tmp_path / "store", SAMPLES, "--store-max-bytes", "1MiB").start()
     try:
         ids = []
         with service.client() as client:
@@ -148,7 +116,7 @@ def test_store_cap_evicts_the_least_recently_used(tmp_path: Path) -> None:
         service.stop()
 
 
-def test_a_chunked_upload_is_cut_off_by_its_running_count(limited: ServiceProcess) -> None:
+def test_a_chunked_upload_is_cut_off_by_its_running_count(limited: AsgiService) -> None:
     def body() -> Iterator[bytes]:  # no Content-Length: the server counts as it reads
         yield b'--b\r\nContent-Disposition: form-data; name="model"; filename="m.onnx"\r\n\r\n'
         for _ in range(20):
@@ -158,23 +126,3 @@ def test_a_chunked_upload_is_cut_off_by_its_running_count(limited: ServiceProces
         response = client.post("/models", content=body(), headers={"content-type": "multipart/form-data; boundary=b"})
         assert assert_problem(response, 413)["limit"] in ("max_upload", "max_upload_total")
     assert limited.temporary_files() == []
-
-
-def test_two_service_processes_share_one_store(tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    first = ServiceProcess(store, SAMPLES).start()
-    second = ServiceProcess(store, SAMPLES).start()
-    try:
-        with first.client() as one, second.client() as two:
-            created = one.post("/models", json={"path": "external/model.onnx"})
-            assert created.status_code == 201
-            model_id = created.json()["id"]
-            assert two.get(f"/models/{model_id}/tensors/W").content == one.get(f"/models/{model_id}/tensors/W").content
-            assert two.post("/models", json={"path": "external/model.onnx"}).status_code == 200
-            uploaded = two.post("/models", files={"model": ("t.onnx", (SAMPLES / "typed_fields.onnx").read_bytes())})
-            assert uploaded.status_code == 201
-            assert one.get(f"/models/{uploaded.json()['id']}/tensors/words").status_code == 200
-    finally:
-        first.stop()
-        second.stop()
-    assert list((store / "tmp").iterdir()) == []

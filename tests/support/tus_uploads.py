@@ -1,0 +1,107 @@
+"""Resumable uploads (tus 1.0.0 under /uploads) as a client speaks them: what
+the tests of tests/service/api/test_tus_uploads.py and
+tests/service/process/test_resumable_uploads.py share (a model per seed, the
+requests of the protocol, the uploads a service holds, API keys per tenant).
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import psycopg
+from onnx import TensorProto, helper, numpy_helper
+
+from service.access.keys import new_key
+from support.service_harness import ServiceUnderTest
+
+TUS = {"Tus-Resumable": "1.0.0"}
+OCTETS = "application/offset+octet-stream"
+MAX_UPLOAD = 256 << 10
+MAX_TOTAL = 512 << 10
+
+
+def add_model(seed: int, values: int = 6) -> bytes:
+    """Y = X + W, W `values` floats made from `seed` (each test its own model, so its first import is a 201)."""
+    weights = np.random.default_rng(seed).standard_normal(values).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["X", "W"], ["Y"])],
+        f"add{seed}",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [values])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [values])],
+        [numpy_helper.from_array(weights, name="W")],
+    )
+    data: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]).SerializeToString()
+    return data
+
+
+def weights_of(seed: int, values: int = 6) -> bytes:
+    data: bytes = np.random.default_rng(seed).standard_normal(values).astype(np.float32).tobytes()
+    return data
+
+
+def metadata(filename: str) -> str:
+    return "filename " + base64.b64encode(filename.encode()).decode()
+
+
+def create(client: httpx.Client, length: int, auth: dict[str, str] | None = None, filename: str = "model.onnx") -> str:
+    """A new upload's URL."""
+    response = client.post("/uploads", headers={**TUS, **(auth or {}), "Upload-Length": str(length), "Upload-Metadata": metadata(filename)})
+    assert response.status_code == 201, response.text
+    assert response.headers["tus-resumable"] == "1.0.0"
+    location = response.headers["location"]
+    assert location.startswith("/uploads/") and len(location.rsplit("/", 1)[1]) == 32
+    return location
+
+
+def patch(client: httpx.Client, url: str, offset: int, data: Any, auth: dict[str, str] | None = None, **headers: str) -> httpx.Response:
+    chosen = {**TUS, **(auth or {}), "Upload-Offset": str(offset), "Content-Type": OCTETS, **headers}
+    return client.patch(url, headers=chosen, content=data)
+
+
+def offset_of(client: httpx.Client, url: str, auth: dict[str, str] | None = None) -> int:
+    response = client.head(url, headers={**TUS, **(auth or {})})
+    assert response.status_code == 200, response.status_code
+    return int(response.headers["upload-offset"])
+
+
+def upload(client: httpx.Client, data: bytes, auth: dict[str, str] | None = None, filename: str = "model.onnx", pieces: int = 3) -> str:
+    """The bytes as a finished upload, sent in `pieces` PATCHes; its id."""
+    url = create(client, len(data), auth, filename)
+    step = max(1, -(-len(data) // pieces))
+    for offset in range(0, len(data), step):
+        response = patch(client, url, offset, data[offset : offset + step], auth)
+        assert response.status_code == 204, response.text
+        assert response.headers["upload-offset"] == str(min(len(data), offset + step))
+    return url.rsplit("/", 1)[1]
+
+
+def uploads_held(server: ServiceUnderTest) -> set[str]:
+    """The ids of the uploads the service holds (every tenant's): in the store's
+    uploads folder, or on the fleet store the index's rows."""
+    if server.fleet_store is not None:
+        with psycopg.connect(server.fleet_store[1]) as connection:
+            return {str(row[0]) for row in connection.execute("SELECT id FROM onnx_resumable_uploads")}
+    root = server.store / "uploads"
+    return {entry.name for folder in root.iterdir() if folder.is_dir() for entry in folder.iterdir() if not entry.name.startswith(".")}
+
+
+def wait_until(condition: Any, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def tenant_keys(path: Path, *tenants: str) -> dict[str, dict[str, str]]:
+    tables, headers = [], {}
+    for tenant in tenants:
+        secret, table = new_key(tenant, ["import", "read", "delete"])
+        tables.append(table)
+        headers[tenant] = {"Authorization": f"Bearer {secret}"}
+    path.write_text("".join(tables))
+    return headers
