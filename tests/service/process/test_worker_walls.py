@@ -116,8 +116,16 @@ def python_for_nobody(folder: Path) -> tuple[list[str], dict[str, str]] | str:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     probe = _runs_as_nobody(str(venv / "bin" / "python"), env)
     if probe.returncode != 0:
-        return f"uid {NOBODY} cannot run this checkout: {(probe.stderr.strip().splitlines() or ['no message'])[-1][-300:]}"
+        closed = {_closed_on_the_way(path) for path in (REPO, Path(site.getsitepackages()[0]))} - {None}
+        said = (probe.stderr.strip().splitlines() or ["no message"])[-1][-300:]
+        why = "; ".join(f"{folder} is closed to other users" for folder in sorted(map(str, closed))) or said
+        return f"uid {NOBODY} cannot run this checkout: {why} ({said})"
     return [str(venv / "bin" / "python")], env
+
+
+def _closed_on_the_way(path: Path) -> Path | None:
+    """The first folder on the way to `path` that other users may not enter (a checkout under /root), or None."""
+    return next((folder for folder in [*reversed(path.parents), path] if not folder.stat().st_mode & 0o001), None)
 
 
 def host_traces() -> dict[str, set[str]]:
