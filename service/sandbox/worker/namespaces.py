@@ -67,6 +67,7 @@ NAMES: Final = {
     CLONE_NEWCGROUP: "cgroup-namespace",
     CLONE_NEWNET: "network-namespace",
 }
+UNCATCHABLE: Final = (signal.SIGKILL, signal.SIGSTOP)
 ALL_BUT_USER: Final = CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWNET
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -196,7 +197,8 @@ def _stand_by(child: int, alive_writer: int) -> None:
             os._exit(1)
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
-        signal.signal(number, signal.SIG_DFL)
+        if number not in UNCATCHABLE:  # signal.signal refuses them (EINVAL): their action is always the default
+            signal.signal(number, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [number])
         os.kill(os.getpid(), number)
         os._exit(128 + number)  # a signal that does not end a process by default
