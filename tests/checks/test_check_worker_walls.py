@@ -5,7 +5,14 @@ code there with every wall up): after the narrowing, reading the external
 data file is refused by the kernel, and so is onnxruntime's own attempt to
 load the model from its path (it would open the model and its external
 data); the runtime stage, given the importer's memory, still loads the model
-and the smoke run computes."""
+and the smoke run computes.
+
+The model and its external data are handed in a folder any user may reach
+(a copy): the test code opens them by path once the walls are up, and where a
+container's policy refuses namespaces a root worker has no minimal root and
+reads the host's files as uid 65534, to which a checkout under /root is
+closed. So what refuses the external file, there as here, is Landlock, and
+the filter and the worker's lost privileges are shown in force beside it."""
 
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ from collections.abc import Iterator
 import pytest
 from support.faults import FaultSandbox as Sandbox  # the test-only worker entry: jobs with test_code
 from support.service_harness import SAMPLES, started_sandbox
+from support.worker_walls import public_copy
 
 NARROWED_WORKER = """
 import os
@@ -53,11 +61,15 @@ def sandbox() -> Iterator[Sandbox]:
 def test_onnxruntime_opens_no_file_in_a_narrowed_check_worker(sandbox: Sandbox) -> None:
     if not sandbox.landlock_abi:
         pytest.skip("Landlock is unavailable here: the file policy cannot be shown")
-    folder = str(SAMPLES / "external")
-    code = NARROWED_WORKER.format(folder=folder)
-    job = sandbox.job("checks", directory=folder, model="model.onnx", display_name="model.onnx", test_code=code)
-    result = sandbox.run_probe(job, timeout=60.0).test_result or ""
+    with public_copy(*(SAMPLES / "external").iterdir()) as copy:
+        folder = str(copy)
+        code = NARROWED_WORKER.format(folder=folder)
+        job = sandbox.job("checks", directory=folder, model="model.onnx", display_name="model.onnx", test_code=code)
+        header = sandbox.run_probe(job, timeout=60.0)
+    result = header.test_result or ""
     parts = result.split("; ")
     assert parts[:2] == ["narrowed", "external file refused"], result
     assert parts[2].startswith("onnxruntime refused"), result
     assert parts[3:] == ["runtime pass", "smoke pass"], result
+    layers = header.isolation.split("+")
+    assert "unprivileged" in layers and "seccomp" in layers, header.isolation

@@ -5,8 +5,12 @@ tests/e2e/test_container.py in the running container."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ATTACKS = Path(__file__).resolve().with_name("worker_attacks.py")
@@ -53,6 +57,42 @@ CAN_UNSHARE = (
 
 def namespaces_available() -> bool:
     return subprocess.run([sys.executable, "-c", CAN_UNSHARE], timeout=60).returncode == 0
+
+
+@contextmanager
+def public_copy(*files: Path) -> Iterator[Path]:
+    """A folder any user may reach (mode 0755, under /tmp) holding copies of
+    `files` (folders with what they hold; every file mode 0644), beside a world-readable file outside it
+    (`OUTSIDE_NAME` in its parent, also 0755). For test code that a worker
+    runs by path once its walls are up: where namespaces are refused (a
+    container under its runtime's default seccomp profile) a root worker has
+    no minimal root and reads the host's own files as its worker uid (65534),
+    to which a checkout under a private folder (/root) is closed. The worker's
+    task never does (it reads its model through the descriptor opened before
+    the walls, and external data through the front end's file broker); test
+    code that opens by path does, and needs a folder that uid may read: then
+    what refuses a read is the walls, not the file's mode."""
+    parent = Path(tempfile.mkdtemp(prefix="worker-walls-", dir="/tmp"))
+    try:
+        parent.chmod(0o755)
+        folder = parent / "inputs"
+        folder.mkdir(mode=0o755)
+        for file in files:
+            if file.is_dir():
+                shutil.copytree(file, folder / file.name)
+            else:
+                shutil.copyfile(file, folder / file.name)
+        for copied in folder.rglob("*"):
+            copied.chmod(0o755 if copied.is_dir() else 0o644)
+        outside = parent / OUTSIDE_NAME
+        outside.write_text("readable by anyone, outside the worker's folders\n")
+        outside.chmod(0o644)
+        yield folder
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+OUTSIDE_NAME = "outside.txt"
 
 
 def check_attack_outcomes(outcomes: dict[str, dict[str, str]], may_trace: bool, privileged: bool = True, container: bool = False) -> None:

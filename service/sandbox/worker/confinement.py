@@ -96,7 +96,8 @@ def confine(job: WorkerJob) -> str:
     child does)."""
     cgroups = join_cgroups(job.cgroups)
     empty_bounding_set()  # while it may (as root, before it may have to leave root to make a user namespace)
-    namespaces = enter_namespaces(job.worker_uid, job.worker_gid, stand_by=drop_capabilities)
+    fork_server = host_parent()  # armed to die with it (main), so alive
+    namespaces = enter_namespaces(job.worker_uid, job.worker_gid, stand_by=lambda: stand_by(fork_server))
     status_fd = open_own_status()  # this process's (PID 1 of its namespace), before /proc is out of view
     layers = [*namespaces.names, *cgroups]
     if namespaces.has(CLONE_NEWNS):
@@ -118,6 +119,15 @@ def confine(job: WorkerJob) -> str:
     set_limits(job)
     layers.append(install_worker_filter())
     return combine_isolation(*layers)
+
+
+def stand_by(fork_server: int) -> None:
+    """In the parent of a PID namespace made here, before it waits for its
+    child: die with the fork server still (a root worker left root to make
+    its user namespace, which cleared PR_SET_PDEATHSIG: else a `kill -9` of
+    the service left it, and its child at work, running), and hold no privilege."""
+    rearm(fork_server)
+    drop_capabilities()
 
 
 def network_isolation(layers: list[str]) -> str:

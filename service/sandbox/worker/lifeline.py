@@ -52,7 +52,7 @@ def die_with_fork_server() -> None:
         die_with_parent(_fork_server[0])
 
 
-def rearm(parent: int, status_fd: int) -> None:
+def rearm(parent: int, status_fd: int | None = None) -> None:
     """After a change of ids: the signal set again if it was cleared (`parent`:
     the host's pid of the parent, read before the change, while it was armed)."""
     armed = ctypes.c_int(0)

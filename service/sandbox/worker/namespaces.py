@@ -67,6 +67,7 @@ NAMES: Final = {
     CLONE_NEWCGROUP: "cgroup-namespace",
     CLONE_NEWNET: "network-namespace",
 }
+UNCATCHABLE: Final = (signal.SIGKILL, signal.SIGSTOP)
 ALL_BUT_USER: Final = CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWNET
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -145,12 +146,18 @@ def _map_identity(uid: int, gid: int) -> None:
     """In a new user namespace: the caller's uid and gid map to themselves, and
     setgroups is refused (as it must be for an unprivileged gid map). The
     worker is not dumpable (`confinement.make_undumpable`), which makes its
-    /proc files root's: dumpable again for the three writes, then not."""
+    /proc files root's: dumpable again for the three writes, then not.
+    Written as bytes through os.open: a text file's codec may not be loaded
+    yet, and a root worker has left root by now, so Python's library may be
+    out of its reach (an interpreter under /root, a pyenv)."""
     _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     try:
-        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n")):
-            with open(f"/proc/self/{name}", "w", encoding="ascii") as file:
-                file.write(text)
+        for name, text in (("setgroups", b"deny"), ("uid_map", b"%d %d 1\n" % (uid, uid)), ("gid_map", b"%d %d 1\n" % (gid, gid))):
+            fd = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, text)
+            finally:
+                os.close(fd)
     finally:
         _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
@@ -190,7 +197,8 @@ def _stand_by(child: int, alive_writer: int) -> None:
             os._exit(1)
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
-        signal.signal(number, signal.SIG_DFL)
+        if number not in UNCATCHABLE:  # signal.signal refuses them (EINVAL): their action is always the default
+            signal.signal(number, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [number])
         os.kill(os.getpid(), number)
         os._exit(128 + number)  # a signal that does not end a process by default

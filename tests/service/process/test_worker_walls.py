@@ -32,12 +32,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.fault_worker import ProbeAnswer
 from support.faults import FaultSandbox as Sandbox  # the test-only worker entry: jobs with test_code
 from support.paths import REPO
 from support.service_harness import SAMPLES, ServiceProcess, started_sandbox
-from support.worker_walls import ATTACKS, check_attack_outcomes, namespaces_available
+from support.worker_walls import ATTACKS, OUTSIDE_NAME, check_attack_outcomes, namespaces_available, public_copy
 
 from service.api.schemas import Readiness
 from service.sandbox.worker import landlock
@@ -49,13 +51,30 @@ NOBODY = 65534
 START_AGAIN = "import subprocess, sys, service.sandbox.supervisor; subprocess.run([sys.executable, '-c', ''], check=True)"
 AS_NOBODY = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
 CAP_SYS_PTRACE = 19
+CAP_SYS_ADMIN = 21
+CAP_SYS_NICE = 23
+
+
+def _effective_capabilities() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), 16)
 
 
 def may_trace_anything() -> bool:
     """This process has CAP_SYS_PTRACE in effect (root on a host; not root in a container by default)."""
-    status = Path("/proc/self/status").read_text()
-    effective = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), 16)
-    return bool(effective >> CAP_SYS_PTRACE & 1)
+    return bool(_effective_capabilities() >> CAP_SYS_PTRACE & 1)
+
+
+def in_a_container() -> bool:
+    """Docker's marker file: its runtime's profile may refuse a control what a host allows (CONTAINER_REFUSES)."""
+    return Path("/.dockerenv").exists()
+
+
+def holds_privilege() -> bool:
+    """Root with CAP_SYS_ADMIN and CAP_SYS_NICE in effect, which the controls of NEEDS_PRIVILEGE's attacks
+    need (root on a host; not root in a container with the runtime's default capabilities)."""
+    effective = _effective_capabilities()
+    return os.geteuid() == 0 and all(effective >> capability & 1 for capability in (CAP_SYS_ADMIN, CAP_SYS_NICE))
 
 
 def _attack_folder() -> Iterator[Path]:
@@ -101,8 +120,16 @@ def python_for_nobody(folder: Path) -> tuple[list[str], dict[str, str]] | str:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     probe = _runs_as_nobody(str(venv / "bin" / "python"), env)
     if probe.returncode != 0:
-        return f"uid {NOBODY} cannot run this checkout: {(probe.stderr.strip().splitlines() or ['no message'])[-1][-300:]}"
+        closed = {_closed_on_the_way(path) for path in (REPO, Path(site.getsitepackages()[0]))} - {None}
+        said = (probe.stderr.strip().splitlines() or ["no message"])[-1][-300:]
+        why = "; ".join(f"{folder} is closed to other users" for folder in sorted(map(str, closed))) or said
+        return f"uid {NOBODY} cannot run this checkout: {why} ({said})"
     return [str(venv / "bin" / "python")], env
+
+
+def _closed_on_the_way(path: Path) -> Path | None:
+    """The first folder on the way to `path` that other users may not enter (a checkout under /root), or None."""
+    return next((folder for folder in [*reversed(path.parents), path] if not folder.stat().st_mode & 0o001), None)
 
 
 def host_traces() -> dict[str, set[str]]:
@@ -146,7 +173,9 @@ def _uid_of(status: Path) -> int | None:
 
 def test_every_attack_fails_inside_a_worker_as_this_user(attack_folder: Path) -> None:
     before = host_traces()
-    check_attack_outcomes(_run_attacks(attack_folder), may_trace=may_trace_anything(), privileged=os.geteuid() == 0)
+    check_attack_outcomes(
+        _run_attacks(attack_folder), may_trace=may_trace_anything(), privileged=holds_privilege(), container=in_a_container()
+    )
     assert_no_trace_left(before)
 
 
@@ -177,8 +206,13 @@ def sandbox() -> Iterator[Sandbox]:
 
 
 def _code(sandbox: Sandbox, code: str) -> str:
-    job = sandbox.job("import", directory=str(SAMPLES), model="add.onnx", display_name="add.onnx", test_code=code)
-    return sandbox.run_probe(job, timeout=20.0).test_result or ""
+    return _probe(sandbox, code, SAMPLES).test_result or ""
+
+
+def _probe(sandbox: Sandbox, code: str, folder: Path) -> ProbeAnswer:
+    """Run `code` in an import worker of add.onnx in `folder`, its walls up: its header (isolation, test_result)."""
+    job = sandbox.job("import", directory=str(folder), model="add.onnx", display_name="add.onnx", test_code=code)
+    return sandbox.run_probe(job, timeout=20.0)
 
 
 OPEN_DESCRIPTORS = """
@@ -202,25 +236,55 @@ sets = (ctypes.c_uint32 * 6)()
 assert libc.capget(header, sets) == 0
 bounding = [capability for capability in range(64) if libc.prctl(23, capability, 0, 0, 0) == 1]
 ambient = [capability for capability in range(64) if libc.prctl(47, 1, capability, 0, 0) == 1]
+
+def read(path):
+    try:
+        with open(path, "rb") as file:
+            file.read(1)
+    except OSError as error:
+        return type(error).__name__
+    return "read"
+
 result = repr({
     "uids": os.getresuid(), "gids": os.getresgid(), "groups": os.getgroups(), "pid": os.getpid(),
     "capabilities": list(sets), "bounding": bounding, "ambient": ambient, "no_new_privs": libc.prctl(39, 0, 0, 0, 0),
-    "model open": sorted(os.listdir(FOLDER)),
+    "seccomp": libc.prctl(21, 0, 0, 0, 0),
+    "model open": sorted(os.listdir(FOLDER)), "model read": read(os.path.join(FOLDER, "add.onnx")), "outside": read(OUTSIDE),
 })
 """
 
 
 def test_a_worker_holds_no_privilege_as_it_reads_its_model(sandbox: Sandbox) -> None:
-    held = eval(_code(sandbox, PRIVILEGES.replace("FOLDER", repr(str(SAMPLES)))))
+    """A worker reads its model's folder with no privilege, its filter in
+    force, and Landlock refusing a world-readable file beside that folder.
+    The model is handed in a folder any user may reach: where a container's
+    policy refuses namespaces (Docker's default seccomp profile), a root
+    worker has no minimal root and reads the host's files as uid 65534, to
+    which a checkout under a private folder (/root) is closed; there the walls
+    that remain are what this shows (and no network: there it is seccomp's,
+    a new socket stops the worker, test_worker_seccomp.py)."""
+    namespaces = namespaces_available()
+    with public_copy(SAMPLES / "add.onnx") as folder:
+        code = PRIVILEGES.replace("FOLDER", repr(str(folder))).replace("OUTSIDE", repr(str(folder.parent / OUTSIDE_NAME)))
+        header = _probe(sandbox, code, folder)
+    held: dict[str, Any] = eval(header.test_result or "")
+    isolation = header.isolation.split("+")
     assert 0 not in (*held["uids"], *held["gids"], *held["groups"]), held
     if os.geteuid() == 0:
         assert held["uids"] == (NOBODY,) * 3 and held["gids"] == (NOBODY,) * 3 and held["groups"] == [], held
     assert held["capabilities"] == [0] * 6 and held["ambient"] == [] and held["no_new_privs"] == 1, held
-    if os.geteuid() == 0 or namespaces_available():  # else: no CAP_SETPCAP to empty it with
+    if os.geteuid() == 0 or namespaces:  # else: no CAP_SETPCAP to empty it with
         assert held["bounding"] == [], held
-    if namespaces_available():
+    assert "unprivileged" in isolation, isolation
+    assert held["seccomp"] == 2 and "seccomp" in isolation, (held, isolation)  # its filter, in force
+    assert any(layer.startswith("landlock-") for layer in isolation), isolation
+    # beside its folder: out of view in a minimal root; else in view, and Landlock refuses it
+    assert held["outside"] == ("FileNotFoundError" if "minimal-root" in isolation else "PermissionError"), (held, isolation)
+    if namespaces:
         assert held["pid"] == 1, held  # the first process of a PID namespace of its own
-    assert "add.onnx" in held["model open"], held
+    else:
+        assert not [layer for layer in isolation if layer.endswith("namespace")], isolation  # what this case is
+    assert held["model open"] == ["add.onnx"] and held["model read"] == "read", held
 
 
 NICENESS = """
