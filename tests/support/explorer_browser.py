@@ -157,7 +157,7 @@ def open_explorer(watched: Watched, server: ServiceProcess, url: str = "/") -> P
         page.goto(server.url + url)
         expect(page.locator("h1")).to_have_text("ONNX explorer")
         with contextlib.suppress(PlaywrightTimeoutError):  # said below, unless the network changed
-            booted.wait_for(timeout=10_000)
+            booted.wait_for(timeout=30_000)  # the script's start, on a machine busy building images beside it too
         if attempt == OPENING_ATTEMPTS or not _network_changed(watched):
             break
     expect(booted).to_have_count(1)
