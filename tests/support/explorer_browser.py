@@ -13,10 +13,10 @@ to .cache/artifacts/explorer/, layout timings to layout-timings.json there.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,7 +141,7 @@ def watched(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Watche
 # Chromium fails a load in flight with this when the host's network interfaces
 # change (a container starting or stopping beside the tests adds or removes one).
 NETWORK_CHANGED = "net::ERR_NETWORK_CHANGED"
-OPENING_ATTEMPTS = 3
+OPENING_ATTEMPTS = 6  # the container tests beside it start and stop several containers in a row
 
 
 def open_explorer(watched: Watched, server: ServiceProcess, url: str = "/") -> Page:
@@ -149,19 +149,25 @@ def open_explorer(watched: Watched, server: ServiceProcess, url: str = "/") -> P
     it). An opening that Chromium failed with NETWORK_CHANGED is tried again,
     up to OPENING_ATTEMPTS times: only then, never later in a test."""
     page = watched.page
-    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
     from playwright.sync_api import expect
 
     booted = page.locator("#tabs [data-tab=summary][aria-selected=true]")
     for attempt in range(1, OPENING_ATTEMPTS + 1):
         page.goto(server.url + url)
         expect(page.locator("h1")).to_have_text("ONNX explorer")
-        with contextlib.suppress(PlaywrightTimeoutError):  # said below, unless the network changed
-            booted.wait_for(timeout=30_000)  # the script's start, on a machine busy building images beside it too
+        # The script's start (30 s: a machine busy building images beside it), or one of its
+        # modules failed by a network change: the whole module graph then never runs.
+        deadline = time.monotonic() + 30
+        while not booted.count() and not _network_change_seen(watched) and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
         if attempt == OPENING_ATTEMPTS or not _network_changed(watched):
             break
     expect(booted).to_have_count(1)
     return page
+
+
+def _network_change_seen(watched: Watched) -> bool:
+    return any(NETWORK_CHANGED in error for error in watched.errors)
 
 
 def _network_changed(watched: Watched) -> bool:
