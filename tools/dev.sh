@@ -14,7 +14,10 @@
 # a pure copy of importer/ in .cache/pure when the installed build is
 # compiled; where it is pure, it says that the compiled build could not be
 # tested here), API (tests/service/api: the service in the test process),
-# process (tests/service/process and fleet: real service processes) and e2e.
+# process (tests/service/process and fleet: real service processes; and the
+# container tests, tests/e2e/test_container*.py) and e2e (the rest of
+# tests/e2e: the browser's among them, never beside the container tests,
+# whose containers change the host's network interfaces under Chromium).
 # Pytest arguments after `test` go to every stage's pass (`-k sweep`); ones
 # that name paths run one pass of exactly those.
 #
@@ -235,8 +238,9 @@ start_prebuild() {
 # in tests/test_*.py, tests/importer, tests/checks, tests/service/unit, tests/tools)
 UNIT_TESTS=(tests --ignore=tests/service/api --ignore=tests/service/process --ignore=tests/service/fleet --ignore=tests/e2e)
 API_TESTS=(tests/service/api)
-PROCESS_TESTS=(tests/service/process tests/service/fleet)
-E2E_TESTS=(tests/e2e)
+CONTAINER_TESTS=(tests/e2e/test_container.py tests/e2e/test_container_fleet.py)
+PROCESS_TESTS=(tests/service/process tests/service/fleet "${CONTAINER_TESTS[@]}")
+E2E_TESTS=(tests/e2e "${CONTAINER_TESTS[@]/#/--ignore=}")
 
 # Each stage's wall time, printed as a table at the end
 stage_start() {
@@ -348,9 +352,9 @@ run_tests() {
         # The layers, each its own pass (its wall time is its own): the unit stage is the
         # importer's, the checks' and the service's parts in process, the repository's rules,
         # and the importer's tests again on the other build; API is the service's API in the
-        # test process (over ASGI, its workers real); process, the service as real processes
-        # and the fleet's replicas; e2e, the packaged service, builds, deployment files, the
-        # browser and the README. A pass whose -k selects nothing (pytest's 5) is no failure.
+        # test process (over ASGI, its workers real); process, the service as real processes,
+        # the fleet's replicas and the image in containers; e2e, the packaged service, builds,
+        # deployment files, the browser and the README. A pass whose -k selects nothing (pytest's 5) is no failure.
         stage_start unit
         run_pass unit "$build" "${UNIT_TESTS[@]}" "$@" || status=$?
         other_build_pass "$build" "$@" || status=$?
