@@ -44,9 +44,10 @@ async def ended_with_its_task(work: Callable[[WorkerControl], T]) -> T:
     """`work(control)` in a thread; if this task is cancelled meanwhile, the
     worker it runs is ended and the cancellation raised once the thread is done."""
     control = WorkerControl()
-    done = threading.Event()
+    started, done = threading.Event(), threading.Event()
 
     def call() -> T:
+        started.set()
         try:
             return work(control)
         finally:
@@ -55,9 +56,10 @@ async def ended_with_its_task(work: Callable[[WorkerControl], T]) -> T:
     try:
         return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
-        control.end()
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(done.wait)
+        control.end()  # a worker started is killed; one starting later is killed as it starts
+        if started.is_set():  # cancelled before its thread began, `call` never runs: nothing to wait for
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(done.wait)
         raise
 
 
