@@ -174,5 +174,7 @@ def test_reads_racing_delete_and_eviction_answer_whole_or_gone(tmp_path: Path) -
     assert done >= LEAST_READS, report
     for kind in READERS:  # the race was run: each kind answered both whole and gone
         assert tally.answers[(kind, 200)] and tally.answers[(kind, 404)] + tally.answers[(kind, 410)], report
-    assert tally.churn["import 201"] and tally.churn["delete 204"] and evictions, report
+    # Removals raced the reads: deletes and evictions (under load a delete may meet a model evicted
+    # a moment before, and rightly answer 404: each delete sent counts, whichever removal won).
+    assert tally.churn["import 201"] and tally.churn["delete 204"] + tally.churn["delete 404"] and evictions, report
     print(report)
