@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("service")
 ARGV_VARIABLE = "ONNX_FRONT_END_ARGV"  # the arguments each front end parses again (JSON list)
 APP_VARIABLE = "ONNX_FRONT_END_APP"  # the app factory each front end calls ("module:function"), set by the entry point
-APP_FACTORY = "service.app:create_app"  # python -m service's
 SHARED_VARIABLE = "ONNX_FRONT_END_SHARED_DIR"  # the folder of the shared import capacity
 METRICS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -199,7 +198,7 @@ class OwnListener:
         return (adopt_listener, (self.sock, self.supervisor))
 
 
-def prepare_shared_state(argv: list[str], factory: str = APP_FACTORY) -> Path:
+def prepare_shared_state(argv: list[str], factory: str) -> Path:
     """Before anything imports prometheus-client: the folder the front ends
     share (import places, metrics), named in the environment they inherit
     with the arguments they parse again (which the sandbox withholds from
