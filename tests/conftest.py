@@ -74,6 +74,7 @@ pytest_plugins = [
     "support.servers",  # `server`, `client`, `data_root`: one service per module
     "support.fleet",  # `fleet_servers`: PostgreSQL and S3 for the fleet store, one per session
     "support.explorer_browser",  # `browser`, `watched`: headless Chromium for the explorer's tests
+    "support.tensor_models",  # `big` and its kin: a 4 MiB tensor uploaded and imported by path, for the tensor-bytes tests
 ]
 
 SWEEP_REPORT: list[str] = []  # the `report` fixture's lines, in the process that prints the summary

@@ -229,6 +229,7 @@ def test_the_client_speaks_http_only() -> None:
 # --- the packages' own rules, as their headers state them
 
 
+@functools.cache
 def _header_rules(package: Path) -> tuple[list[str], list[str]] | None:
     """What a package's `__init__` header says its modules may import and
     never import: the backticked `service...` names of its "May import:"
@@ -240,7 +241,7 @@ def _header_rules(package: Path) -> tuple[list[str], list[str]] | None:
     allowed_text, _, never_text = paragraph.partition("Never")
 
     def named(text: str) -> list[str]:
-        return [name for name in re.findall(r"`(service(?:\.\w+)*)", text)]
+        return re.findall(r"`(service(?:\.\w+)*)", text)
 
     return named(allowed_text), named(never_text)
 
@@ -262,10 +263,8 @@ def test_each_package_imports_only_what_its_header_allows() -> None:
         if path.parent == SERVICE:
             continue  # the root's modules (the app, the entry point) assemble everything
         package = path.parent
-        while _header_rules(package) is None:
+        while (rules := _header_rules(package)) is None:
             package = package.parent
-        rules = _header_rules(package)
-        assert rules is not None
         allowed, never = rules
         own = _module_name(package / "__init__.py")
         for name in sorted(_modules(path)):

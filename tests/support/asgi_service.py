@@ -48,7 +48,7 @@ from typing import Any
 import httpx
 
 from service.app import create_app
-from service.settings import load_settings
+from service.settings import Settings, load_settings
 from support import service_harness
 from support.faults import FAULTS_VARIABLE, FaultPlan, Faults
 from support.service_harness import ServiceUnderTest
@@ -57,6 +57,24 @@ ASGI_URL = "http://service.test"  # no socket answers it: every request goes thr
 # A request that takes longer than this (an import whose worker sleeps, a smoke run) is a failed test, never a hang.
 REQUEST_SECONDS = 300.0
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers, body: what crosses back to the caller's thread or loop
+
+
+def settings_in_process(service: ServiceUnderTest, env: dict[str, str]) -> Settings:
+    """The settings of `service` run in the test process: its store and data
+    root, one front end on the loopback, on the session's fleet store in
+    fleet mode (the S3 client's credentials and endpoint put in this
+    process's environment, as a process is given them), its own arguments
+    and the variables of `env`."""
+    argv = ["--host", "127.0.0.1", "--store", str(service.store), "--data-root", str(service.data_root), "--http-workers", "1"]
+    if fleet := service.fleet_arguments():
+        argv += fleet
+        os.environ.update(service_harness.FLEET.environ)
+    return load_settings([*argv, *service.args], environ=env)
+
+
+def app_in_process(settings: Settings, env: dict[str, str]) -> Any:
+    """The app of those settings: with test faults when `env` asks for them (support.faults)."""
+    return Faults(FaultPlan.from_environ(env)).app(settings) if FAULTS_VARIABLE in env else create_app(settings)
 
 
 _HOLDERS = [0]  # how many services of this process run (here or in support.in_process_service)
@@ -105,15 +123,11 @@ class AsgiService(ServiceUnderTest):
         return ASGI_URL
 
     def start(self, timeout: float = 60.0) -> AsgiService:
-        argv = ["--host", "127.0.0.1", "--store", str(self.store), "--data-root", str(self.data_root), "--http-workers", "1"]
-        if fleet := self.fleet_arguments():
-            argv += fleet
-            os.environ.update(service_harness.FLEET.environ)  # the S3 client's credentials and endpoint, as a process is given them
-        settings = load_settings([*argv, *self.args], environ=self.env)
+        settings = settings_in_process(self, self.env)
         fork_server_held()
         self._holding = True
         try:
-            self.app = Faults(FaultPlan.from_environ(self.env)).app(settings) if FAULTS_VARIABLE in self.env else create_app(settings)
+            self.app = app_in_process(settings, self.env)
         except BaseException:
             self.stop()
             raise

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import socket
 import threading
 import time
@@ -23,13 +22,9 @@ from pathlib import Path
 
 import uvicorn
 
-from service.app import create_app
 from service.server.h11_protocol import protocol_class
 from service.server.listeners import open_listeners
-from service.settings import load_settings
-from support import service_harness
-from support.asgi_service import fork_server_held, fork_server_released
-from support.faults import FAULTS_VARIABLE, FaultPlan, Faults
+from support.asgi_service import app_in_process, fork_server_held, fork_server_released, settings_in_process
 from support.service_harness import ServiceUnderTest
 
 
@@ -44,17 +39,13 @@ class InProcessService(ServiceUnderTest):
         self._holding = False  # counted in support.asgi_service.fork_server_held()
 
     def start(self, timeout: float = 60.0) -> InProcessService:
-        argv = ["--host", "127.0.0.1", "--store", str(self.store), "--data-root", str(self.data_root), "--http-workers", "1"]
-        if fleet := self.fleet_arguments():
-            argv += fleet
-            os.environ.update(service_harness.FLEET.environ)  # the S3 client's credentials and endpoint, as a process is given them
-        settings = load_settings([*argv, *self.args], environ=self.env)
+        settings = settings_in_process(self, self.env)
         fork_server_held()
         self._holding = True
         try:
             listener = self._listener = open_listeners(settings.host, 0, 1, backlog=2048)[0]
             self.port = listener.getsockname()[1]
-            app = Faults(FaultPlan.from_environ(self.env)).app(settings) if FAULTS_VARIABLE in self.env else create_app(settings)
+            app = app_in_process(settings, self.env)
             config = uvicorn.Config(app, http=protocol_class(settings.header_timeout), log_config=None, access_log=False)
         except BaseException:
             self.stop()

@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 from onnx import TensorProto, helper, numpy_helper
 
-from service.access.keys import new_key
+from support.api_keys import key_file
 from support.service_harness import ServiceUnderTest
 
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -98,10 +98,14 @@ def wait_until(condition: Any, seconds: float = 10.0) -> None:
 
 
 def tenant_keys(path: Path, *tenants: str) -> dict[str, dict[str, str]]:
-    tables, headers = [], {}
-    for tenant in tenants:
-        secret, table = new_key(tenant, ["import", "read", "delete"])
-        tables.append(table)
-        headers[tenant] = {"Authorization": f"Bearer {secret}"}
-    path.write_text("".join(tables))
-    return headers
+    """A key file at `path` with a key of every scope for each tenant; each tenant's request headers."""
+    secrets = key_file(path, {tenant: (tenant, ["import", "read", "delete"]) for tenant in tenants})
+    return {tenant: {"Authorization": f"Bearer {secret}"} for tenant, secret in secrets.items()}
+
+
+def keyed_settings(base: Path) -> tuple[dict[str, dict[str, str]], tuple[str, ...]]:
+    """The API keys of alice and bob (in `base`/keys.toml) and the settings of a
+    service with them and small upload limits (MAX_UPLOAD, MAX_TOTAL): each
+    tenant's request headers, and the service's arguments."""
+    auth = tenant_keys(base / "keys.toml", "alice", "bob")
+    return auth, ("--api-keys", str(base / "keys.toml"), "--max-upload", str(MAX_UPLOAD), "--max-upload-total", str(MAX_TOTAL))

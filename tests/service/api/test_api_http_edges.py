@@ -8,13 +8,14 @@ client gone, header bytes fuzzed): process/test_service_http_hardening.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from support.asgi_service import AsgiService
 from support.service_harness import assert_problem, copy_samples
+from support.tensor_models import Tensor, imported_w, write_model
 
 BIG_TENSOR_ELEMENTS = 100_000  # 400 kB of float: above the size from which a tensor is streamed
 
@@ -22,40 +23,15 @@ BIG_TENSOR_ELEMENTS = 100_000  # 400 kB of float: above the size from which a te
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The samples, plus a model whose tensor is big enough to be streamed."""
-    import numpy as np
-    import onnx
-    from onnx import helper, numpy_helper
-
     root = copy_samples(tmp_path_factory.mktemp("http-edges-data") / "root")
-    big = numpy_helper.from_array(np.arange(BIG_TENSOR_ELEMENTS, dtype=np.float32), "Big")
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["Big"], ["y"])],
-        "big",
-        [],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [BIG_TENSOR_ELEMENTS])],
-        [big],
-    )
-    onnx.save(helper.make_model(graph), str(root / "big.onnx"))
+    write_model(root / "big.onnx", np.arange(BIG_TENSOR_ELEMENTS, dtype=np.float32))
     return root
-
-
-@dataclass(frozen=True)
-class Tensor:
-    url: str
-    etag: str
-    content: bytes
 
 
 @pytest.fixture(scope="module")
 def tensor(server: AsgiService) -> Tensor:
     """Tensor W of add.onnx, imported on the main server."""
-    with server.client() as client:
-        imported = client.post("/models", json={"path": "add.onnx"})
-        assert imported.status_code in (200, 201), imported.text
-        url = f"/models/{imported.json()['id']}/tensors/W"
-        whole = client.get(url)
-        assert whole.status_code == 200
-        return Tensor(url, whole.headers["etag"], whole.content)
+    return imported_w(server)
 
 
 # Range, If-None-Match, If-Range

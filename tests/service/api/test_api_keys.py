@@ -15,29 +15,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.api_keys import ACCESS_ROLES, key_file
 from support.asgi_service import AsgiService, serving_over_asgi
 from support.service_harness import SAMPLES, assert_problem, copy_samples
 
-from service.access.keys import new_key
-
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
-
-
-def key(tenant: str, scopes: list[str]) -> tuple[str, str]:
-    return new_key(tenant, scopes)
 
 
 @pytest.fixture()
 def keys(tmp_path: Path) -> dict[str, str]:
     """Secrets by role; the key file holds only their SHA-256."""
-    made = {
-        "alice": key("team-a", ["import", "read", "delete"]),
-        "alice-reader": key("team-a", ["read"]),
-        "bob": key("team-b", ["import", "read", "delete"]),
-        "ops": key("ops", ["metrics"]),  # reads /metrics, nothing else
-    }
-    (tmp_path / "keys.toml").write_text("\n".join(table for _, table in made.values()))
-    return {role: secret for role, (secret, _) in made.items()}
+    return key_file(tmp_path / "keys.toml", ACCESS_ROLES)
 
 
 @pytest.fixture()

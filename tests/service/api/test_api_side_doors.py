@@ -18,28 +18,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from support.asgi_service import AsgiService, serving_over_asgi
 from support.paths import REPO
 from support.service_harness import assert_problem, copy_samples
+from support.tensor_models import import_path, names_model
 
 from service.access.keys import new_key
-
-# Tensor names of names.onnx: U+FFFD (what `%FF` used to decode to), and names holding NUL
-NAMES = {"\ufffd": 1.0, "a": 2.0, "a\x00b": 3.0, "a\x00c": 4.0, "ab": 5.0}
-
-
-def names_model(path: Path) -> Path:
-    initializers = [numpy_helper.from_array(np.full([2], value, dtype=np.float32), name) for name, value in NAMES.items()]
-    total = helper.make_node("Sum", list(NAMES), ["y"])
-    graph = helper.make_graph([total], "names", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    onnx.save(model, str(path))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +38,8 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def model_ids(server: AsgiService) -> dict[str, str]:
-    ids = {}
     with server.client() as client:
-        for path in ("add.onnx", "names.onnx"):
-            imported = client.post("/models", json={"path": path})
-            assert imported.status_code in (200, 201), imported.text
-            ids[path] = imported.json()["id"]
-    return ids
+        return {path: import_path(client, path) for path in ("add.onnx", "names.onnx")}
 
 
 # 2. /metrics needs the metrics scope when the service has API keys

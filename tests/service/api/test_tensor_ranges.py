@@ -16,48 +16,20 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import numpy as np
-import onnx
 import pytest
-from onnx import helper, numpy_helper
+from support.api_keys import key_file
 from support.asgi_service import AsgiService, serving_over_asgi
 from support.service_harness import assert_problem, copy_samples, open_files
-
-from service.access.keys import new_key
+from support.tensor_models import BIG_DIMS, LARGE, MIB, Big, import_path, values, write_model
 
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
-BIG_DIMS = [1024, 1024]  # 4 MiB of float32: far above the tensor responses' SMALL_BYTES (256 KiB)
-LARGE = 300_000  # a range above SMALL_BYTES: sent from the file
-MIB = 1 << 20
 # Headers that differ from one response to the next whatever the route
 PER_RESPONSE = {"date", "x-request-id"}
-
-
-def values(seed: int, count: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(count, dtype=np.float32)
-
-
-def write_model(path: Path, tensor: np.ndarray, location: str | None = None) -> Path:
-    """y = Identity(Big): Big inline, or in external data at `location` (next to the model)."""
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["Big"], ["y"])],
-        "tensor-bytes",
-        [],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(tensor.shape))],
-        [numpy_helper.from_array(tensor, "Big")],
-    )
-    model = helper.make_model(graph)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if location is None:
-        onnx.save(model, str(path))
-    else:
-        onnx.save(model, str(path), save_as_external_data=True, location=location, size_threshold=0)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -71,54 +43,8 @@ def data_root(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Path
     return root
 
 
-def import_path(client: httpx.Client, path: str) -> str:
-    imported = client.post("/models", json={"path": path})
-    assert imported.status_code in (200, 201), imported.text
-    model_id: str = imported.json()["id"]
-    return model_id
-
-
-@dataclass(frozen=True)
-class Big:
-    url: str  # /models/{id}/tensors/Big
-    raw: bytes  # onnx's bytes of the tensor
-    array: np.ndarray
-
-
-@pytest.fixture(scope="module")
-def reference(data_root: Path) -> np.ndarray:
-    """Big as onnx reads it."""
-    array: np.ndarray = numpy_helper.to_array(onnx.load(str(data_root / "big" / "model.onnx")).graph.initializer[0])
-    assert array.dtype == np.float32 and list(array.shape) == BIG_DIMS
-    return array
-
-
-@pytest.fixture(scope="module")
-def uploaded(server: AsgiService, data_root: Path, reference: np.ndarray) -> Big:
-    model = (data_root / "big" / "model.onnx").read_bytes()
-    with server.client() as client:
-        response = client.post("/models", files=[("model", ("big.onnx", model, "application/octet-stream"))])
-    assert response.status_code == 201, response.text
-    return Big(f"/models/{response.json()['id']}/tensors/Big", reference.tobytes(), reference)
-
-
-@pytest.fixture(scope="module")
-def by_path(server: AsgiService, reference: np.ndarray) -> Big:
-    with server.client() as client:
-        return Big(f"/models/{import_path(client, 'big/model.onnx')}/tensors/Big", reference.tobytes(), reference)
-
-
-@pytest.fixture(scope="module", params=["uploaded", "by_path"])
-def big(request: pytest.FixtureRequest, server: AsgiService) -> Big:
-    """Big uploaded (its bytes in the store) and imported by path (in the data root).
-
-    It names `server` so that it is made again with each server (store kind)."""
-    found: Big = request.getfixturevalue(request.param)
-    return found
-
-
-def test_an_upload_and_a_path_import_are_two_models(uploaded: Big, by_path: Big) -> None:
-    assert uploaded.url != by_path.url  # the origin is part of the id: each is served from its own file
+def test_an_upload_and_a_path_import_are_two_models(big_uploaded: Big, big_by_path: Big) -> None:
+    assert big_uploaded.url != big_by_path.url  # the origin is part of the id: each is served from its own file
 
 
 def test_raw_bytes_equal_onnx(client: httpx.Client, big: Big) -> None:
@@ -282,15 +208,14 @@ def assert_holds(path: Path, count: int) -> None:
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    made = {
-        "importer": new_key("team-a", ["import", "read"]),
-        "reader": new_key("team-a", ["read"]),
-        "other-tenant": new_key("team-b", ["read"]),
-        "metrics-only": new_key("team-a", ["metrics"]),
+    roles = {
+        "importer": ("team-a", ["import", "read"]),
+        "reader": ("team-a", ["read"]),
+        "other-tenant": ("team-b", ["read"]),
+        "metrics-only": ("team-a", ["metrics"]),
     }
-    key_file = tmp_path_factory.mktemp("tensor-bytes-keys") / "keys.toml"
-    key_file.write_text("\n".join(table for _, table in made.values()))
-    return key_file, {role: secret for role, (secret, _) in made.items()}
+    path = tmp_path_factory.mktemp("tensor-bytes-keys") / "keys.toml"
+    return path, key_file(path, roles)
 
 
 @pytest.fixture(scope="module")
@@ -300,7 +225,7 @@ def keyed_server(tmp_path_factory: pytest.TempPathFactory, data_root: Path, keys
 
 
 def test_with_api_keys_the_plain_route_needs_a_read_key(
-    keyed_server: AsgiService, keys: tuple[Path, dict[str, str]], reference: np.ndarray
+    keyed_server: AsgiService, keys: tuple[Path, dict[str, str]], big_reference: np.ndarray
 ) -> None:
     secrets = keys[1]
 
@@ -324,4 +249,4 @@ def test_with_api_keys_the_plain_route_needs_a_read_key(
     with as_("reader") as reader:
         plain, full = reader.get(url), reader.get(f"{url}?format=raw")
         assert plain.status_code == full.status_code == 200
-        assert plain.content == full.content == reference.tobytes()
+        assert plain.content == full.content == big_reference.tobytes()

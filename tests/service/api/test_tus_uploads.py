@@ -27,6 +27,7 @@ from support.tus_uploads import (
     TUS,
     add_model,
     create,
+    keyed_settings,
     metadata,
     offset_of,
     patch,
@@ -43,8 +44,7 @@ pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet stor
 def keyed(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Iterator[tuple[AsgiService, dict[str, dict[str, str]]]]:
     """A server with API keys (alice, bob) and small upload limits."""
     base = tmp_path_factory.mktemp("resumable")
-    auth = tenant_keys(base / "keys.toml", "alice", "bob")
-    args = ("--api-keys", str(base / "keys.toml"), "--max-upload", str(MAX_UPLOAD), "--max-upload-total", str(MAX_TOTAL))
+    auth, args = keyed_settings(base)
     with serving_over_asgi(base / "store", SAMPLES, *args) as server:
         yield server, auth
 

@@ -23,15 +23,13 @@ import httpx
 import pytest
 from support.service_harness import SAMPLES, ServiceProcess, assert_problem, children_of, model_id_of, serving
 from support.tus_uploads import (
-    MAX_TOTAL,
-    MAX_UPLOAD,
     OCTETS,
     TUS,
     add_model,
     create,
+    keyed_settings,
     offset_of,
     patch,
-    tenant_keys,
     uploads_held,
     wait_until,
     weights_of,
@@ -97,8 +95,7 @@ def read_status(connection: socket.socket) -> tuple[int, bytes]:
 def keyed(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Iterator[tuple[ServiceProcess, dict[str, dict[str, str]]]]:
     """A server with API keys (alice, bob) and small upload limits."""
     base = tmp_path_factory.mktemp("resumable")
-    auth = tenant_keys(base / "keys.toml", "alice", "bob")
-    args = ("--api-keys", str(base / "keys.toml"), "--max-upload", str(MAX_UPLOAD), "--max-upload-total", str(MAX_TOTAL))
+    auth, args = keyed_settings(base)
     with serving(base / "store", SAMPLES, *args) as server:
         yield server, auth
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.api_keys import ACCESS_ROLES, key_file
 from support.paths import REPO
 from support.service_harness import ServiceProcess, assert_problem, copy_samples, serving
 
@@ -33,21 +34,10 @@ from service.settings import Settings
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
 
-def key(tenant: str, scopes: list[str]) -> tuple[str, str]:
-    return new_key(tenant, scopes)
-
-
 @pytest.fixture()
 def keys(tmp_path: Path) -> dict[str, str]:
     """Secrets by role; the key file holds only their SHA-256."""
-    made = {
-        "alice": key("team-a", ["import", "read", "delete"]),
-        "alice-reader": key("team-a", ["read"]),
-        "bob": key("team-b", ["import", "read", "delete"]),
-        "ops": key("ops", ["metrics"]),  # reads /metrics, nothing else
-    }
-    (tmp_path / "keys.toml").write_text("\n".join(table for _, table in made.values()))
-    return {role: secret for role, (secret, _) in made.items()}
+    return key_file(tmp_path / "keys.toml", ACCESS_ROLES)
 
 
 @pytest.fixture()
@@ -78,17 +68,17 @@ def test_anonymous_service_refuses_to_start_off_the_loopback(tmp_path: Path) -> 
 
 def test_sighup_reloads_the_keys_and_a_broken_file_keeps_them(server: ServiceProcess, tmp_path: Path, keys: dict[str, str]) -> None:
     assert server.process is not None
-    secret, table = key("team-c", ["read"])
-    key_file = tmp_path / "keys.toml"
+    secret, table = new_key("team-c", ["read"])
+    keys_path = tmp_path / "keys.toml"
     with as_(server, secret) as carol:
         assert_problem(carol.get("/models"), 401)
-        key_file.write_text(key_file.read_text() + "\n" + table)
+        keys_path.write_text(keys_path.read_text() + "\n" + table)
         server.process.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 10
         while carol.get("/models").status_code != 200 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert carol.get("/models").status_code == 200
-        key_file.write_text("[[key]]\nsha256 = 'broken")
+        keys_path.write_text("[[key]]\nsha256 = 'broken")
         server.process.send_signal(signal.SIGHUP)
         server.wait_for_log("not reloaded", timeout=10)
         assert carol.get("/models").status_code == 200

@@ -28,33 +28,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.service_harness import ServiceProcess, copy_samples, read_until_closed, serving
+from support.service_harness import ServiceProcess, read_until_closed, serving
+from support.tensor_models import Tensor, imported_w
 
 HEADER_TIMEOUT = 2.0  # the main server's --header-timeout
 MARGIN = 1.5  # seconds the server may take beyond a deadline (timer, loaded machine)
 SLOW_CLIENTS = 70
-BIG_TENSOR_ELEMENTS = 100_000  # 400 kB of float: above the streaming threshold of service/api/tensor_responses.py
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3}) ")
-
-
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The samples, plus a model whose tensor is big enough to be streamed."""
-    import numpy as np
-    import onnx
-    from onnx import helper, numpy_helper
-
-    root = copy_samples(tmp_path_factory.mktemp("hardening-data") / "root")
-    big = numpy_helper.from_array(np.arange(BIG_TENSOR_ELEMENTS, dtype=np.float32), "Big")
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["Big"], ["y"])],
-        "big",
-        [],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [BIG_TENSOR_ELEMENTS])],
-        [big],
-    )
-    onnx.save(helper.make_model(graph), str(root / "big.onnx"))
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -74,23 +54,10 @@ def patient_server(tmp_path_factory: pytest.TempPathFactory, data_root: Path) ->
         yield service
 
 
-@dataclass(frozen=True)
-class Tensor:
-    url: str
-    etag: str
-    content: bytes
-
-
 @pytest.fixture(scope="module")
 def tensor(server: ServiceProcess) -> Tensor:
     """Tensor W of add.onnx, imported on the main server."""
-    with server.client() as client:
-        imported = client.post("/models", json={"path": "add.onnx"})
-        assert imported.status_code in (200, 201), imported.text
-        url = f"/models/{imported.json()['id']}/tensors/W"
-        whole = client.get(url)
-        assert whole.status_code == 200
-        return Tensor(url, whole.headers["etag"], whole.content)
+    return imported_w(server)
 
 
 def connect(server: ServiceProcess, timeout: float = 10.0) -> socket.socket:

@@ -29,31 +29,16 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from support.paths import REPO
 from support.service_harness import ServiceProcess, copy_samples, read_until_closed, serving
+from support.tensor_models import NAMES, import_path, names_model
 
 from service.access.keys import new_key
 
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3}) ")
 HEAD_LIMIT = 16 * 1024  # h11's default bound on a request's head, which uvicorn keeps
 METHOD_LABELS = {"GET", "HEAD", "POST", "DELETE", "PATCH", "OPTIONS", "other"}
-# Tensor names of names.onnx: U+FFFD (what `%FF` used to decode to), and names holding NUL
-NAMES = {"\ufffd": 1.0, "a": 2.0, "a\x00b": 3.0, "a\x00c": 4.0, "ab": 5.0}
-
-
-def names_model(path: Path) -> Path:
-    initializers = [numpy_helper.from_array(np.full([2], value, dtype=np.float32), name) for name, value in NAMES.items()]
-    total = helper.make_node("Sum", list(NAMES), ["y"])
-    graph = helper.make_graph([total], "names", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    onnx.save(model, str(path))
-    return path
-
-
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """names.onnx beside the samples, for the module's `server` (support/servers.py:
@@ -65,13 +50,8 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def model_ids(server: ServiceProcess) -> dict[str, str]:
-    ids = {}
     with server.client() as client:
-        for path in ("add.onnx", "names.onnx"):
-            imported = client.post("/models", json={"path": path})
-            assert imported.status_code in (200, 201), imported.text
-            ids[path] = imported.json()["id"]
-    return ids
+        return {path: import_path(client, path) for path in ("add.onnx", "names.onnx")}
 
 
 # Raw HTTP/1.1, for what httpx would normalize or refuse to send

@@ -18,45 +18,17 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import numpy as np
-import onnx
 import pytest
-from onnx import helper, numpy_helper
 from support.service_harness import ServiceProcess, assert_problem, copy_samples
+from support.tensor_models import BIG_DIMS, LARGE, MIB, Big, import_path, values, write_model
 
 pytestmark = pytest.mark.both_stores  # on the local store, then on a fleet store (support/servers.py)
 
-BIG_DIMS = [1024, 1024]  # 4 MiB of float32: far above SMALL_BYTES (256 KiB) of service/api/tensor_responses.py
 HUGE_ELEMENTS = 16 << 20  # 64 MiB of float32
 CUT_ELEMENTS = 10 << 20  # 40 MiB: more than the loopback's socket buffers hold
-LARGE = 300_000  # a range above SMALL_BYTES: sent from the file
-MIB = 1 << 20
-
-
-def values(seed: int, count: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(count, dtype=np.float32)
-
-
-def write_model(path: Path, tensor: np.ndarray, location: str | None = None) -> Path:
-    """y = Identity(Big): Big inline, or in external data at `location` (next to the model)."""
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["Big"], ["y"])],
-        "tensor-bytes",
-        [],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(tensor.shape))],
-        [numpy_helper.from_array(tensor, "Big")],
-    )
-    model = helper.make_model(graph)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if location is None:
-        onnx.save(model, str(path))
-    else:
-        onnx.save(model, str(path), save_as_external_data=True, location=location, size_threshold=0)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -68,52 +40,6 @@ def data_root(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Path
     write_model(root / "huge" / "model.onnx", values(2, HUGE_ELEMENTS), "huge.bin")
     write_model(root / "cut" / "model.onnx", values(5, CUT_ELEMENTS), "cut.bin")
     return root
-
-
-def import_path(client: httpx.Client, path: str) -> str:
-    imported = client.post("/models", json={"path": path})
-    assert imported.status_code in (200, 201), imported.text
-    model_id: str = imported.json()["id"]
-    return model_id
-
-
-@dataclass(frozen=True)
-class Big:
-    url: str  # /models/{id}/tensors/Big
-    raw: bytes  # onnx's bytes of the tensor
-    array: np.ndarray
-
-
-@pytest.fixture(scope="module")
-def reference(data_root: Path) -> np.ndarray:
-    """Big as onnx reads it."""
-    array: np.ndarray = numpy_helper.to_array(onnx.load(str(data_root / "big" / "model.onnx")).graph.initializer[0])
-    assert array.dtype == np.float32 and list(array.shape) == BIG_DIMS
-    return array
-
-
-@pytest.fixture(scope="module")
-def uploaded(server: ServiceProcess, data_root: Path, reference: np.ndarray) -> Big:
-    model = (data_root / "big" / "model.onnx").read_bytes()
-    with server.client() as client:
-        response = client.post("/models", files=[("model", ("big.onnx", model, "application/octet-stream"))])
-    assert response.status_code == 201, response.text
-    return Big(f"/models/{response.json()['id']}/tensors/Big", reference.tobytes(), reference)
-
-
-@pytest.fixture(scope="module")
-def by_path(server: ServiceProcess, reference: np.ndarray) -> Big:
-    with server.client() as client:
-        return Big(f"/models/{import_path(client, 'big/model.onnx')}/tensors/Big", reference.tobytes(), reference)
-
-
-@pytest.fixture(scope="module", params=["uploaded", "by_path"])
-def big(request: pytest.FixtureRequest, server: ServiceProcess) -> Big:
-    """Big uploaded (its bytes in the store) and imported by path (in the data root).
-
-    It names `server` so that it is made again with each server (store kind)."""
-    found: Big = request.getfixturevalue(request.param)
-    return found
 
 
 def test_one_keep_alive_connection_carries_sequential_gets(server: ServiceProcess, big: Big) -> None:
