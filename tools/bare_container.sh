@@ -6,9 +6,10 @@
 # download of the repository has them: no .git, and no git installed), as
 # root, under root's home (/root/onnx-import-service; /root is private, mode
 # 0700, so a worker that leaves root for its own uid sees none of it). Nothing
-# of this machine is mounted but a tar of that commit (read-only): no pip
-# cache, wheel folder or pip configuration; pip and apt use only the index
-# settings the base image carries.
+# of this machine is mounted: a tar of that commit is copied into the
+# container before it starts (docker cp), and nothing else: no pip cache,
+# wheel folder or pip configuration; pip and apt use only the index settings
+# the base image carries.
 #
 # Stages, each timed: the container's policy is shown (its seccomp mode,
 # capabilities, and whether it may make namespaces), the copy is unpacked,
@@ -117,7 +118,7 @@ policy() {
         echo "namespaces: refused (unshare)"
     fi
 }
-unpack() { mkdir -p /root/onnx-import-service && tar -xf /bundle/checkout.tar -C /root/onnx-import-service; }
+unpack() { mkdir -p /root/onnx-import-service && tar -xf /checkout.tar -C /root/onnx-import-service; }
 stage "policy" policy
 stage "copy the repository in" unpack || exit 1
 cd /root/onnx-import-service
@@ -133,9 +134,10 @@ stage "README walkthrough" .venv/bin/python tools/readme_walkthrough.py . || res
 exit $result
 '
 set +e
-timeout "$TIMEOUT" "$DOCKER" run --rm --name "$NAME" --init --shm-size=1g "${policy_options[@]}" \
-    --mount "type=bind,source=$work,target=/bundle,readonly" \
-    -e CI=true -e BARE_ONLY="$ONLY" "$image" bash -c "$inside"
+"$DOCKER" create --name "$NAME" --init --shm-size=1g "${policy_options[@]}" \
+    -e CI=true -e BARE_ONLY="$ONLY" "$image" bash -c "$inside" >/dev/null &&
+    "$DOCKER" cp "$work/checkout.tar" "$NAME:/checkout.tar" &&
+    timeout "$TIMEOUT" "$DOCKER" start --attach "$NAME"
 status=$?
 set -e
 if [ "$status" = 124 ]; then
