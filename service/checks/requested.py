@@ -37,8 +37,14 @@ from service.store.catalog_shapes import record_inferred
 
 @dataclass(frozen=True, slots=True)
 class CheckRequest:
+    """The stages asked for; `dims`, the request's own bindings (one the model
+    has no place for is refused); `soft_dims`, bindings a registry gives (its
+    setting, a version's tag, the model signature's input shapes): each used
+    where the model has a free place for it and no `dims` binding, else left."""
+
     stages: tuple[Stage, ...]
     dims: tuple[tuple[str, int], ...] = ()
+    soft_dims: tuple[tuple[str, int], ...] = ()
 
 
 def default_checks(settings: Settings) -> CheckRequest:
