@@ -3,7 +3,7 @@
 Three real replicas over one bucket and one database (the session's
 `fleet_servers`), two front ends each. `ROUNDS` times, imports are posted to
 every replica at once (distinct models, and one model posted to two replicas,
-so some answers are 200s of a content another request stored) and one process
+so some answers may be 200s of a content another request stored) and one process
 is killed with SIGKILL at a random moment of them (a seeded random, printed:
 a failure is replayed with `ONNX_SOAK_SEED`): each replica's front ends and its
 supervisor in turn. A dead front end is replaced by its supervisor; a dead
@@ -12,7 +12,8 @@ Kubernetes do. Round r kills victim (r + r // 3) % 3 of replica r % 3: the
 first three rounds kill each kind of victim once, on three replicas; nine,
 each victim of each replica. After each round every import answered 200 or 201 is read on
 the other two replicas, its summary and its tensor's bytes; at the end every
-one on every replica, and `gc --grace-seconds 0` removes none of them.
+one on every replica, one of them posted again to the two replicas that did not
+acknowledge it is a 200 of the same id, and `gc --grace-seconds 0` removes none of them.
 `ONNX_SOAK_ROUNDS` (3 by default; 9 for every victim of every replica, more
 for a longer soak) sets the count.
 """
@@ -160,7 +161,13 @@ def test_no_acknowledged_import_is_lost_whichever_process_is_killed(fleet_server
             ]
             assert not unserved, unserved[:5]
         assert statuses.get(201, 0) >= ROUNDS * DISTINCT_PER_ROUND // 2, statuses
-        assert statuses.get(200, 0) > 0, f"no answer was a 200 of content stored by another request: {statuses}"
+        # A content stored through one replica is a 200 of the same id through the others (the rounds' own duplicates
+        # race their twins, or die with the victim, so whether one of them answered 200 depends on timing).
+        model_id, (model_seed, where) = next(iter(acknowledged.items()))
+        for other in range(3):
+            if other != where:
+                again = upload(fleet.replicas[other], weight_model(model_seed, VALUES), f"m{model_seed}.onnx")
+                assert (again.status_code, again.json()["id"]) == (200, model_id), again.text
         collected = fleet.gc(grace_seconds=0)
         assert collected.returncode == 0, collected.stderr
         store = fleet.inspect()
