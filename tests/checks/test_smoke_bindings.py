@@ -150,8 +150,8 @@ def test_the_summary_and_the_sarif_say_which_bindings_ran() -> None:
     assert runs is not None
     entry = runs.stages["smoke"].entry()
     assert entry["bindings"] == [{"batch": 1}, {"batch": 2}] and entry["binding_sources"] == {"batch": "default"}
-    log = sarif_report("baked.onnx", runs.results(), result.findings)
-    [run] = log["runs"]  # type: ignore[index]
+    log: Any = sarif_report("baked.onnx", runs.results(), result.findings)
+    [run] = log["runs"]
     [smoke_bindings] = run["invocations"][0]["properties"]["smoke_bindings"]
     assert smoke_bindings["text"] == "batch=1,2" and smoke_bindings["bindings"] == [{"batch": 1}, {"batch": 2}]
     assert smoke_bindings["binding_sources"] == {"batch": "default"}

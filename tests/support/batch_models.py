@@ -11,16 +11,16 @@ same with Identity in place of the Reshape, fine at every batch. Both take
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 
-def _model(nodes: list[object], batch: str | None, metadata: dict[str, str] | None, initializers: list[object]) -> bytes:
+def _model(nodes: list[NodeProto], batch: str | None, metadata: dict[str, str] | None, initializers: list[TensorProto]) -> bytes:
     graph = helper.make_graph(
-        nodes,  # type: ignore[arg-type]
+        nodes,
         "batch",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4])],
-        initializers,  # type: ignore[arg-type]
+        initializers,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8

@@ -1,16 +1,24 @@
 """The `smoke` stage: does the model run, and are its outputs what it declares?
 
-Owns `smoke_stage`: one run of the `runtime` stage's session on inputs made
+Owns `smoke_stage`: a run of the `runtime` stage's session on inputs made
 from the declared types of the graph's inputs (those without an initializer),
-then each output's actual type and shape compared with its declaration.
+then each output's actual type and shape compared with its declaration; and,
+when that passes with dimensions left unbound, a second run with those at
+`second_dim` (--smoke-second-dim, 2), compared the same way. The stage
+passes only if both do.
 
 Synthetic inputs: every dimension of a declared shape is its value; a
-symbolic one (`dim_param`) takes its value from `dims` (the request's
-`dim=NAME:VALUE`), else 1; one without a name from `dims`' axis binding
-(`dim=INPUT[AXIS]:VALUE`), else 1 (`dim_bindings`: a binding the model has no
-place for raises DimensionBindingError, a usage error, not a stage result).
-A failed run, or an output shape unlike its declaration, names the
-dimensions that took 1 unbound and the binding that would change each. Values: 1 for the float types
+symbolic one (`dim_param`) or one without a name takes its value from the
+bindings (`dim_bindings.binding_plan`: the request's `dims`, `NAME:VALUE` or
+`INPUT[AXIS]:VALUE`, then the model's metadata, then a registry's
+`soft_dims`; a request's binding the model has no place for raises
+DimensionBindingError, a usage error, not a stage result), else 1 in the
+first run and `second_dim` in the second. A failed run, or an output shape
+unlike its declaration, names the run's binding ("at the second binding
+(batch=2)"), the dimensions that took the default, and the binding that
+would change each. The result lists each run's binding (`bindings`, keyed
+by `NAME`, or `INPUT[AXIS]` for a dimension without a name) and where each
+value came from (`binding_sources`). Values: 1 for the float types
 (bfloat16 and float8 given as bit patterns), 0 for the integer types, False,
 and "" for strings. An optional input of a tensor type gets that tensor. The
 stage is `skipped`, with the reason, when an input cannot be made: a
@@ -42,7 +50,7 @@ Codes (stable, kebab-case; each finding is an error):
   one (for a sequence or map, the first element, key or value that is not);
 - `smoke-output-shape`: an output's rank or a dimension is not the declared one.
 
-The run has its own CPU budget (`cpu_seconds`, the service's
+Each run has its own CPU budget (`cpu_seconds`, the service's
 `--smoke-cpu-seconds`, 3 by default, below the worker's limits), enforced with
 onnxruntime's own cancellation (`service.checks.stages.cpu_budget`:
 both ways of running take its `RunOptions`): a run that uses it without
@@ -247,13 +255,13 @@ def _one_run(
 
 def _hint(binding: _Binding) -> str:
     """What the dimensions that took the run's default were, and how to bind
-    them: the full hint at the first run; at the second, which the binding
-    already names, only where their value came from."""
+    them: the full hint at the first run; at the second, whose binding the
+    message names already, only the setting their value came from."""
     if binding.ordinal == "first":
         return binding.hint()
     if not (binding.names or binding.axes):
         return ""
-    return f"unbound dimensions take 1, then {binding.default} (--smoke-second-dim); --dim or ?dim= binds one"
+    return f"unbound, these took {binding.default}: --smoke-second-dim"
 
 
 def _what(inputs: Mapping[str, object] | None) -> str:
