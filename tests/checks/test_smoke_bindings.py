@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+import json
+from multiprocessing import Pipe
 from typing import Any
 
 import onnx
@@ -30,8 +32,10 @@ from service.checks.bindings_text import bindings_text
 from service.checks.outcome import StageResult, verdict
 from service.checks.runs import CheckRuns, SmokeAsked, runs_of, stages_missing
 from service.checks.sarif import sarif_report
+from service.checks.stages import in_worker
 from service.checks.stages.runtime import runtime_stage
 from service.checks.stages.smoke import SMOKE_OUTPUT_SHAPE, SMOKE_RUN_FAILED, smoke_stage
+from service.sandbox.protocol import StageReport, WorkerJob
 
 pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (the `runtime` extra)")
 
@@ -133,6 +137,30 @@ def test_a_registrys_bindings_are_used_where_they_fit_and_left_where_they_do_not
     # A registry's axis binding of a symbolic dimension binds its name.
     result, _ = _smoke(baked_batch(), soft_dims={"x[0]": 1})
     assert (result.status, result.binding_sources) == ("pass", {"batch": "registry"})
+
+
+def _check_worker(data: bytes, **job: Any) -> StageResult:
+    """The smoke stage as the check worker runs it from a job (here, in process), and as its report reads back."""
+    work = WorkerJob("checks", 1 << 30, 60, 10, checks=("runtime", "smoke"), **job)
+    reading, writing = Pipe(duplex=False)
+    model = importer.load_model_bytes(data)
+    in_worker.send_checks(writing, model, work, "test")
+    while reading.poll():
+        sent = reading.recv_bytes()
+        if json.loads(sent).get("stage") == "smoke":
+            return StageReport.model_validate_json(sent).result()
+    raise AssertionError("no smoke report")
+
+
+def test_the_worker_job_carries_the_registrys_bindings_and_the_second_binding() -> None:
+    assert _check_worker(baked_batch()).bindings == [{"batch": 1}, {"batch": 2}]  # the job's default: 2
+    registry = _check_worker(baked_batch(), soft_dims=(("batch", 1), ("nosuch", 3)))
+    assert (registry.status, registry.bindings, registry.binding_sources) == ("pass", [{"batch": 1}], {"batch": "registry"})
+    again = _check_worker(baked_batch(), dims=(("batch", 2),), soft_dims=(("batch", 1),))
+    assert (again.status, again.bindings, again.binding_sources) == ("fail", [{"batch": 2}], {"batch": "request"})
+    assert "at the first binding (batch=2) failed" in again.findings[0].message
+    once = _check_worker(any_batch(batch=None), smoke_second_dim=1)
+    assert (once.status, once.bindings, once.binding_sources) == ("pass", [{"x[0]": 1}], {"x[0]": "default"})
 
 
 # --- what the reports say
