@@ -6,7 +6,8 @@ stages themselves (`stages/`, which run inside a sandboxed worker), a check
 worker's run as the front end sees it (`check_worker`), what an import asks
 and how its workers' reports become its runs (`requested`), each tenant's
 own runs (`runs`, `tenant_runs`), the findings kept in a model's catalogue
-(`findings`) and the reports made from them (`report`, `sarif`, `junit`);
+(`findings`) and the reports made from them (`report`, `sarif`, `junit`;
+`bindings_text`, the smoke runs' bindings as one line for a registry's tags);
 `command` is the `onnx-import` console script, which runs the stages in the
 same workers without a server.
 

@@ -2,7 +2,7 @@
 
     onnx-import check PATH... [--external-data-dir DIR] [--checks schema,shape,...]
                               [--dim NAME:VALUE ...] [--format json|sarif|junit] [--output FILE]
-                              [--max-loop-trips N] [--smoke-cpu-seconds S]
+                              [--max-loop-trips N] [--smoke-cpu-seconds S] [--smoke-second-dim N]
 
 Each PATH is a model file or a folder (every `.onnx` file under it, its
 external data found beside it). Every model runs through the same sandboxed
@@ -11,7 +11,9 @@ import's worker (the importer, `schema`, `security`) and, beside it, a check
 worker (`shape`, `runtime`, `smoke`), each with the service's default limits
 (`--worker-memory`, `--worker-cpu-seconds`, `--worker-timeout` change them)
 and bounds (`--max-loop-trips`, the security check's bound on a Loop's
-constant trip count; `--smoke-cpu-seconds`, the smoke run's CPU budget).
+constant trip count; `--smoke-cpu-seconds`, each smoke run's CPU budget;
+`--smoke-second-dim`, the value the second smoke run gives every dimension
+left unbound, 1 for one run only).
 One report for all (`service.checks.report`): JSON (one model file named:
 its object; else a list), SARIF (`service.checks.sarif`: one run, an
 artifact per model, named by its path relative to the working directory) or
@@ -62,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--worker-timeout", default="120", help="wall-clock deadline of each worker, in seconds (default 120)")
     check.add_argument("--max-loop-trips", default="1000000", help="the security check's bound on a Loop's constant trip count "
                        "(default 1000000)")  # fmt: skip
-    check.add_argument("--smoke-cpu-seconds", default="3", help="CPU-seconds the smoke run may use (default 3)")
+    check.add_argument("--smoke-cpu-seconds", default="3", help="CPU-seconds each smoke run may use (default 3)")
+    check.add_argument("--smoke-second-dim", default="2", help="the second smoke run's value of every dimension left unbound, "
+                       "after the run at 1 (default 2; 1: one run only)")  # fmt: skip
     return parser
 
 
@@ -181,6 +185,7 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
         flags += ["--worker-memory", args.worker_memory, "--worker-cpu-seconds", args.worker_cpu_seconds]
         flags += ["--worker-timeout", args.worker_timeout]
         flags += ["--max-loop-trips", args.max_loop_trips, "--smoke-cpu-seconds", args.smoke_cpu_seconds]
+        flags += ["--smoke-second-dim", args.smoke_second_dim]
         sandbox = Sandbox(load_settings(flags, environ={}))
         sandbox.start()
         for index, path in enumerate(paths):

@@ -7,7 +7,8 @@ which fails closed: a stage asked for that did not finish, or was not run,
 makes the verdict `incomplete`, never `pass`. `parse_checks` reads `schema,shape,...` as a
 request or a setting gives it; `parse_dims` the smoke run's `NAME:VALUE` and
 `INPUT[AXIS]:VALUE` bindings, and `DimensionBindingError` is one the model has
-no place for.
+no place for; `BINDING_SOURCES`, where a smoke run's binding came from, and
+`DEFAULT_SECOND_DIM`, the value its second run gives the dimensions left unbound.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ DEFAULT_CHECKS: Final = "schema,shape,security"
 IN_IMPORT_WORKER: Final[frozenset[str]] = frozenset({"schema", "security"})  # our own code, in the import's worker
 IN_CHECK_WORKER: Final[frozenset[str]] = frozenset({"shape", "runtime", "smoke"})  # onnx and onnxruntime, in a worker of their own
 MAX_FINDINGS_PER_STAGE: Final = 1000  # past this a stage counts its findings but lists no more
+# Where a smoke run's binding came from, in the order they take precedence (a later one fills only what is left).
+BindingSource = Literal["request", "model", "registry", "default"]
+BINDING_SOURCES: Final[tuple[BindingSource, ...]] = ("request", "model", "registry", "default")
+DEFAULT_SECOND_DIM: Final = 2  # the smoke run's second binding of every dimension left unbound (--smoke-second-dim)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +114,10 @@ class StageResult:
     most MAX_FINDINGS_PER_STAGE; `errors` and `warnings` count them all.
     `inferred`: the types the `shape` stage inferred for values the model
     does not declare, as JSON text (kept in the model's catalogue, never in
-    the summary)."""
+    the summary). `bindings`: the smoke stage's, one map per run it tried,
+    in run order, of each dimension it bound (`NAME`, or `INPUT[AXIS]` for
+    one without a name) to its value; `binding_sources` says where each
+    came from (BINDING_SOURCES)."""
 
     stage: Stage
     status: Status = "pass"
@@ -119,6 +127,8 @@ class StageResult:
     warnings: int = 0
     seconds: float = 0.0
     inferred: str = ""  # `shape`: the JSON list of {name, type} of the values the model does not declare
+    bindings: list[dict[str, int]] = field(default_factory=list)  # `smoke`: each run's dimensions, in run order
+    binding_sources: dict[str, BindingSource] = field(default_factory=dict)  # `smoke`: where each dimension's binding came from
 
     def add(self, finding: Finding) -> None:
         if finding.severity == "error":
@@ -138,6 +148,9 @@ class StageResult:
         entry: dict[str, object] = {"status": self.status, "errors": self.errors, "warnings": self.warnings}
         if self.reason:
             entry["reason"] = bounded(self.reason)
+        if self.bindings:
+            entry["bindings"] = [dict(run) for run in self.bindings]
+            entry["binding_sources"] = dict(self.binding_sources)
         return entry
 
     @classmethod
@@ -165,9 +178,32 @@ def results_of(summary: Mapping[str, Any]) -> list[StageResult]:
                     reason=str(entry.get("reason", "")),
                     errors=int(entry.get("errors", 0)),
                     warnings=int(entry.get("warnings", 0)),
+                    bindings=_bindings_of(entry.get("bindings")),
+                    binding_sources=_sources_of(entry.get("binding_sources")),
                 )
             )
     return results
+
+
+def _bindings_of(listed: object) -> list[dict[str, int]]:
+    """A summary's `bindings` (a list of maps of dimension to value); anything else is none."""
+    if not isinstance(listed, list):
+        return []
+    return [
+        {str(key): value for key, value in run.items() if isinstance(value, int)} for run in listed if isinstance(run, Mapping)
+    ]
+
+
+def _sources_of(given: object) -> dict[str, BindingSource]:
+    """A summary's `binding_sources`; a source that is none of BINDING_SOURCES is left out."""
+    if not isinstance(given, Mapping):
+        return {}
+    sources: dict[str, BindingSource] = {}
+    for key, source in given.items():
+        known = next((name for name in BINDING_SOURCES if name == source), None)
+        if known is not None:
+            sources[str(key)] = known
+    return sources
 
 
 def incomplete(stage: Stage, reason: str) -> StageResult:

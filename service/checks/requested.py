@@ -29,7 +29,7 @@ import anyio.to_thread
 
 from service.checks.findings import append_findings, findings_in
 from service.checks.outcome import STAGES, Stage, StageResult, parse_checks
-from service.checks.runs import CheckRuns, now_iso, runs_of
+from service.checks.runs import CheckRuns, SmokeAsked, now_iso, runs_of
 from service.sandbox.protocol import WorkerHeader, WorkerJob
 from service.settings import Settings
 from service.store.catalog_shapes import record_inferred
@@ -66,4 +66,5 @@ async def complete_checks(job: WorkerJob, header: WorkerHeader, catalog: Path, c
             await anyio.to_thread.run_sync(record_inferred, catalog, inferred)
         results += checked
     results.sort(key=lambda result: STAGES.index(result.stage))
-    return runs_of(results, await anyio.to_thread.run_sync(findings_in, catalog), job.dims, now_iso())
+    asked = SmokeAsked(job.dims, job.soft_dims, job.smoke_second_dim)
+    return runs_of(results, await anyio.to_thread.run_sync(findings_in, catalog), asked, now_iso())

@@ -254,8 +254,11 @@ _TABLE: Final[tuple[Rule, ...]] = (
     Rule("runtime-load-failed", "runtime", "error", "Any other failure of session creation.",
          "Read the message: fix the model, or report a runtime bug."),
     # smoke (service/checks/stages/smoke.py)
-    Rule("smoke-run-failed", "smoke", "error", "The run failed (at the node onnxruntime names).",
-         "Fix the node the message names, or bind the symbolic dimensions the run needs (`--dim`, `?dim=`)."),
+    Rule("smoke-run-failed", "smoke", "error", "The run failed (at the node onnxruntime names), at the binding the message "
+         "names: the first run, or the second, at `--smoke-second-dim`, of the dimensions left unbound.",
+         "Fix the node the message names (one that fails only at the second binding holds a dimension fixed at export, such as "
+         "a Reshape target traced at batch 1), or bind the dimensions the run needs (`--dim`, `?dim=`, the model's "
+         "`onnx_import.dims`)."),
     Rule("smoke-output-type", "smoke", "error", "An output's kind or element type is not the declared one.",
          "Fix the output's declaration or the graph."),
     Rule("smoke-output-shape", "smoke", "error", "An output's rank or a dimension is not the declared one.",

@@ -3,13 +3,14 @@
 Owns `CheckRuns`, the document the store keeps beside each tenant's record of
 a model (`Index.keep_checks`): every stage this tenant ran on these bytes, its
 latest run only (status, counts, reason, when it ran, the versions of the code
-that ran it, the smoke run's dimension bindings), and that run's findings.
+that ran it, the smoke run's dimension bindings: those asked and those it
+ran at), and that run's findings.
 Content is shared between tenants, check results never are: another tenant's
 runs are neither shown nor reused, so neither a stage's answer nor its answer
 time says that someone else holds the same bytes.
 
 `stages_missing` says which stages of a request this tenant has not run (or ran
-the smoke run with other bindings); `merged` lays a new run over the earlier
+the smoke run asked other bindings: `SmokeAsked`); `merged` lays a new run over the earlier
 ones (stage by stage); `summary_for` gives a stored summary this tenant's
 `checks`, `verdict` and `diagnostics`. Pure: no I/O but the package versions
 read once from the installed metadata.
@@ -20,12 +21,13 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.checks.outcome import STAGES, Finding, Stage, StageResult, Status, verdict
+from service.checks.outcome import DEFAULT_SECOND_DIM, STAGES, BindingSource, Finding, Stage, StageResult, Status, verdict
 
 RUNS_FORMAT: Final = "onnx-service-checks/1"
 SERVICE_DISTRIBUTION: Final = "onnx-import-service"
@@ -41,6 +43,17 @@ STAGE_CODE: Final[dict[Stage, tuple[str, ...]]] = {
 BOUND_STAGES: Final[frozenset[Stage]] = frozenset({"smoke"})  # the stages that read `?dim=` bindings
 
 
+@dataclass(frozen=True, slots=True)
+class SmokeAsked:
+    """What a smoke run is asked to bind: the request's `dims`, a registry's
+    `soft_dims`, and the second binding of what is left (`--smoke-second-dim`).
+    The model's own bindings are in its bytes, so the same for every run of it."""
+
+    dims: tuple[tuple[str, int], ...] = ()
+    soft_dims: tuple[tuple[str, int], ...] = ()
+    second_dim: int = DEFAULT_SECOND_DIM
+
+
 class StageRun(BaseModel):
     """One stage's latest run for this tenant (the summary's `checks.NAME`)."""
 
@@ -51,7 +64,11 @@ class StageRun(BaseModel):
     reason: str = ""
     ran_at: str  # ISO 8601, UTC, when the run began
     versions: dict[str, str] = Field(default_factory=dict)  # distribution -> version of the code that ran it
-    dims: list[tuple[str, int]] = Field(default_factory=list)  # the bindings a smoke run used
+    dims: list[tuple[str, int]] = Field(default_factory=list)  # the request's bindings a smoke run was asked
+    soft_dims: list[tuple[str, int]] = Field(default_factory=list)  # a registry's bindings a smoke run was asked
+    second_dim: int = 1  # the smoke run's second binding (1: none, as every run stored before there was one)
+    bindings: list[dict[str, int]] = Field(default_factory=list)  # each smoke run's dimensions, in run order
+    binding_sources: dict[str, BindingSource] = Field(default_factory=dict)  # where each of them came from
     seconds: float = 0.0  # how long the stage took (the reports' stage times)
 
     def entry(self) -> dict[str, object]:
@@ -62,11 +79,22 @@ class StageRun(BaseModel):
         entry["versions"] = dict(self.versions)
         if self.dims:
             entry["dims"] = {name: value for name, value in self.dims}
+        if self.bindings:
+            entry["bindings"] = [dict(run) for run in self.bindings]
+            entry["binding_sources"] = dict(self.binding_sources)
         entry["seconds"] = self.seconds
         return entry
 
     def result(self, stage: Stage) -> StageResult:
-        return StageResult(stage, self.status, reason=self.reason, errors=self.errors, warnings=self.warnings, seconds=self.seconds)
+        return StageResult(
+            stage, self.status, reason=self.reason, errors=self.errors, warnings=self.warnings, seconds=self.seconds,
+            bindings=[dict(run) for run in self.bindings], binding_sources=dict(self.binding_sources),
+        )  # fmt: skip
+
+    def asked(self) -> SmokeAsked:
+        """What this smoke run was asked to bind."""
+        dims = tuple((name, value) for name, value in self.dims)
+        return SmokeAsked(dims, tuple((name, value) for name, value in self.soft_dims), self.second_dim)
 
 
 class CheckRuns(BaseModel):
@@ -112,23 +140,29 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def runs_of(results: Iterable[StageResult], findings: Iterable[Finding], dims: Sequence[tuple[str, int]], ran_at: str) -> CheckRuns:
-    """One run's stages and findings as a `CheckRuns`."""
-    stages = {
-        result.stage: StageRun(
-            status=result.status,
-            errors=result.errors,
-            warnings=result.warnings,
-            reason=result.reason,
-            ran_at=ran_at,
-            versions=code_versions(result.stage),
-            dims=list(dims) if result.stage in BOUND_STAGES else [],
-            seconds=round(max(result.seconds, 0.0), 3),
-        )
-        for result in results
-    }
+def runs_of(results: Iterable[StageResult], findings: Iterable[Finding], smoke: SmokeAsked, ran_at: str) -> CheckRuns:
+    """One run's stages and findings as a `CheckRuns`; `smoke`, what its smoke run was asked to bind."""
+    stages = {result.stage: _stage_run(result, smoke, ran_at) for result in results}
     listed = [finding.as_dict() for finding in findings if finding.stage in stages]
     return CheckRuns(stages=dict(sorted(stages.items(), key=lambda item: STAGES.index(item[0]))), findings=_in_stage_order(listed))
+
+
+def _stage_run(result: StageResult, smoke: SmokeAsked, ran_at: str) -> StageRun:
+    bound = result.stage in BOUND_STAGES
+    return StageRun(
+        status=result.status,
+        errors=result.errors,
+        warnings=result.warnings,
+        reason=result.reason,
+        ran_at=ran_at,
+        versions=code_versions(result.stage),
+        dims=list(smoke.dims) if bound else [],
+        soft_dims=list(smoke.soft_dims) if bound else [],
+        second_dim=smoke.second_dim if bound else 1,
+        bindings=[dict(run) for run in result.bindings],
+        binding_sources=dict(result.binding_sources),
+        seconds=round(max(result.seconds, 0.0), 3),
+    )
 
 
 def merged(earlier: CheckRuns | None, later: CheckRuns) -> CheckRuns:
@@ -141,13 +175,11 @@ def merged(earlier: CheckRuns | None, later: CheckRuns) -> CheckRuns:
     return CheckRuns(stages=dict(sorted(stages.items(), key=lambda item: STAGES.index(item[0]))), findings=_in_stage_order(findings))
 
 
-def stages_missing(runs: CheckRuns | None, asked: Sequence[Stage], dims: Sequence[tuple[str, int]]) -> tuple[Stage, ...]:
+def stages_missing(runs: CheckRuns | None, asked: Sequence[Stage], smoke: SmokeAsked) -> tuple[Stage, ...]:
     """The stages of a request this tenant has not run on the model (a smoke run
-    with other bindings counts as not run); `smoke` brings `runtime`."""
+    asked other bindings, or another second binding, counts as not run); `smoke` brings `runtime`."""
     had = runs.stages if runs is not None else {}
-    missing = {
-        stage for stage in asked if stage not in had or (stage in BOUND_STAGES and had[stage].dims != [tuple(d) for d in dims])
-    }
+    missing = {stage for stage in asked if stage not in had or (stage in BOUND_STAGES and had[stage].asked() != smoke)}
     if "smoke" in missing:
         missing.add("runtime")
     return tuple(stage for stage in STAGES if stage in missing)

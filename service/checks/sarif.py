@@ -34,6 +34,12 @@ Choices the specification leaves open, made here:
   alert when unrelated bytes move or a message's numbers change.
 - Stage times go in the invocation's `properties.stage_seconds`, per artifact;
   the verdicts (the worst, and each model's) in the run's `properties`.
+- The dimensions the smoke runs were made at go in the invocation's
+  `properties.smoke_bindings`, per artifact whose smoke stage bound any:
+  `bindings` (one map per run, in run order), `binding_sources` (request,
+  model, registry or default) and `text` (`batch=1,2`, `bindings_text`);
+  the run's `properties.checks.smoke` carries the first two as well, and a
+  smoke finding's message names the binding it was found at.
 - The logical location's `fullyQualifiedName` is the field path
   (`ModelProto.graph.node[17]`), its `name` the node's name when it has one,
   made `visible` (viewers show it); the result's `properties.node_name`,
@@ -53,6 +59,7 @@ from typing import Final
 from urllib.parse import quote
 
 from importer.diagnostics import bounded
+from service.checks.bindings_text import bindings_text
 from service.checks.outcome import Finding, StageResult
 from service.checks.report import ModelChecks, worst
 from service.checks.rules import MODEL_REFUSED, RULES
@@ -168,6 +175,14 @@ def _check(result: StageResult) -> dict[str, object]:
     return entry
 
 
+def _bindings_entry(artifact_index: int, result: StageResult) -> dict[str, object]:
+    """The dimensions a stage's runs were made at (the smoke stage's), for the invocation's properties."""
+    bindings = [{_clean(key): value for key, value in run.items()} for run in result.bindings]
+    sources = {_clean(key): source for key, source in result.binding_sources.items()}
+    text = visible(bounded(bindings_text(result.bindings)))
+    return {"artifactIndex": artifact_index, "stage": result.stage, "bindings": bindings, "binding_sources": sources, "text": text}
+
+
 def fingerprint(*parts: str) -> str:
     """A stable key of a finding across runs and offsets: the same code at the
     same field of the same node keeps it when unrelated bytes move."""
@@ -230,6 +245,7 @@ def sarif_log(
     used: set[str] = set()
     described: list[dict[str, object]] = []
     timings: list[dict[str, object]] = []
+    smoke_bindings: list[dict[str, object]] = []
 
     def rule_of(code: str, stage: str) -> int:
         index = rule_index.get(code)
@@ -318,6 +334,7 @@ def sarif_log(
         timings.append(
             {"artifactIndex": artifact_index, "seconds": {result.stage: round(max(result.seconds, 0.0), 3) for result in model.results}}
         )
+        smoke_bindings += [_bindings_entry(artifact_index, result) for result in model.results if result.bindings]
 
     driver: dict[str, object] = {"name": TOOL_NAME, "version": tool_version, "informationUri": INFORMATION_URI, "rules": rules}
     if used:
@@ -338,7 +355,10 @@ def sarif_log(
     invocation: dict[str, object] = {"executionSuccessful": all(model.finished for model in models)}
     if notifications:
         invocation["toolExecutionNotifications"] = notifications
-    invocation["properties"] = {"stage_seconds": timings}
+    invocation_properties: dict[str, object] = {"stage_seconds": timings}
+    if smoke_bindings:
+        invocation_properties["smoke_bindings"] = smoke_bindings
+    invocation["properties"] = invocation_properties
     run: dict[str, object] = {"tool": {"driver": driver}, "automationDetails": {"id": f"{category}/"}}
     if base_uri is not None:
         run["originalUriBaseIds"] = {BASE_ID: {"uri": base_uri}}

@@ -54,7 +54,7 @@ import anyio.from_thread
 import anyio.to_thread
 
 from service.checks.requested import CheckRequest, complete_checks, default_checks
-from service.checks.runs import CheckRuns, merged, stages_missing
+from service.checks.runs import CheckRuns, SmokeAsked, merged, stages_missing
 from service.checks.tenant_runs import keep_runs
 from service.errors import MODEL_GONE, BadInput, ImportTooLarge, NotFound, StoreFull, bounded
 from service.imports.admission import Place
@@ -109,8 +109,8 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         max_bytes = limit - staged.kept_bytes
         if isinstance(source, StoredModel) and source.render:
             return await _render(parts, place, tenant, staged, area, max_bytes)
-        job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, summary_items=SUMMARY_TENSORS,
-                   hash_sources=staged.hash_in_worker)  # fmt: skip
+        job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, soft_dims=checks.soft_dims,
+                   summary_items=SUMMARY_TENSORS, hash_sources=staged.hash_in_worker)  # fmt: skip
         header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes)
         runs = await complete_checks(job, header, area.catalog, checked)
         if staged.record is not None:  # a stored model, checked again
@@ -150,7 +150,7 @@ async def _held_with_every_stage(parts: ImportParts, tenant: str, staged: Staged
     if model_id is None or not await anyio.to_thread.run_sync(parts.store.visible, tenant, model_id):
         return None
     runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, tenant, model_id))
-    if stages_missing(runs, checks.stages, checks.dims):
+    if stages_missing(runs, checks.stages, SmokeAsked(checks.dims, checks.soft_dims, parts.settings.smoke_second_dim)):
         return None  # checked like new: neither the status nor the time says another tenant holds it
     with contextlib.suppress(NotFound):  # evicted or deleted meanwhile: imported as new
         return Imported(model_id, False, await stored_summary(parts, tenant, model_id, staged.display_name))

@@ -26,13 +26,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.checks.outcome import MAX_FINDINGS_PER_STAGE, Finding, Stage, StageResult, Status
+from service.checks.outcome import DEFAULT_SECOND_DIM, MAX_FINDINGS_PER_STAGE, BindingSource, Finding, Stage, StageResult, Status
 from service.settings import WORKER_ID
 
 CHUNK_BYTES = 1 << 20
 MAX_HEADER_BYTES = 16 << 20  # the summary is bounded; this bounds a broken worker
 MAX_INFERRED = 100_000  # types a `shape` report carries (service.checks.stages.inferred_types)
 MAX_INFERRED_BYTES = 8 << 20  # and their JSON text's length, at most
+MAX_SMOKE_RUNS = 2  # the runs a smoke report lists the bindings of (at 1, then at the second binding)
 IMPORT_STREAMS = ("catalog", "converted")
 GRAPH_STREAMS = ("graph",)
 GRAPH_COMPRESSION = 1  # zlib's level for the graph document
@@ -72,7 +73,9 @@ class WorkerJob:
     expected_model: tuple[int, int] | None = None  # (device, inode) the front end resolved the model path to
     hash_sources: bool = False  # report the SHA-256 of each file read (an upload's were hashed as they arrived)
     checks: tuple[Stage, ...] = ("schema",)  # the stages asked for (service.checks.outcome.STAGES); each worker runs its own
-    dims: tuple[tuple[str, int], ...] = ()  # the smoke run's bindings of symbolic dimensions
+    dims: tuple[tuple[str, int], ...] = ()  # the smoke run's bindings of symbolic dimensions (the request's: strict)
+    soft_dims: tuple[tuple[str, int], ...] = ()  # a registry's bindings: used where the model has a free place for them
+    smoke_second_dim: int = DEFAULT_SECOND_DIM  # the smoke run's second binding of the dimensions left unbound (--smoke-second-dim)
     max_static_output: int = 1 << 30  # the security stage's bound (--max-static-output)
     max_inlined_nodes: int = 1_000_000  # the nodes calls of local functions may expand to (--max-inlined-nodes)
     max_loop_trips: int = 1_000_000  # the security stage's bound on a Loop's constant trip count (--max-loop-trips)
@@ -130,6 +133,8 @@ class StageReport(BaseModel):
     seconds: float = 0.0
     findings: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_FINDINGS_PER_STAGE)
     inferred: str = Field(default="", max_length=MAX_INFERRED_BYTES)  # `shape`: JSON text, kept and served as it is
+    bindings: list[dict[str, int]] = Field(default_factory=list, max_length=MAX_SMOKE_RUNS)  # `smoke`: each run's dimensions
+    binding_sources: dict[str, BindingSource] = Field(default_factory=dict)  # `smoke`: where each binding came from
 
     @classmethod
     def of(cls, result: StageResult, with_findings: bool = True) -> StageReport:
@@ -143,6 +148,8 @@ class StageReport(BaseModel):
             seconds=round(result.seconds, 6),
             findings=findings,
             inferred=result.inferred if with_findings else "",
+            bindings=result.bindings,
+            binding_sources=result.binding_sources,
         )
 
     def result(self) -> StageResult:
@@ -150,7 +157,10 @@ class StageReport(BaseModel):
         findings = [Finding.from_dict(item) for item in self.findings]
         if any(finding.stage != self.stage for finding in findings):
             raise ValueError(f"a {self.stage} report holds another stage's finding")
-        return StageResult(self.stage, self.status, findings, self.reason, self.errors, self.warnings, self.seconds, self.inferred)
+        return StageResult(
+            self.stage, self.status, findings, self.reason, self.errors, self.warnings, self.seconds, self.inferred,
+            bindings=self.bindings, binding_sources=self.binding_sources,
+        )  # fmt: skip
 
 
 class WorkerHeader(BaseModel):

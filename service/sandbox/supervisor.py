@@ -211,6 +211,7 @@ class Sandbox:
             max_inlined_nodes=settings.max_inlined_nodes,
             max_loop_trips=settings.max_loop_trips,
             smoke_cpu_seconds=settings.smoke_cpu_seconds,
+            smoke_second_dim=settings.smoke_second_dim,
         )
         return replace(limits, **details)  # type: ignore[arg-type]
 

@@ -262,9 +262,14 @@ class Settings:
         rule=within(1, 2**63 - 1),
     )  # fmt: skip
     smoke_cpu_seconds: float = setting(
-        3.0, SECONDS, "CPU-seconds the smoke check's one run may use, below --worker-cpu-seconds: past them onnxruntime stops "
+        3.0, SECONDS, "CPU-seconds each run of the smoke check may use, below --worker-cpu-seconds: past them onnxruntime stops "
         "the run and the stage is incomplete",
         rule=Rule(lambda seconds: 0 < seconds <= 86_400, "must be above 0 and at most 86400"),
+    )  # fmt: skip
+    smoke_second_dim: int = setting(
+        2, INT, "the smoke check's second value of every dimension nothing binds (neither ?dim=, the model's metadata nor a "
+        "registry): after a run at 1, a run at this value (each within --smoke-cpu-seconds); both must pass. 1: one run only",
+        rule=within(1, 1_000_000),
     )  # fmt: skip
     header_timeout: float = setting(
         10.0, SECONDS, "seconds a client may take to send a request's headers; then the connection is closed", rule=within(0.1, 3600.0)

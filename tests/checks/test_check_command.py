@@ -7,7 +7,8 @@ sarif validated against the official schema, junit), to standard output or
 in it) whose exit status is the worst model's; `--external-data-dir` finds external data elsewhere and
 `--dim` binds the smoke run's symbolic dimensions, and dimensions without a
 name by input and axis (`--dim x[0]:2`); a binding the model has no place
-for exits 64; a model whose function
+for exits 64; a model broken at batch 2 fails at the second binding, which
+`--smoke-second-dim 1` leaves out; a model whose function
 calls would inline past `--max-inlined-nodes` fails at once. `python -m importer
 check` keeps giving the operator check alone."""
 
@@ -23,6 +24,7 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from support.batch_models import baked_batch
 from support.fanout_model import fanout_model
 from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
@@ -218,3 +220,17 @@ def test_dimensions_without_names_are_bound_by_input_and_axis(tmp_path: Path) ->
     assert done.returncode == 1, done.stderr
     [finding] = [item for item in json.loads(done.stdout)["diagnostics"] if item["stage"] == "smoke"]
     assert finding["code"] == "smoke-run-failed" and "--dim x[0]:VALUE" in finding["message"]
+
+
+def test_a_batch_baked_into_a_reshape_fails_at_the_second_binding_unless_set_to_run_once(tmp_path: Path) -> None:
+    model = tmp_path / "baked.onnx"
+    model.write_bytes(baked_batch())
+    done = run("check", model, "--checks", "smoke")
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["checks"]["smoke"]["bindings"] == [{"batch": 1}, {"batch": 2}]
+    [finding] = [item for item in report["diagnostics"] if item["stage"] == "smoke"]
+    assert finding["node_name"] == "Reshape_3" and "at the second binding (batch=2) failed" in finding["message"]
+    done = run("check", model, "--checks", "smoke", "--smoke-second-dim", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["checks"]["smoke"]["bindings"] == [{"batch": 1}]

@@ -28,7 +28,7 @@ from service.checks.junit import junit_log
 from service.checks.outcome import Finding, StageResult, incomplete
 from service.checks.report import ModelChecks, Refusal, exit_status, worst
 from service.checks.rules import MODEL_REFUSED, RULES
-from service.checks.runs import CheckRuns, runs_of
+from service.checks.runs import CheckRuns, SmokeAsked, runs_of
 from service.checks.sarif import FINGERPRINT, sarif_log, sarif_report
 from service.checks.stages import shape
 from service.sandbox.protocol import ImportFailure
@@ -241,7 +241,7 @@ def test_the_service_keeps_each_stage_time_for_its_reports() -> None:
     """A tenant's stored runs (service/checks/runs.py) keep each stage's time:
     the summary's `checks.STAGE.seconds`, and the reports made from the runs."""
     results = [_finished("schema", seconds=0.01234), _finished("security", CALLBACK, seconds=0.5)]
-    runs = CheckRuns.from_bytes(runs_of(results, [CALLBACK], (), "2026-01-01T00:00:00.000Z").to_bytes())
+    runs = CheckRuns.from_bytes(runs_of(results, [CALLBACK], SmokeAsked(), "2026-01-01T00:00:00.000Z").to_bytes())
     assert runs is not None
     assert [entry["seconds"] for entry in (run.entry() for run in runs.stages.values())] == [0.012, 0.5]
     log: Any = sarif_report("m.onnx", runs.results(), [Finding.from_dict(item) for item in runs.findings])

@@ -17,10 +17,12 @@ offset as the operator check does:
 - `runtime.runtime_stage(model)`: an onnxruntime session made from the
   model's bytes, every external initializer given from the importer's own
   memory, so onnxruntime opens no file.
-- `smoke.smoke_stage(session, model, dims)`: one run on synthetic inputs,
-  its dimensions bound by `dims` as `dim_bindings` places them (a binding
-  the model has no place for is the request's error, DimensionBindingError,
-  which `in_worker` reports before any stage), stopped past its CPU budget
+- `smoke.smoke_stage(session, model, dims)`: a run on synthetic inputs,
+  its dimensions bound by `dims`, the model's metadata and a registry's
+  `soft_dims` as `dim_bindings` places them (a binding of `dims` the model
+  has no place for is the request's error, DimensionBindingError, which
+  `in_worker` reports before any stage), and a second run with those left
+  unbound at `--smoke-second-dim`; each stopped past its CPU budget
   (`--smoke-cpu-seconds`, `cpu_budget`).
 
 The last three import onnx or onnxruntime (the `runtime` extra) and run in a

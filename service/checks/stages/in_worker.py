@@ -21,9 +21,10 @@ the security estimate finds an output past `--max-static-output`: such a
 model is flagged and never run; the smoke run alone when a declared input
 is past it (the run would have to be given that much), or when a Loop's
 constant trip count is past `--max-loop-trips` and nothing ends it sooner
-(the `loop-trip-count` error). A smoke run that is made has its own CPU
+(the `loop-trip-count` error). Each run the smoke stage makes (at 1, then
+at `--smoke-second-dim` when dimensions are left unbound) has its own CPU
 budget, `--smoke-cpu-seconds`, below the worker's limits (`smoke.smoke_stage`).
-Before any stage, the job's dimension bindings are placed in the model
+Before any stage, the request's dimension bindings (`job.dims`) are placed in the model
 (`dim_bindings.resolve_bindings`): one the model has no place for is sent as
 an `error` header of kind DIMENSION_BINDING and no stage runs (a usage
 error: the front end answers 400, `onnx-import check` exits 64).
@@ -166,7 +167,10 @@ def _stage_runner(stage: Stage, model: OnnxModel, job: WorkerJob, session: list[
         return load
 
     def run() -> StageResult:
-        result: StageResult = smoke_stage(session[0], model, dict(job.dims), cpu_seconds=job.smoke_cpu_seconds)
+        result: StageResult = smoke_stage(
+            session[0], model, dict(job.dims), cpu_seconds=job.smoke_cpu_seconds, soft_dims=dict(job.soft_dims),
+            second_dim=job.smoke_second_dim,
+        )  # fmt: skip
         return result
 
     return run

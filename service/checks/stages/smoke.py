@@ -1,16 +1,24 @@
 """The `smoke` stage: does the model run, and are its outputs what it declares?
 
-Owns `smoke_stage`: one run of the `runtime` stage's session on inputs made
+Owns `smoke_stage`: a run of the `runtime` stage's session on inputs made
 from the declared types of the graph's inputs (those without an initializer),
-then each output's actual type and shape compared with its declaration.
+then each output's actual type and shape compared with its declaration; and,
+when that passes with dimensions left unbound, a second run with those at
+`second_dim` (--smoke-second-dim, 2), compared the same way. The stage
+passes only if both do.
 
 Synthetic inputs: every dimension of a declared shape is its value; a
-symbolic one (`dim_param`) takes its value from `dims` (the request's
-`dim=NAME:VALUE`), else 1; one without a name from `dims`' axis binding
-(`dim=INPUT[AXIS]:VALUE`), else 1 (`dim_bindings`: a binding the model has no
-place for raises DimensionBindingError, a usage error, not a stage result).
-A failed run, or an output shape unlike its declaration, names the
-dimensions that took 1 unbound and the binding that would change each. Values: 1 for the float types
+symbolic one (`dim_param`) or one without a name takes its value from the
+bindings (`dim_bindings.binding_plan`: the request's `dims`, `NAME:VALUE` or
+`INPUT[AXIS]:VALUE`, then the model's metadata, then a registry's
+`soft_dims`; a request's binding the model has no place for raises
+DimensionBindingError, a usage error, not a stage result), else 1 in the
+first run and `second_dim` in the second. A failed run, or an output shape
+unlike its declaration, names the run's binding ("at the second binding
+(batch=2)"), the dimensions that took the default, and the binding that
+would change each. The result lists each run's binding (`bindings`, keyed
+by `NAME`, or `INPUT[AXIS]` for a dimension without a name) and where each
+value came from (`binding_sources`). Values: 1 for the float types
 (bfloat16 and float8 given as bit patterns), 0 for the integer types, False,
 and "" for strings. An optional input of a tensor type gets that tensor. The
 stage is `skipped`, with the reason, when an input cannot be made: a
@@ -42,7 +50,7 @@ Codes (stable, kebab-case; each finding is an error):
   one (for a sequence or map, the first element, key or value that is not);
 - `smoke-output-shape`: an output's rank or a dimension is not the declared one.
 
-The run has its own CPU budget (`cpu_seconds`, the service's
+Each run has its own CPU budget (`cpu_seconds`, the service's
 `--smoke-cpu-seconds`, 3 by default, below the worker's limits), enforced with
 onnxruntime's own cancellation (`service.checks.stages.cpu_budget`:
 both ways of running take its `RunOptions`): a run that uses it without
@@ -59,7 +67,7 @@ import ctypes
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -68,9 +76,9 @@ import numpy.typing as npt
 import importer
 from importer.element_types import BITS_PER_ELEMENT, DataType, has_native_numpy_dtype, raw_layout_dtype
 from importer.messages import MapType, OpaqueType, OptionalType, SequenceType, TensorType, TypeProto
-from service.checks.outcome import DimensionBindingError, Finding, StageResult, incomplete
+from service.checks.outcome import DEFAULT_SECOND_DIM, BindingSource, DimensionBindingError, Finding, StageResult, incomplete
 from service.checks.stages.cpu_budget import cpu_budget
-from service.checks.stages.dim_bindings import Bindings, default_hint, resolve_bindings
+from service.checks.stages.dim_bindings import MAX_HINTED, Bindings, binding_plan, default_hint, dimension_key
 from service.checks.stages.runtime import finding_at_message, load_onnxruntime
 
 SMOKE_RUN_FAILED: Final = "smoke-run-failed"
@@ -100,14 +108,28 @@ class _Actual:
 
 
 @dataclass(slots=True)
-class _Defaults:
-    """The dimensions of the synthetic inputs that took 1 unbound."""
+class _Binding:
+    """One run's free dimensions: each one's value by key (`NAME`, or
+    `INPUT[AXIS]` without a name), in the order the inputs give them; and
+    those that took `default`, the run's value for what nothing bound."""
 
-    names: dict[str, None]
-    axes: list[tuple[str, int]]
+    ordinal: str  # "first", "second"
+    default: int
+    values: dict[str, int] = field(default_factory=dict)
+    names: dict[str, None] = field(default_factory=dict)  # symbolic dimensions that took `default`
+    axes: list[tuple[str, int]] = field(default_factory=list)  # axes without a name that took `default`
 
     def hint(self) -> str:
-        return default_hint(self.names, self.axes)
+        return default_hint(self.names, self.axes, self.default)
+
+    def at(self) -> str:
+        """The run's binding in a message, ` at the first binding (batch=1, x[1]=1)`
+        (its first MAX_HINTED dimensions); "" for a run with none."""
+        if not self.values:
+            return ""
+        shown = [f"{key}={value}" for key, value in list(self.values.items())[:MAX_HINTED]]
+        more = ", ..." if len(self.values) > MAX_HINTED else ""
+        return f" at the {self.ordinal} binding ({', '.join(shown)}{more})"
 
 
 class _Skip(Exception):
@@ -130,13 +152,19 @@ def smoke_stage(
     outputs_sink: list[object] | None = None,
     *,
     cpu_seconds: float = DEFAULT_CPU_SECONDS,
+    soft_dims: Mapping[str, int] | None = None,
+    second_dim: int = DEFAULT_SECOND_DIM,
 ) -> StageResult:
-    """One run of `session` (the `runtime` stage's) on synthetic inputs, or on
+    """A run of `session` (the `runtime` stage's) on synthetic inputs, or on
     `inputs` when given, stopped once it has used `cpu_seconds` of CPU time;
-    each output checked against its declaration. The outputs are appended to
-    `outputs_sink` when given, in the graph's order."""
+    each output checked against its declaration. Dimensions are bound by the
+    request's `dims`, the model's metadata, then `soft_dims`
+    (`dim_bindings.binding_plan`); when some are left unbound and the first
+    run (at 1) passes, a second run gives them `second_dim` (1: no second
+    run). The first run's outputs are appended to `outputs_sink` when given,
+    in the graph's order."""
     started = time.monotonic()
-    result = _smoke_stage(session, model, dims, inputs, outputs_sink, cpu_seconds)
+    result = _smoke_stage(session, model, dims, soft_dims or {}, inputs, outputs_sink, cpu_seconds, second_dim)
     result.seconds = time.monotonic() - started
     return result
 
@@ -145,51 +173,95 @@ def _smoke_stage(
     session: object | None,
     model: importer.OnnxModel,
     dims: Mapping[str, int],
+    soft_dims: Mapping[str, int],
     inputs: Mapping[str, np.ndarray[Any, Any]] | None,
     outputs_sink: list[object] | None,
     cpu_seconds: float,
+    second_dim: int,
 ) -> StageResult:
     if session is None:
         return StageResult.ended("smoke", "skipped", NO_SESSION)
-    run: Any = session
     try:
         ort = load_onnxruntime()
-        bindings = resolve_bindings(model, dims)
-        bound = dict(bindings.names)
-        defaults = _Defaults({}, [])
-        try:
-            feeds, types = _feeds(model, bound, bindings, defaults, inputs)
-        except _Skip as skip:
-            return StageResult.ended("smoke", "skipped", str(skip))
-        except _TooLarge as limit:
-            return incomplete("smoke", str(limit))
-        try:
-            actual = _budgeted_run(ort, run, feeds, types, outputs_sink, _declares_a_map(model), cpu_seconds)
-        except _Skip as skip:
-            return StageResult.ended("smoke", "skipped", str(skip))
-        except _OverBudget as limit:
-            return incomplete("smoke", str(limit))
-        except MemoryError:
-            return incomplete("smoke", "out of memory during the run")
-        except Exception as error:
-            message = str(error)
-            if not type(error).__module__.startswith("onnxruntime"):
-                return incomplete("smoke", f"the run failed unexpectedly: {type(error).__name__}: {message}")
-            if _OUT_OF_MEMORY.search(message):
-                return incomplete("smoke", f"out of memory during the run: {message}")
-            result = StageResult("smoke")
-            hint = f" ({defaults.hint()})" if defaults.hint() else ""  # first: onnxruntime's message may be long, and is bounded
-            result.add(finding_at_message(model, "smoke", SMOKE_RUN_FAILED, f"the run on {_what(inputs)} failed{hint}: {message}"))
-            return result.finish()
-        result = StageResult("smoke")
-        _compare(model, actual, bound, result, f"; {defaults.hint()}" if defaults.hint() else "")
-        return result.finish()
+        bindings = binding_plan(model, dims, soft_dims)
+        runs = [_Binding("first", 1)]
+        result = _one_run(ort, session, model, bindings, runs[0], inputs, outputs_sink, cpu_seconds)
+        left_unbound = bool(runs[0].names or runs[0].axes)
+        if result.status == "pass" and left_unbound and second_dim != 1:
+            runs.append(_Binding("second", second_dim))
+            result = _one_run(ort, session, model, bindings, runs[1], None, None, cpu_seconds)
+        if any(run.values for run in runs):
+            result.bindings = [dict(run.values) for run in runs]
+            result.binding_sources = _sources(runs[0], bindings)
+        return result
     except DimensionBindingError:
         raise  # a usage error, which the check worker reports before any stage runs (run.send_checks)
     except MemoryError:
         return incomplete("smoke", "out of memory")
     except Exception as error:
         return incomplete("smoke", f"the smoke run failed unexpectedly: {type(error).__name__}: {error}")
+
+
+def _sources(run: _Binding, bindings: Bindings) -> dict[str, BindingSource]:
+    """Where each of the run's dimensions took its value: a binding's source, else the default."""
+    return {key: bindings.sources.get(key, "default") for key in run.values}
+
+
+def _one_run(
+    ort: Any,
+    session: object,
+    model: importer.OnnxModel,
+    bindings: Bindings,
+    binding: _Binding,
+    inputs: Mapping[str, np.ndarray[Any, Any]] | None,
+    outputs_sink: list[object] | None,
+    cpu_seconds: float,
+) -> StageResult:
+    """One run at `binding` (which notes each free dimension's value), its outputs compared with their declarations."""
+    run: Any = session
+    bound = dict(bindings.names)
+    try:
+        feeds, types = _feeds(model, bound, bindings, binding, inputs)
+    except _Skip as skip:
+        return StageResult.ended("smoke", "skipped", str(skip))
+    except _TooLarge as limit:
+        return incomplete("smoke", f"{limit}{binding.at()}")
+    for name, value in bindings.names.items():  # a request's binding of a dimension only the outputs declare
+        binding.values.setdefault(name, value)
+    at = binding.at()
+    try:
+        actual = _budgeted_run(ort, run, feeds, types, outputs_sink, _declares_a_map(model), cpu_seconds)
+    except _Skip as skip:
+        return StageResult.ended("smoke", "skipped", str(skip))
+    except _OverBudget as limit:
+        return incomplete("smoke", f"{limit}{at}")
+    except MemoryError:
+        return incomplete("smoke", f"out of memory during the run{at}")
+    except Exception as error:
+        message = str(error)
+        if not type(error).__module__.startswith("onnxruntime"):
+            return incomplete("smoke", f"the run{at} failed unexpectedly: {type(error).__name__}: {message}")
+        if _OUT_OF_MEMORY.search(message):
+            return incomplete("smoke", f"out of memory during the run{at}: {message}")
+        result = StageResult("smoke")
+        hint = f" ({_hint(binding)})" if _hint(binding) else ""  # first: onnxruntime's message may be long, and is bounded
+        result.add(finding_at_message(model, "smoke", SMOKE_RUN_FAILED, f"the run on {_what(inputs)}{at} failed{hint}: {message}"))
+        return result.finish()
+    result = StageResult("smoke")
+    notes = "; ".join(note for note in (at.strip(), _hint(binding)) if note)
+    _compare(model, actual, bound, result, f"; {notes}" if notes else "")
+    return result.finish()
+
+
+def _hint(binding: _Binding) -> str:
+    """What the dimensions that took the run's default were, and how to bind
+    them: the full hint at the first run; at the second, whose binding the
+    message names already, only the setting their value came from."""
+    if binding.ordinal == "first":
+        return binding.hint()
+    if not (binding.names or binding.axes):
+        return ""
+    return f"unbound, these took {binding.default}: --smoke-second-dim"
 
 
 def _what(inputs: Mapping[str, object] | None) -> str:
@@ -203,11 +275,12 @@ def _feeds(
     model: importer.OnnxModel,
     bound: dict[str, int],
     bindings: Bindings,
-    defaults: _Defaults,
+    binding: _Binding,
     given: Mapping[str, np.ndarray[Any, Any]] | None,
 ) -> tuple[dict[str, np.ndarray[Any, Any]], dict[str, int]]:
     """The inputs of the run by name, and each one's element type (DataType
-    value); the dimensions that took 1 unbound are noted in `defaults`."""
+    value); each free dimension's value, and those that took the run's
+    default, are noted in `binding`."""
     feeds: dict[str, np.ndarray[Any, Any]] = {}
     types: dict[str, int] = {}
     total = 0
@@ -227,7 +300,7 @@ def _feeds(
                 raise _Skip(f"input {value.name!r} is {_kind(value.type)}: the smoke run makes tensor inputs only")
             if tensor.shape is None:
                 raise _Skip(f"input {value.name!r} declares no shape: the smoke run cannot make it")
-            shape = tuple(_dim(dim, bound, bindings, defaults, value.name, axis) for axis, dim in enumerate(tensor.shape))
+            shape = tuple(_dim(dim, bound, bindings, binding, value.name, axis) for axis, dim in enumerate(tensor.shape))
             data_type = _data_type(tensor.elem_type, value.name)
             dtype = _synthetic_dtype(data_type)
             total += int(np.prod(shape, dtype=np.float64) * dtype.itemsize)
@@ -260,17 +333,20 @@ def _kind(declared: TypeProto | None) -> str:
     return {"SequenceType": "a sequence", "OptionalType": "an optional", "MapType": "a map"}.get(type(declared).__name__, "opaque")
 
 
-def _dim(dim: int | str | None, bound: dict[str, int], bindings: Bindings, defaults: _Defaults, name: str, axis: int) -> int:
+def _dim(dim: int | str | None, bound: dict[str, int], bindings: Bindings, binding: _Binding, name: str, axis: int) -> int:
     if isinstance(dim, int) and dim >= 0:
         return dim
     if (name, axis) in bindings.axes:
-        return bindings.axes[(name, axis)]
-    if isinstance(dim, str):
+        value = bindings.axes[(name, axis)]
+    elif isinstance(dim, str):
         if dim not in bound:
-            defaults.names.setdefault(dim)
-        return bound.setdefault(dim, 1)
-    defaults.axes.append((name, axis))
-    return 1
+            binding.names.setdefault(dim)
+        value = bound.setdefault(dim, binding.default)
+    else:
+        binding.axes.append((name, axis))
+        value = binding.default
+    binding.values.setdefault(dimension_key(dim, name, axis), value)
+    return value
 
 
 def _data_type(code: int, name: str) -> DataType:

@@ -15,7 +15,8 @@ stage is given it; an initializer of `training_info` at `/etc/passwd` is
 refused by the importer (issue 35). A `?dim=` binding the model has no
 place for is a 400 on POST /models and POST /models/{id}/checks, and a
 dimension without a name is bound by input and axis (`?dim=x%5B0%5D:2`,
-issue 36).
+issue 36). A model that runs at batch 1 and not at 2 fails with all five
+stages, its finding naming the binding (issue 56).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.asgi_service import serving_over_asgi
+from support.batch_models import baked_batch
 from support.fanout_model import fanout_model
 from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
@@ -405,3 +407,21 @@ def test_a_binding_the_model_has_no_place_for_is_a_400_and_an_axis_binding_is_ta
     unnamed.write_bytes(unnamed_reshape())
     bound = post(client, unnamed, "?checks=smoke&dim=x%5B0%5D:2&dim=x%5B1%5D:3")
     assert bound["checks"]["smoke"]["status"] == "pass" and bound["checks"]["smoke"]["dims"] == {"x[0]": 2, "x[1]": 3}
+
+
+def test_a_model_broken_at_batch_2_fails_every_stage_asked_naming_the_binding(client: httpx.Client, tmp_path: Path) -> None:
+    model = tmp_path / "baked_batch.onnx"
+    model.write_bytes(baked_batch())
+    summary = post(client, model, f"?checks={ALL}")
+    smoke = summary["checks"]["smoke"]
+    assert (summary["verdict"], smoke["status"]) == ("fail", "fail"), summary["checks"]
+    assert all(summary["checks"][stage]["status"] == "pass" for stage in ("schema", "security", "shape", "runtime"))
+    assert smoke["bindings"] == [{"batch": 1}, {"batch": 2}] and smoke["binding_sources"] == {"batch": "default"}
+    [finding] = [item for item in summary["diagnostics"]["items"] if item["stage"] == "smoke"]
+    assert finding["node_name"] == "Reshape_3" and "at the second binding (batch=2) failed" in finding["message"]
+    sarif = client.get(f"/models/{summary['id']}/diagnostics?format=sarif").json()
+    assert sarif["runs"][0]["invocations"][0]["properties"]["smoke_bindings"][0]["text"] == "batch=1,2"
+    # The request's binding comes first: bound to 1, nothing is left unbound, and the one run passes.
+    bound = client.post(f"/models/{summary['id']}/checks?checks=smoke&dim=batch:1")
+    assert bound.status_code == 200, bound.text
+    assert bound.json()["checks"]["smoke"]["bindings"] == [{"batch": 1}] and bound.json()["verdict"] == "pass"
