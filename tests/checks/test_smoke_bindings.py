@@ -24,7 +24,7 @@ from typing import Any
 
 import onnx
 import pytest
-from support.batch_models import any_batch, baked_batch
+from support.batch_models import any_batch, baked_batch, rotary_cache_of_batch_1
 from support.small_models import unnamed_reshape
 
 import importer
@@ -62,6 +62,14 @@ def test_a_batch_baked_into_a_reshape_fails_at_the_second_binding_at_its_node() 
     assert "--smoke-second-dim" in finding.message and "Reshape" in finding.message  # onnxruntime's own words follow
     assert result.bindings == [{"batch": 1}, {"batch": 2}] and result.binding_sources == {"batch": "default"}
     assert verdict([result]) == "fail"
+
+
+def test_rotary_caches_traced_at_batch_1_fail_at_the_second_binding_with_onnxruntimes_words() -> None:
+    result, _ = _smoke(rotary_cache_of_batch_1())
+    [finding] = result.findings
+    assert (result.status, finding.code, finding.node_name) == ("fail", SMOKE_RUN_FAILED, "RotaryEmbedding_7")
+    assert "at the second binding (batch=2) failed" in finding.message
+    assert "'cos_cache' and 'sin_cache' are expected to have the same shape as input 'x', got 1 and" in finding.message
 
 
 def test_a_dimension_without_a_name_is_named_by_input_and_axis() -> None:
