@@ -11,6 +11,7 @@ column on SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from graph_timing import chain_model
 from support.api_keys import key_file
 from support.asgi_service import AsgiService, serving_over_asgi
 from support.service_harness import assert_problem, copy_samples
+from support.tus_uploads import TUS, patch
 
 pytestmark = pytest.mark.both_stores
 
@@ -147,6 +149,40 @@ def test_a_json_import_takes_a_name_and_label(tenants: Tenants) -> None:
         assert (answer.json()["input"], answer.json()["label"]) == ("models:/branchy/7", "from the root")
         item = listed(client, tenants.bob, answer.json()["id"])
         assert (item["input"], item["label"]) == ("models:/branchy/7", "from the root")
+
+
+def created(client: httpx.Client, headers: dict[str, str], data: bytes, **metadata: str) -> str:
+    """A resumable upload holding `data`, with `metadata` (beside its filename); its id."""
+    pairs = {"filename": "model.onnx", **metadata}
+    header = ",".join(f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in pairs.items())
+    answer = client.post("/uploads", headers={**TUS, **headers, "Upload-Length": str(len(data)), "Upload-Metadata": header})
+    assert answer.status_code == 201, answer.text
+    url = answer.headers["location"]
+    assert patch(client, url, 0, data, headers).status_code == 204
+    return str(url.rsplit("/", 1)[1])
+
+
+def test_a_resumable_uploads_metadata_names_and_labels_the_model(tenants: Tenants) -> None:
+    """Its `name` and `label` metadata, unless the import request gives its own."""
+    with tenants.server.client() as client:
+        upload_id = created(client, tenants.alice, chain_model(3, seed=510), name="from metadata", label="tus")
+        answer = client.post("/models", json={"upload": upload_id}, headers=tenants.alice)
+        assert answer.status_code == 201, answer.text
+        item = listed(client, tenants.alice, answer.json()["id"])
+        assert (item["input"], item["label"]) == ("from metadata", "tus")
+        upload_id = created(client, tenants.alice, chain_model(3, seed=511), name="from metadata", label="tus")
+        answer = client.post("/models", json={"upload": upload_id, "label": "the request's"}, headers=tenants.alice)
+        assert answer.status_code == 201, answer.text
+        item = listed(client, tenants.alice, answer.json()["id"])
+        assert (item["input"], item["label"]) == ("from metadata", "the request's")
+
+
+def test_a_resumable_uploads_metadata_label_that_breaks_a_rule_is_a_400_at_creation(tenants: Tenants) -> None:
+    header = "filename " + base64.b64encode(b"m.onnx").decode() + ",label " + base64.b64encode(b"v3\x1bfp16").decode()
+    with tenants.server.client() as client:
+        refused = client.post("/uploads", headers={**TUS, **tenants.alice, "Upload-Length": "10", "Upload-Metadata": header})
+    assert_problem(refused, 400)
+    assert "the label holds the character U+001B, which is not printable" in refused.json()["detail"]
 
 
 def test_a_path_imports_name_is_its_path(tenants: Tenants) -> None:
