@@ -2,11 +2,11 @@
 
 Owns `Imported` (the id, whether the model is new for the tenant, its
 summary), `stored_summary` (the stored summary as one tenant is answered
-it: under the name its request gave the model and the label its holding has, with its own check runs,
-never another tenant's), `rename` (a holding given a request's name and
-label) and `held_again` (a model the tenant holds,
-imported again: this import's runs laid over its earlier ones, and its
-summary). The pipeline (`service.imports.pipeline`) and the routes use them.
+it: under the name its request gave the model and the label its holding
+has, with its own check runs, never another tenant's), `rename` (a holding
+given the name and label a request gave) and `held_again` (a model the
+tenant holds, imported again: this import's runs laid over its earlier
+ones, its name and label over the holding's, and its summary). The pipeline (`service.imports.pipeline`) and the routes use them.
 """
 
 from __future__ import annotations

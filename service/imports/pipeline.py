@@ -29,8 +29,8 @@ version, a model the store holds), and each step is written here once:
    (`Store.commit`; the id from what the worker read:
    `service.imports.identity`); content the tenant holds already keeps these
    runs over its earlier ones, and takes the name and label this import
-   gave, if it gave any (`service.imports.naming`); a recheck keeps them; a render adds the graph
-   document. The app's `ImportSteps`, if any, are awaited before the commit
+   gave, if it gave any (`service.imports.naming`); a recheck keeps them; a
+   render adds the graph document. The app's `ImportSteps`, if any, are awaited before the commit
    and between the content's upload and its record;
 6. **answer**: `Imported` (the id, whether the model is new for the tenant,
    its summary as this tenant sees it), and the source settles (keeps or

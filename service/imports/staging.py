@@ -5,9 +5,10 @@ folder, the byte budget every source counts against, and a way to ask a
 sandboxed worker which external files a model names, so that the front end
 never parses model bytes) and `Staged` (what a source holds once staged:
 where the model and its external data are for the worker, the name the
-client knows it by (and the name and label it gave: `service.imports.naming`), what is known of each file already (an upload's SHA-256,
-a fetched object's identity), and how each file the worker read is
-recorded). `Budget` is the one count of bytes and files: the model at most
+client knows it by (and the name and label it gave, if any:
+`service.imports.naming`), what is known of each file already (an
+upload's SHA-256, a fetched object's identity), and how each file the
+worker read is recorded). `Budget` is the one count of bytes and files: the model at most
 `--max-upload`, everything at most `--max-upload-total`, at most
 `--max-external-files` external files; past any of them `UploadTooLarge`
 (`BadInput` for the files) naming the setting.

@@ -5,8 +5,8 @@ bounded summary the worker made (`service.tasks.bounded_summary`), the
 model's identity (the id, the model file's size and SHA-256, and every link,
 tensors' real names percent-encoded) and the import's `CheckRuns`; and
 `tenant_view`: a stored summary as one tenant is answered it, under the name
-its request gave the model, the label its holding has, and with its own check runs
-(`service.checks.runs.summary_for`), never another tenant's. Also
+its request gave the model, with the label its holding has and its own check
+runs (`service.checks.runs.summary_for`), never another tenant's. Also
 `summary_bytes`, the one way either is written as JSON.
 """
 

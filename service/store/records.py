@@ -4,10 +4,10 @@ holding it.
 Owns `StoredRecord` and `SourceFile` (what the front end needs of a model
 besides the summary and the catalogue, small whatever the model's size;
 written once at commit, read with one small parse) and `TenantRecord` (a
-tenant holds a model: the name and the label it gave it, and when). The record names the
-files a tensor's bytes live in, by the catalogue's file keys ("model", an
-external location, "converted"), with the identity each had at import, which
-serving checks before reading a byte.
+tenant holds a model: the name and the label it gave it, and when). The
+record names the files a tensor's bytes live in, by the catalogue's file
+keys ("model", an external location, "converted"), with the identity each
+had at import, which serving checks before reading a byte.
 """
 
 from __future__ import annotations

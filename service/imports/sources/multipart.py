@@ -6,13 +6,13 @@ deadlines: a silent or too slow body ends the iterator with its error) and
 the multipart boundary; `stage` feeds them to python-multipart's streaming
 parser in a thread of its own (`service.imports.sources.body_pipe`): the
 loop receives the next chunks while the thread parses, hashes and writes the
-last ones, each byte once. Parts: exactly one `model` (the .onnx file) and
-any number of `external_data` parts whose file names are the relative
-locations the model names, and at most one text field `name` and one `label`
-(the model's display name and label, `service.imports.naming`; each read
-into memory, at most `MAX_FIELD_BYTES`) (subfolders allowed; the lexical rules of
+last ones, each byte once. Parts: exactly one `model` (the .onnx file), any
+number of `external_data` parts whose file names are the relative locations
+the model names (subfolders allowed; the lexical rules of
 docs/import-rules.md section 5, also on percent-decoded forms), each of which
-the model must use. Running byte counts: the model part past
+the model must use, and at most one text field `name` and one `label` (the
+model's display name and label, `service.imports.naming`; each read into
+memory, refused past `MAX_FIELD_BYTES`). Running byte counts: the model part past
 `--max-upload`, or the body past `--max-upload-total`, is `UploadTooLarge`
 at once. Every file is written into the work area, which the pipeline
 removes on every path, so nothing of a refused upload is kept: a body cut
