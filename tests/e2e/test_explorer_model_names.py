@@ -5,7 +5,8 @@ only loopback requests, no uncaught script error).
 A user relies on: the list's verdict saying which stages it covers
 (`pass · 3 of 5 stages`, the stages named in its title), so the same bytes'
 `pass` with three stages is not taken for one with five; an upload carrying
-the name and label typed above the drop zone, listed and shown under them;
+the name and label typed above the drop zone, listed and shown under them
+(and offered by them in the Diff tab);
 the summary's table of the smoke run's bindings, a column per run and a row
 per dimension with its source (and, from a summary with the request's
 `dims` only, those). Skipped, with the reason, where Playwright or Chromium
@@ -71,6 +72,7 @@ def test_the_list_says_which_stages_a_verdict_covers(server: ServiceProcess, wat
 
 
 def test_an_upload_carries_the_name_and_label_typed(server: ServiceProcess, watched: Watched, tmp_path: Path) -> None:
+    other = imported(server, batched_model("compared with the named one"))
     model = tmp_path / "model.onnx"
     model.write_bytes(batched_model("named by the page"))
     page = open_explorer(watched, server)
@@ -83,6 +85,10 @@ def test_an_upload_carries_the_name_and_label_typed(server: ServiceProcess, watc
     expect(entry).to_have_count(1)
     expect(entry.locator(".model-label")).to_have_text("v3 fp16")
     expect(entry).not_to_contain_text("model.onnx")
+    named_id = entry.get_attribute("data-id") or ""
+    page.click(f"#models li[data-id='{other['id']}'] a")  # the Diff tab offers it by name and label
+    page.click("#tabs [data-tab=diff]")
+    expect(page.locator(f"#diff-with option[value='{named_id}']")).to_have_text(f"ranker (v3 fp16) {named_id[:8]}")
 
 
 def test_the_summary_shows_the_smoke_runs_bindings(server: ServiceProcess, watched: Watched) -> None:
