@@ -45,6 +45,11 @@ class ImportRequest(BaseModel):
     external_data: dict[Location, UploadId] | None = Field(
         None, description="with upload: each external data location the model names -> the id of the finished upload holding it"
     )
+    name: str | None = Field(
+        None,
+        description="the model's display name (its `input`) instead of the path or the upload's filename: 1 to 200 printable characters",
+    )
+    label: str | None = Field(None, description='a free short label, e.g. "v3 fp16": 1 to 100 printable characters')
 
     @model_validator(mode="after")
     def _one_source(self) -> ImportRequest:
@@ -184,7 +189,8 @@ class SummaryLinks(BaseModel):
 
 class ModelSummary(BaseModel):
     id: str = Field(description="content-derived: SHA-256 over the model's bytes and its external files")
-    input: str
+    input: str = Field(description="the name this tenant gave the model: the `name` it sent, else the file's name or path")
+    label: str | None = Field(default=None, description="the label this tenant gave the model; null for none")
     model_file: ModelFile
     ir_version: int
     producer: Producer
@@ -217,11 +223,16 @@ class TensorPage(BaseModel):
 
 class ModelListItem(BaseModel):
     id: str
-    input: str
+    input: str = Field(description="the name the caller gave the model: the `name` it sent, else the file's name or path")
+    label: str | None = Field(description="the label the caller gave the model; null for none")
     created: str = Field(description="when it was committed to the store, RFC 3339 UTC")
     model_file: ModelFile
     tensor_count: int
     verdict: str | None = Field(description="the caller's verdict over the check stages it ran (pass, fail, incomplete); null before any")
+    stages: dict[str, str] = Field(
+        description="the stages that verdict covers, in the order they run, each with its status (schema, security, shape,"
+        " runtime, smoke: those absent were not run); empty before any"
+    )
     href: str
 
 

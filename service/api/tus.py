@@ -3,30 +3,29 @@
 Owns the version and the extensions served (creation, termination,
 expiration: https://tus.io/protocols/resumable-upload), `require_tus` (412
 unless `Tus-Resumable: 1.0.0`, with `Tus-Version`), the parsing of
-`Upload-Length` and `Upload-Offset` (decimal) and of `Upload-Metadata`
-(comma-separated `key base64value` pairs, at most `MAX_METADATA_CHARS`; its
-`filename` decoded, UTF-8, at most `MAX_FILENAME_BYTES`), each a 400 when
-malformed, `http_date` (RFC 9110's IMF-fixdate, for `Upload-Expires`) and
+`Upload-Length` and `Upload-Offset` (decimal) and the check of
+`Upload-Metadata` (its pairs: `service.imports.sources.upload_metadata`;
+its `filename` decoded, UTF-8, at most `MAX_FILENAME_BYTES`; its `name` and
+`label`, the model's, within their rules), each a 400 when malformed, `http_date` (RFC 9110's IMF-fixdate, for `Upload-Expires`) and
 `TusHeaderMiddleware` (pure ASGI: `Tus-Resumable: 1.0.0` on every response
 under `/uploads`, problems included).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import email.utils
 
 from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.problems import ProblemError
+from service.errors import BadInput
+from service.imports.sources.upload_metadata import metadata_pairs, naming_of_metadata
 
 TUS_VERSION = "1.0.0"
 TUS_EXTENSIONS = "creation,termination,expiration"
 OFFSET_MEDIA_TYPE = "application/offset+octet-stream"
 UPLOADS_PATH = "/uploads"
-MAX_METADATA_CHARS = 4096
 MAX_FILENAME_BYTES = 1024
 MAX_DECIMAL_DIGITS = 19  # below 2**63
 _TUS_RAW_HEADER = (b"tus-resumable", TUS_VERSION.encode())
@@ -54,35 +53,20 @@ def decimal_header(request: Request, name: str) -> int:
 
 def parse_metadata(value: str | None) -> tuple[str, str]:
     """`Upload-Metadata`: (the header as sent, to echo in HEAD; its `filename`
-    decoded, or ""). Keys are printable ASCII without commas, each once;
-    values strict base64 (or absent)."""
-    if value is None or not value.strip():
-        return "", ""
-    if len(value) > MAX_METADATA_CHARS:
-        raise ProblemError("bad-request", f"Upload-Metadata is longer than {MAX_METADATA_CHARS} characters")
-    if not value.isascii():
-        raise ProblemError("bad-request", "Upload-Metadata must be ASCII: keys, then base64 values")
-    seen: set[str] = set()
-    filename = ""
-    for pair in value.split(","):
-        key, _, encoded = pair.strip(" ").partition(" ")
-        if not key or not all("!" <= c <= "~" for c in key):
-            raise ProblemError("bad-request", f"Upload-Metadata: {pair.strip()[:60]!r} is not a key (printable ASCII) and a base64 value")
-        if key in seen:
-            raise ProblemError("bad-request", f"Upload-Metadata names {key[:60]!r} twice")
-        seen.add(key)
-        try:
-            decoded = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError):
-            raise ProblemError("bad-request", f"Upload-Metadata: the value of {key[:60]!r} is not base64") from None
-        if key == "filename":
-            if len(decoded) > MAX_FILENAME_BYTES:
-                raise ProblemError("bad-request", f"Upload-Metadata: the filename is longer than {MAX_FILENAME_BYTES} bytes")
-            try:
-                filename = decoded.decode("utf-8")
-            except UnicodeDecodeError:
-                raise ProblemError("bad-request", "Upload-Metadata: the filename is not UTF-8") from None
-    return value.strip(), filename
+    decoded, or ""), every pair well formed (`metadata_pairs`) and its `name`
+    and `label`, if any, within their rules (`naming_of_metadata`); 400 otherwise."""
+    try:
+        pairs = metadata_pairs(value)
+        naming_of_metadata(pairs)
+    except BadInput as error:
+        raise ProblemError("bad-request", error.detail) from None
+    filename = pairs.get("filename", b"")
+    if len(filename) > MAX_FILENAME_BYTES:
+        raise ProblemError("bad-request", f"Upload-Metadata: the filename is longer than {MAX_FILENAME_BYTES} bytes")
+    try:
+        return (value or "").strip(), filename.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProblemError("bad-request", "Upload-Metadata: the filename is not UTF-8") from None
 
 
 def http_date(when: float) -> str:

@@ -134,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     upload = commands.add_parser("import", help="upload a model file; prints its summary", parents=[shows_progress, checked])
     upload.add_argument("model", type=Path)
+    upload.add_argument("--name", default=None, help="the name the service lists the model by (default: the file's name)")
+    upload.add_argument("--label", default=None, help='a short label for the model, such as "v3 fp16"')
     external = upload.add_mutually_exclusive_group()
     external.add_argument(
         "--external-data", nargs="+", type=Path, default=[], metavar="FILE", help="external data files (under the model's folder)"
@@ -212,7 +214,9 @@ def upload(client: Client, args: argparse.Namespace, progress: ProgressOption) -
         from service.client.external_dir import named_files
 
         external_data = named_files(args.model, args.external_data_dir)
-    summary = client.import_file(args.model, external_data=external_data, progress=progress, checks=args.checks, dim=dict(args.dim))
+    summary = client.import_file(
+        args.model, external_data=external_data, progress=progress, checks=args.checks, dim=dict(args.dim), name=args.name, label=args.label
+    )
     return json.dumps(summary, indent=1) + "\n"
 
 

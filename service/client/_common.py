@@ -177,6 +177,13 @@ def check_params(checks: Checks, dim: Dims) -> httpx.QueryParams:
     return httpx.QueryParams(tuple(params))
 
 
+def naming_fields(name: str | None, label: str | None) -> dict[str, str]:
+    """The name and label an import gives the model, as form fields or JSON
+    members (those given only). The service judges them (400: too long, empty,
+    a character not printable)."""
+    return {field: value for field, value in (("name", name), ("label", label)) if value is not None}
+
+
 def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 

@@ -38,6 +38,7 @@ from service.client._common import (
     joined_diff,
     kept_on_origin,
     model_path,
+    naming_fields,
     next_page,
     open_parts,
     tensor_params,
@@ -108,17 +109,22 @@ class AsyncClient:
         progress: ProgressOption = None,
         checks: Checks = None,
         dim: Dims = None,
+        name: str | None = None,
+        label: str | None = None,
     ) -> Json:
         """Upload a model file (and its external data files); its summary.
-        `resumable`, `progress`, `checks` and `dim` as `Client.import_file`'s."""
+        `resumable`, `progress`, `checks`, `dim`, `name` and `label` as `Client.import_file`'s."""
         parts = upload_parts(path, external_data)
         params = check_params(checks, dim)
-        name = filename or Path(path).name
-        files = import_parts(Path(path), name, parts)
-        with reporting(progress, name) as report:
+        naming = naming_fields(name, label)
+        filename = filename or Path(path).name
+        files = import_parts(Path(path), filename, parts)
+        with reporting(progress, name or filename) as report:
             if chooses_resumable(resumable, files, self.resumable_above):
                 service = str(self._http.base_url)
-                upload = ResumableImport(service, files, self.resume_store, self.retry, report, automatic=resumable is None, params=params)
+                upload = ResumableImport(
+                    service, files, self.resume_store, self.retry, report, automatic=resumable is None, params=params, naming=naming
+                )
                 try:
                     return await self._run(upload.steps())
                 except ResumableUnsupported:
@@ -127,7 +133,8 @@ class AsyncClient:
             def request() -> Generator[httpx.Request]:
                 with contextlib.ExitStack() as opened:
                     tally = Tally(report, sum(file.size for file in files)) if report is not None else None
-                    yield self._http.build_request("POST", "/models", files=open_parts(opened, path, name, parts, tally), params=params)
+                    fields = open_parts(opened, path, filename, parts, tally)
+                    yield self._http.build_request("POST", "/models", data=naming, files=fields, params=params)
 
             return await self._json(request)
 

@@ -197,7 +197,9 @@ class Budget:
 class ResumableImport:
     """One import of `parts` (the model first) to the service at `service`
     (the client's base URL, part of each upload's fingerprint), with `params`
-    (the import's query: its checks)."""
+    (the import's query: its checks) and `naming` (the name and label the
+    import gives the model: members of its JSON, never of an upload's
+    metadata, so an upload resumed keeps its fingerprint)."""
 
     def __init__(
         self,
@@ -210,9 +212,11 @@ class ResumableImport:
         automatic: bool = False,
         patch_bytes: int = PATCH_BYTES,
         params: httpx.QueryParams | None = None,
+        naming: dict[str, str] | None = None,
     ) -> None:
         self.service = service
         self.params = params or None
+        self.naming = naming or {}
         self.parts = parts
         self.store = store
         self.retry = retry
@@ -229,7 +233,7 @@ class ResumableImport:
         for part, key in zip(self.parts, self.keys, strict=True):
             urls.append((yield from self._upload(part, key, before)))
             before += part.size
-        request: Json = {"upload": upload_id(urls[0])}
+        request: Json = {"upload": upload_id(urls[0]), **self.naming}
         if len(self.parts) > 1:
             request["external_data"] = {part.name: upload_id(url) for part, url in zip(self.parts[1:], urls[1:], strict=True)}
         answer = yield from self._asked(Call("POST", "/models", {}, json=request, params=self.params))

@@ -41,6 +41,7 @@ from service.client._common import (
     joined_diff,
     kept_on_origin,
     model_path,
+    naming_fields,
     next_page,
     open_parts,
     tensor_params,
@@ -114,6 +115,8 @@ class Client:
         progress: ProgressOption = None,
         checks: Checks = None,
         dim: Dims = None,
+        name: str | None = None,
+        label: str | None = None,
     ) -> Json:
         """Upload a model file (and its external data files) and return its
         summary. `external_data`: files under the model's folder (each sent
@@ -126,15 +129,20 @@ class Client:
         total_bytes)`, or True for a bar on standard error. `checks`: the
         check stages to run (names, or one comma-separated string; default
         the service's), `dim`: {name: value} of the smoke run's symbolic
-        dimensions."""
+        dimensions. `name`: the name the service lists the model by (default
+        `filename`, the name the file is sent as: its own by default);
+        `label`: a short label, such as "v3 fp16"."""
         parts = upload_parts(path, external_data)
         params = check_params(checks, dim)
-        name = filename or Path(path).name
-        files = import_parts(Path(path), name, parts)
-        with reporting(progress, name) as report:
+        naming = naming_fields(name, label)
+        filename = filename or Path(path).name
+        files = import_parts(Path(path), filename, parts)
+        with reporting(progress, name or filename) as report:
             if chooses_resumable(resumable, files, self.resumable_above):
                 service = str(self._http.base_url)
-                upload = ResumableImport(service, files, self.resume_store, self.retry, report, automatic=resumable is None, params=params)
+                upload = ResumableImport(
+                    service, files, self.resume_store, self.retry, report, automatic=resumable is None, params=params, naming=naming
+                )
                 try:
                     return self._run(upload.steps())
                 except ResumableUnsupported:
@@ -143,7 +151,8 @@ class Client:
             def request() -> Generator[httpx.Request]:
                 with contextlib.ExitStack() as opened:
                     tally = Tally(report, sum(file.size for file in files)) if report is not None else None
-                    yield self._http.build_request("POST", "/models", files=open_parts(opened, path, name, parts, tally), params=params)
+                    fields = open_parts(opened, path, filename, parts, tally)
+                    yield self._http.build_request("POST", "/models", data=naming, files=fields, params=params)
 
             return self._json(request)
 

@@ -28,8 +28,9 @@ version, a model the store holds), and each step is written here once:
    tenant given its record of it, with these runs as its own
    (`Store.commit`; the id from what the worker read:
    `service.imports.identity`); content the tenant holds already keeps these
-   runs over its earlier ones; a recheck keeps them; a render adds the graph
-   document. The app's `ImportSteps`, if any, are awaited before the commit
+   runs over its earlier ones, and takes the name and label this import
+   gave, if it gave any (`service.imports.naming`); a recheck keeps them; a
+   render adds the graph document. The app's `ImportSteps`, if any, are awaited before the commit
    and between the content's upload and its record;
 6. **answer**: `Imported` (the id, whether the model is new for the tenant,
    its summary as this tenant sees it), and the source settles (keeps or
@@ -58,8 +59,9 @@ from service.checks.runs import CheckRuns, SmokeAsked, merged, stages_missing
 from service.checks.tenant_runs import keep_runs
 from service.errors import MODEL_GONE, BadInput, ImportTooLarge, NotFound, StoreFull, bounded
 from service.imports.admission import Place
-from service.imports.answers import Imported, held_again, stored_summary
+from service.imports.answers import Imported, held_again, rename, stored_summary
 from service.imports.identity import in_store, known_id, read_id, worker_reports
+from service.imports.naming import Naming
 from service.imports.parts import ImportParts
 from service.imports.sources import Source
 from service.imports.sources.stored import StoredModel, check_sources
@@ -72,13 +74,16 @@ from service.store.records import SourceFile, StoredRecord, TenantRecord
 from service.tasks.catalog_format import CONVERTED_FILE_KEY, MODEL_FILE_KEY
 
 
-async def run(parts: ImportParts, source: Source, tenant: str, checks: CheckRequest | None = None) -> Imported:
-    """Import (or check again, or render) what `source` holds for `tenant`, running `checks` (see the module comment)."""
+async def run(
+    parts: ImportParts, source: Source, tenant: str, checks: CheckRequest | None = None, naming: Naming | None = None
+) -> Imported:
+    """Import (or check again, or render) what `source` holds for `tenant`, running `checks` (see the module comment);
+    `naming`: the name and label the request gave, over those the source staged."""
     asked = checks or default_checks(parts.settings)
     failed: BaseException | None = None
     try:
         with parts.store.work_folder() as area:
-            return await _run(parts, source, tenant, asked, area)
+            return await _run(parts, source, tenant, asked, area, naming or Naming())
     except BaseException as error:
         failed = error
         raise
@@ -87,7 +92,7 @@ async def run(parts: ImportParts, source: Source, tenant: str, checks: CheckRequ
             await source.settle(failed)
 
 
-async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckRequest, area: ModelFolder) -> Imported:
+async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckRequest, area: ModelFolder, naming: Naming) -> Imported:
     budget = Budget(parts.settings)
     stored = isinstance(source, StoredModel)
     async with contextlib.AsyncExitStack() as stack:
@@ -101,6 +106,7 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
             if not stored:
                 await make_room(parts, tenant)
             staged = await source.stage(Staging(area, budget, functools.partial(_listed_externals, parts, place)))
+        staged.named(naming)
         limit = parts.settings.max_import_bytes
         if staged.kept_bytes > limit:
             raise ImportTooLarge(f"the import has {staged.kept_bytes} bytes to keep, more than the {limit} one import may add")
@@ -152,6 +158,7 @@ async def _held_with_every_stage(parts: ImportParts, tenant: str, staged: Staged
     runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, tenant, model_id))
     if stages_missing(runs, checks.stages, SmokeAsked(checks.dims, checks.soft_dims, parts.settings.smoke_second_dim)):
         return None  # checked like new: neither the status nor the time says another tenant holds it
+    await rename(parts, tenant, model_id, staged.naming)
     with contextlib.suppress(NotFound):  # evicted or deleted meanwhile: imported as new
         return Imported(model_id, False, await stored_summary(parts, tenant, model_id, staged.display_name))
     return None
@@ -185,9 +192,9 @@ async def _commit_new(
         await anyio.to_thread.run_sync(parts.store.refresh_sources, model_id, files)
     if parts.steps is not None:
         await parts.steps.before_commit(model_id)
-    if (again := await held_again(parts, tenant, model_id, staged.display_name, runs)) is not None:  # held already
+    if (again := await held_again(parts, tenant, model_id, staged.display_name, runs, staged.naming)) is not None:  # held already
         return again
-    owner = TenantRecord(tenant=tenant, input=staged.display_name, created_ns=time.time_ns())
+    owner = TenantRecord(tenant=tenant, input=staged.display_name, created_ns=time.time_ns(), label=staged.naming.label or "")
     return await commit(parts, area, model_id, header, files, owner, staged.model_sha256(reports), runs)
 
 
@@ -229,7 +236,7 @@ async def commit(
     store_commit = functools.partial(parts.store.commit, checks=runs.to_bytes(), uploaded=uploaded)
     created = await anyio.to_thread.run_sync(store_commit, area, model_id, record, summary_bytes(summary), owner)
     await anyio.to_thread.run_sync(parts.store.touch, model_id)
-    return Imported(model_id, created, tenant_view(summary, owner.input, runs))  # never the name another tenant gave it
+    return Imported(model_id, created, tenant_view(summary, owner.input, runs, owner.label))  # never the name another tenant gave it
 
 
 async def make_room(parts: ImportParts, tenant: str) -> None:

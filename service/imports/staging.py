@@ -5,9 +5,10 @@ folder, the byte budget every source counts against, and a way to ask a
 sandboxed worker which external files a model names, so that the front end
 never parses model bytes) and `Staged` (what a source holds once staged:
 where the model and its external data are for the worker, the name the
-client knows it by, what is known of each file already (an upload's SHA-256,
-a fetched object's identity), and how each file the worker read is
-recorded). `Budget` is the one count of bytes and files: the model at most
+client knows it by (and the name and label it gave, if any:
+`service.imports.naming`), what is known of each file already (an
+upload's SHA-256, a fetched object's identity), and how each file the
+worker read is recorded). `Budget` is the one count of bytes and files: the model at most
 `--max-upload`, everything at most `--max-upload-total`, at most
 `--max-external-files` external files; past any of them `UploadTooLarge`
 (`BadInput` for the files) naming the setting.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from service.errors import BadInput, UploadTooLarge
+from service.imports.naming import Naming
 from service.sandbox.protocol import SourceReport
 from service.settings import Settings
 from service.store.layout import ModelFolder
@@ -97,6 +99,13 @@ class Staged:
     copies: bool = False  # the staged files are copies of what the record names: removed before the commit
     model_id: str = ""  # a stored model's id ("stored")
     record: StoredRecord | None = None  # a stored model's record: the files its worker must find again
+    naming: Naming = field(default_factory=Naming)  # the name and label the client gave (its name is `display_name`)
+
+    def named(self, naming: Naming) -> None:
+        """`naming`'s name and label over what the source staged (the display name its name, where given)."""
+        self.naming = naming.over(self.naming)
+        if self.naming.name is not None:
+            self.display_name = self.naming.name
 
     def model_sha256(self, reports: dict[str, SourceReport]) -> str:
         return self.digests.get(MODEL_FILE_KEY) or reports[MODEL_FILE_KEY].sha256

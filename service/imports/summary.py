@@ -5,8 +5,8 @@ bounded summary the worker made (`service.tasks.bounded_summary`), the
 model's identity (the id, the model file's size and SHA-256, and every link,
 tensors' real names percent-encoded) and the import's `CheckRuns`; and
 `tenant_view`: a stored summary as one tenant is answered it, under the name
-its request gave the model and with its own check runs
-(`service.checks.runs.summary_for`), never another tenant's. Also
+its request gave the model, with the label its holding has and its own check
+runs (`service.checks.runs.summary_for`), never another tenant's. Also
 `summary_bytes`, the one way either is written as JSON.
 """
 
@@ -46,10 +46,12 @@ def content_summary(worker_summary: Json, model_id: str, model_size: int, model_
     return summary_for(summary, runs, SUMMARY_TENSORS)
 
 
-def tenant_view(stored: Json, display_name: str, runs: CheckRuns | None) -> bytes:
-    """`stored` as a tenant is answered it: under `display_name`, with `runs`,
-    its own check runs (None, a holding from before them: the checks stored with the content)."""
+def tenant_view(stored: Json, display_name: str, runs: CheckRuns | None, label: str = "") -> bytes:
+    """`stored` as a tenant is answered it: under `display_name` and its `label`
+    (null for none), with `runs`, its own check runs (None, a holding from before
+    them: the checks stored with the content)."""
     stored["input"] = display_name
+    stored["label"] = label or None
     if runs is not None:
         summary_for(stored, runs, SUMMARY_TENSORS)
     return summary_bytes(stored)

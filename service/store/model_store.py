@@ -9,7 +9,8 @@ and the local `WorkArea`. Its use cases: `commit`, `release`, `add_graph`,
 consistently: see below), `summary_for` (the summary, the tenant's own
 check runs and its record of the model, one call), `listing` (a page of
 the tenant's models with theirs, one query) and a tenant's check runs
-(`checks`, `update_checks`, read-change-write under the index's lock); the
+(`checks`, `update_checks`, read-change-write under the index's lock) and
+the name and label it gave a model (`rename`, under the same lock); the
 lookups the routes make besides are single reads of the index (`visible`,
 `visible_record`, `holding`, ...). It keeps, whatever the backend:
 
@@ -290,8 +291,14 @@ class Store:
         return self.index.record(model_id)
 
     def holding(self, tenant: str, model_id: str) -> TenantRecord | None:
-        """The tenant's record of the model (the name it gave it), or None."""
+        """The tenant's record of the model (the name and label it gave it), or None."""
         return self.index.holding(tenant, model_id)
+
+    def rename(self, tenant: str, model_id: str, name: str | None, label: str | None) -> bool:
+        """The tenant's record of the model takes `name` and `label`, each where
+        not None; False if the tenant does not hold the model."""
+        with self.index.locked():
+            return self.index.rename(tenant, model_id, name, label)
 
     def checks(self, tenant: str, model_id: str) -> bytes | None:
         """The tenant's own check runs of the model (`service.checks.runs`), None if it has none."""

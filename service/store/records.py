@@ -4,15 +4,15 @@ holding it.
 Owns `StoredRecord` and `SourceFile` (what the front end needs of a model
 besides the summary and the catalogue, small whatever the model's size;
 written once at commit, read with one small parse) and `TenantRecord` (a
-tenant holds a model: the name it gave it and when). The record names the
-files a tensor's bytes live in, by the catalogue's file keys ("model", an
-external location, "converted"), with the identity each had at import, which
-serving checks before reading a byte.
+tenant holds a model: the name and the label it gave it, and when). The
+record names the files a tensor's bytes live in, by the catalogue's file
+keys ("model", an external location, "converted"), with the identity each
+had at import, which serving checks before reading a byte.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 RECORD_FORMAT = "onnx-service-record/2"
 
@@ -54,3 +54,7 @@ class TenantRecord(BaseModel):
     tenant: str
     input: str  # the name this tenant gave the model
     created_ns: int
+    # The label this tenant gave it ("" for none). Kept in the holding's own
+    # column, never in this record's JSON, which a release before labels
+    # reads with extra="forbid" (a fleet's replicas upgrade one by one).
+    label: str = Field(default="", exclude=True)

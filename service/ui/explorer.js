@@ -4,7 +4,8 @@
 // The modules: dom.js (helpers), api.js (requests, the API key, problems),
 // state.js, tabs.js, models.js (opening models) with external-locations.js
 // (the external data files a picked model names), checks.js (the check stages:
-// chosen at import, the verdict and each stage's status), summary.js,
+// chosen at import, the verdict and each stage's status), summary.js with
+// smoke-bindings.js (the smoke run's bindings),
 // diagnostics.js (the findings of every stage),
 // graph-view.js (drawing only what is near the view, culling.js) with
 // graph-worker-client.js and the worker graph-worker.js, which lays graphs out

@@ -5,7 +5,8 @@ each a source of the import pipeline, `service.imports.pipeline`, run while
 its client waits, `service.api.client_presence`; the check stages of
 `?checks=` and the smoke run's `?dim=` bindings, `service.checks.requested`),
 `GET /models` (this store's models, newest first, paged, each with the
-caller's verdict), `GET /models/{id}`
+name and label the caller gave it, its verdict and the stages that verdict
+covers), `GET /models/{id}`
 (the bounded summary, with this tenant's own check runs),
 `POST /models/{id}/checks` (stages run again on the stored model for this
 tenant: the pipeline on a `StoredModel`), `GET /models/{id}/graph` (the
@@ -46,6 +47,7 @@ from service.errors import DomainError, UploadTooLarge, bounded
 from service.imports import pipeline
 from service.imports.answers import Imported, stored_summary
 from service.imports.graph_render import graph_document
+from service.imports.naming import MAX_LABEL, MAX_NAME, naming_of
 from service.imports.sources import Source, under_data_root
 from service.imports.sources.finished_uploads import ResumableUploadsSource
 from service.imports.sources.stored import StoredModel
@@ -92,6 +94,18 @@ UPLOAD_BODY = {
                             "items": {"type": "string", "format": "binary"},
                             "description": "external data files; each part's file name is the location the model names",
                         },
+                        "name": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_NAME,
+                            "description": "the model's display name (its `input`) instead of the model part's file name; printable",
+                        },
+                        "label": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_LABEL,
+                            "description": 'a free short label, e.g. "v3 fp16"; printable',
+                        },
                     },
                 }
             },
@@ -117,6 +131,12 @@ def verdict_of(runs: bytes | None) -> str | None:
     """The verdict over a tenant's check runs of a model (None: it has none)."""
     found = CheckRuns.from_bytes(runs)
     return None if found is None else found.verdict()
+
+
+def stages_of(runs: bytes | None) -> dict[str, str]:
+    """Each stage of a tenant's check runs of a model, in run order, with its status (empty: it has none)."""
+    found = CheckRuns.from_bytes(runs)
+    return {} if found is None else {result.stage: result.status for result in found.results()}
 
 
 def require_model(store: Store, tenant: str, model_id: str) -> None:
@@ -160,12 +180,13 @@ async def post_model(request: Request, parts: ImportsDep, uploads: UploadsDep, m
                     raise await refused_too_large(error, body) from None
             else:
                 wanted = await read_json(request, ImportRequest, parts.settings.body_timeout)
+                naming = naming_of(wanted.name, wanted.label)
                 chosen: Source
                 if wanted.upload is not None:  # finished resumable uploads (POST /uploads)
                     chosen = ResumableUploadsSource(uploads, tenant, wanted.upload, wanted.external_data or {})
                 else:
                     chosen = under_data_root(parts.data_root, wanted.path or "", parts.settings.allow_hard_links)
-                imported = await while_client_waits(request, lambda: pipeline.run(parts, chosen, tenant, checks))
+                imported = await while_client_waits(request, lambda: pipeline.run(parts, chosen, tenant, checks, naming))
         except (DomainError, OSError) as error:
             problem = known_problem(error)
             if problem is None:
@@ -225,10 +246,12 @@ def list_models(
         ModelListItem(
             id=listed.model_id,
             input=listed.holding.input,
+            label=listed.holding.label or None,
             created=datetime.fromtimestamp(listed.created_ns / 1e9, UTC).isoformat().replace("+00:00", "Z"),
             model_file=ModelFile(size=listed.record.model_size, sha256=listed.record.model_sha256),
             tensor_count=listed.record.tensor_count,
             verdict=verdict_of(listed.runs),
+            stages=stages_of(listed.runs),
             href=f"/models/{listed.model_id}",
         )
         for listed in page.items

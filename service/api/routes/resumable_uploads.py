@@ -61,7 +61,8 @@ CREATION = {
         _header("Upload-Length", "the upload's size in bytes, decimal; at most --max-upload-total", pattern="^[0-9]+$"),
         _header(
             "Upload-Metadata",
-            "comma-separated `key base64value` pairs (at most 4096 characters); `filename` names the model in an import",
+            "comma-separated `key base64value` pairs (at most 4096 characters); `filename` names the model in an import,"
+            " or `name` (its display name) and `label` do (each UTF-8, printable, at most 200 and 100 characters)",
             required=False,
         ),
     ]

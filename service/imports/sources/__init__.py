@@ -13,7 +13,8 @@ root in a bucket, fetched), `stored` (a model the store holds: a recheck,
 the graph render); the MLflow registry's versions are
 `service.registry.version_source`.
 
-May import: `service.imports.staging`, `service.imports.parts`, `service.store`,
+May import: `service.imports.staging`, `service.imports.parts`,
+`service.imports.naming` (the name and label a client gives), `service.store`,
 `service.sandbox`'s protocol, `service.tasks` (the catalogue's format),
 `service.errors`. Never `service.api`.
 """

@@ -7,8 +7,10 @@ upload hold: the model at most `--max-upload`, the sum at most
 `--max-upload-total` (`UploadTooLarge`), at most `--max-external-files`
 locations, each checked as a part's file name is
 (`service.imports.sources.upload.check_location`), no location the folder
-of another; the display name is the model upload's `filename` metadata
-(its base name). The uploads' bytes are hard-linked into the work area and
+of another; the display name is the model upload's `name` metadata, else
+its `filename` (its base name), and its `label` metadata the model's label
+(`service.imports.sources.upload_metadata`; the import request's own `name`
+and `label` win over both). The uploads' bytes are hard-linked into the work area and
 imported as a multipart upload is: the same limits, tenancy and answers.
 
 `settle`: the uploads are removed once the import answered or refused their
@@ -26,6 +28,7 @@ import anyio.to_thread
 
 from service.errors import BadInput, DomainError, ImportFailed, ImportTooLarge, PathRefused, UploadIncomplete, UploadTooLarge, bounded
 from service.imports.sources.upload import StagedFile, Upload, check_location, display_name_of
+from service.imports.sources.upload_metadata import metadata_pairs, naming_of_metadata
 from service.imports.staging import Staged, Staging
 from service.store.uploads import ResumableUploads, UploadState
 
@@ -59,6 +62,7 @@ class ResumableUploadsSource:
         budget.take(sum(states[upload_id].length for upload_id in locations.values()), "the external data uploads")
         area = staging.area
         upload = Upload(area.upload_model, area.upload_external, display_name_of(model.filename))
+        upload.naming = naming_of_metadata(metadata_pairs(model.metadata))
         upload.model = await self._linked(self.model_upload, area.upload_model, upload.display_name)
         for location, upload_id in sorted(locations.items()):
             upload.externals.append(await self._linked(upload_id, area.upload_external / location, location))

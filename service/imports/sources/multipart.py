@@ -6,11 +6,13 @@ deadlines: a silent or too slow body ends the iterator with its error) and
 the multipart boundary; `stage` feeds them to python-multipart's streaming
 parser in a thread of its own (`service.imports.sources.body_pipe`): the
 loop receives the next chunks while the thread parses, hashes and writes the
-last ones, each byte once. Parts: exactly one `model` (the .onnx file) and
-any number of `external_data` parts whose file names are the relative
-locations the model names (subfolders allowed; the lexical rules of
+last ones, each byte once. Parts: exactly one `model` (the .onnx file), any
+number of `external_data` parts whose file names are the relative locations
+the model names (subfolders allowed; the lexical rules of
 docs/import-rules.md section 5, also on percent-decoded forms), each of which
-the model must use. Running byte counts: the model part past
+the model must use, and at most one text field `name` and one `label` (the
+model's display name and label, `service.imports.naming`; each read into
+memory, refused past `MAX_FIELD_BYTES`). Running byte counts: the model part past
 `--max-upload`, or the body past `--max-upload-total`, is `UploadTooLarge`
 at once. Every file is written into the work area, which the pipeline
 removes on every path, so nothing of a refused upload is kept: a body cut
@@ -30,6 +32,7 @@ from pathlib import Path
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from service.errors import BadInput, DomainError, UploadTooLarge, bounded
+from service.imports.naming import LIMITS, MAX_FIELD_BYTES, Naming, named
 from service.imports.sources.body_pipe import BodyPipe
 from service.imports.sources.hash_thread import HashThread
 from service.imports.sources.upload import StagedFile, Upload, check_location, display_name_of
@@ -55,6 +58,8 @@ class _PartWriter:
         self.hasher = HashThread()  # each part's SHA-256, computed beside the parsing and writing
         self.current: StagedFile | None = None
         self.locations: set[str] = set()
+        self.field: str | None = None  # the text field being read (`name` or `label`), its bytes in `text`
+        self.text = bytearray()
 
     # header callbacks
     def on_part_begin(self) -> None:
@@ -85,6 +90,9 @@ class _PartWriter:
             if filename:
                 self.upload.display_name = display_name_of(filename)
             self.current = self.upload.model = StagedFile(self.upload.display_name, self.upload.model_path)
+        elif name in (b"name", b"label"):
+            self._begin_field(name.decode(), filename)
+            return
         elif name == b"external_data":
             if not filename:
                 raise BadInput("an 'external_data' part needs a file name: the location the model names")
@@ -95,12 +103,38 @@ class _PartWriter:
             self.current = StagedFile(location, self.upload.external_dir / location)
             self.upload.externals.append(self.current)
         else:
-            raise BadInput(f"unknown part {bounded(repr(name.decode('latin-1')), 100)}: only 'model' and 'external_data'")
+            raise BadInput(f"unknown part {bounded(repr(name.decode('latin-1')), 100)}: only 'model', 'external_data', 'name' and 'label'")
         self.fd = _create(self.current.path, self.upload.model_path.parent)
         self.writeback = Writeback(self.fd)
 
+    def _begin_field(self, field: str, filename: str) -> None:
+        """A text field (`name` or `label`): once each, not a file."""
+        given = self.upload.naming.name if field == "name" else self.upload.naming.label
+        if given is not None:
+            raise BadInput(f"more than one {field!r} field")
+        if filename:
+            raise BadInput(f"the {field!r} field is text, not a file")
+        self.current = None
+        self.field = field
+        self.text = bytearray()
+
+    def _end_field(self) -> None:
+        assert self.field is not None
+        try:
+            value = named(self.field, self.text.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise BadInput(f"the {self.field} is not UTF-8") from None
+        given = Naming(value, None) if self.field == "name" else Naming(None, value)
+        self.upload.naming = given.over(self.upload.naming)
+        self.field = None
+
     # data callbacks
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        if self.field is not None:
+            self.text += data[start:end]
+            if len(self.text) > MAX_FIELD_BYTES:
+                raise BadInput(f"the {self.field} has more than {MAX_FIELD_BYTES} bytes (at most {LIMITS[self.field]} characters)")
+            return
         assert self.current is not None and self.fd is not None and self.writeback is not None
         chunk = memoryview(data)[start:end]
         self.current.size += len(chunk)
@@ -112,6 +146,9 @@ class _PartWriter:
         self.writeback.wrote(self.current.size)
 
     def on_part_end(self) -> None:
+        if self.field is not None:
+            self._end_field()
+            return
         if self.current is not None:
             if self.writeback is not None:
                 self.writeback.finish(self.current.size)

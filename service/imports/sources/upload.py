@@ -3,7 +3,8 @@
 Owns `Upload` (a model and its external data parts, on disk in the work
 area, each with its size and SHA-256), `StagedFile`, the display name's
 rules (the model's file name, its base name only, at most `MAX_DISPLAY_NAME`
-characters, `model.onnx` when none is given) and `check_location` (an
+characters, `model.onnx` when none is given; a `name` given instead:
+`service.imports.naming`) and `check_location` (an
 external part's file name as a location: relative, no `..`, at most
 `MAX_LOCATION_DEPTH` folders deep; `PathRefused` otherwise). `Upload.staged`
 is what the pipeline is handed: the store keeps these bytes (origin
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.errors import PathRefused, bounded
+from service.imports.naming import Naming
 from service.imports.staging import Staged
 from service.store.client_paths import check_relative_path
 from service.store.layout import ModelFolder
@@ -42,6 +44,7 @@ class Upload:
     display_name: str = DEFAULT_DISPLAY_NAME
     model: StagedFile | None = None
     externals: list[StagedFile] = field(default_factory=list)
+    naming: Naming = field(default_factory=Naming)  # the form's `name` and `label` fields, where sent
 
     @property
     def size(self) -> int:
@@ -52,7 +55,7 @@ class Upload:
         """The upload as the pipeline takes it (its files in `area`'s places)."""
         assert self.model is not None
         digests = {MODEL_FILE_KEY: self.model.sha256} | {staged.location: staged.sha256 for staged in self.externals}
-        return Staged(
+        staged = Staged(
             display_name=self.display_name,
             origin="upload",
             directory=str(area.files),
@@ -63,6 +66,8 @@ class Upload:
             parts={staged.location for staged in self.externals},
             kept_bytes=self.size,
         )
+        staged.named(self.naming)
+        return staged
 
 
 def display_name_of(filename: str) -> str:

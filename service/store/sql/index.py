@@ -62,6 +62,13 @@ def _storable_id(model_id: str) -> str:
     return model_id
 
 
+def _holding(record: object, label: object) -> TenantRecord:
+    """A holding's record, from its JSON and its label's column."""
+    held = TenantRecord.model_validate_json(str(record))
+    held.label = str(label or "")
+    return held
+
+
 def _marks(count: int) -> str:
     return ", ".join(["%s"] * count)
 
@@ -255,17 +262,28 @@ class SqlIndex:
 
     def hold(self, owner: TenantRecord, model_id: str) -> bool:
         added = self.database.change(
-            "INSERT INTO onnx_holdings (tenant_key, model_id, holding, created_ns) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            (tenant_key(owner.tenant), _storable_id(model_id), owner.model_dump_json(), owner.created_ns),
+            "INSERT INTO onnx_holdings (tenant_key, model_id, holding, created_ns, label) VALUES (%s, %s, %s, %s, %s)"
+            " ON CONFLICT DO NOTHING",
+            (tenant_key(owner.tenant), _storable_id(model_id), owner.model_dump_json(), owner.created_ns, owner.label),
         )
         return added == 1
 
     def holding(self, tenant: str, model_id: str) -> TenantRecord | None:
         if not _is_id(model_id):
             return None
-        query = "SELECT holding FROM onnx_holdings WHERE tenant_key = %s AND model_id = %s"
+        query = "SELECT holding, label FROM onnx_holdings WHERE tenant_key = %s AND model_id = %s"
         row = self.database.one(query, (tenant_key(tenant), model_id))
-        return None if row is None else TenantRecord.model_validate_json(row[0])
+        return None if row is None else _holding(row[0], row[1])
+
+    def rename(self, tenant: str, model_id: str, name: str | None, label: str | None) -> bool:
+        """The tenant's holding takes `name` (its record's `input`) and `label`, each
+        where not None (lock held: read, then written); False if it holds no such model."""
+        held = self.holding(tenant, model_id)
+        if held is None:
+            return False
+        renamed = held.model_copy(update={key: value for key, value in (("input", name), ("label", label)) if value is not None})
+        query = "UPDATE onnx_holdings SET holding = %s, label = %s WHERE tenant_key = %s AND model_id = %s"
+        return self.database.change(query, (renamed.model_dump_json(), renamed.label, tenant_key(tenant), model_id)) == 1
 
     def visible(self, tenant: str, model_id: str) -> bool:
         query = "SELECT 1 FROM onnx_holdings h JOIN onnx_models m ON m.id = h.model_id WHERE h.tenant_key = %s AND h.model_id = %s"
@@ -318,7 +336,8 @@ class SqlIndex:
         to `limit` of the tenant's stored models, newest first, older than `before`: one query."""
         key, limit = tenant_key(tenant), max(0, limit)
         select = (
-            "SELECT h.created_ns, h.model_id, m.record, h.holding, h.checks FROM onnx_holdings h JOIN onnx_models m ON m.id = h.model_id"
+            "SELECT h.created_ns, h.model_id, m.record, h.holding, h.label, h.checks"
+            " FROM onnx_holdings h JOIN onnx_models m ON m.id = h.model_id"
         )
         order = "ORDER BY h.created_ns DESC, h.model_id DESC LIMIT %s"
         if before is None:
@@ -333,10 +352,10 @@ class SqlIndex:
                 int(created_ns),
                 str(model_id),
                 self._parsed(str(record)),
-                TenantRecord.model_validate_json(holding),
+                _holding(holding, label),
                 str(checks).encode() if checks else None,
             )
-            for created_ns, model_id, record, holding, checks in rows
+            for created_ns, model_id, record, holding, label, checks in rows
         ]
 
     def graph_rendered(self, tenant: str, model_id: str) -> bool:

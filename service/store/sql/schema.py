@@ -11,7 +11,7 @@ in the database's migration transaction (`SqlDatabase.migrating`: under
 PostgreSQL's schema lock, SQLite's write lock), so of several processes or
 replicas starting at once the first migrates and the others find it
 current. A version newer than this list (a later release's) is used as it
-is: migrations only add, but for the last one, which drops tables no
+is: migrations only add, but for the eighth, which drops tables no
 release since reads. The tables, all named `onnx_*`:
 
     onnx_models     a stored model: its record (`StoredRecord`, as JSON), the
@@ -21,8 +21,9 @@ release since reads. The tables, all named `onnx_*`:
                     holds model: the tenant's record (`TenantRecord`, as
                     JSON), when it took it (its `created_ns`, ordering the
                     tenant's listing), whether the model's graph was rendered
-                    for it once, and the check stages it ran (`CheckRuns`, as
-                    JSON). No foreign key to onnx_models: a holding may be
+                    for it once, the check stages it ran (`CheckRuns`, as
+                    JSON) and the label it gave the model (its name is the
+                    record's `input`). No foreign key to onnx_models: a holding may be
                     written in the same locked block before or after the
                     model's record, and dropping a model deletes its holdings itself
     onnx_uploads    content in flight: a place a commit is putting, or a
@@ -241,6 +242,10 @@ MIGRATIONS: list[Migration] = [
     Migration(
         "8: the tables of the S3 multipart uploads (3), which no release since reads",
         ["DROP TABLE IF EXISTS onnx_tus_parts", "DROP TABLE IF EXISTS onnx_tus_uploads"],
+    ),
+    Migration(
+        "9: the label a tenant gave its model ('' for none), beside the holding's record (its name is the record's `input`)",
+        ["ALTER TABLE onnx_holdings ADD COLUMN label {text} NOT NULL DEFAULT ''"],
     ),
 ]
 

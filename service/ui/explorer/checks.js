@@ -2,7 +2,8 @@
 // import from this page asks for (the checkboxes of the open panel: nothing is
 // sent, and the server runs its --default-checks, until the user changes
 // one), and the open model's verdict and each stage's status, counts and
-// reason, in the summary. Every status is said in words, its colour and mark
+// reason, in the summary, and a listed model's verdict with the stages it
+// covers (`pass · 3 of 5 stages`). Every status is said in words, its colour and mark
 // only repeat it. A summary stored before the stages has neither `checks` nor
 // `verdict`: the operator check's counts are shown as the schema stage's.
 
@@ -93,7 +94,21 @@ export function checksPart(summary) {
   ];
 }
 
-export function statusBadge(status) {
+export function statusBadge(status, more = null) {
   const known = status in MARKS ? status : "incomplete";
-  return el("span", { class: "stage-status " + known }, el("span", { "aria-hidden": "true" }, MARKS[known] + " "), visible(status));
+  return el("span", { class: "stage-status " + known }, el("span", { "aria-hidden": "true" }, MARKS[known] + " "), visible(status), more);
+}
+
+// A listed model's verdict with the stages it covers: `pass · 3 of 5 stages`, the
+// stages named in its title. `stages`: the listing's {stage: status}, in run order
+// (absent from a service before it: the verdict alone).
+export function verdictBadge(verdict, stages) {
+  if (!stages || !Object.keys(stages).length) return statusBadge(verdict);
+  const ran = Object.keys(stages);
+  const notRun = STAGES.filter((stage) => !(stage in stages));
+  const badge = statusBadge(verdict, ` · ${ran.length} of ${STAGES.length} stages`);
+  badge.classList.add("coverage");
+  badge.title = `ran: ${ran.map((stage) => `${visible(stage)} (${visible(String(stages[stage]))})`).join(", ")}` +
+    (notRun.length ? `; not run: ${notRun.join(", ")}` : "");
+  return badge;
 }

@@ -17,12 +17,15 @@ import { PAGE_SIZE } from "./graph-layout.js";
 
 const MAX_PAGES = 100; // 100,000 changes at 1,000 a page: the table is bounded, its head says how many
 
-// the models the open one can be compared with: those of the model list
+// the models the open one can be compared with: those of the model list, by name, label and id prefix
 function choices() {
   const open = state.model ? state.model.id : "";
   return [...document.querySelectorAll("#models li[data-id]")]
     .filter((li) => li.dataset.id !== open)
-    .map((li) => el("option", { value: li.dataset.id }, `${li.querySelector("a").textContent} ${li.dataset.id.slice(0, 8)}`));
+    .map((li) => {
+      const label = li.querySelector(".model-label");
+      return el("option", { value: li.dataset.id }, `${li.querySelector("a").textContent}${label ? ` (${label.textContent})` : ""} ${li.dataset.id.slice(0, 8)}`);
+    });
 }
 
 export function renderDiffTab() {

@@ -6,6 +6,7 @@
 // the status line says what is missing, and Import sends what is picked as it
 // is. An import asks for the checks ticked (checks.js), if the user changed
 // them, and opens the graph; a refused one shows its problem (refused-model.js).
+// An upload carries the name and label typed above the drop zone, if any.
 
 import { $, el, fill, bytes, status, visible } from "./dom.js";
 import { Problem, api, apiJson, describeError, fail } from "./api.js";
@@ -14,7 +15,7 @@ import { showTab } from "./tabs.js";
 import { renderSummary, countParameters } from "./summary.js";
 import { loadDiagnostics } from "./diagnostics.js";
 import { showProblem } from "./refused-model.js";
-import { checksQuery, statusBadge } from "./checks.js";
+import { checksQuery, verdictBadge } from "./checks.js";
 import { externalLocations, normaliseLocation } from "./external-locations.js";
 
 const NAMES_LISTED = 5; // missing or unnamed files named on the status line; the rest counted
@@ -140,6 +141,10 @@ export async function upload() {
   if (!model) return;
   picks++; // a decision still on its way for this pick is not taken again
   const form = new FormData();
+  for (const field of ["name", "label"]) {
+    const given = $("#upload-" + field).value;
+    if (given.trim()) form.append(field, given); // the service checks it (printable, bounded): a refusal says why
+  }
   form.append("model", model.file, model.file.name);
   for (const entry of files) if (entry !== model) form.append("external_data", entry.file, entry.location);
   status(`importing ${model.file.name} (${bytes(files.reduce((n, e) => n + e.file.size, 0)).split(" (")[0]})…`);
@@ -209,12 +214,14 @@ export async function listModels(reset) {
   if (listing !== modelsListing) return;
   if (reset) $("#models").replaceChildren();
   for (const item of page.items) {
-    // the name, then what tells two models of one name apart: an id prefix, the verdict, the size and the time
+    // the name and label, then what tells two models of one name apart: an id prefix, the verdict (with
+    // the stages it covers), the size and the time
     $("#models").append(
       el("li", { dataset: { id: item.id } },
         el("a", { href: "#model=" + item.id, title: item.id, onclick: (e) => (e.preventDefault(), openModel(item.id).catch(fail)) }, visible(item.input)),
+        item.label ? [" ", el("span", { class: "model-label", title: "label" }, visible(item.label))] : null,
         " ", el("code", { class: "id-prefix", title: item.id }, item.id.slice(0, ID_PREFIX)),
-        item.verdict ? [" ", statusBadge(item.verdict)] : null,
+        item.verdict ? [" ", verdictBadge(item.verdict, item.stages)] : null,
         el("small", {}, ` ${bytes(item.model_file.size).split(" (")[0]} · ${item.created.slice(0, 19).replace("T", " ")}`)),
     );
   }

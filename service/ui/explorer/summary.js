@@ -1,5 +1,6 @@
-// The summary tab: the open model's facts, its checks' verdict and stages
-// (checks.js) and their findings (diagnostics.js fills #diagnostics), inputs,
+// The summary tab: the open model's name and label and its facts, its
+// checks' verdict and stages (checks.js), the smoke run's bindings
+// (smoke-bindings.js) and their findings (diagnostics.js fills #diagnostics), inputs,
 // outputs, op types, functions and metadata (from its summary; names and
 // metadata as `visible` shows them), and the parameter count by
 // element type (read from the tensor catalogue a page at a time).
@@ -9,6 +10,7 @@ import { apiJson } from "./api.js";
 import { state } from "./state.js";
 import { typeText } from "./type-text.js";
 import { checksPart } from "./checks.js";
+import { bindingsPart } from "./smoke-bindings.js";
 
 function table(head, rows, className = "grid") {
   return el("table", { class: className }, el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
@@ -23,6 +25,7 @@ export function renderSummary(s) {
   fill(panel, 
     el("h2", {}, visible(s.input)),
     el("dl", { class: "facts" },
+      s.label ? [el("dt", {}, "label"), el("dd", { id: "model-label" }, visible(s.label))] : null,
       el("dt", {}, "id"), el("dd", {}, el("code", {}, s.id)),
       el("dt", {}, "file"), el("dd", {}, `${bytes(s.model_file.size)}, sha256 `, el("code", {}, s.model_file.sha256.slice(0, 16) + "…")),
       el("dt", {}, "producer"), el("dd", {}, visible(`${s.producer.name || "(none)"} ${s.producer.version || ""}`)),
@@ -34,6 +37,7 @@ export function renderSummary(s) {
     ),
     el("h3", {}, "Checks"),
     checksPart(s),
+    bindingsPart(s),
     el("p", { id: "diagnostic-counts" }, "Findings of every stage: ",
       el("strong", { id: "diagnostic-errors", class: s.diagnostics && s.diagnostics.errors ? "bad" : null }, number(s.diagnostics ? s.diagnostics.errors : 0)), " errors, ",
       el("strong", { id: "diagnostic-warnings" }, number(s.diagnostics ? s.diagnostics.warnings : 0)), " warnings"),

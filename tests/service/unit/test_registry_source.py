@@ -105,3 +105,11 @@ def test_the_files_fetched_count_against_the_budget(tmp_path: Path) -> None:
         _validated(imports, folder)
     assert refused.value.limit == "max_upload_total"
     assert imports.store.model_count() == 0
+
+
+def test_the_versions_name_is_the_holdings_name(imports: ImportParts) -> None:
+    """`models:/NAME/VERSION`, the source's display name, is what the tenant's listing and summary name the model by."""
+    imported = _validated(imports, MemoryFolder({"model.onnx": _model_naming("w.bin"), "w.bin": b"\0" * 4}))
+    (listed,) = imports.store.listing("mlflow", None, 10)
+    assert (listed.model_id, listed.holding.input, listed.holding.label) == (imported.model_id, "models:/m/1", "")
+    assert b'"input":"models:/m/1"' in imported.summary

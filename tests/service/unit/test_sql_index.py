@@ -164,6 +164,51 @@ def test_holdings_their_marks_and_drop(index: SqlIndex) -> None:
     assert (index.usage(), index.count()) == (20, 1)
 
 
+def test_a_holdings_label_is_a_column_of_its_own_and_a_rename_keeps_the_rest(index: SqlIndex) -> None:
+    """The label round-trips beside the holding's JSON, which never holds it (a
+    release before labels reads that JSON with extra="forbid"); a rename changes
+    what it is given and keeps the rest; a tenant holding nothing renames nothing."""
+    model = stored("labelled")
+    index.add_record(model, 10)
+    alice = TenantRecord(tenant="alice", input="first", created_ns=5, label="v3 fp16")
+    assert "label" not in alice.model_dump_json()
+    assert index.hold(alice, model.id) and index.hold(TenantRecord(tenant="bob", input="b", created_ns=6), model.id)
+    assert index.holding("alice", model.id) == alice
+    assert index.rename("alice", model.id, None, "final")
+    assert index.holding("alice", model.id) == alice.model_copy(update={"label": "final"})
+    assert index.rename("alice", model.id, "second", None)
+    ((_, listed_id, _, held, _),) = index.listing("alice", None, 10)
+    assert (listed_id, held.input, held.label, held.created_ns) == (model.id, "second", "final", 5)
+    bobs = index.holding("bob", model.id)
+    assert bobs is not None and (bobs.input, bobs.label) == ("b", "")
+    assert not index.rename("carol", model.id, "x", "y")
+
+
+def test_holdings_from_before_labels_migrate_without_one(database: str) -> None:
+    """A database of the version before the label's column: its holdings are
+    kept, each with no label, and take one afterwards."""
+    before = next(number for number, migration in enumerate(MIGRATIONS) if any("COLUMN label" in sql for sql in migration.statements))
+    model = stored("older")
+    first = open_index(database, timeout=2.0)
+    first.open()
+    try:
+        first.add_record(model, 10)
+        first.hold(TenantRecord(tenant="alice", input="kept", created_ns=5), model.id)
+        first.database.change("ALTER TABLE onnx_holdings DROP COLUMN label")
+        first.database.change("UPDATE onnx_schema SET version = %s", (before,))
+    finally:
+        first.close()
+    again = open_index(database, timeout=2.0)
+    again.open()
+    try:
+        assert again.migrations_applied == len(MIGRATIONS) - before
+        held = again.holding("alice", model.id)
+        assert held is not None and (held.input, held.label) == ("kept", "")
+        assert again.rename("alice", model.id, None, "now") and [row[3].label for row in again.listing("alice", None, 5)] == ["now"]
+    finally:
+        again.close()
+
+
 def test_newest_pages_newest_first_ties_by_id(index: SqlIndex) -> None:
     for n in range(23):
         for tenant in ("alice", "bob"):
