@@ -11,8 +11,8 @@ in the database's migration transaction (`SqlDatabase.migrating`: under
 PostgreSQL's schema lock, SQLite's write lock), so of several processes or
 replicas starting at once the first migrates and the others find it
 current. A version newer than this list (a later release's) is used as it
-is: migrations only add, but for the last one, which drops tables no
-release since reads. The tables, all named `onnx_*`:
+is: migrations only add, but for 8, which drops tables no release since
+reads. The tables, all named `onnx_*`:
 
     onnx_models     a stored model: its record (`StoredRecord`, as JSON), the
                     bytes it takes, its last use (ns since the epoch) and the
@@ -39,6 +39,10 @@ release since reads. The tables, all named `onnx_*`:
                     kept by a trigger on onnx_models at each insert, delete
                     and change of size, whichever process wrote it; read in
                     one lookup, where a sum would scan every model
+    onnx_secrets    secrets the service makes once and every process and
+                    replica shares, by name (the report links' key,
+                    `service.imports.report_links`): made with an insert
+                    that keeps the first one written
     onnx_schema     one row: the version
 
 The records are JSON in text columns (read with one parse, written as the
@@ -241,6 +245,10 @@ MIGRATIONS: list[Migration] = [
     Migration(
         "8: the tables of the S3 multipart uploads (3), which no release since reads",
         ["DROP TABLE IF EXISTS onnx_tus_parts", "DROP TABLE IF EXISTS onnx_tus_uploads"],
+    ),
+    Migration(
+        "9: secrets made once and shared by every replica (the report links' key), by name",
+        ["CREATE TABLE onnx_secrets (name {key} PRIMARY KEY, value {text} NOT NULL)"],
     ),
 ]
 
