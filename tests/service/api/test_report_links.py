@@ -10,7 +10,7 @@ nothing but that report (no summary, tensor or graph, no other tenant's
 view), and a model its tenant no longer holds is a 404. Two apps sharing one
 store (front ends, replicas) share the key: a link one made opens on the
 other. The keys themselves (the operator's, rotation, the token's length):
-tests/service/unit/test_report_links.py.
+tests/service/unit/test_report_link_keys.py.
 """
 
 from __future__ import annotations
