@@ -86,7 +86,10 @@ class ReportLinks:
         """The links of `settings`: the operator's keys from the variable, else the file (SettingsError if it holds none fit)."""
         keys = link_keys(settings.link_key)
         if not keys and settings.link_key_file is not None:
-            keys = link_keys(settings.link_key_file.read_text())
+            try:
+                keys = link_keys(settings.link_key_file.read_text())
+            except (OSError, UnicodeDecodeError) as error:
+                raise SettingsError(f"--link-key-file cannot be read: {error}") from None
             if not keys or any(len(key) < MIN_LINK_KEY_CHARS for key in keys):
                 raise SettingsError(f"--link-key-file must hold keys of at least {MIN_LINK_KEY_CHARS} characters, one per line")
         return cls(store, keys, settings.link_days)
@@ -173,7 +176,7 @@ def _parsed(payload: bytes) -> Link:
     version, kind, expires, tenant_length = _HEAD.unpack_from(payload)
     ids = payload[_HEAD.size + tenant_length :]
     count, rest = divmod(len(ids), _ID_BYTES)
-    if version != FORMAT or kind >= len(KINDS) or rest or not 1 <= count <= MAX_LINK_MODELS or (kind == 1 and count != 2):
+    if version != FORMAT or kind >= len(KINDS) or rest or not 1 <= count <= MAX_LINK_MODELS or (KINDS[kind] == "diff" and count != 2):
         raise LinkRefused(_CHANGED)
     try:
         tenant = payload[_HEAD.size : _HEAD.size + tenant_length].decode()
