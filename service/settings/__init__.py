@@ -317,7 +317,7 @@ class Settings:
     )
     public_url: str = setting(
         "", TEXT, "the service's base URL as others reach it (http(s)://HOST[:PORT][/PREFIX]), for the links it writes elsewhere "
-        "(the MLflow report tag); empty: those links are relative (/models/...)",
+        "(the MLflow report and diff tags); empty: those links are relative (/links/...)",
         rule=Rule(lambda url: url == "" or url.startswith(("http://", "https://")), "must be empty or an http(s):// URL"),
         shown="none (relative links)",
     )  # fmt: skip
