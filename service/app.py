@@ -9,8 +9,10 @@ problem handlers, the middleware (the request log and request id,
 outermost; `X-Content-Type-Options: nosniff` on every response;
 `Tus-Resumable` on those under `/uploads`; a client gone mid-request logged
 once at INFO), the routers
-(`service.api.routes`: models, tensors, diagnostics, resumable uploads,
-health, hooks (the MLflow registry's webhook, `service.registry`), and ui: the explorer at `/` and the offline `/docs` and `/redoc`),
+(`service.api.routes`: models, tensors, diagnostics, diffs, report links,
+resumable uploads, health, hooks (the MLflow registry's webhook,
+`service.registry`), and ui: the explorer at `/` and the offline `/docs`
+and `/redoc`), the report links' key read when the store opens,
 the sweep of expired resumable uploads, and the OpenAPI document with
 problems under `application/problem+json`.
 """
@@ -35,7 +37,7 @@ from service.access.keys import KeyFileError, KeyRing
 from service.api.nosniff import NoSniffMiddleware
 from service.api.openapi import openapi_with_problems
 from service.api.problems import DisconnectMiddleware, install_problem_handlers
-from service.api.routes import diagnostics, diff, health, models, resumable_uploads, shapes, tensors, ui, webhooks
+from service.api.routes import diagnostics, diff, health, links, models, resumable_uploads, shapes, tensors, ui, webhooks
 from service.api.state import Service
 from service.api.tus import TusHeaderMiddleware
 from service.background import every
@@ -43,6 +45,7 @@ from service.errors import StorageUnavailable
 from service.imports.admission import Admission
 from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts, ImportSteps
+from service.imports.report_links import ReportLinks
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.observability.request_log import RequestLogMiddleware
@@ -66,6 +69,7 @@ def create_app(
     data_root = open_data_root(settings)
     sandbox = sandbox or Sandbox(settings)
     keys = KeyRing(settings.api_keys)  # a broken key file refuses the start (KeyFileError)
+    report_links = ReportLinks.for_settings(settings, store)  # a link key file without a fit key refuses the start (SettingsError)
     if shared_dir is None:
         private_dir = places_dir = Path(tempfile.mkdtemp(prefix="onnx-import-places-"))
     else:
@@ -96,6 +100,7 @@ def create_app(
         def open_storage() -> None:  # blocking
             store.open()
             app.state.service.partial_uploads.open()  # removes the uploads that expired while stopped
+            report_links.load()  # the report links' key, kept in the index
 
         # A store on this machine opens before serving: any error of it refuses the start. One over
         # object storage or PostgreSQL opens in the background, again while they do not answer
@@ -103,7 +108,7 @@ def create_app(
         remote = store_is_remote(settings)
         opening = StoreOpening(open_storage, store.close) if remote else StoreOpening.done()
         readiness = ReadinessProbe(sandbox, store, opening)
-        parts = ImportParts(settings, store, sandbox, admission, data_root, steps)
+        parts = ImportParts(settings, store, sandbox, admission, data_root, report_links, steps)
         diffs = Diffs(settings.local_root / "diffs")
         app.state.service = Service(parts, diffs, keys, metrics, readiness, opening=opening)
         if not remote:
@@ -156,6 +161,7 @@ def create_app(
     app.include_router(models.router)
     app.include_router(diagnostics.router)
     app.include_router(diff.router)
+    app.include_router(links.router)
     app.include_router(shapes.router)
     app.include_router(resumable_uploads.router)
     app.include_router(health.router)

@@ -43,6 +43,14 @@ class NotFound(DomainError):
     """No such model (or file) for this caller: missing, another tenant's, or removed meanwhile."""
 
 
+class LinkRefused(DomainError):
+    """A report link the service did not make as it stands: changed, cut, or signed by a key it no longer holds."""
+
+
+class LinkExpired(DomainError):
+    """A report link the service made, past its expiry."""
+
+
 class DiffTooLarge(DomainError):
     """Two models whose graphs are too large to compare in the front end."""
 

@@ -93,6 +93,8 @@ PROBLEMS = IMPORT_PROBLEMS | _types(
     ("path-refused", "The path is not a relative path inside the data root", 400),
     ("unauthorized", "No valid credentials: send Authorization: Bearer <secret>", 401),
     ("forbidden", "The credentials do not allow this", 403),
+    ("link-refused", "The link is not one this service made: changed, cut, or signed by a key it no longer holds", 403),
+    ("link-expired", "The link has expired: ask for a new one", 403),
     ("path-forbidden", "The path leads outside the data root or to something that is not a regular file", 403),
     ("not-found", "No such resource", 404),
     ("method-not-allowed", "The method is not allowed on this resource", 405),
@@ -167,6 +169,8 @@ def import_problem(error: ImportFailure, *, limit: str | None = None) -> Problem
 DOMAIN_PROBLEMS: dict[type[errors.DomainError], str] = {
     errors.NotFound: "not-found",
     errors.BadInput: "bad-request",
+    errors.LinkRefused: "link-refused",
+    errors.LinkExpired: "link-expired",
     errors.DiffTooLarge: "diff-too-large",
     errors.PathRefused: "path-refused",
     errors.PathForbidden: "path-forbidden",

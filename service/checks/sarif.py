@@ -9,7 +9,8 @@ result per listed finding placed by byte offset and field path with
 `partialFingerprints`, an `error` result of the rule `model-refused` at the
 refused byte for a model the importer refused, and an invocation that fails
 closed: any stage that did not finish makes `executionSuccessful` false, with
-an error notification giving its reason. GitHub code scanning's rules (the
+an error notification giving its reason. `sarif_runs` is the log of several
+models as one run each (the service's report links to several models). GitHub code scanning's rules (the
 SARIF Multitool's `Gh;Sarif`) find no error in it. Also `visible`, which
 both reports use to render text taken from the model (names, messages) so
 that control and bidirectional-override characters show as escapes instead
@@ -55,7 +56,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from importlib import metadata
-from typing import Final
+from typing import Final, cast
 from urllib.parse import quote
 
 from importer.diagnostics import bounded
@@ -364,3 +365,23 @@ def sarif_log(
         run["originalUriBaseIds"] = {BASE_ID: {"uri": base_uri}}
     run.update({"invocations": [invocation], "artifacts": artifacts, "results": sarif_results, "properties": run_properties})
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
+
+
+def sarif_runs(models: Sequence[ModelChecks], *, tool_version: str = TOOL_VERSION) -> dict[str, object]:
+    """The SARIF log of several models' checks as one run per model, each
+    `sarif_log`'s run of that model alone, under a category of its own
+    (`onnx-import/NAME`, a number added to a name met before: code scanning
+    keeps one run per tool and category). One model: `sarif_log`'s log."""
+    if len(models) == 1:
+        return sarif_log(models, tool_version=tool_version)
+    runs: list[object] = []
+    categories: set[str] = set()
+    for model in models:
+        category = base = f"{TOOL_NAME}/{model.uri if model.uri is not None else artifact_uri(model.name)}"
+        number = 1
+        while category in categories:
+            number += 1
+            category = f"{base}-{number}"
+        categories.add(category)
+        runs += cast(list[object], sarif_log([model], tool_version=tool_version, category=category)["runs"])
+    return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": runs}

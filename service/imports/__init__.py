@@ -7,7 +7,8 @@ model the store holds; the registry adds its own), what they stage with
 (`staging`), the worker step (`workers`), the model's identity
 (`identity`), each tenant's own check runs and view (`tenant_checks`), the
 graph render on first request (`graph`), the comparison of two models
-(`diff`) and admission, fair between tenants: worker slots, the queue,
+(`diff`), the capability links that open a tenant's report without an API
+key (`report_links`) and admission, fair between tenants: worker slots, the queue,
 receiving places (`admission`), shared by the front-end processes
 (`place_locks`). Its functions take the parts they need
 (`parts.ImportParts`: settings, store, sandbox, admission, data root;

@@ -1,7 +1,8 @@
 """What the import use cases need of the service, and nothing more.
 
 Owns `ImportParts`: the settings, the store, the sandbox, the fair
-admission (`service.imports.admission`), the data root, what is added at
+admission (`service.imports.admission`), the data root, the links to
+reports (`service.imports.report_links`), what is added at
 the pipeline's steps (`ImportSteps`; nothing in the service) and the graph
 renders under way in this process. Also `read`, which runs a read of the
 store where it costs least. The app builds one
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from service.imports.admission import Admission
+from service.imports.report_links import ReportLinks
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.data_root import DataRoot
@@ -47,6 +49,7 @@ class ImportParts:
     sandbox: Sandbox
     admission: Admission
     data_root: DataRoot  # where server-side models are read from (--data-root: a folder or a bucket)
+    links: ReportLinks  # the capability links to a tenant's reports, made (the registry's tags) and opened (/links/TOKEN)
     steps: ImportSteps | None = None  # awaited at the pipeline's steps (None: nothing added)
     graph_renders: dict[tuple[str, str], asyncio.Future[Any]] = field(default_factory=dict)  # (model id, tenant)
 

@@ -4,8 +4,9 @@ Owns what a delivery starts: `take` (signature, then the delivery id marked
 in the shared `Deliveries`: a replay is not validated again), `start` (the
 validation as a background task; the route has answered 202 already), the
 validation itself (`service.registry.version_source`, then the verdict's
-tags with the comparison to the version holding the alias, then the alias,
-moved only to a version that passes), and the
+tags with the comparison to the version holding the alias, their report
+and diff links made by the parts' `ReportLinks` so that they open without
+an API key, then the alias, moved only to a version that passes), and the
 background loop (`running`) that writes kept verdicts (`PendingWrites`),
 gives the verdict incomplete to validations whose process died (`UnderWay`)
 and prunes old delivery markers. Its state is under the service's local root
@@ -110,7 +111,8 @@ class RegistryHook:
             verdict, tags = "incomplete", not_imported("incomplete", f"internal error: {type(error).__name__}")
         else:
             model_id, summary = result
-            verdict, tags = imported(summary, model_id, settings.public_url)
+            report = self.parts.links.report_link(settings.public_url, settings.mlflow_tenant, [model_id])
+            verdict, tags = imported(summary, model_id, report)
             tags |= await self._compared(name, version, model_id)
             alias = settings.mlflow_alias if verdict == "pass" else ""
         said = f" ({tags.get('onnx_import.reason', '')[:200]})" if verdict != "pass" else ""
@@ -143,15 +145,16 @@ class RegistryHook:
             return {}
         before = next((tag.get("value", "") for tag in holder.get("tags", []) if tag.get("key") == MODEL_ID), "")
         if not before:
-            return compared(None, held, "", model_id, settings.public_url, f"version {held} has no {MODEL_ID} tag")
+            return compared(None, held, why_not=f"version {held} has no {MODEL_ID} tag")
         try:
             diff = await self.diffs.compare(self.parts, settings.mlflow_tenant, before, model_id)
         except DomainError as error:  # that model left the store, or the two are too large to compare
-            return compared(None, held, before, model_id, settings.public_url, f"{type(error).__name__}: {error.detail}")
+            return compared(None, held, why_not=f"{type(error).__name__}: {error.detail}")
         except Exception as error:  # a bug of ours: the verdict is still written, without the comparison
             log.exception("mlflow: comparing %s version %s with version %s broke", name, version, held)
-            return compared(None, held, before, model_id, settings.public_url, f"internal error: {type(error).__name__}")
-        return compared(diff.head, held, before, model_id, settings.public_url)
+            return compared(None, held, why_not=f"internal error: {type(error).__name__}")
+        link = self.parts.links.diff_link(settings.public_url, settings.mlflow_tenant, before, model_id)
+        return compared(diff.head, held, link)
 
     async def write(self, write: WriteBack) -> None:
         """Write the verdict now, else keep it for the background loop."""

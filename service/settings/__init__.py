@@ -113,6 +113,18 @@ def _names_stages(text: str) -> bool:
     return True
 
 
+MIN_LINK_KEY_CHARS = 32  # a report link key's least length (`openssl rand -hex 32` gives 64 characters)
+
+
+def link_keys(text: str) -> list[str]:
+    """The report link keys of a variable's or a file's text: one per line, blank lines and surrounding spaces ignored."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _link_keys_hold(text: str) -> bool:
+    return all(len(key) >= MIN_LINK_KEY_CHARS for key in link_keys(text))
+
+
 def setting(default: T, kind: Kind[T], help: str, *, rule: Rule[T] | None = None, shown: str | None = None, flag: bool = True) -> T:
     """Declare a `Settings` field: its default, how to parse and show it, its help.
 
@@ -310,7 +322,7 @@ class Settings:
     )
     public_url: str = setting(
         "", TEXT, "the service's base URL as others reach it (http(s)://HOST[:PORT][/PREFIX]), for the links it writes elsewhere "
-        "(the MLflow report tag); empty: those links are relative (/models/...)",
+        "(the MLflow report and diff tags); empty: those links are relative (/links/...)",
         rule=Rule(lambda url: url == "" or url.startswith(("http://", "https://")), "must be empty or an http(s):// URL"),
         shown="none (relative links)",
     )  # fmt: skip
@@ -339,6 +351,22 @@ class Settings:
     mlflow_alias: str = setting(
         "validated", TEXT, "the registered-model alias the MLflow hook moves to a version that passes (never to one that does not)",
         rule=Rule(lambda name: bool(re.fullmatch(r"[A-Za-z0-9_-]{1,255}", name)), "must be letters, digits, _ or -"),
+    )  # fmt: skip
+    link_days: int = setting(
+        90, INT, "days a report link the service writes elsewhere (the MLflow report and diff tags: /links/TOKEN) opens for, "
+        "without an API key; then 403",
+        rule=within(1, 3650),
+    )  # fmt: skip
+    link_key: str = setting(
+        "", TEXT, "the keys report links are signed with, one per line, each at least 32 characters: the first signs, every "
+        "one opens (rotation); or --link-key-file. None: a key the service makes once and keeps in its index, shared by "
+        "every replica",
+        rule=Rule(_link_keys_hold, f"must be keys of at least {MIN_LINK_KEY_CHARS} characters, one per line"),
+        shown="none", flag=False,
+    )  # fmt: skip
+    link_key_file: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "file holding the report links' keys, one per line (the first signs, every one opens)",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none (the key kept in the index)",
     )  # fmt: skip
     log_level: str = setting("info", LEVEL, f"{', '.join(LOG_LEVELS)}; debug also logs each request", rule=one_of(*LOG_LEVELS))
     log_format: str = setting(

@@ -2,7 +2,7 @@
 
 Owns the two seams (`interface.Blobs`: immutable objects of bytes by key;
 the SQL index, `sql.index.SqlIndex`: the records, tenants, usage, eviction
-order and the resumable uploads' rows, one set of queries and one
+order, the secrets every replica shares and the resumable uploads' rows, one set of queries and one
 versioned schema, `sql.schema`, over `sqlite/` (a file in the store's
 folder, the default) or `postgres/` (a fleet's)), each model's content laid
 out on any `Blobs` (`content.Content`), the resumable uploads' parts on any

@@ -304,6 +304,10 @@ class Store:
         """The tenant's own check runs of the model (`service.checks.runs`), None if it has none."""
         return self.index.checks(tenant, model_id)
 
+    def shared_secret(self, name: str) -> str:
+        """The secret `name` every process and replica of the service shares, made once (the index's `shared_secret`)."""
+        return self.index.shared_secret(name)
+
     def keep_checks(self, tenant: str, model_id: str, document: bytes) -> bool:
         """Replace the tenant's check runs of the model; False if it no longer holds it."""
         with self.index.locked():

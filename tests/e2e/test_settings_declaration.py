@@ -43,6 +43,9 @@ ABSENT_FROM_CONFIGMAP = {
     "ONNX_SERVICE_MLFLOW_CHECKS": "only meaningful with the MLflow hook on; its default (all five stages) serves",
     "ONNX_SERVICE_MLFLOW_ALIAS": "only meaningful with the MLflow hook on; its default (validated) serves",
     "ONNX_SERVICE_PUBLIC_URL": "the address clients reach depends on the cluster's ingress: set where it is known (docs/registry.md)",
+    "ONNX_SERVICE_LINK_DAYS": "its default (90 days) serves; set where report links should last otherwise (docs/registry.md)",
+    "ONNX_SERVICE_LINK_KEY": "a secret: from a Secret or the host's environment, never a ConfigMap (docs/registry.md)",
+    "ONNX_SERVICE_LINK_KEY_FILE": "names a mounted Secret; without it the key the service keeps in its index serves (docs/registry.md)",
 }
 
 
@@ -90,6 +93,7 @@ def test_configmap_sets_declared_settings_and_misses_only_the_listed_ones() -> N
 # Settings with no flag, each with its reason.
 VARIABLE_ONLY = {
     "ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": "a secret in a command line is shown by ps: its variable, or --mlflow-webhook-secret-file",
+    "ONNX_SERVICE_LINK_KEY": "a secret in a command line is shown by ps: its variable, or --link-key-file",
 }
 
 

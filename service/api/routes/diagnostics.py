@@ -10,12 +10,15 @@ holding from before per-tenant runs: one indexed query of the model's
 catalogue). `format=sarif` (SARIF 2.1.0) and `format=junit` (JUnit XML) give
 the whole report for CI instead (`service.checks.sarif`, `service.checks.junit`),
 with each stage's status and the verdict, its findings cut at
-MAX_REPORT_FINDINGS (the report says how many more there are).
+MAX_REPORT_FINDINGS (the report says how many more there are). A report
+link's SARIF of several models (`sarif_response`, `service.api.routes.links`)
+is made here too: one run per model.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -30,8 +33,9 @@ from service.api.routes.tensors import catalog_errors, catalog_of
 from service.api.schemas import DiagnosticEntry, DiagnosticPage, PageLinks
 from service.checks.junit import junit_report
 from service.checks.outcome import STAGES, Finding, Stage, results_of
+from service.checks.report import ModelChecks
 from service.checks.runs import CheckRuns
-from service.checks.sarif import sarif_report
+from service.checks.sarif import sarif_runs
 from service.imports.parts import ImportParts
 
 router = APIRouter(tags=["diagnostics"])
@@ -87,6 +91,22 @@ def list_diagnostics(
 
 def _report(parts: ImportParts, tenant: str, model_id: str, format: Literal["sarif", "junit"]) -> Response:
     """The model's whole check report, for CI."""
+    checks = _model_checks(parts, tenant, model_id)
+    if format == "junit":
+        return Response(junit_report(checks.name, checks.results, checks.findings), media_type=JUNIT_MEDIA_TYPE)
+    return JSONResponse(sarif_runs([checks]), media_type=SARIF_MEDIA_TYPE)
+
+
+def sarif_response(parts: ImportParts, tenant: str, model_ids: Sequence[str]) -> Response:
+    """The SARIF report of the tenant's models, one run per model (one model: the
+    report `format=sarif` gives); NotFound for a model the tenant does not hold."""
+    for model_id in model_ids:
+        require_model(parts.store, tenant, model_id)
+    return JSONResponse(sarif_runs([_model_checks(parts, tenant, model_id) for model_id in model_ids]), media_type=SARIF_MEDIA_TYPE)
+
+
+def _model_checks(parts: ImportParts, tenant: str, model_id: str) -> ModelChecks:
+    """The model's check runs as the tenant sees them, named as it named the model."""
     view = parts.store.summary_for(tenant, model_id)  # NotFound if it went meanwhile
     summary = json.loads(view.summary)
     name = view.holding.input if view.holding is not None else str(summary.get("input", ""))
@@ -96,11 +116,8 @@ def _report(parts: ImportParts, tenant: str, model_id: str, format: Literal["sar
         results = runs.results()
     else:  # a holding from before per-tenant runs: what is stored with the content
         findings, results = _stored_findings(parts, tenant, model_id), results_of(summary)
-    if format == "junit":
-        return Response(junit_report(name, results, findings), media_type=JUNIT_MEDIA_TYPE)
     sha256 = (summary.get("model_file") or {}).get("sha256")
-    report = sarif_report(name, results, findings, model_id=model_id, model_sha256=sha256)
-    return JSONResponse(report, media_type=SARIF_MEDIA_TYPE)
+    return ModelChecks(name, tuple(results), tuple(findings), model_id=model_id, sha256=sha256)
 
 
 def _stored_findings(parts: ImportParts, tenant: str, model_id: str) -> list[Finding]:

@@ -8,7 +8,8 @@ themselves, nodes then initializers, `limit` at a time with an opaque
 cursor to the next page. The comparison runs in a sandboxed worker, once,
 and its changes are read from where it is kept, never parsed here
 (`service.imports.diffs`, `service.tasks.model_diff`); a client that leaves while
-it waits ends its wait (`service.api.client_presence`).
+it waits ends its wait (`service.api.client_presence`). A report link to a
+comparison answers the same page (`diff_response`, `service.api.routes.links`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from service.api.openapi import problem_responses
 from service.api.paging import page_of, seq_after
 from service.api.routes.models import require_model
 from service.api.schemas import ModelDiffPage
+from service.imports.diffs import Diffs
+from service.imports.parts import ImportParts
 
 router = APIRouter(tags=["models"])
 MAX_PAGE = 1000
@@ -49,13 +52,20 @@ async def get_diff(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> Response:
-    after = seq_after("diff", cursor)
+    return await diff_response(request, parts, diffs, caller.tenant, a, b, seq_after("diff", cursor), limit, f"/models/{a}/diff/{b}")
+
+
+async def diff_response(
+    request: Request, parts: ImportParts, diffs: Diffs, tenant: str, a: str, b: str, after: int, limit: int, path: str
+) -> Response:
+    """The page of the tenant's comparison of `a` with `b` after change `after`,
+    its next page's link under `path` (NotFound for a model the tenant does not hold)."""
     for model_id in (a, b):
-        await anyio.to_thread.run_sync(require_model, parts.store, caller.tenant, model_id)
-    compared = await while_client_waits(request, lambda: diffs.compare(parts, caller.tenant, a, b))
+        await anyio.to_thread.run_sync(require_model, parts.store, tenant, model_id)
+    compared = await while_client_waits(request, lambda: diffs.compare(parts, tenant, a, b))
     changes = await anyio.to_thread.run_sync(compared.page, after + 1, limit + 1)
     numbered = list(enumerate(changes, start=after + 1))
-    page = page_of(numbered, limit, "diff", lambda item: (item[0],), f"/models/{a}/diff/{b}")
+    page = page_of(numbered, limit, "diff", lambda item: (item[0],), path)
     tail = {"next_cursor": page.next_cursor, "links": {"next": page.next_link}}
     head = json.dumps(compared.head, allow_nan=False, separators=(",", ":"))
     body = head[:-1].encode() + b',"changes":[' + b",".join(change for _, change in page.items) + b"]," + _dumped(tail)[1:]

@@ -2,8 +2,8 @@
 
 Owns `SqlIndex`, the store's one index (what changes: the records, which
 tenant holds which model, the bytes each takes and in all, the order of
-last use, the marks of content in flight, each holding's check runs; and
-the resumable uploads' rows, `upload_rows`: `service.store.sql.upload_rows`),
+last use, the marks of content in flight, each holding's check runs, the
+secrets every replica shares (`shared_secret`); and the resumable uploads' rows, `upload_rows`: `service.store.sql.upload_rows`),
 over an `SqlDatabase` (`service.store.sql.database`: SQLite, a file in a
 folder store, `service.store.sqlite`; or PostgreSQL, a fleet's,
 `service.store.postgres`), whose schema `open` brings up to date
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import secrets
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -382,3 +383,15 @@ class SqlIndex:
             return False
         query = "UPDATE onnx_holdings SET checks = %s WHERE tenant_key = %s AND model_id = %s"
         return self.database.change(query, (document.decode(), tenant_key(tenant), model_id)) == 1
+
+    # --- secrets every process and replica shares
+
+    def shared_secret(self, name: str) -> str:
+        """The secret `name` (64 random hex digits), made here when the index has
+        none yet: of processes or replicas making it at once, the first insert is
+        kept (the others' do nothing) and every one reads that one."""
+        insert = "INSERT INTO onnx_secrets (name, value) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING"
+        self.database.change(insert, (name, secrets.token_hex(32)))
+        row = self.database.one("SELECT value FROM onnx_secrets WHERE name = %s", (name,))
+        assert row is not None, "a secret inserted, then not found"
+        return str(row[0])

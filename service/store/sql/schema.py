@@ -40,6 +40,10 @@ release since reads. The tables, all named `onnx_*`:
                     kept by a trigger on onnx_models at each insert, delete
                     and change of size, whichever process wrote it; read in
                     one lookup, where a sum would scan every model
+    onnx_secrets    secrets the service makes once and every process and
+                    replica shares, by name (the report links' key,
+                    `service.imports.report_links`): made with an insert
+                    that keeps the first one written
     onnx_schema     one row: the version
 
 The records are JSON in text columns (read with one parse, written as the
@@ -246,6 +250,10 @@ MIGRATIONS: list[Migration] = [
     Migration(
         "9: the label a tenant gave its model ('' for none), beside the holding's record (its name is the record's `input`)",
         ["ALTER TABLE onnx_holdings ADD COLUMN label {text} NOT NULL DEFAULT ''"],
+    ),
+    Migration(
+        "10: secrets made once and shared by every replica (the report links' key), by name",
+        ["CREATE TABLE onnx_secrets (name {key} PRIMARY KEY, value {text} NOT NULL)"],
     ),
 ]
 

@@ -350,6 +350,7 @@ def test_openapi_documents_every_route_and_response(client: httpx.Client) -> Non
         ("/models/{model_id}/tensors", "get"): {"200", "400", "404", "422"},
         ("/models", "get"): {"200", "400", "422"},
         ("/models/{model_id}", "delete"): {"204", "404"},
+        ("/links/{token}", "get"): {"200", "403", "404", "503"},
         ("/healthz", "get"): {"200"},
         ("/readyz", "get"): {"200", "503"},
     }

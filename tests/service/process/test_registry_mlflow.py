@@ -13,7 +13,8 @@ Shown here: a passing version (runs:/ source, one .onnx file) and one logged
 with `mlflow.onnx.log_model` whose weights are external data (models:/m-...,
 the MLmodel's onnx flavour) are tagged pass and given `validated`; a failing
 one is tagged fail and never given it, and is compared with the version
-holding it (the diff's counts as a tag, and its URL); a version whose real source is a
+holding it (the diff's counts as a tag, and its link); the report and diff
+links open for a caller with no tenant of its own; a version whose real source is a
 file:// path is refused with the reason; forged, unsigned and stale
 deliveries are 401 and change nothing; a replayed delivery is not validated
 twice; a signed delivery whose `source` names a local file is not fetched
@@ -148,12 +149,11 @@ def quiet(mlflow_server: MlflowServer, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(scope="module")
 def service(mlflow_server: MlflowServer, quiet: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    # --mlflow-tenant anonymous: the service has no API keys, so the report links the tags name are readable here
+    # the hook's tenant is the default, mlflow: the anonymous caller reads its reports through the tags' links alone
     folder = tmp_path_factory.mktemp("service")
     service = ServiceProcess(
-        folder / "store", folder, "--mlflow-url", mlflow_server.url, "--mlflow-tenant", "anonymous",
-        env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET},
-    ).start()  # fmt: skip
+        folder / "store", folder, "--mlflow-url", mlflow_server.url, env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET}
+    ).start()
     try:
         client_of(mlflow_server).create_webhook(
             "onnx-import", service.url + "/hooks/mlflow", events=["model_version.created"], secret=SECRET
@@ -171,9 +171,11 @@ def test_a_passing_version_is_tagged_pass_and_given_the_alias(mlflow_server: Mlf
     assert tags["onnx_import.checks"] == "schema=pass,security=pass,shape=pass,runtime=pass,smoke=pass"
     assert "onnx_import.reason" not in tags
     model_id = tags["onnx_import.model_id"]
-    assert tags["onnx_import.report"] == f"/models/{model_id}/diagnostics?format=sarif"
+    assert tags["onnx_import.report"].startswith("/links/")
     report = httpx.get(service.url + tags["onnx_import.report"], timeout=30)
     assert report.status_code == 200 and report.json()["version"] == "2.1.0"
+    assert report.json()["runs"][0]["properties"]["model_id"] == model_id
+    assert httpx.get(f"{service.url}/models/{model_id}", timeout=30).status_code == 404  # the tenant's model, not the caller's
     assert alias_version(mlflow_server, "gate-pass") == version
     assert "onnx_import.compared_with" not in tags and "onnx_import.diff" not in tags  # no version held the alias before
 
@@ -208,13 +210,14 @@ def test_a_failing_version_is_tagged_fail_and_never_given_the_alias(
     assert tags[VERDICT] == "fail", tags
     assert "security=fail" in tags["onnx_import.checks"]
     assert tags["onnx_import.reason"].startswith("security failed"), tags["onnx_import.reason"]
-    assert tags["onnx_import.report"].endswith("/diagnostics?format=sarif")
+    assert tags["onnx_import.report"].startswith("/links/")
     assert alias_version(mlflow_server, "gate-fail") == passing  # still the version that passed
     # compared with the version holding the alias: the diff's counts, and where the whole diff is
     before = tags_when_validated(mlflow_server, "gate-fail", passing)["onnx_import.model_id"]
     assert tags["onnx_import.compared_with"] == passing
-    assert tags["onnx_import.diff_url"] == f"/models/{before}/diff/{tags['onnx_import.model_id']}"
+    assert tags["onnx_import.diff_url"].startswith("/links/")
     diff = httpx.get(service.url + tags["onnx_import.diff_url"], timeout=60).json()
+    assert (diff["a"]["id"], diff["b"]["id"]) == (before, tags["onnx_import.model_id"])
     assert not diff["identical"] and tags["onnx_import.diff"] == diff_said(diff), (tags, diff["counts"])
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from service.imports.admission import Admission
 from service.imports.parts import ImportParts
+from service.imports.report_links import ReportLinks
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox, StreamsTooLarge, WorkerControl, WorkerOutcome, receive_answer
 from service.settings import Settings
@@ -88,4 +89,4 @@ def import_parts(tmp_path: Path, **settings: Any) -> ImportParts:
     sandbox.start()
     (tmp_path / "places").mkdir()
     admission = Admission(chosen.workers, 4, 4, tmp_path / "places", chosen.tenant_share)
-    return ImportParts(chosen, store, sandbox, admission, open_data_root(chosen))
+    return ImportParts(chosen, store, sandbox, admission, open_data_root(chosen), ReportLinks.for_settings(chosen, store))

@@ -310,19 +310,19 @@ def test_a_summary_becomes_the_versions_tags() -> None:
         "checks": {"schema": {"status": "pass"}, "security": {"status": "fail"}, "smoke": {"status": "skipped", "reason": "flagged"}},
         "diagnostics": {"items": [{"stage": "security", "severity": "error", "code": "range-too-large", "message": "17 GB"}]},
     }
-    verdict, tags = imported(json.dumps(summary).encode(), "abc", "https://onnx.example/prefix/")
+    verdict, tags = imported(json.dumps(summary).encode(), "abc", "https://onnx.example/prefix/links/TOKEN")
     assert verdict == "fail"
     assert tags == {
         "onnx_import.verdict": "fail",
         "onnx_import.model_id": "abc",
-        "onnx_import.report": "https://onnx.example/prefix/models/abc/diagnostics?format=sarif",
+        "onnx_import.report": "https://onnx.example/prefix/links/TOKEN",
         "onnx_import.checks": "schema=pass,security=fail,smoke=skipped",
         "onnx_import.reason": "security failed: range-too-large 17 GB; smoke skipped: flagged",
     }
     passed = {"verdict": "pass", "checks": {"schema": {"status": "pass"}}}
-    assert imported(json.dumps(passed).encode(), "abc", "")[1] == {
+    assert imported(json.dumps(passed).encode(), "abc", "/links/TOKEN")[1] == {
         "onnx_import.verdict": "pass", "onnx_import.model_id": "abc", "onnx_import.checks": "schema=pass",
-        "onnx_import.report": "/models/abc/diagnostics?format=sarif",
+        "onnx_import.report": "/links/TOKEN",
     }  # fmt: skip
     assert not_imported("refused", "x\x00" + "y" * 5000)["onnx_import.reason"].startswith("x\\x00yyy")
     assert len(not_imported("refused", "y" * 5000)["onnx_import.reason"]) == 1000

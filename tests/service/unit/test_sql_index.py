@@ -7,8 +7,8 @@ Each test has a fresh database. Records and holdings round-trip; sizes and
 the total stay exact under concurrent writers, threads and processes;
 `locked()` excludes across index objects and processes (a read-modify-write
 under it loses no update) and is one transaction; two replicas opening at
-once migrate once; listing pages are newest first, ties by id; uploads age
-out by the database's clock. PostgreSQL's own: the password may come from
+once migrate once, and making a shared secret at once agree on one; listing
+pages are newest first, ties by id; uploads age out by the database's clock. PostgreSQL's own: the password may come from
 PGPASSWORD; a stopped database is StorageUnavailable, and the same index
 object works again once it is back; a schema of an older version migrates
 its totals. SQLite's own: a full disk is ENOSPC, and the transaction it cut
@@ -398,6 +398,31 @@ def test_replicas_opening_at_once_migrate_once(database: str) -> None:
         assert sorted(replica.migrations_applied for replica in replicas) == [0, 0, 0, migrations_of(database)]
         replicas[0].add_record(stored("x"), 1)
         assert replicas[3].count() == 1
+    finally:
+        for replica in replicas:
+            replica.close()
+
+
+def test_replicas_making_a_shared_secret_at_once_agree_on_one(database: str) -> None:
+    replicas = [open_index(database) for _ in range(4)]
+    for replica in replicas:
+        replica.open()
+    start = threading.Barrier(len(replicas))
+    made: list[str] = []
+
+    def make_at_once(replica: SqlIndex) -> None:
+        start.wait()
+        made.append(replica.shared_secret("report-links"))
+
+    threads = [threading.Thread(target=make_at_once, args=(replica,)) for replica in replicas]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert len(made) == 4 and len(set(made)) == 1 and len(made[0]) == 64, made
+        assert replicas[0].shared_secret("report-links") == made[0]  # kept: asked again, the same
+        assert replicas[1].shared_secret("another") not in made  # one per name
     finally:
         for replica in replicas:
             replica.close()
