@@ -11,8 +11,8 @@ in the database's migration transaction (`SqlDatabase.migrating`: under
 PostgreSQL's schema lock, SQLite's write lock), so of several processes or
 replicas starting at once the first migrates and the others find it
 current. A version newer than this list (a later release's) is used as it
-is: migrations only add, but for the last one, which drops tables no
-release since reads. The tables, all named `onnx_*`:
+is: migrations only add, but for 8, which drops tables no release since
+reads. The tables, all named `onnx_*`:
 
     onnx_models     a stored model: its record (`StoredRecord`, as JSON), the
                     bytes it takes, its last use (ns since the epoch) and the
@@ -39,6 +39,12 @@ release since reads. The tables, all named `onnx_*`:
                     kept by a trigger on onnx_models at each insert, delete
                     and change of size, whichever process wrote it; read in
                     one lookup, where a sum would scan every model
+    onnx_registry_deliveries  the MLflow gate's delivery markers: a delivery
+                    id's key and when it was taken (a replay to any replica
+                    is a duplicate; `service.store.sql.registry_rows`)
+    onnx_registry_claims  the MLflow gate's claims (a registered model's
+                    alias, moved by one holder at a time): the key, the
+                    holder's token and the end of its lease
     onnx_schema     one row: the version
 
 The records are JSON in text columns (read with one parse, written as the
@@ -241,6 +247,14 @@ MIGRATIONS: list[Migration] = [
     Migration(
         "8: the tables of the S3 multipart uploads (3), which no release since reads",
         ["DROP TABLE IF EXISTS onnx_tus_parts", "DROP TABLE IF EXISTS onnx_tus_uploads"],
+    ),
+    Migration(
+        "9: the MLflow gate's delivery markers and alias claims, shared by every replica",
+        [
+            "CREATE TABLE onnx_registry_deliveries (id {key} PRIMARY KEY, taken {time_now})",
+            "CREATE INDEX onnx_registry_deliveries_by_taken ON onnx_registry_deliveries (taken)",
+            "CREATE TABLE onnx_registry_claims (name {key} PRIMARY KEY, holder {key} NOT NULL, until {time} NOT NULL)",
+        ],
     ),
 ]
 

@@ -1,10 +1,12 @@
-"""A registry version as a source of the import pipeline
-(`service.registry.version_source.RegistryVersion`), over a folder of
+"""A registry version's files as sources of the import pipeline
+(`service.registry.version_source.RegistryFile`), over a folder of
 artifacts held in memory: each external file is fetched once, by the
 location the model names (two spellings of one path are one file; a
 location holding a percent sign is refused, since MLflow's artifact proxy
-would decode it), within the byte budget. The in-process sandbox reads the model (its external
-locations, then the import)."""
+would decode it), within the byte budget; a version of several files
+imports each with its own external data, named by the version and the
+file. The in-process sandbox reads the model (its external locations, then
+the import)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 from in_process import import_parts
 from onnx import TensorProto, helper, numpy_helper
 
+from service.checks.requested import CheckRequest
 from service.errors import UploadTooLarge
 from service.imports import pipeline
 from service.imports.answers import Imported
@@ -25,7 +28,7 @@ from service.imports.parts import ImportParts
 from service.registry.folders import ObjectMissing
 from service.registry.mlflow_api import Fetched
 from service.registry.sources import Refused
-from service.registry.version_source import RegistryVersion
+from service.registry.version_source import RegistryFile, VersionFiles, import_file
 
 
 class MemoryFolder:
@@ -74,7 +77,7 @@ def imports(tmp_path: Path) -> ImportParts:
 
 
 def _validated(imports: ImportParts, folder: MemoryFolder) -> Imported:
-    return asyncio.run(pipeline.run(imports, RegistryVersion(folder, "models:/m/1"), "mlflow"))
+    return asyncio.run(pipeline.run(imports, RegistryFile(folder, "model.onnx", "models:/m/1"), "mlflow"))
 
 
 def test_two_spellings_of_one_location_are_one_file_fetched_once(imports: ImportParts) -> None:
@@ -105,3 +108,21 @@ def test_the_files_fetched_count_against_the_budget(tmp_path: Path) -> None:
         _validated(imports, folder)
     assert refused.value.limit == "max_upload_total"
     assert imports.store.model_count() == 0
+
+
+def test_each_file_of_a_version_is_imported_with_its_own_external_data(imports: ImportParts) -> None:
+    folder = MemoryFolder({
+        "decoder_model.onnx": _model_naming("decoder.bin"), "decoder.bin": b"\1" * 4,
+        "encoder_model.onnx": _model_naming("encoder.bin"), "encoder.bin": b"\2" * 4,
+    })  # fmt: skip
+    files = VersionFiles("m", "3", folder, ["decoder_model.onnx", "encoder_model.onnx"], soft_dims=(("batch", 2),))
+    checks = CheckRequest(("schema",))
+    ids = []
+    for path in files.paths:
+        imported = asyncio.run(import_file(imports, files, path, "mlflow", checks))
+        holding = imports.store.holding("mlflow", imported.model_id)
+        assert holding is not None and holding.input == f"models:/m/3/{path}"
+        ids.append(imported.model_id)
+    assert folder.downloads == ["decoder_model.onnx", "decoder.bin", "encoder_model.onnx", "encoder.bin"]  # each its own, once
+    assert len(set(ids)) == 2
+    assert VersionFiles("m", "3", folder, ["model.onnx"]).display_name("model.onnx") == "models:/m/3"  # one file: the version's name
