@@ -39,6 +39,11 @@ WAIT_SECONDS = 120.0  # how long a claim is waited for before the write is kept 
 POLL_SECONDS = (0.02, 0.05, 0.1, 0.2, 0.5)  # the waits between two tries of a claim, then the last one again
 
 
+def _no_alias(error: MlflowRefused) -> bool:
+    """MLflow's answer for an alias no version holds: 404, or (MLflow 3) 400 "Registered model alias ... not found"."""
+    return error.status == 404 or (error.status == 400 and "alias" in error.message and "not found" in error.message)
+
+
 def _number(version: str) -> int:
     return int(version) if version.isdigit() else -1
 
@@ -77,7 +82,7 @@ async def _moved(api: MlflowApi, name: str, alias: str, version: str) -> str:
     try:
         held = str((await api.version_by_alias(name, alias)).get("version", ""))
     except MlflowRefused as error:
-        if error.status != 404:
+        if not _no_alias(error):
             raise
         held = ""  # no version holds it
     if held == version:

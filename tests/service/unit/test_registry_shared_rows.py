@@ -119,8 +119,8 @@ class Registry(MlflowApi):
 
     async def version_by_alias(self, name: str, alias: str) -> dict[str, Any]:
         await asyncio.sleep(self.read_seconds)
-        if not self.held:
-            raise MlflowRefused(404, "RESOURCE_DOES_NOT_EXIST alias not found")
+        if not self.held:  # as MLflow 3 answers it
+            raise MlflowRefused(400, f"INVALID_PARAMETER_VALUE Registered model alias {alias} not found.")
         return {"name": name, "version": self.held}
 
     async def set_alias(self, name: str, alias: str, version: str) -> None:
