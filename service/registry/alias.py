@@ -11,9 +11,10 @@ of one replica at a time. A claim is a row with a lease (`CLAIM_SECONDS`),
 not a lock the database holds while MLflow is called: nothing else of the
 index waits on MLflow. The calls under it are bounded by the lease, so a
 holder never acts past it; a claim left by a process that died lapses with
-its lease. A claim not had within `WAIT_SECONDS`, or calls past the lease,
-are `MlflowUnavailable`: the write is kept and written again later
-(`service.registry.pending`), under the same rule.
+its lease. A claim not had within `WAIT_SECONDS`, an index that does not
+answer, or calls past the lease are `AliasNotNow` (an `MlflowUnavailable`):
+the write is kept and written again later (`service.registry.pending`),
+under the same rule.
 
 `onnx_import.alias` says what the rule did, for a version that passed:
 `moved here (from version N)`, `moved here (no version held it)`, `already
@@ -23,20 +24,28 @@ here`, or `kept on version N (newer)`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from service.errors import StorageUnavailable
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
 from service.store.sql.registry_rows import RegistryRows
 
 CLAIM_SECONDS = 60.0  # a claim's lease: the read and the move must end within it
 WAIT_SECONDS = 120.0  # how long a claim is waited for before the write is kept for later
 POLL_SECONDS = (0.02, 0.05, 0.1, 0.2, 0.5)  # the waits between two tries of a claim, then the last one again
+T = TypeVar("T")
+
+
+class AliasNotNow(MlflowUnavailable):
+    """The alias cannot be moved now (its claim not had, the index not answering, MLflow too slow): the write is kept."""
 
 
 def _no_alias(error: MlflowRefused) -> bool:
@@ -58,15 +67,16 @@ class AliasRule:
         holder = os.urandom(16).hex()
         deadline = time.monotonic() + WAIT_SECONDS
         tries = 0
-        while not await anyio.to_thread.run_sync(self.rows.claim, key, holder, CLAIM_SECONDS):
+        while not await _index(self.rows.claim, key, holder, CLAIM_SECONDS):
             if time.monotonic() > deadline:
-                raise MlflowUnavailable(f"the alias {alias!r} of {name!r} stayed claimed by another validation for {WAIT_SECONDS:.0f} s")
+                raise AliasNotNow(f"the alias {alias!r} of {name!r} stayed claimed by another validation for {WAIT_SECONDS:.0f} s")
             await asyncio.sleep(POLL_SECONDS[min(tries, len(POLL_SECONDS) - 1)])
             tries += 1
         try:
             yield
         finally:
-            await anyio.to_thread.run_sync(self.rows.release, key, holder)
+            with contextlib.suppress(AliasNotNow):  # the index away: the claim lapses with its lease
+                await _index(self.rows.release, key, holder)
 
     async def advance(self, api: MlflowApi, name: str, alias: str, version: str) -> str:
         """Move `alias` of `name` to `version` unless a newer version holds it; what was done (the tag's value)."""
@@ -74,7 +84,15 @@ class AliasRule:
             async with self._claimed(name, alias), asyncio.timeout(CLAIM_SECONDS * 0.9):  # never past the lease
                 return await _moved(api, name, alias, version)
         except TimeoutError:
-            raise MlflowUnavailable(f"moving the alias {alias!r} of {name!r} outlasted its claim ({CLAIM_SECONDS:.0f} s)") from None
+            raise AliasNotNow(f"moving the alias {alias!r} of {name!r} outlasted its claim ({CLAIM_SECONDS:.0f} s)") from None
+
+
+async def _index(call: Callable[..., T], *args: Any) -> T:
+    """A call of the index's claims, in a worker thread; AliasNotNow if the index does not answer."""
+    try:
+        return await anyio.to_thread.run_sync(call, *args)
+    except StorageUnavailable as error:
+        raise AliasNotNow(f"the index holding the alias's claims does not answer: {error.detail}") from None
 
 
 async def _moved(api: MlflowApi, name: str, alias: str, version: str) -> str:

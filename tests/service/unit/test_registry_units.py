@@ -449,3 +449,33 @@ def test_a_validation_whose_process_died_gets_the_verdict_incomplete(tmp_path: P
     tagged["died"] = [{"key": "onnx_import.verdict", "value": "pass"}]
     asyncio.run(hook.tick())
     assert written == []  # a version with a verdict keeps it
+
+
+def test_a_pass_whose_alias_cannot_be_claimed_now_is_kept(tmp_path: Path, rows: RegistryRows) -> None:
+    """The index away (a fleet's database restarting): the verdict is kept, written with the alias once it answers."""
+    from service.errors import StorageUnavailable
+    from service.registry.hook import RegistryHook
+
+    class Away(RegistryRows):
+        def claim(self, key: str, holder: str, lease_seconds: float) -> bool:
+            raise StorageUnavailable("the database does not answer")
+
+    written: list[tuple[str, str]] = []
+
+    class Api(MlflowApi):
+        async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
+            written.append((key, value))
+
+        async def version_by_alias(self, name: str, alias: str) -> dict[str, Any]:
+            raise MlflowRefused(404, "RESOURCE_DOES_NOT_EXIST")
+
+        async def set_alias(self, name: str, alias: str, version: str) -> None:
+            written.append(("alias", version))
+
+    hook = RegistryHook.__new__(RegistryHook)
+    hook.pending, hook.api = PendingWrites(tmp_path / "pending"), Api("http://127.0.0.1:1", environ={})
+    hook.alias_rule = AliasRule(Away(rows.database))
+    asyncio.run(hook.write(WriteBack("m", "4", {"onnx_import.verdict": "pass"}, "validated")))
+    assert len(hook.pending.waiting()) == 1 and ("onnx_import.verdict", "pass") not in written
+    assert asyncio.run(hook.pending.drain(hook.api, AliasRule(rows))) == 1  # the index back
+    assert written[-3:] == [("alias", "4"), ("onnx_import.alias", "moved here (no version held it)"), ("onnx_import.verdict", "pass")]
