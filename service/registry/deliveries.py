@@ -1,48 +1,33 @@
-"""Which deliveries the MLflow hook has taken, shared by every front-end process: `Deliveries`.
+"""Which deliveries the MLflow hook has taken, shared by every front end of every replica: `Deliveries`.
 
-A folder of marker files, one per delivery id (its SHA-256, so any id makes a
-file name), each created with O_CREAT | O_EXCL: of all the processes given
-the same delivery, exactly one creates its marker and validates. A marker
-outlives the delivery's timestamp window (`signature.MAX_SKEW`): past that a
-replay is refused as stale anyway, so `prune` removes markers older than
-`KEEP_SECONDS`.
+A marker per delivery id (its SHA-256, so any id makes a key) in the shared
+SQL index (`service.store.sql.registry_rows`: SQLite alone, PostgreSQL in a
+fleet), inserted once: of all the processes and replicas given the same
+delivery, exactly one inserts its marker and validates; a replay to any of
+them is a duplicate. A marker outlives the delivery's timestamp window
+(`signature.MAX_SKEW`): past that a replay is refused as stale anyway, so
+`prune` removes markers older than `KEEP_SECONDS` (the database's clock).
+Its calls wait on the database: the hook runs them in a worker thread.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import time
-from pathlib import Path
 
 from service.registry.signature import MAX_SKEW
+from service.store.sql.registry_rows import RegistryRows
 
 KEEP_SECONDS = 4 * MAX_SKEW
 
 
 class Deliveries:
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, rows: RegistryRows) -> None:
+        self.rows = rows
 
     def first(self, delivery_id: str) -> bool:
-        """Mark `delivery_id` taken; False if it was already (by any process)."""
-        name = hashlib.sha256(delivery_id.encode()).hexdigest()
-        try:
-            os.close(os.open(self.folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-        except FileExistsError:
-            return False
-        return True
+        """Mark `delivery_id` taken; False if it was already (by any process of any replica)."""
+        return self.rows.first_delivery(hashlib.sha256(delivery_id.encode()).hexdigest())
 
-    def prune(self, now: float | None = None) -> int:
+    def prune(self) -> int:
         """Remove markers older than KEEP_SECONDS; how many went."""
-        cutoff = (now if now is not None else time.time()) - KEEP_SECONDS
-        removed = 0
-        for entry in os.scandir(self.folder):
-            try:
-                if entry.stat().st_mtime < cutoff:
-                    os.unlink(entry.path)
-                    removed += 1
-            except FileNotFoundError:
-                pass  # another process pruned it
-        return removed
+        return self.rows.prune_deliveries(KEEP_SECONDS)

@@ -1,15 +1,18 @@
 """The MLflow hook of one front-end process: `RegistryHook`.
 
 Owns what a delivery starts: `take` (signature, then the delivery id marked
-in the shared `Deliveries`: a replay is not validated again), `start` (the
-validation as a background task; the route has answered 202 already), the
-validation itself (`service.registry.version_source`, then the verdict's
-tags with the comparison to the version holding the alias, their report
-and diff links made by the parts' `ReportLinks` so that they open without
-an API key, then the alias, moved only to a version that passes), and the
+in the shared `Deliveries`, in the store's index: a replay to any replica is
+not validated again), `start` (the validation as a background task; the
+route has answered 202 already), the validation itself
+(`service.registry.version_source`: the version's files, each imported and
+checked in turn, each import waiting for capacity on its own; then the
+verdict's tags, `service.registry.verdict`, with the comparison to the
+version holding the alias, their report and diff links made by the parts'
+`ReportLinks` so that they open without an API key; then the alias, moved only to a version that
+passes and only forward, `service.registry.alias`), and the
 background loop (`running`) that writes kept verdicts (`PendingWrites`),
 gives the verdict incomplete to validations whose process died (`UnderWay`)
-and prunes old delivery markers. Its state is under the service's local root
+and prunes old delivery markers. Its other state is under the service's local root
 (`registry/`), shared by every front-end process. A validation under way
 when the service stops is given the verdict incomplete (kept, written at
 the next start if MLflow does not take it now).
@@ -24,20 +27,34 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio.to_thread
+
 from service.background import every
 from service.checks.outcome import parse_checks
 from service.checks.requested import CheckRequest
 from service.errors import BadInput, DomainError, ImportFailed, ImportTooLarge, Overloaded, UploadTooLarge
+from service.imports.answers import Imported
 from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
+from service.registry.alias import AliasRule
 from service.registry.deliveries import Deliveries
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
 from service.registry.pending import AUTH_REFUSALS, PendingWrites, WriteBack, write_back
 from service.registry.signature import verify_delivery
 from service.registry.sources import Refused
 from service.registry.under_way import UnderWay
-from service.registry.verdict import MODEL_ID, compared, imported, not_imported
-from service.registry.version_source import import_version
+from service.registry.verdict import (
+    MODEL_ID,
+    REASON,
+    VERDICT,
+    FileVerdict,
+    compared,
+    file_imported,
+    file_not_imported,
+    not_imported,
+    version_tags,
+)
+from service.registry.version_source import VersionFiles, import_file, version_files
 from service.settings import Settings
 
 log = logging.getLogger("service")
@@ -45,6 +62,24 @@ log = logging.getLogger("service")
 LOOP_SECONDS = 5.0  # how often kept verdicts are written again
 OVERLOADED_WAITS = (5.0, 10.0, 20.0, 30.0, 60.0)  # seconds waited for import capacity before the verdict is incomplete
 REFUSED_KINDS = {"Malformed", "InvalidModel", "Unsupported", "ExternalData"}  # importer refusals: the model, not the service
+
+
+def _classified(error: Exception, what: str) -> tuple[str, str]:
+    """(verdict, reason) of a validation, or one file's, cut short by `error`: refused (the
+    version or the model) or incomplete (the service or MLflow could not end it)."""
+    if isinstance(error, Refused | MlflowRefused):
+        return "refused", str(error)
+    if isinstance(error, ImportTooLarge | UploadTooLarge | BadInput):
+        return "refused", error.detail
+    if isinstance(error, ImportFailed):
+        kind = error.failure.kind
+        return ("refused" if kind in REFUSED_KINDS and error.limit is None else "incomplete"), f"{kind}: {error.detail}"
+    if isinstance(error, MlflowUnavailable):
+        return "incomplete", f"MLflow did not answer: {error}"
+    if isinstance(error, DomainError):
+        return "incomplete", f"{type(error).__name__}: {error.detail}"
+    log.error("mlflow: the validation of %s broke", what, exc_info=error)  # a bug of ours: still a verdict, never silence
+    return "incomplete", f"internal error: {type(error).__name__}"
 
 
 def webhook_secret(settings: Settings) -> str:
@@ -63,17 +98,19 @@ class RegistryHook:
         self.secret = webhook_secret(settings)
         self.api = api or MlflowApi(settings.mlflow_url)
         root = Path(settings.local_root) / "registry"
-        self.deliveries = Deliveries(root / "deliveries")
+        rows = parts.store.registry_rows()
+        self.deliveries = Deliveries(rows)
+        self.alias_rule = AliasRule(rows)
         self.pending = PendingWrites(root / "pending")
         self.under_way = UnderWay(root / "under-way")
         self.checks = CheckRequest(parse_checks(settings.mlflow_checks))
         self.tasks: dict[asyncio.Task[None], tuple[str, str]] = {}
 
-    def take(self, delivery_id: str | None, timestamp: str | None, signature: str | None, body: bytes) -> bool:
-        """Unsigned (signature.py) unless MLflow signed it; False for a delivery already taken."""
+    async def take(self, delivery_id: str | None, timestamp: str | None, signature: str | None, body: bytes) -> bool:
+        """Unsigned (signature.py) unless MLflow signed it; False for a delivery already taken (by any replica)."""
         verify_delivery(self.secret, delivery_id, timestamp, signature, body, time.time())
         assert delivery_id is not None
-        return self.deliveries.first(delivery_id)
+        return await anyio.to_thread.run_sync(self.deliveries.first, delivery_id)
 
     def start(self, name: str, version: str) -> None:
         """Validate the version in the background."""
@@ -88,48 +125,43 @@ class RegistryHook:
         log.info("mlflow: validating %s version %s as tenant %s", name, version, settings.mlflow_tenant)
         alias = ""
         try:
-            result = await self._imported(name, version)
-        except Refused as error:
-            verdict, tags = "refused", not_imported("refused", str(error))
-        except (ImportTooLarge, UploadTooLarge, BadInput) as error:
-            verdict, tags = "refused", not_imported("refused", error.detail)
-        except ImportFailed as error:
-            kind = error.failure.kind
-            verdict = "refused" if kind in REFUSED_KINDS and error.limit is None else "incomplete"
-            tags = not_imported(verdict, f"{kind}: {error.detail}")
-        except MlflowUnavailable as error:
-            verdict, tags = "incomplete", not_imported("incomplete", f"MLflow did not answer: {error}")
-        except MlflowRefused as error:
-            verdict, tags = "refused", not_imported("refused", str(error))
-        except DomainError as error:
-            verdict, tags = "incomplete", not_imported("incomplete", f"{type(error).__name__}: {error.detail}")
+            files = await version_files(self.parts, self.api, name, version)
+            checked = [await self._file_checked(files, path) for path in files.paths]
         except asyncio.CancelledError:
             self.pending.keep(WriteBack(name, version, not_imported("incomplete", "the service stopped during the validation")))
             raise
-        except Exception as error:  # a bug of ours: still a verdict, never silence
-            log.exception("mlflow: the validation of %s version %s broke", name, version)
-            verdict, tags = "incomplete", not_imported("incomplete", f"internal error: {type(error).__name__}")
+        except Exception as error:
+            tags = not_imported(*_classified(error, f"{name} version {version}"))
+            verdict = tags[VERDICT]
         else:
-            model_id, summary = result
-            report = self.parts.links.report_link(settings.public_url, settings.mlflow_tenant, [model_id])
-            verdict, tags = imported(summary, model_id, report)
-            tags |= await self._compared(name, version, model_id)
+            verdict, tags = version_tags(checked, self._report_link)
+            first = next((file for file in checked if file.model_id), None)
+            if first is not None:
+                tags |= await self._compared(name, version, first.model_id)
             alias = settings.mlflow_alias if verdict == "pass" else ""
-        said = f" ({tags.get('onnx_import.reason', '')[:200]})" if verdict != "pass" else ""
+        said = f" ({tags.get(REASON, '')[:200]})" if verdict != "pass" else ""
         log.info("mlflow: %s version %s: %s%s", name, version, verdict, said)
         await self.write(WriteBack(name, version, tags, alias))
 
-    async def _imported(self, name: str, version: str) -> tuple[str, bytes]:
+    async def _file_checked(self, files: VersionFiles, path: str) -> FileVerdict:
+        """One file of the version imported and checked: its verdict (refused or incomplete, with the reason, if it could not be)."""
+        try:
+            result = await self._imported(files, path)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            return file_not_imported(path, *_classified(error, files.display_name(path)))
+        return file_imported(path, result.summary, result.model_id)
+
+    async def _imported(self, files: VersionFiles, path: str) -> Imported:
         for wait in (*OVERLOADED_WAITS, None):
             try:
-                result = await import_version(self.parts, self.api, self.parts.settings.mlflow_tenant, name, version, self.checks)
+                return await import_file(self.parts, files, path, self.parts.settings.mlflow_tenant, self.checks)
             except Overloaded:
                 if wait is None:
                     raise
-                log.info("mlflow: no import capacity for %s version %s; again in %.0f s", name, version, wait)
+                log.info("mlflow: no import capacity for %s; again in %.0f s", files.display_name(path), wait)
                 await asyncio.sleep(wait)
-            else:
-                return result.model_id, result.summary
         raise AssertionError("unreachable")
 
     async def _compared(self, name: str, version: str, model_id: str) -> dict[str, str]:
@@ -156,10 +188,15 @@ class RegistryHook:
         link = self.parts.links.diff_link(settings.public_url, settings.mlflow_tenant, before, model_id)
         return compared(diff.head, held, link)
 
+    def _report_link(self, model_ids: list[str]) -> str:
+        """A link that opens the SARIF report of `model_ids` (one run each) without an API key."""
+        settings = self.parts.settings
+        return self.parts.links.report_link(settings.public_url, settings.mlflow_tenant, model_ids)
+
     async def write(self, write: WriteBack) -> None:
         """Write the verdict now, else keep it for the background loop."""
         try:
-            await write_back(self.api, write)
+            await write_back(self.api, write, self.alias_rule)
         except MlflowUnavailable as error:
             log.warning("mlflow: the verdict of %s version %s is kept to write later: %s", write.name, write.version, error)
             self.pending.keep(write)
@@ -177,8 +214,8 @@ class RegistryHook:
                 log.warning("mlflow: the validation of %s version %s died with its process; verdict incomplete", name, version)
                 tags = not_imported("incomplete", "the service's process stopped during the validation")
                 self.pending.keep(WriteBack(name, version, tags, unless_tagged=True), replace=False)
-            await self.pending.drain(self.api)
-            self.deliveries.prune()
+            await self.pending.drain(self.api, self.alias_rule)
+            await anyio.to_thread.run_sync(self.deliveries.prune)
         except Exception:  # the loop goes on: the next tick tries again
             log.exception("mlflow: the background loop's write-back broke")
 

@@ -44,6 +44,7 @@ class MlflowRefused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"MLflow answered {status}: {message}")
         self.status = status
+        self.message = message  # MLflow's error code and message
 
 
 class TooLarge(Exception):

@@ -1,8 +1,11 @@
 """The verdicts still to write to MLflow, kept on disk: `WriteBack`, `PendingWrites`, `write_back`.
 
 A version's verdict is its tags (`onnx_import.*`) and, when it passes, the
-alias moved to it. `write_back` writes the other tags, then the alias, and
-`onnx_import.verdict` last: a reader that sees the verdict sees the rest. When MLflow does not
+alias moved to it unless a newer version holds it (`service.registry.alias`:
+the rule, and `onnx_import.alias` saying what it did). `write_back` writes
+the other tags, then the alias, and `onnx_import.verdict` last: a reader
+that sees the verdict sees the rest. A write kept and written later follows
+the same rule, read anew then. When MLflow does not
 answer past the client's retries, the write is kept in a folder under the
 service's state (`pending_write`, one JSON file per version, written to a
 temporary name and renamed), and `PendingWrites.drain` tries each again
@@ -24,8 +27,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from service.registry.alias import AliasRule
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
-from service.registry.verdict import VERDICT
+from service.registry.verdict import ALIAS, VERDICT
 
 log = logging.getLogger("service")
 
@@ -37,13 +41,13 @@ class WriteBack:
     name: str
     version: str
     tags: dict[str, str] = field(default_factory=dict)
-    alias: str = ""  # moved to the version when set (it passed)
+    alias: str = ""  # moved to the version when set (it passed), unless a newer version holds it
     unless_tagged: bool = False  # written only to a version without a verdict (one whose validation died)
 
 
-async def write_back(api: MlflowApi, write: WriteBack) -> None:
-    """The tags, the alias, and the verdict tag last (once it is there, the rest
-    is); MlflowUnavailable if MLflow did not answer."""
+async def write_back(api: MlflowApi, write: WriteBack, rule: AliasRule) -> None:
+    """The tags, the alias (by `rule`), and the verdict tag last (once it is
+    there, the rest is); MlflowUnavailable if MLflow did not answer."""
     if write.unless_tagged:
         tags = (await api.model_version(write.name, write.version)).get("tags", [])
         if any(isinstance(tag, dict) and tag.get("key") == VERDICT for tag in tags):
@@ -54,7 +58,8 @@ async def write_back(api: MlflowApi, write: WriteBack) -> None:
             continue
         await api.set_tag(write.name, write.version, key, value)
     if write.alias:
-        await api.set_alias(write.name, write.alias, write.version)
+        said = await rule.advance(api, write.name, write.alias, write.version)
+        await api.set_tag(write.name, write.version, ALIAS, said)
     for key, value in last:
         await api.set_tag(write.name, write.version, key, value)
 
@@ -83,7 +88,7 @@ class PendingWrites:
     def waiting(self) -> list[Path]:
         return sorted(self.folder.glob("*.json"))
 
-    async def drain(self, api: MlflowApi) -> int:
+    async def drain(self, api: MlflowApi, rule: AliasRule) -> int:
         """Write every kept write MLflow now takes; how many were written."""
         written = 0
         for path in self.waiting():
@@ -97,7 +102,7 @@ class PendingWrites:
                     path.unlink(missing_ok=True)
                     continue
                 try:
-                    await write_back(api, write)
+                    await write_back(api, write, rule)
                 except MlflowUnavailable as error:
                     log.warning("mlflow: the verdict of %s version %s is still not written: %s", write.name, write.version, error)
                     return written  # MLflow is down: the others wait too

@@ -1,4 +1,4 @@
-"""Where a model version's files are, asked of MLflow only: `artifact_folder`, `model_file`.
+"""Where a model version's files are, asked of MLflow only: `artifact_folder`, `model_files`.
 
 The payload's `source` is never fetched: the gate asks MLflow for the
 version, and resolves the `source` MLflow holds to a folder of its artifact
@@ -15,7 +15,9 @@ Anything else is `Refused`, with the reason the version's tags then carry:
 `file://` and plain paths, another host, another bucket or a key outside the
 prefix, a path with an empty, `.` or `..` segment (outside the version's
 artifacts). In the folder, the model is the file the `MLmodel`'s
-onnx flavour names (`service.registry.mlmodel`), else its one `.onnx` file.
+onnx flavour names (`service.registry.mlmodel`), else the models are every
+`.onnx` file of it (a Hugging Face Optimum export: an encoder, a decoder, a
+decoder with past), at most `MAX_MODEL_FILES`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from service.store.data_root import DataRoot
 
 MAX_HOPS = 3  # models:/NAME/VERSION sources followed to another version's
+MAX_MODEL_FILES = 16  # .onnx files of one version, each imported and checked
 
 
 class Refused(Exception):
@@ -107,18 +110,23 @@ async def artifact_folder(api: MlflowApi, version: dict[str, Any], data_root: Da
     return _folder(source, api, data_root, "the source")
 
 
-def model_file(mlmodel_text: str | None, listing: list[dict[str, Any]]) -> str:
-    """The model's path below `folder`: the MLmodel's onnx flavour, else the folder's one .onnx file."""
+def model_files(mlmodel_text: str | None, listing: list[dict[str, Any]]) -> list[str]:
+    """The models' paths below the folder: the one the MLmodel's onnx flavour names, else
+    every .onnx file of the folder, in name order (at most `MAX_MODEL_FILES`)."""
     if mlmodel_text is not None:
         try:
             named = onnx_model_path(mlmodel_text)
         except MlmodelError as error:
             raise Refused(f"the version's MLmodel: {error}") from None
         if named is not None:
-            return confined(named, "the MLmodel's onnx model path")
+            return [confined(named, "the MLmodel's onnx model path")]
     models = sorted(str(entry.get("path", "")).rpartition("/")[2] for entry in listing
                     if not entry.get("is_dir") and str(entry.get("path", "")).endswith(".onnx"))  # fmt: skip
-    if len(models) != 1:
-        found = "no .onnx file" if not models else f"{len(models)} .onnx files ({', '.join(models[:5])})"
-        raise Refused(f"the version's artifacts hold no onnx flavour in an MLmodel and {found}")
-    return models[0]
+    if not models:
+        raise Refused("the version's artifacts hold no onnx flavour in an MLmodel and no .onnx file")
+    if len(models) > MAX_MODEL_FILES:
+        raise Refused(
+            f"the version's artifacts hold {len(models)} .onnx files ({', '.join(name[:100] for name in models[:5])}, ...) and no onnx "
+            f"flavour in an MLmodel: at most {MAX_MODEL_FILES} are checked in one version"
+        )
+    return [confined(name, "an .onnx file's name") for name in models]

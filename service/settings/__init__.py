@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks
+from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks, parse_dims
 from service.settings.kinds import (
     FRACTION,
     GIB,
@@ -123,6 +123,14 @@ def link_keys(text: str) -> list[str]:
 
 def _link_keys_hold(text: str) -> bool:
     return all(len(key) >= MIN_LINK_KEY_CHARS for key in link_keys(text))
+
+
+def _binds_dims(text: str) -> bool:
+    try:
+        parse_dims([part.strip() for part in text.split(",") if part.strip()])
+    except ChecksError:
+        return False
+    return True
 
 
 def setting(default: T, kind: Kind[T], help: str, *, rule: Rule[T] | None = None, shown: str | None = None, flag: bool = True) -> T:
@@ -347,6 +355,12 @@ class Settings:
     mlflow_checks: str = setting(
         ",".join(STAGES), TEXT, f"check stages the MLflow hook runs on each new model version: any of {', '.join(STAGES)}",
         rule=Rule(_names_stages, f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
+    )  # fmt: skip
+    mlflow_dims: str = setting(
+        "", TEXT, "dimension bindings the MLflow hook gives each version's smoke run, comma-separated NAME:VALUE or "
+        "INPUT[AXIS]:VALUE (batch:4,seq:16), each used where the model has a free place for it; a version's tag onnx_import.dims "
+        "wins over it, and it over the MLflow model signature's input shapes",
+        rule=Rule(_binds_dims, "must be comma-separated NAME:VALUE or INPUT[AXIS]:VALUE bindings"), shown="none",
     )  # fmt: skip
     mlflow_alias: str = setting(
         "validated", TEXT, "the registered-model alias the MLflow hook moves to a version that passes (never to one that does not)",

@@ -12,7 +12,8 @@ the tenant's models with theirs, one query) and a tenant's check runs
 (`checks`, `update_checks`, read-change-write under the index's lock) and
 the name and label it gave a model (`rename`, under the same lock); the
 lookups the routes make besides are single reads of the index (`visible`,
-`visible_record`, `holding`, ...). It keeps, whatever the backend:
+`visible_record`, `holding`, ...); the MLflow gate's rows are
+`registry_rows`. It keeps, whatever the backend:
 
 - a commit (`commit`) stores a finished work folder under its content id
   unless that content is stored already, and gives the caller's tenant its
@@ -82,6 +83,7 @@ from service.store.files import fsync_path, tree_bytes
 from service.store.layout import ModelFolder
 from service.store.records import SourceFile, StoredRecord, TenantRecord
 from service.store.sql.index import SqlIndex
+from service.store.sql.registry_rows import RegistryRows
 from service.store.work_area import WorkArea
 from service.tasks.catalog_format import TensorRow
 
@@ -454,6 +456,10 @@ class Store:
 
     def model_count(self) -> int:
         return self.index.count()
+
+    def registry_rows(self) -> RegistryRows:
+        """The MLflow gate's delivery markers and claims, in the index every replica shares."""
+        return self.index.registry_rows()
 
     def tenant_usage(self, tenant: str) -> tuple[int, int]:
         """The bytes and the number of the stored models the tenant holds (a

@@ -42,6 +42,7 @@ ABSENT_FROM_CONFIGMAP = {
     "ONNX_SERVICE_MLFLOW_TENANT": "only meaningful with the MLflow hook on; its default serves (docs/registry.md)",
     "ONNX_SERVICE_MLFLOW_CHECKS": "only meaningful with the MLflow hook on; its default (all five stages) serves",
     "ONNX_SERVICE_MLFLOW_ALIAS": "only meaningful with the MLflow hook on; its default (validated) serves",
+    "ONNX_SERVICE_MLFLOW_DIMS": "only meaningful with the MLflow hook on; a model family's bindings (docs/registry.md)",
     "ONNX_SERVICE_PUBLIC_URL": "the address clients reach depends on the cluster's ingress: set where it is known (docs/registry.md)",
     "ONNX_SERVICE_LINK_DAYS": "its default (90 days) serves; set where report links should last otherwise (docs/registry.md)",
     "ONNX_SERVICE_LINK_KEY": "a secret: from a Secret or the host's environment, never a ConfigMap (docs/registry.md)",

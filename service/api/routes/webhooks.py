@@ -1,8 +1,9 @@
 """Webhooks of model registries: `POST /hooks/mlflow` (on with `--mlflow-url`).
 
 Reads the delivery (at most 64 KiB), has the hook check its signature and
-timestamp (401 otherwise, nothing changed) and mark its delivery id (a
-replay answers 200 and validates nothing), then parses the payload: a
+timestamp (401 otherwise, nothing changed) and mark its delivery id in
+the shared index (a replay, to this replica or any other, answers 200 and
+validates nothing), then parses the payload: a
 `model_version` `created` event starts the version's validation in the
 background and answers 202 at once; any other signed event answers 200,
 ignored. The validation and its write-back are `service.registry`'s.
@@ -69,7 +70,7 @@ async def mlflow_hook(request: Request, parts: ImportsDep) -> JSONResponse:
             raise ProblemError("payload-too-large", f"a delivery is at most {MAX_JSON_BODY} bytes")
     headers = request.headers
     try:
-        first = hook.take(
+        first = await hook.take(
             headers.get("x-mlflow-delivery-id"), headers.get("x-mlflow-timestamp"), headers.get("x-mlflow-signature"), bytes(body)
         )
     except Unsigned as error:

@@ -3,7 +3,9 @@
 Owns `SqlIndex`, the store's one index (what changes: the records, which
 tenant holds which model, the bytes each takes and in all, the order of
 last use, the marks of content in flight, each holding's check runs, the
-secrets every replica shares (`shared_secret`); and the resumable uploads' rows, `upload_rows`: `service.store.sql.upload_rows`),
+secrets every replica shares (`shared_secret`); the resumable uploads' rows,
+`upload_rows`: `service.store.sql.upload_rows`; the MLflow gate's delivery
+markers and claims, `registry_rows`: `service.store.sql.registry_rows`),
 over an `SqlDatabase` (`service.store.sql.database`: SQLite, a file in a
 folder store, `service.store.sqlite`; or PostgreSQL, a fleet's,
 `service.store.postgres`), whose schema `open` brings up to date
@@ -32,6 +34,7 @@ from service.store.files import MODEL_ID
 from service.store.memo import Memo
 from service.store.records import StoredRecord, TenantRecord
 from service.store.sql.database import INDEX_LOCK, SqlDatabase
+from service.store.sql.registry_rows import RegistryRows
 from service.store.sql.schema import migrate
 from service.store.sql.upload_rows import UploadRows
 
@@ -119,6 +122,10 @@ class SqlIndex:
     def upload_rows(self, expiry: float, lease_seconds: float) -> UploadRows:
         """The resumable uploads' rows (`service.store.sql.upload_rows`), expiring `expiry` seconds after their last write."""
         return UploadRows(self.database, expiry, lease_seconds)
+
+    def registry_rows(self) -> RegistryRows:
+        """The MLflow gate's delivery markers and claims (`service.store.sql.registry_rows`)."""
+        return RegistryRows(self.database)
 
     def _parsed(self, text: str) -> StoredRecord:
         """A record from its JSON, parsed once per text (do not change it: `replace_record` a copy)."""

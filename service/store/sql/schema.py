@@ -44,6 +44,12 @@ release since reads. The tables, all named `onnx_*`:
                     replica shares, by name (the report links' key,
                     `service.imports.report_links`): made with an insert
                     that keeps the first one written
+    onnx_registry_deliveries  the MLflow gate's delivery markers: a delivery
+                    id's key and when it was taken (a replay to any replica
+                    is a duplicate; `service.store.sql.registry_rows`)
+    onnx_registry_claims  the MLflow gate's claims (a registered model's
+                    alias, moved by one holder at a time): the key, the
+                    holder's token and the end of its lease
     onnx_schema     one row: the version
 
 The records are JSON in text columns (read with one parse, written as the
@@ -254,6 +260,14 @@ MIGRATIONS: list[Migration] = [
     Migration(
         "10: secrets made once and shared by every replica (the report links' key), by name",
         ["CREATE TABLE onnx_secrets (name {key} PRIMARY KEY, value {text} NOT NULL)"],
+    ),
+    Migration(
+        "11: the MLflow gate's delivery markers and alias claims, shared by every replica",
+        [
+            "CREATE TABLE onnx_registry_deliveries (id {key} PRIMARY KEY, taken {time_now})",
+            "CREATE INDEX onnx_registry_deliveries_by_taken ON onnx_registry_deliveries (taken)",
+            "CREATE TABLE onnx_registry_claims (name {key} PRIMARY KEY, holder {key} NOT NULL, until {time} NOT NULL)",
+        ],
     ),
 ]
 

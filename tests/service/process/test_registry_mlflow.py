@@ -14,7 +14,11 @@ with `mlflow.onnx.log_model` whose weights are external data (models:/m-...,
 the MLmodel's onnx flavour) are tagged pass and given `validated`; a failing
 one is tagged fail and never given it, and is compared with the version
 holding it (the diff's counts as a tag, and its link); the report and diff
-links open for a caller with no tenant of its own; a version whose real source is a
+links open for a caller with no tenant of its own; a slow version 1 and a
+fast version 2 created a second apart both pass and leave the alias on 2
+(version 1's tags say it was kept there); an encoder, a decoder and a
+decoder with past logged into one folder (Hugging Face Optimum's layout)
+each pass, each in the tags; a version whose real source is a
 file:// path is refused with the reason; forged, unsigned and stale
 deliveries are 401 and change nothing; a replayed delivery is not validated
 twice; a signed delivery whose `source` names a local file is not fetched
@@ -219,6 +223,76 @@ def test_a_failing_version_is_tagged_fail_and_never_given_the_alias(
     diff = httpx.get(service.url + tags["onnx_import.diff_url"], timeout=60).json()
     assert (diff["a"]["id"], diff["b"]["id"]) == (before, tags["onnx_import.model_id"])
     assert not diff["identical"] and tags["onnx_import.diff"] == diff_said(diff), (tags, diff["counts"])
+
+
+def slow_model(files: int, padding: int) -> dict[str, bytes]:
+    """A model summing `files` weights, each in an external data file of its own, fetched through MLflow's proxy
+    in turn; the last file has `padding` bytes after its weight, all fetched, none run (the checks stay small)."""
+    tensors = []
+    for index in range(files):
+        tensor = numpy_helper.from_array(np.zeros([1], np.float32), f"w{index}")
+        tensor.data_location = TensorProto.EXTERNAL
+        tensor.ClearField("raw_data")
+        for key, value in (("location", f"w{index}.bin"), ("offset", "0"), ("length", "4")):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, value
+        tensors.append(tensor)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Sum", [t.name for t in tensors], ["y"])], "slow", [], [y], tensors)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    weights = {f"w{index}.bin": np.float32(index).tobytes() for index in range(files)}
+    weights[f"w{files - 1}.bin"] += bytes(padding)
+    return {"model.onnx": model.SerializeToString(), **weights}
+
+
+def test_a_slow_version_1_passing_after_a_fast_version_2_leaves_the_alias_on_2(
+    mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path
+) -> None:
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+    slow = slow_model(300, 192 << 20)  # 300 external data files (a request each to MLflow's proxy), 192 MiB in all
+    first = register_folder(mlflow_server, tmp_path / "v1", "gate-order", slow)
+    time.sleep(1)
+    second = register_folder(mlflow_server, tmp_path / "v2", "gate-order", {"model.onnx": weight_model(6)})
+    assert (first, second) == ("1", "2")
+    fast = tags_when_validated(mlflow_server, "gate-order", second)
+    assert fast[VERDICT] == "pass", fast
+    late = tags_when_validated(mlflow_server, "gate-order", first, timeout=300)
+    assert late[VERDICT] == "pass", late
+    assert alias_version(mlflow_server, "gate-order") == "2"
+    assert late["onnx_import.alias"] == "kept on version 2 (newer)", (late, fast)  # version 1 ended last, and left it
+    assert fast["onnx_import.alias"] == "moved here (no version held it)"
+
+
+def test_an_encoder_and_decoders_in_one_version_each_pass(mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path) -> None:
+    """Hugging Face Optimum's layout, logged file by file into one folder: every .onnx file is checked and reported."""
+    client = client_of(mlflow_server)
+    run = client.create_run(client.get_experiment_by_name("Default").experiment_id)
+    names = ["encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"]
+    for seed, name in enumerate(names, start=71):
+        (tmp_path / name).write_bytes(weight_model(seed))
+        client.log_artifact(run.info.run_id, str(tmp_path / name), artifact_path="model")
+    (tmp_path / "config.json").write_text('{"model_type": "t5"}')
+    client.log_artifact(run.info.run_id, str(tmp_path / "config.json"), artifact_path="model")
+    client.set_terminated(run.info.run_id)
+    client.create_registered_model("gate-optimum")
+    version = str(client.create_model_version("gate-optimum", f"runs:/{run.info.run_id}/model", run_id=run.info.run_id).version)
+    tags = tags_when_validated(mlflow_server, "gate-optimum", version)
+    assert tags[VERDICT] == "pass", tags
+    files = json.loads(tags["onnx_import.files"])
+    assert [entry["file"] for entry in files] == sorted(names) and {entry["verdict"] for entry in files} == {"pass"}
+    assert tags["onnx_import.model_id"] == files[0]["model_id"]
+    assert len({entry["model_id"] for entry in files}) == 3
+    for entry in files:
+        assert f"{entry['file']}: schema=pass,security=pass,shape=pass,runtime=pass,smoke=pass" in tags["onnx_import.checks"]
+        link = next(line.partition(": ")[2] for line in tags["onnx_import.report"].splitlines() if line.startswith(entry["file"] + ": "))
+        assert link == f"/models/{entry['model_id']}/diagnostics?format=sarif"
+        report = httpx.get(service.url + link, timeout=30)
+        assert report.status_code == 200 and report.json()["version"] == "2.1.0"
+        summary = httpx.get(f"{service.url}/models/{entry['model_id']}", timeout=30).json()
+        assert summary["input"] == f"models:/gate-optimum/{version}/{entry['file']}"
+    assert alias_version(mlflow_server, "gate-optimum") == version
 
 
 def test_a_version_whose_source_is_a_local_path_is_refused(mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """POST /hooks/mlflow's answers that need no MLflow, in process: off without
 --mlflow-url (404), the settings it needs, and what a delivery that starts
-no validation gets (401 unsigned, 200 for another event, 400 for a signed
+no validation gets (401 unsigned, 200 for another event and for a replay, 400 for a signed
 payload without a model version, 413 past 64 KiB). The validations
 themselves run against a real MLflow server in
 tests/service/process/test_registry_mlflow.py."""
@@ -79,6 +79,8 @@ def test_deliveries_that_start_no_validation(hooked: TestClient) -> None:
     body, headers = _signed({"entity": "registered_model", "action": "created", "data": {"name": "m"}})
     ignored = hooked.post("/hooks/mlflow", content=body, headers=headers)
     assert ignored.status_code == 200 and ignored.json()["status"] == "ignored"
+    replayed = hooked.post("/hooks/mlflow", content=body, headers=headers)  # marked in the index before it is read
+    assert replayed.status_code == 200 and replayed.json()["status"] == "duplicate"
     for data in ({"name": "m", "version": "one"}, {"name": "", "version": "1"}, {"version": "1"}, "not an object"):
         body, headers = _signed({**created, "data": data})
         _problem(hooked.post("/hooks/mlflow", content=body, headers=headers), 400, "bad-request")

@@ -1,15 +1,19 @@
-"""A registry version as a source of the import pipeline
-(`service.registry.version_source.RegistryVersion`), over a folder of
+"""A registry version's files as sources of the import pipeline
+(`service.registry.version_source.RegistryFile`), over a folder of
 artifacts held in memory: each external file is fetched once, by the
 location the model names (two spellings of one path are one file; a
 location holding a percent sign is refused, since MLflow's artifact proxy
-would decode it), within the byte budget. The in-process sandbox reads the model (its external
+would decode it), within the byte budget; a version of several files
+imports each with its own external data, named by the version and the
+file, and the version's verdict is its worst file's (the hook over an
+MLflow of this test). The in-process sandbox reads the model (its external
 locations, then the import)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +22,17 @@ import pytest
 from in_process import import_parts
 from onnx import TensorProto, helper, numpy_helper
 
+from service.checks.requested import CheckRequest
 from service.errors import UploadTooLarge
 from service.imports import pipeline
 from service.imports.answers import Imported
+from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.registry.folders import ObjectMissing
-from service.registry.mlflow_api import Fetched
+from service.registry.hook import RegistryHook
+from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused
 from service.registry.sources import Refused
-from service.registry.version_source import RegistryVersion
+from service.registry.version_source import RegistryFile, VersionFiles, import_file
 
 
 class MemoryFolder:
@@ -74,7 +81,7 @@ def imports(tmp_path: Path) -> ImportParts:
 
 
 def _validated(imports: ImportParts, folder: MemoryFolder) -> Imported:
-    return asyncio.run(pipeline.run(imports, RegistryVersion(folder, "models:/m/1"), "mlflow"))
+    return asyncio.run(pipeline.run(imports, RegistryFile(folder, "model.onnx", "models:/m/1"), "mlflow"))
 
 
 def test_two_spellings_of_one_location_are_one_file_fetched_once(imports: ImportParts) -> None:
@@ -113,3 +120,82 @@ def test_the_versions_name_is_the_holdings_name(imports: ImportParts) -> None:
     (listed,) = imports.store.listing("mlflow", None, 10)
     assert (listed.model_id, listed.holding.input, listed.holding.label) == (imported.model_id, "models:/m/1", "")
     assert b'"input":"models:/m/1"' in imported.summary
+
+
+def test_each_file_of_a_version_is_imported_with_its_own_external_data(imports: ImportParts) -> None:
+    folder = MemoryFolder({
+        "decoder_model.onnx": _model_naming("decoder.bin"), "decoder.bin": b"\1" * 4,
+        "encoder_model.onnx": _model_naming("encoder.bin"), "encoder.bin": b"\2" * 4,
+    })  # fmt: skip
+    files = VersionFiles("m", "3", folder, ["decoder_model.onnx", "encoder_model.onnx"], soft_dims=(("batch", 2),))
+    checks = CheckRequest(("schema",))
+    ids = []
+    for path in files.paths:
+        imported = asyncio.run(import_file(imports, files, path, "mlflow", checks))
+        holding = imports.store.holding("mlflow", imported.model_id)
+        assert holding is not None and holding.input == f"models:/m/3/{path}"
+        ids.append(imported.model_id)
+    assert folder.downloads == ["decoder_model.onnx", "decoder.bin", "encoder_model.onnx", "encoder.bin"]  # each its own, once
+    assert len(set(ids)) == 2
+    assert VersionFiles("m", "3", folder, ["model.onnx"]).display_name("model.onnx") == "models:/m/3"  # one file: the version's name
+
+
+class FolderApi(MlflowApi):
+    """MLflow's answers for versions whose artifacts are `files`, and the tags and alias moves the hook writes."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        super().__init__("http://127.0.0.1:5000", environ={})
+        self.files = files
+        self.tags: dict[str, dict[str, str]] = {}
+        self.moves: list[str] = []
+
+    async def model_version(self, name: str, version: str) -> dict[str, Any]:
+        return {"name": name, "version": version, "source": "mlflow-artifacts:/0/r/artifacts", "tags": []}
+
+    async def list_artifacts(self, path: str) -> list[dict[str, Any]]:
+        return [{"path": f"{path}/{name}", "is_dir": False, "file_size": len(data)} for name, data in self.files.items()]
+
+    async def download(self, path: str, target: Path, max_bytes: int) -> Fetched:
+        name = path.removeprefix("0/r/artifacts/")
+        if name not in self.files:
+            raise MlflowRefused(404, "RESOURCE_DOES_NOT_EXIST")
+        target.write_bytes(self.files[name])
+        return Fetched(len(self.files[name]), hashlib.sha256(self.files[name]).hexdigest())
+
+    async def version_by_alias(self, name: str, alias: str) -> dict[str, Any]:
+        if not self.moves:
+            raise MlflowRefused(400, f"INVALID_PARAMETER_VALUE Registered model alias {alias} not found.")
+        return {
+            "version": self.moves[-1],
+            "tags": [{"key": "onnx_import.model_id", "value": self.tags[self.moves[-1]]["onnx_import.model_id"]}],
+        }
+
+    async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
+        self.tags.setdefault(version, {})[key] = value
+
+    async def set_alias(self, name: str, alias: str, version: str) -> None:
+        self.moves.append(version)
+
+
+def test_a_version_is_as_good_as_its_worst_file(tmp_path: Path) -> None:
+    """An encoder naming external data the version lacks is refused, so the version is, though its decoder passes;
+    with the file there, both pass and the version is given the alias."""
+    parts = import_parts(tmp_path, mlflow_url="http://127.0.0.1:5000", mlflow_webhook_secret="s", mlflow_checks="schema")
+    api = FolderApi({"decoder_model.onnx": _model_naming("decoder.bin"), "decoder.bin": b"\1" * 4,
+                     "encoder_model.onnx": _model_naming("encoder.bin")})  # fmt: skip
+    hook = RegistryHook(parts, Diffs(tmp_path / "diffs"), api)
+    asyncio.run(hook.validate("m", "1"))
+    tags = api.tags["1"]
+    assert tags["onnx_import.verdict"] == "refused" and api.moves == []
+    files = json.loads(tags["onnx_import.files"])
+    assert [(entry["file"], entry["verdict"], bool(entry["model_id"])) for entry in files] == [
+        ("decoder_model.onnx", "pass", True), ("encoder_model.onnx", "refused", False),
+    ]  # fmt: skip
+    assert tags["onnx_import.reason"].startswith("encoder_model.onnx: external data 'encoder.bin' ")
+    assert tags["onnx_import.checks"] == "decoder_model.onnx: schema=pass; encoder_model.onnx: refused"
+    assert tags["onnx_import.model_id"] == files[0]["model_id"]
+    api.files["encoder.bin"] = b"\2" * 4
+    asyncio.run(hook.validate("m", "2"))
+    assert api.tags["2"]["onnx_import.verdict"] == "pass" and api.moves == ["2"]
+    assert api.tags["2"]["onnx_import.alias"] == "moved here (no version held it)"
+    assert api.tags["2"]["onnx_import.model_id"] == files[0]["model_id"]  # the same decoder: the same content

@@ -1,8 +1,11 @@
-"""The MLflow hook's pieces in process: the signature MLflow sends, the shared
-delivery markers, the MLmodel reader, where a source may lead (MLflow's
-artifact proxy, or the service's own bucket, here in memory), and the kept
-write-backs (tests/service/process/test_registry_mlflow.py runs them against
-a real MLflow server)."""
+"""The MLflow hook's pieces in process: the signature MLflow sends, the MLmodel
+reader (the onnx flavour, the signature's inputs), the bindings the gate
+gives, where a source may lead (MLflow's artifact proxy, or the service's own
+bucket, here in memory), which files of a folder are checked, a version's
+tags from its files' verdicts, and the kept write-backs
+(tests/service/process/test_registry_mlflow.py runs them against a real
+MLflow server; the shared delivery markers and the alias rule are
+test_registry_shared_rows.py's)."""
 
 from __future__ import annotations
 
@@ -11,9 +14,7 @@ import base64
 import hashlib
 import hmac
 import json
-import multiprocessing
-import os
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +24,34 @@ import pytest
 from obstore.store import MemoryStore
 
 from service.errors import ImportTooLarge
-from service.registry.deliveries import KEEP_SECONDS, Deliveries
+from service.registry.alias import AliasRule
+from service.registry.bindings import gate_bindings, signature_bindings, version_tag
+from service.registry.deliveries import Deliveries
 from service.registry.folders import BucketFolder, ObjectMissing
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable, auth_headers
-from service.registry.mlmodel import MlmodelError, onnx_model_path
+from service.registry.mlmodel import MlmodelError, onnx_model_path, signature_inputs
 from service.registry.pending import PendingWrites, WriteBack
 from service.registry.signature import Unsigned, signature_of, verify_delivery
-from service.registry.sources import Refused, artifact_folder, confined, model_file
-from service.registry.verdict import imported, not_imported
+from service.registry.sources import MAX_MODEL_FILES, Refused, artifact_folder, confined, model_files
+from service.registry.verdict import file_imported, file_not_imported, not_imported, version_tags, worst
+from service.settings import Settings
+from service.settings.kinds import SettingsError
 from service.store.folder_root import FolderRoot
 from service.store.s3.bucket_root import BucketRoot
+from service.store.sql.registry_rows import RegistryRows
+from service.store.sqlite.sqlite_index import SqliteIndex
 
 SECRET = "s3cret"
 NOW = 1_800_000_000.0
+
+
+@pytest.fixture
+def rows(tmp_path: Path) -> Iterator[RegistryRows]:
+    """The gate's rows in an SQLite index of its own."""
+    index = SqliteIndex(tmp_path / "index")
+    index.open()
+    yield index.registry_rows()
+    index.close()
 
 
 def _mlflow_signature(secret: str, delivery_id: str, timestamp: str, payload: str) -> str:
@@ -67,30 +83,6 @@ def test_the_signature_is_mlflows_and_is_checked() -> None:
         verify_delivery(SECRET, "d1", str(int(NOW)), None, body.encode(), NOW)
 
 
-def _take(folder: str, delivery_id: str, results: Any) -> None:
-    results.put(Deliveries(Path(folder)).first(delivery_id))
-
-
-def test_a_delivery_is_taken_once_across_processes(tmp_path: Path) -> None:
-    """Eight processes given the same delivery: one takes it."""
-    context = multiprocessing.get_context("fork")
-    results = context.Queue()
-    processes = [context.Process(target=_take, args=(str(tmp_path), "same-id", results)) for _ in range(8)]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(10)
-    assert sorted(results.get(timeout=5) for _ in processes) == [False] * 7 + [True]
-    deliveries = Deliveries(tmp_path)
-    assert deliveries.first("another-id")
-    marker = tmp_path / hashlib.sha256(b"another-id").hexdigest()
-    now = time.time()
-    os.utime(marker, (now - KEEP_SECONDS - 1, now - KEEP_SECONDS - 1))
-    assert deliveries.prune(now) == 1  # older than any timestamp the signature check lets through
-    assert deliveries.prune(now) == 0
-    assert not deliveries.first("same-id")  # the recent one is kept
-
-
 MLMODEL = """artifact_path: mlflow-artifacts:/0/models/m-1/artifacts
 flavors:
   onnx:
@@ -117,20 +109,61 @@ def test_the_mlmodel_reader_takes_the_onnx_flavours_path_only() -> None:
         onnx_model_path("#" * (1 << 20))
 
 
+# An MLmodel as mlflow.onnx.log_model writes it with a signature: PyYAML folds the long quoted JSON.
+SIGNED = """flavors:
+  onnx:
+    data: model.onnx
+signature:
+  inputs: '[{"type": "tensor", "tensor-spec": {"dtype": "float32", "shape": [-1, 16]},
+    "name": "input_ids"}, {"type": "tensor", "tensor-spec": {"dtype": "int64", "shape":
+    [-1, -1]}, "name": "mask"}, {"type": "tensor", "tensor-spec": {"dtype": "float32", "shape": [3]}}]'
+  outputs: '[{"type": "tensor", "tensor-spec": {"dtype": "float32", "shape": [-1, 2]}}]'
+  params: null
+"""
+
+
+def test_the_gates_bindings_come_from_the_tag_the_setting_and_the_signature() -> None:
+    inputs = signature_inputs(SIGNED)
+    assert [spec.get("name") for spec in inputs] == ["input_ids", "mask", None]
+    assert onnx_model_path(SIGNED) == "model.onnx"
+    assert signature_bindings(inputs) == (("input_ids[1]", 16),)  # -1 is free; a spec without a name names no input
+    assert signature_inputs("flavors:\n  onnx:\n    data: m.onnx\n") == []
+    assert gate_bindings("", None, inputs) == (("input_ids[1]", 16),)
+    assert gate_bindings("batch:4,input_ids[1]:8", None, inputs) == (("batch", 4), ("input_ids[1]", 8))  # the setting over the signature
+    assert gate_bindings("batch:4,input_ids[1]:8", "batch:2", inputs) == (("batch", 2), ("input_ids[1]", 8))  # the tag over both
+    with pytest.raises(Refused, match=r"onnx_import.dims: a dimension is bound as NAME:VALUE"):
+        gate_bindings("", "batch=2", inputs)
+    assert version_tag({"tags": [{"key": "onnx_import.dims", "value": "seq:9"}]}, "onnx_import.dims") == "seq:9"
+    with pytest.raises(SettingsError, match="--mlflow-dims must be"):
+        Settings(mlflow_dims="batch")
+    assert Settings(mlflow_dims="batch:4, seq:16").mlflow_dims == "batch:4, seq:16"
+
+
 def test_paths_stay_inside_the_versions_artifacts() -> None:
     assert confined("0/models/m-1/artifacts", "p") == "0/models/m-1/artifacts"
     for path in ("0/../1", "../x", "a//b", "./a", "a/%2e%2e/b", "a/%252e%252e/b", "/abs", "a\\..\\b"):
         with pytest.raises(Refused, match="leaves the version's artifacts"):
             confined(path, "p")
     listing = [{"path": "model.onnx", "is_dir": False}, {"path": "MLmodel", "is_dir": False}]
-    assert model_file(None, listing) == "model.onnx"
-    assert model_file("flavors:\n  onnx:\n    data: net.onnx\n", listing) == "net.onnx"
+    assert model_files(None, listing) == ["model.onnx"]
+    assert model_files("flavors:\n  onnx:\n    data: net.onnx\n", listing) == ["net.onnx"]
     with pytest.raises(Refused, match="leaves"):
-        model_file("flavors:\n  onnx:\n    data: ../../1/secret.onnx\n", listing)
-    with pytest.raises(Refused, match=r"2 \.onnx files"):
-        model_file(None, [*listing, {"path": "b.onnx", "is_dir": False}])
+        model_files("flavors:\n  onnx:\n    data: ../../1/secret.onnx\n", listing)
     with pytest.raises(Refused, match=r"no \.onnx file"):
-        model_file(None, [{"path": "MLmodel", "is_dir": False}])
+        model_files(None, [{"path": "MLmodel", "is_dir": False}])
+
+
+def test_every_onnx_file_of_a_folder_is_checked_unless_the_mlmodel_names_one() -> None:
+    """A Hugging Face Optimum export: an encoder, a decoder and a decoder with past, each checked."""
+    optimum = [{"path": f"0/r/artifacts/model/{name}", "is_dir": False} for name in
+               ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx", "config.json", "model.onnx_data")]  # fmt: skip
+    optimum.append({"path": "0/r/artifacts/model/onnx", "is_dir": True})
+    assert model_files(None, optimum) == ["decoder_model.onnx", "decoder_with_past_model.onnx", "encoder_model.onnx"]
+    assert model_files("flavors:\n  onnx:\n    data: encoder_model.onnx\n", optimum) == ["encoder_model.onnx"]
+    many = [{"path": f"part{index:02d}.onnx", "is_dir": False} for index in range(MAX_MODEL_FILES + 1)]
+    assert len(model_files(None, many[:MAX_MODEL_FILES])) == MAX_MODEL_FILES
+    with pytest.raises(Refused, match=rf"{MAX_MODEL_FILES + 1} \.onnx files .* at most {MAX_MODEL_FILES} are checked"):
+        model_files(None, many)
 
 
 class _Api(MlflowApi):
@@ -206,8 +239,9 @@ def test_mlflows_auth_conventions() -> None:
     assert auth_headers({}) == {}
 
 
-def test_a_write_mlflow_does_not_take_is_kept_and_written_later(tmp_path: Path) -> None:
-    pending = PendingWrites(tmp_path)
+def test_a_write_mlflow_does_not_take_is_kept_and_written_later(tmp_path: Path, rows: RegistryRows) -> None:
+    pending = PendingWrites(tmp_path / "pending")
+    rule = AliasRule(rows)
     write = WriteBack("m", "3", {"onnx_import.verdict": "pass", "onnx_import.checks": "schema=pass"}, "validated")
     pending.keep(write)
     pending.keep(write)  # the same version again: one entry
@@ -225,16 +259,19 @@ def test_a_write_mlflow_does_not_take_is_kept_and_written_later(tmp_path: Path) 
         async def set_alias(self, name: str, alias: str, version: str) -> None:
             calls.append(("alias", name, alias, version))
 
-    assert asyncio.run(pending.drain(Down("http://127.0.0.1:1", environ={}))) == 0
+        async def version_by_alias(self, name: str, alias: str) -> dict[str, Any]:
+            raise MlflowRefused(404, "RESOURCE_DOES_NOT_EXIST")  # no version holds it yet
+
+    assert asyncio.run(pending.drain(Down("http://127.0.0.1:1", environ={}), rule)) == 0
     assert len(pending.waiting()) == 1
 
     class Forbidden(MlflowApi):
         async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
             raise MlflowRefused(403, "PERMISSION_DENIED")
 
-    assert asyncio.run(pending.drain(Forbidden("http://127.0.0.1:1", environ={}))) == 0
+    assert asyncio.run(pending.drain(Forbidden("http://127.0.0.1:1", environ={}), rule)) == 0
     assert len(pending.waiting()) == 1  # the service's credentials can be fixed: kept
-    assert asyncio.run(pending.drain(Up("http://127.0.0.1:1", environ={}))) == 1
+    assert asyncio.run(pending.drain(Up("http://127.0.0.1:1", environ={}), rule)) == 1
     assert pending.waiting() == []
     pending.keep(WriteBack("gone", "1", {"onnx_import.verdict": "pass"}))
 
@@ -242,11 +279,12 @@ def test_a_write_mlflow_does_not_take_is_kept_and_written_later(tmp_path: Path) 
         async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
             raise MlflowRefused(404, "RESOURCE_DOES_NOT_EXIST")
 
-    assert asyncio.run(pending.drain(Gone("http://127.0.0.1:1", environ={}))) == 0
+    assert asyncio.run(pending.drain(Gone("http://127.0.0.1:1", environ={}), rule)) == 0
     assert pending.waiting() == []  # the version deleted: nothing to tag any more
     assert calls == [  # the verdict last: whoever sees it sees the rest
         ("tag", "m", "3", "onnx_import.checks", "schema=pass"),
         ("alias", "m", "validated", "3"),
+        ("tag", "m", "3", "onnx_import.alias", "moved here (no version held it)"),
         ("tag", "m", "3", "onnx_import.verdict", "pass"),
     ]
 
@@ -279,12 +317,13 @@ def test_calls_mlflow_does_not_answer_are_retried_within_a_bound(caplog: pytest.
     assert len(asked) == 1  # an answer is not retried
 
 
-def test_a_verdict_being_written_when_the_service_stops_is_kept(tmp_path: Path) -> None:
+def test_a_verdict_being_written_when_the_service_stops_is_kept(tmp_path: Path, rows: RegistryRows) -> None:
     """The hook's write of a verdict, cancelled while MLflow is retried (the service stopping), keeps it to write later."""
     from service.registry.hook import RegistryHook
 
     hook = RegistryHook.__new__(RegistryHook)
-    hook.pending = PendingWrites(tmp_path)
+    hook.pending = PendingWrites(tmp_path / "pending")
+    hook.alias_rule = AliasRule(rows)
 
     class Slow(MlflowApi):
         async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
@@ -310,25 +349,70 @@ def test_a_summary_becomes_the_versions_tags() -> None:
         "checks": {"schema": {"status": "pass"}, "security": {"status": "fail"}, "smoke": {"status": "skipped", "reason": "flagged"}},
         "diagnostics": {"items": [{"stage": "security", "severity": "error", "code": "range-too-large", "message": "17 GB"}]},
     }
-    verdict, tags = imported(json.dumps(summary).encode(), "abc", "https://onnx.example/prefix/links/TOKEN")
+    verdict, tags = version_tags([file_imported("model.onnx", json.dumps(summary).encode(), "abc")], lambda ids: "https://onnx.example/prefix/links/TOKEN")
     assert verdict == "fail"
     assert tags == {
         "onnx_import.verdict": "fail",
         "onnx_import.model_id": "abc",
         "onnx_import.report": "https://onnx.example/prefix/links/TOKEN",
+        "onnx_import.files": '[{"file":"model.onnx","verdict":"fail","model_id":"abc"}]',
         "onnx_import.checks": "schema=pass,security=fail,smoke=skipped",
         "onnx_import.reason": "security failed: range-too-large 17 GB; smoke skipped: flagged",
     }
     passed = {"verdict": "pass", "checks": {"schema": {"status": "pass"}}}
-    assert imported(json.dumps(passed).encode(), "abc", "/links/TOKEN")[1] == {
+    assert version_tags([file_imported("model.onnx", json.dumps(passed).encode(), "abc")], lambda ids: "/links/" + ",".join(ids))[1] == {
         "onnx_import.verdict": "pass", "onnx_import.model_id": "abc", "onnx_import.checks": "schema=pass",
-        "onnx_import.report": "/links/TOKEN",
+        "onnx_import.report": "/links/abc",
+        "onnx_import.files": '[{"file":"model.onnx","verdict":"pass","model_id":"abc"}]',
     }  # fmt: skip
     assert not_imported("refused", "x\x00" + "y" * 5000)["onnx_import.reason"].startswith("x\\x00yyy")
     assert len(not_imported("refused", "y" * 5000)["onnx_import.reason"]) == 1000
 
 
-def test_a_validation_whose_process_died_gets_the_verdict_incomplete(tmp_path: Path) -> None:
+def test_a_version_of_several_files_takes_the_worst_verdict_and_reports_each() -> None:
+    assert worst(["pass", "fail", "pass"]) == "fail"
+    assert worst(["fail", "incomplete"]) == "incomplete"
+    assert worst(["incomplete", "refused", "pass"]) == "refused"
+    assert worst(["pass", "pass"]) == "pass"
+    passed = {
+        "verdict": "pass",
+        "checks": {"schema": {"status": "pass"}, "smoke": {"status": "pass", "bindings": [{"batch": 1}, {"batch": 2}]}},
+    }
+    failed = {"verdict": "fail", "checks": {"schema": {"status": "fail"}}, "diagnostics": {"items": []}}
+    files = [
+        file_imported("decoder_model.onnx", json.dumps(passed).encode(), "d" * 64),
+        file_imported("encoder_model.onnx", json.dumps(failed).encode(), "e" * 64),
+        file_not_imported("extra.onnx", "refused", "ExternalData: w.bin is missing"),
+    ]
+    links: list[list[str]] = []
+
+    def report_link(ids: list[str]) -> str:
+        links.append(ids)
+        return "https://onnx.example/links/TOKEN"
+
+    verdict, tags = version_tags(files, report_link)
+    assert verdict == "refused"
+    assert tags["onnx_import.model_id"] == "d" * 64  # the first file's
+    assert json.loads(tags["onnx_import.files"]) == [
+        {"file": "decoder_model.onnx", "verdict": "pass", "model_id": "d" * 64},
+        {"file": "encoder_model.onnx", "verdict": "fail", "model_id": "e" * 64},
+        {"file": "extra.onnx", "verdict": "refused", "model_id": ""},
+    ]
+    assert tags["onnx_import.checks"] == (
+        "decoder_model.onnx: schema=pass,smoke=pass; encoder_model.onnx: schema=fail; extra.onnx: refused"
+    )
+    assert tags["onnx_import.reason"] == "encoder_model.onnx: schema failed; extra.onnx: ExternalData: w.bin is missing"
+    assert tags["onnx_import.report"] == "https://onnx.example/links/TOKEN"
+    assert links == [["d" * 64, "e" * 64]]  # one link, to the report of every imported file
+    assert json.loads(tags["onnx_import.bindings"]) == {"decoder_model.onnx": [{"batch": 1}, {"batch": 2}]}
+    many = [file_imported(f"{'n' * 300}{index:02d}.onnx", json.dumps(passed).encode(), f"{index:064x}") for index in range(16)]
+    many_tags = version_tags(many, lambda ids: "https://onnx.example/links/" + "T" * (40 * len(ids)))[1]
+    assert all(len(value) <= 5000 for value in many_tags.values()), {key: len(value) for key, value in many_tags.items()}
+    listed = json.loads(many_tags["onnx_import.files"])
+    assert listed[-1].get("more", 0) + len(listed) - ("more" in listed[-1]) == 16
+
+
+def test_a_validation_whose_process_died_gets_the_verdict_incomplete(tmp_path: Path, rows: RegistryRows) -> None:
     """A front end killed mid-validation leaves its marker; the next tick of any front end keeps the
     verdict incomplete for it, written only if the version has no verdict yet, and never over a kept one."""
     import subprocess
@@ -345,7 +429,8 @@ def test_a_validation_whose_process_died_gets_the_verdict_incomplete(tmp_path: P
         marker = json.loads(orphan.read_text())
         orphan.write_text(json.dumps({**marker, "pid": dead.pid}))
     hook = RegistryHook.__new__(RegistryHook)
-    hook.under_way, hook.pending, hook.deliveries = under_way, PendingWrites(tmp_path / "pending"), Deliveries(tmp_path / "d")
+    hook.under_way, hook.pending, hook.deliveries = under_way, PendingWrites(tmp_path / "pending"), Deliveries(rows)
+    hook.alias_rule = AliasRule(rows)
     hook.pending.keep(WriteBack("died-kept", "2", {"onnx_import.verdict": "pass"}))  # its real verdict, kept before it died
     tagged: dict[str, list[dict[str, str]]] = {"died": [], "died-kept": []}
     written: list[tuple[str, str, str]] = []
@@ -368,3 +453,33 @@ def test_a_validation_whose_process_died_gets_the_verdict_incomplete(tmp_path: P
     tagged["died"] = [{"key": "onnx_import.verdict", "value": "pass"}]
     asyncio.run(hook.tick())
     assert written == []  # a version with a verdict keeps it
+
+
+def test_a_pass_whose_alias_cannot_be_claimed_now_is_kept(tmp_path: Path, rows: RegistryRows) -> None:
+    """The index away (a fleet's database restarting): the verdict is kept, written with the alias once it answers."""
+    from service.errors import StorageUnavailable
+    from service.registry.hook import RegistryHook
+
+    class Away(RegistryRows):
+        def claim(self, key: str, holder: str, lease_seconds: float) -> bool:
+            raise StorageUnavailable("the database does not answer")
+
+    written: list[tuple[str, str]] = []
+
+    class Api(MlflowApi):
+        async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
+            written.append((key, value))
+
+        async def version_by_alias(self, name: str, alias: str) -> dict[str, Any]:
+            raise MlflowRefused(404, "RESOURCE_DOES_NOT_EXIST")
+
+        async def set_alias(self, name: str, alias: str, version: str) -> None:
+            written.append(("alias", version))
+
+    hook = RegistryHook.__new__(RegistryHook)
+    hook.pending, hook.api = PendingWrites(tmp_path / "pending"), Api("http://127.0.0.1:1", environ={})
+    hook.alias_rule = AliasRule(Away(rows.database))
+    asyncio.run(hook.write(WriteBack("m", "4", {"onnx_import.verdict": "pass"}, "validated")))
+    assert len(hook.pending.waiting()) == 1 and ("onnx_import.verdict", "pass") not in written
+    assert asyncio.run(hook.pending.drain(hook.api, AliasRule(rows))) == 1  # the index back
+    assert written[-3:] == [("alias", "4"), ("onnx_import.alias", "moved here (no version held it)"), ("onnx_import.verdict", "pass")]
