@@ -18,7 +18,8 @@ links open for a caller with no tenant of its own; a slow version 1 and a
 fast version 2 created a second apart both pass and leave the alias on 2
 (version 1's tags say it was kept there); an encoder, a decoder and a
 decoder with past logged into one folder (Hugging Face Optimum's layout)
-each pass, each in the tags; a version whose real source is a
+each pass, each in the tags; a model that runs at batch 1 but not at 2 is
+tagged fail, its reason naming the binding; a version whose real source is a
 file:// path is refused with the reason; forged, unsigned and stale
 deliveries are 401 and change nothing; a replayed delivery is not validated
 twice; a signed delivery whose `source` names a local file is not fetched
@@ -46,6 +47,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support.batch_models import baked_batch
 from support.faults import FaultPlan
 from support.mlflow_server import MlflowServer
 from support.service_harness import ServiceProcess, model_id_of
@@ -225,6 +227,22 @@ def test_a_failing_version_is_tagged_fail_and_never_given_the_alias(
     assert not diff["identical"] and tags["onnx_import.diff"] == diff_said(diff), (tags, diff["counts"])
 
 
+def test_a_version_that_runs_at_batch_1_but_not_at_2_fails_naming_the_binding(
+    mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path
+) -> None:
+    """The batch an exporter traced, baked into a Reshape: the smoke run's second binding fails it, and the
+    tags say at which binding and which bindings ran; the alias is not given to it."""
+    version = register_folder(mlflow_server, tmp_path, "gate-batch", {"model.onnx": baked_batch()})
+    tags = tags_when_validated(mlflow_server, "gate-batch", version)
+    assert tags[VERDICT] == "fail", tags
+    assert "smoke=fail" in tags["onnx_import.checks"]
+    said = "smoke failed: smoke-run-failed the run on synthetic inputs at the second binding (batch=2)"
+    assert tags["onnx_import.reason"].startswith(said), tags["onnx_import.reason"]
+    assert "Reshape" in tags["onnx_import.reason"]
+    assert json.loads(tags["onnx_import.bindings"]) == {"model.onnx": [{"batch": 1}, {"batch": 2}]}
+    assert alias_version(mlflow_server, "gate-batch") is None
+
+
 def slow_model(files: int, padding: int) -> dict[str, bytes]:
     """A model summing `files` weights, each in an external data file of its own, fetched through MLflow's proxy
     in turn; the last file has `padding` bytes after its weight, all fetched, none run (the checks stay small)."""
@@ -286,12 +304,12 @@ def test_an_encoder_and_decoders_in_one_version_each_pass(mlflow_server: MlflowS
     assert len({entry["model_id"] for entry in files}) == 3
     for entry in files:
         assert f"{entry['file']}: schema=pass,security=pass,shape=pass,runtime=pass,smoke=pass" in tags["onnx_import.checks"]
-        link = next(line.partition(": ")[2] for line in tags["onnx_import.report"].splitlines() if line.startswith(entry["file"] + ": "))
-        assert link == f"/models/{entry['model_id']}/diagnostics?format=sarif"
-        report = httpx.get(service.url + link, timeout=30)
-        assert report.status_code == 200 and report.json()["version"] == "2.1.0"
-        summary = httpx.get(f"{service.url}/models/{entry['model_id']}", timeout=30).json()
-        assert summary["input"] == f"models:/gate-optimum/{version}/{entry['file']}"
+    report = httpx.get(service.url + tags["onnx_import.report"], timeout=30)  # one link, no key: a run per file
+    assert report.status_code == 200 and report.json()["version"] == "2.1.0"
+    runs = {run["properties"]["model_id"]: json.dumps(run) for run in report.json()["runs"]}
+    assert sorted(runs) == sorted(entry["model_id"] for entry in files)
+    for entry in files:
+        assert f"models:/gate-optimum/{version}/{entry['file']}" in runs[entry["model_id"]]  # each run names its file
     assert alias_version(mlflow_server, "gate-optimum") == version
 
 
