@@ -309,7 +309,7 @@ def test_an_encoder_and_decoders_in_one_version_each_pass(mlflow_server: MlflowS
     runs = {run["properties"]["model_id"]: json.dumps(run) for run in report.json()["runs"]}
     assert sorted(runs) == sorted(entry["model_id"] for entry in files)
     for entry in files:
-        assert f"models:/gate-optimum/{version}/{entry['file']}" in runs[entry["model_id"]]  # each run names its file
+        assert f"gate-optimum/{version}/{entry['file']}" in runs[entry["model_id"]]  # each run names its file (a URI: models%3A/...)
     assert alias_version(mlflow_server, "gate-optimum") == version
 
 
