@@ -43,6 +43,7 @@ from support.tcp_proxy import TcpProxy
 
 from service.client import AsyncClient, Client, Retry, ServiceError
 from service.client.resumable import MAX_STALLS, SETTLE_SECONDS, TUS_VERSION
+from service.store.uploads import PART_BYTES
 
 # the service on a loopback port, in the test process (support/servers.py): its command line runs
 # as a subprocess, and a TCP proxy cuts its connections
@@ -142,7 +143,10 @@ def test_a_dropped_connection_is_resumed_on_its_own(server: ServiceUnderTest, tm
         summary = client.import_file(model, resumable=True)
     assert proxy.cuts == 1 and proxy.connections >= 2
     assert summary["model_file"]["sha256"] == sha256_of(model)
-    assert proxy.sent <= 1.05 * size + OVERHEAD, (proxy.sent, size)
+    # resent: the bytes after the offset the service reported when the client asked; on the fleet store a cut
+    # PATCH's last part may still be on its way to the bucket then (a part is PART_BYTES), so up to one part is sent again
+    resent = 0.05 * size if server.fleet_store is None else PART_BYTES
+    assert proxy.sent <= size + resent + OVERHEAD, (proxy.sent, size)
 
 
 def test_a_killed_command_continues_where_the_service_stopped(server: ServiceUnderTest, tmp_path: Path) -> None:
