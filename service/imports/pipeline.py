@@ -7,7 +7,9 @@ version, a model the store holds), and each step is written here once:
 1. **admission**: a place in the import queue, fair between tenants
    (`service.imports.admission`); a source whose bytes the client sends is
    received first under a receiving place, and only then queued, so a slow
-   client never holds an import place. Content new to the store needs room:
+   client never holds an import place (an upload's model part may be checked
+   while the rest arrives, by a worker in a slot of its own turn:
+   `service.imports.sources.model_part_check`). Content new to the store needs room:
    the store's file system above its free-space floor, or evicting what the
    tenant may evict would bring it back there (`StoreFull` otherwise);
 2. **staging**: the source puts its files into the request's work folder
@@ -99,7 +101,7 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         if source.sent_by_client:  # received under a receiving place, then queued
             async with parts.admission.receiving(tenant):
                 await make_room(parts, tenant)
-                staged = await source.stage(Staging(area, budget, _no_listing))
+                staged = await source.stage(Staging(area, budget, functools.partial(_listed_while_receiving, parts, tenant)))
             place = await stack.enter_async_context(parts.admission.admitted(tenant))
         else:
             place = await stack.enter_async_context(parts.admission.admitted(tenant))
@@ -126,8 +128,12 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         return await _commit_new(parts, tenant, staged, header, runs, area)
 
 
-async def _no_listing(area: ModelFolder, display_name: str) -> list[str]:
-    raise AssertionError("a source sent by the client names its external files itself")
+async def _listed_while_receiving(parts: ImportParts, tenant: str, area: ModelFolder, display_name: str) -> list[str]:
+    """`_listed_externals` for a body still arriving (its model part checked early:
+    `service.imports.sources.model_part_check`): a worker slot taken in its turn like
+    any, fair between tenants, by a place outside the import queue, which a body
+    still arriving never holds."""
+    return await _listed_externals(parts, Place(parts.admission, tenant), area, display_name)
 
 
 async def _listed_externals(parts: ImportParts, place: Place, area: ModelFolder, display_name: str) -> list[str]:
