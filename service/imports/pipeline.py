@@ -101,7 +101,7 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         if source.sent_by_client:  # received under a receiving place, then queued
             async with parts.admission.receiving(tenant):
                 await make_room(parts, tenant)
-                staged = await source.stage(Staging(area, budget, functools.partial(_listed_while_receiving, parts, tenant)))
+                staged = await source.stage(Staging(area, budget, functools.partial(listed_outside_the_queue, parts, tenant)))
             place = await stack.enter_async_context(parts.admission.admitted(tenant))
         else:
             place = await stack.enter_async_context(parts.admission.admitted(tenant))
@@ -128,11 +128,11 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         return await _commit_new(parts, tenant, staged, header, runs, area)
 
 
-async def _listed_while_receiving(parts: ImportParts, tenant: str, area: ModelFolder, display_name: str) -> list[str]:
-    """`_listed_externals` for a body still arriving (its model part checked early:
-    `service.imports.sources.model_part_check`): a worker slot taken in its turn like
-    any, fair between tenants, by a place outside the import queue, which a body
-    still arriving never holds."""
+async def listed_outside_the_queue(parts: ImportParts, tenant: str, area: ModelFolder, display_name: str) -> list[str]:
+    """`_listed_externals` for a model part checked early, before its import is queued (a body still
+    arriving, `service.imports.sources.model_part_check`; a resumable upload just finished,
+    `service.imports.model_upload_check`): a worker slot taken in its turn like any, fair
+    between tenants, by a place outside the import queue."""
     return await _listed_externals(parts, Place(parts.admission, tenant), area, display_name)
 
 
