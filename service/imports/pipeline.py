@@ -59,7 +59,7 @@ import anyio.to_thread
 from service.checks.requested import CheckRequest, complete_checks, default_checks
 from service.checks.runs import CheckRuns, SmokeAsked, merged, stages_missing
 from service.checks.tenant_runs import keep_runs
-from service.errors import MODEL_GONE, BadInput, ImportTooLarge, NotFound, StoreFull, bounded
+from service.errors import MODEL_GONE, ImportTooLarge, NotFound, StoreFull
 from service.imports.admission import Place
 from service.imports.answers import Imported, held_again, rename, stored_summary
 from service.imports.identity import in_store, known_id, read_id, worker_reports
@@ -67,6 +67,7 @@ from service.imports.naming import Naming
 from service.imports.parts import ImportParts
 from service.imports.sources import Source
 from service.imports.sources.stored import StoredModel, check_sources
+from service.imports.sources.upload import unused_parts
 from service.imports.staging import Budget, Staged, Staging
 from service.imports.summary import SUMMARY_TENSORS, content_summary, summary_bytes, tenant_view
 from service.imports.workers import run_worker, run_workers
@@ -187,8 +188,7 @@ async def _commit_new(
     """Content read from a source: its id and records from what the worker read, then stored (or held already)."""
     unused = sorted(staged.parts - set(header.external_files))
     if unused:
-        names = ", ".join(repr(location) for location in unused[:10])
-        raise BadInput(f"{len(unused)} external_data parts are not used by any tensor: {bounded(names, 300)}")
+        raise unused_parts(unused)
     reports = worker_reports(header, staged.display_name)
     files = staged.record_files(reports) if staged.record_files is not None else in_store(area, reports)
     model_id = read_id(staged, reports)

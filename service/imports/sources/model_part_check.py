@@ -10,8 +10,9 @@ between tenants, from outside the import queue: a body still arriving never
 holds an import place) while the loop goes on receiving (`receiving`). A
 refusal of the model's content (malformed, a tensor too large, an external
 location outside the rules, too many external files: an `ImportFailed`
-with the importer's kind, offset and field path) ends the reception at
-once and is the upload's answer; the HTTP layer then answers and closes the
+with the importer's kind, offset and field path), or the `BadInput` the
+check itself raises on what it learnt (a part no tensor uses), ends the
+reception at once and is the upload's answer; the HTTP layer then answers and closes the
 connection without reading the rest. Anything else the check meets (a
 worker that crashed, an I/O error) is left to the import, which reads the
 model again with its external data, and so is a body that ends before the
@@ -30,7 +31,7 @@ from typing import TypeVar
 
 import anyio
 
-from service.errors import ImportFailed
+from service.errors import BadInput, ImportFailed
 from service.imports.sources.finished_uploads import refuses_the_content
 
 log = logging.getLogger("service")
@@ -45,7 +46,7 @@ class ModelPartCheck:
         self._check = check
         self._loop = asyncio.get_running_loop()
         self._model_read = asyncio.Event()
-        self._refusal: ImportFailed | None = None
+        self._refusal: ImportFailed | BadInput | None = None
 
     def model_read(self) -> None:
         """The model part is on disk, its file closed (called from the thread that wrote it)."""
@@ -76,6 +77,9 @@ class ModelPartCheck:
             return
         try:
             await self._check()
+        except BadInput as error:  # the check's own verdict on what was received (a part the model does not use)
+            self._refusal = error
+            scope.cancel()
         except ImportFailed as error:
             if refuses_the_content(error):
                 self._refusal = error

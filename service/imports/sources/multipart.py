@@ -24,7 +24,9 @@ is `BadInput` or `PathRefused`; a full file system an OSError (507). Once the
 model part is written, while the rest of the body arrives, a sandboxed
 worker checks it (`service.imports.sources.model_part_check`): a model
 refused by its own bytes ends the reception at once, with the importer's
-refusal.
+refusal; a model that passes names its external locations, and a part
+under another name is refused as soon as its headers are read (or at
+once, received already): no tensor would use it.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from service.imports.naming import LIMITS, MAX_FIELD_BYTES, Naming, named
 from service.imports.sources.body_pipe import BodyPipe
 from service.imports.sources.hash_thread import HashThread
 from service.imports.sources.model_part_check import ModelPartCheck
-from service.imports.sources.upload import StagedFile, Upload, check_location, display_name_of
+from service.imports.sources.upload import StagedFile, Upload, check_location, display_name_of, unused_parts
 from service.imports.staging import Staged, Staging
 from service.store.writeback import Writeback
 
@@ -66,6 +68,7 @@ class _PartWriter:
         self.current: StagedFile | None = None
         self.locations: set[str] = set()
         self.field: str | None = None  # the text field being read (`name` or `label`), its bytes in `text`
+        self.named: frozenset[str] | None = None  # the locations the model names, once its early check has passed
         self.text = bytearray()
 
     # header callbacks
@@ -104,6 +107,8 @@ class _PartWriter:
             if not filename:
                 raise BadInput("an 'external_data' part needs a file name: the location the model names")
             location = check_location(filename)
+            if self.named is not None and location not in self.named:
+                raise unused_parts([location])
             if location in self.locations:
                 raise BadInput(f"two 'external_data' parts for {bounded(repr(location), 200)}")
             self.locations.add(location)
@@ -113,6 +118,15 @@ class _PartWriter:
             raise BadInput(f"unknown part {bounded(repr(name.decode('latin-1')), 100)}: only 'model', 'external_data', 'name' and 'label'")
         self.fd = _create(self.current.path, self.upload.model_path.parent)
         self.writeback = Writeback(self.fd)
+
+    def named_by_model(self, named: list[str]) -> None:
+        """The locations the model names (its early check passed, on the loop): a part
+        received already that it does not name is refused now, one to come at its headers
+        (one whose headers the thread reads just now may slip by both: its import refuses it)."""
+        self.named = frozenset(named)
+        unused = sorted(staged.location for staged in list(self.upload.externals) if staged.location not in self.named)
+        if unused:
+            raise unused_parts(unused)
 
     def _begin_field(self, field: str, filename: str) -> None:
         """A text field (`name` or `label`): once each, not a file."""
@@ -210,7 +224,11 @@ class MultipartUpload:
         budget = staging.budget
         area = staging.area
         upload = Upload(area.upload_model, area.upload_external)
-        check = ModelPartCheck(lambda: staging.list_externals(area, upload.naming.name or upload.display_name))
+
+        async def checked() -> None:
+            writer.named_by_model(await staging.list_externals(area, upload.naming.name or upload.display_name))
+
+        check = ModelPartCheck(checked)
         writer = _PartWriter(upload, budget.max_model, budget.max_files + MAX_PARTS_MARGIN, check.model_read)
         await check.receiving(lambda: self._received(writer, budget.max_total), self._rest)
         budget.take(upload.size, "the upload")

@@ -88,19 +88,21 @@ def _answered_early(service: AsgiService, body: LazyBody) -> dict[str, Any]:
 
 
 def test_a_malformed_model_part_is_refused_before_its_external_data_arrives(service: AsgiService) -> None:
+    stored = service.stored_contents()
     problem = _answered_early(service, LazyBody(b"\x08", "weights.bin", 2 * GIB))  # a varint cut off
     assert problem["kind"] == "Malformed" and problem["offset"] == 1 and problem["field_path"] == "ModelProto"
     assert problem["input"] == "model.onnx"
-    assert service.stored_contents() == set()
+    assert service.stored_contents() == stored
 
 
 def test_a_location_outside_the_rules_is_refused_before_the_data_arrives(service: AsgiService) -> None:
     model = external_weight_model("../secrets/weights.bin", 1024)
+    stored = service.stored_contents()
     problem = _answered_early(service, LazyBody(model, "weights.bin", 2 * GIB))
     assert problem["kind"] == "ExternalData" and "'..'" in problem["detail"]
     assert problem["field_path"] == "ModelProto.graph.initializer[0]", problem
     assert isinstance(problem["offset"], int) and problem["offset"] > 0
-    assert service.stored_contents() == set()
+    assert service.stored_contents() == stored
 
 
 def test_a_model_part_that_passes_lets_the_whole_body_in(service: AsgiService) -> None:
@@ -113,3 +115,15 @@ def test_a_model_part_that_passes_lets_the_whole_body_in(service: AsgiService) -
     assert response.headers.get("connection") != "close"
     summary = response.json()
     assert summary["input"] == "model.onnx" and summary["id"] in service.stored_contents()
+
+
+def test_a_part_the_model_does_not_name_is_refused_once_the_model_part_has_passed(service: AsgiService) -> None:
+    model = external_weight_model("weights.bin", 16)  # a model that passes; its one location is weights.bin
+    body = LazyBody(model, "weight.bin", 2 * GIB)  # the external data under another name: no tensor would use it
+    stored = service.stored_contents()
+    response, produced = asyncio.run(_sent(service, body))
+    assert produced < SMALL_FRACTION * body.external_bytes, f"answered after {produced} of {body.external_bytes} bytes"
+    assert response.headers["connection"] == "close"
+    problem = assert_problem(response, 400, "bad-request")
+    assert problem["detail"] == "1 external_data parts are not used by any tensor: 'weight.bin'"
+    assert service.temporary_files() == [] and service.stored_contents() == stored
