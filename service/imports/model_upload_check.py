@@ -13,7 +13,8 @@ of the content (malformed, a tensor too large, an external location outside
 the rules, too many external files: an `ImportFailed` with the importer's
 kind, offset and field path) is that PATCH's answer, and the upload is
 removed, as an import refusing it would: the client need send none of the
-external data. Anything else (no verdict in time, a worker that crashed)
+external data. Anything else (no verdict in time, a worker that crashed
+or met a resource limit)
 leaves the upload as it is, for its import to decide. An upload that does
 not say it holds a model is never read as one.
 """
@@ -30,7 +31,7 @@ import anyio.to_thread
 from service.errors import DomainError, ImportFailed
 from service.imports import pipeline
 from service.imports.parts import ImportParts
-from service.imports.sources.finished_uploads import refuses_the_content
+from service.imports.sources.model_part_check import refused_by_its_bytes
 from service.imports.sources.upload import display_name_of
 from service.imports.sources.upload_metadata import holds_model, metadata_pairs, naming_of_metadata
 from service.store.uploads import ResumableUploads
@@ -51,7 +52,7 @@ async def check_model_upload(parts: ImportParts, uploads: ResumableUploads, tena
             await anyio.to_thread.run_sync(_linked, uploads, tenant, upload_id, area.upload_model)
             await pipeline.listed_outside_the_queue(parts, tenant, area, display_name)
     except ImportFailed as error:
-        if not refuses_the_content(error):
+        if not refused_by_its_bytes(error):
             log.info("the check of model upload %s ended without a verdict (%s); its import decides", upload_id, error.failure.kind)
             return
         with contextlib.suppress(DomainError, OSError):  # else the sweep removes it once it expires

@@ -14,7 +14,7 @@ with the importer's kind, offset and field path), or the `BadInput` the
 check itself raises on what it learnt (a part no tensor uses), ends the
 reception at once and is the upload's answer; the HTTP layer then answers and closes the
 connection without reading the rest. Anything else the check meets (a
-worker that crashed, an I/O error) is left to the import, which reads the
+worker that crashed, a resource limit, an I/O error) is left to the import, which reads the
 model again with its external data, and so is a body that ends before the
 check does (the check's worker is ended). A body whose rest is small is
 not checked apart: its import starts as soon anyway. The front end never
@@ -32,11 +32,17 @@ from typing import TypeVar
 import anyio
 
 from service.errors import BadInput, ImportFailed
-from service.imports.sources.finished_uploads import refuses_the_content
+from service.imports.sources.finished_uploads import NOT_THE_CONTENTS_FAULT
 
 log = logging.getLogger("service")
 T = TypeVar("T")
 MIN_REST_BYTES = 4 << 20  # a body with no more than this left after its model part is not checked apart
+LEFT_TO_THE_IMPORT = NOT_THE_CONTENTS_FAULT | {"ResourceLimit"}  # the import's worker may be given more than the check's
+
+
+def refused_by_its_bytes(error: ImportFailed) -> bool:
+    """The importer refused the model for what its bytes say (not a worker's limit, crash or I/O): so will its import."""
+    return error.limit is None and error.failure.kind not in LEFT_TO_THE_IMPORT
 
 
 class ModelPartCheck:
@@ -81,7 +87,7 @@ class ModelPartCheck:
             self._refusal = error
             scope.cancel()
         except ImportFailed as error:
-            if refuses_the_content(error):
+            if refused_by_its_bytes(error):
                 self._refusal = error
                 scope.cancel()
                 return
