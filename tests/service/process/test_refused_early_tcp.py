@@ -128,3 +128,4 @@ def test_a_2_gib_upload_refused_by_its_model_part_is_answered_before_it_arrives(
     while server.temporary_files() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert server.temporary_files() == []
+    assert "Traceback" not in server.log.read_text(errors="replace")
