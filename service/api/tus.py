@@ -6,7 +6,8 @@ unless `Tus-Resumable: 1.0.0`, with `Tus-Version`), the parsing of
 `Upload-Length` and `Upload-Offset` (decimal) and the check of
 `Upload-Metadata` (its pairs: `service.imports.sources.upload_metadata`;
 its `filename` decoded, UTF-8, at most `MAX_FILENAME_BYTES`; its `name` and
-`label`, the model's, within their rules), each a 400 when malformed, `http_date` (RFC 9110's IMF-fixdate, for `Upload-Expires`) and
+`label`, the model's, within their rules; its `part`, `model` or
+`external_data`), each a 400 when malformed, `http_date` (RFC 9110's IMF-fixdate, for `Upload-Expires`) and
 `TusHeaderMiddleware` (pure ASGI: `Tus-Resumable: 1.0.0` on every response
 under `/uploads`, problems included).
 """
@@ -20,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.problems import ProblemError
 from service.errors import BadInput
-from service.imports.sources.upload_metadata import metadata_pairs, naming_of_metadata
+from service.imports.sources.upload_metadata import holds_model, metadata_pairs, naming_of_metadata
 
 TUS_VERSION = "1.0.0"
 TUS_EXTENSIONS = "creation,termination,expiration"
@@ -58,6 +59,7 @@ def parse_metadata(value: str | None) -> tuple[str, str]:
     try:
         pairs = metadata_pairs(value)
         naming_of_metadata(pairs)
+        holds_model(pairs)
     except BadInput as error:
         raise ProblemError("bad-request", error.detail) from None
     filename = pairs.get("filename", b"")

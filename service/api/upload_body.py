@@ -1,15 +1,18 @@
-"""A multipart upload request, as the pipeline's source: `multipart_source`, and its 413.
+"""A multipart upload request, as the pipeline's source: `multipart_source`, and its refusals before the body's end.
 
 Owns what is HTTP about an upload: the `Content-Type`'s boundary (present,
 at most `MAX_BOUNDARY_BYTES`), a declared `Content-Length` past
 `--max-upload-total` refused before a byte is read, the body's chunks with
 their deadlines (`service.api.request_body.body_chunks`), an event set once
 the body has been read whole (`service.api.client_presence` watches the
-connection from then on), and `refused_too_large`: an upload refused for
-its size is answered with `Connection: close` after reading (and dropping)
-up to `DRAIN_BYTES` more, so a well-behaved client that is still sending
-sees the 413 rather than a reset connection. The parts themselves are the
-source's (`service.imports.sources.multipart`).
+connection from then on), and `refused_unread`: an upload refused before
+its body has been read whole (past a size limit, a part out of place, its
+model part refused by the worker that checked it while the rest arrived:
+`service.imports.sources.model_part_check`) is answered at once with
+`Connection: close`, after reading (and dropping) up to `DRAIN_BYTES` more,
+so a well-behaved client that is still sending a short rest sees the answer
+rather than a reset connection; the rest of a long body is never read. The
+parts themselves are the source's (`service.imports.sources.multipart`).
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ import anyio
 from fastapi import Request
 from python_multipart.multipart import parse_options_header
 
-from service.api.problems import ProblemError, domain_problem
+from service.api.problems import ProblemError, known_problem
 from service.api.request_body import body_chunks
-from service.errors import UploadTooLarge
+from service.errors import DomainError
 from service.imports.sources.multipart import MultipartUpload
 from service.settings import Settings
 
@@ -72,12 +75,15 @@ def multipart_source(request: Request, settings: Settings) -> tuple[MultipartUpl
             headers={"Connection": "close"},
         )
     body = UploadBody(request, settings)
-    return MultipartUpload(body.chunks(), boundary), body
+    return MultipartUpload(body.chunks(), boundary, length), body
 
 
-async def refused_too_large(error: UploadTooLarge, body: UploadBody) -> ProblemError:
-    """The 413 of an upload refused for its size while it arrived: drained a little, then the connection closed."""
+async def refused_unread(error: DomainError | OSError, body: UploadBody) -> ProblemError | None:
+    """The problem of an upload refused while its body arrived: drained a little, then the connection closed
+    (None: an error no problem names, raised on as it is)."""
+    problem = known_problem(error)
+    if problem is None:
+        return None
     await body.drained()
-    problem = domain_problem(error)
     problem.headers["Connection"] = "close"
     return problem

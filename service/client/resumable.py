@@ -28,6 +28,10 @@ own HTTP client and sleep. What it decides:
   (`PATCH_BYTES`), and there are at most its pieces and `MAX_RESUMES` of
   them; the PATCH that would pass either is not sent (`ResumeBoundExceeded`,
   the upload kept);
+- the model's upload says so (`part` `model` in its metadata): the PATCH
+  that finishes it answers the model's refusal (422, the upload removed):
+  it is raised, nothing of the external data is sent, and the resume
+  entries are forgotten;
 - the import is retried on 503 (per `Retry`) and on connection errors; once
   it has succeeded, or refused the uploaded content (400, 413, 422: the
   service removes the uploads then), the resume entries are forgotten; any
@@ -68,6 +72,7 @@ RETRIED_PATCH = frozenset({408, 409, 429})  # and every 5xx
 # service has removed the uploads, and so the client forgets them. After any other refusal (503, 507, a 5xx,
 # a key without the scope, ...) the uploads stay in the service for the import to be asked again.
 FORGOTTEN_AFTER_REFUSAL = frozenset({400, 413, 422})
+MODEL_REFUSED = 422  # the answer to the PATCH that finishes the model's upload when the service refuses the model
 
 T = TypeVar("T")
 log = logging.getLogger("service.client")
@@ -231,7 +236,13 @@ class ResumableImport:
         urls = []
         before = 0
         for part, key in zip(self.parts, self.keys, strict=True):
-            urls.append((yield from self._upload(part, key, before)))
+            try:
+                urls.append((yield from self._upload(part, key, before)))
+            except ServiceError as error:
+                if error.status == MODEL_REFUSED and part is self.parts[0]:  # the service removed it: the import is over
+                    for each in self.keys:
+                        self.store.forget(each)
+                raise
             before += part.size
         request: Json = {"upload": upload_id(urls[0]), **self.naming}
         if len(self.parts) > 1:
@@ -309,6 +320,8 @@ class ResumableImport:
 
     def _create(self, part: Part) -> Steps[str]:
         metadata = "filename " + base64.b64encode(part.name.encode()).decode("ascii")
+        if part is self.parts[0]:  # the model: checked by the PATCH that finishes it, which answers its refusal
+            metadata += ",part " + base64.b64encode(b"model").decode("ascii")
         call = Call("POST", "/uploads", tus_headers(**{"Upload-Length": str(part.size), "Upload-Metadata": metadata}))
         answer = yield from self._asked(call)
         if self.automatic and status_of(answer) in (404, 405):

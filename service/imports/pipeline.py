@@ -7,7 +7,9 @@ version, a model the store holds), and each step is written here once:
 1. **admission**: a place in the import queue, fair between tenants
    (`service.imports.admission`); a source whose bytes the client sends is
    received first under a receiving place, and only then queued, so a slow
-   client never holds an import place. Content new to the store needs room:
+   client never holds an import place (an upload's model part may be checked
+   while the rest arrives, by a worker in a slot of its own turn:
+   `service.imports.sources.model_part_check`). Content new to the store needs room:
    the store's file system above its free-space floor, or evicting what the
    tenant may evict would bring it back there (`StoreFull` otherwise);
 2. **staging**: the source puts its files into the request's work folder
@@ -57,7 +59,7 @@ import anyio.to_thread
 from service.checks.requested import CheckRequest, complete_checks, default_checks
 from service.checks.runs import CheckRuns, SmokeAsked, merged, stages_missing
 from service.checks.tenant_runs import keep_runs
-from service.errors import MODEL_GONE, BadInput, ImportTooLarge, NotFound, StoreFull, bounded
+from service.errors import MODEL_GONE, ImportTooLarge, NotFound, StoreFull
 from service.imports.admission import Place
 from service.imports.answers import Imported, held_again, rename, stored_summary
 from service.imports.identity import in_store, known_id, read_id, worker_reports
@@ -65,6 +67,7 @@ from service.imports.naming import Naming
 from service.imports.parts import ImportParts
 from service.imports.sources import Source
 from service.imports.sources.stored import StoredModel, check_sources
+from service.imports.sources.upload import unused_parts
 from service.imports.staging import Budget, Staged, Staging
 from service.imports.summary import SUMMARY_TENSORS, content_summary, summary_bytes, tenant_view
 from service.imports.workers import run_worker, run_workers
@@ -99,7 +102,7 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         if source.sent_by_client:  # received under a receiving place, then queued
             async with parts.admission.receiving(tenant):
                 await make_room(parts, tenant)
-                staged = await source.stage(Staging(area, budget, _no_listing))
+                staged = await source.stage(Staging(area, budget, functools.partial(listed_outside_the_queue, parts, tenant)))
             place = await stack.enter_async_context(parts.admission.admitted(tenant))
         else:
             place = await stack.enter_async_context(parts.admission.admitted(tenant))
@@ -126,8 +129,12 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         return await _commit_new(parts, tenant, staged, header, runs, area)
 
 
-async def _no_listing(area: ModelFolder, display_name: str) -> list[str]:
-    raise AssertionError("a source sent by the client names its external files itself")
+async def listed_outside_the_queue(parts: ImportParts, tenant: str, area: ModelFolder, display_name: str) -> list[str]:
+    """`_listed_externals` for a model part checked early, before its import is queued (a body still
+    arriving, `service.imports.sources.model_part_check`; a resumable upload just finished,
+    `service.imports.model_upload_check`): a worker slot taken in its turn like any, fair
+    between tenants, by a place outside the import queue."""
+    return await _listed_externals(parts, Place(parts.admission, tenant), area, display_name)
 
 
 async def _listed_externals(parts: ImportParts, place: Place, area: ModelFolder, display_name: str) -> list[str]:
@@ -181,8 +188,7 @@ async def _commit_new(
     """Content read from a source: its id and records from what the worker read, then stored (or held already)."""
     unused = sorted(staged.parts - set(header.external_files))
     if unused:
-        names = ", ".join(repr(location) for location in unused[:10])
-        raise BadInput(f"{len(unused)} external_data parts are not used by any tensor: {bounded(names, 300)}")
+        raise unused_parts(unused)
     reports = worker_reports(header, staged.display_name)
     files = staged.record_files(reports) if staged.record_files is not None else in_store(area, reports)
     model_id = read_id(staged, reports)

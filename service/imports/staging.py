@@ -74,7 +74,7 @@ class Staging:
 
     area: ModelFolder  # the request's work folder
     budget: Budget
-    list_externals: ListExternals  # a sandboxed worker's list of the external locations the area's model names
+    list_externals: ListExternals  # a sandboxed worker's list of the external locations the area's model names (its refusal)
 
 
 RecordFiles = Callable[[dict[str, SourceReport]], dict[str, SourceFile]]

@@ -5,6 +5,8 @@
 `values` sets the size; the fleet's tests post many of them at once.
 `unnamed_reshape()`: an input whose dimensions have no names (as silero_vad
 declares), reshaped to [2, -1], for the smoke run's bindings by input and axis.
+`external_weight_model(location, values)`: a weight of `values` float32 zeros
+in the external file `location` (any text: one outside the rules too).
 """
 
 from __future__ import annotations
@@ -39,4 +41,20 @@ def unnamed_reshape() -> bytes:
         [helper.make_tensor("shape", TensorProto.INT64, [2], [2, -1])],
     )
     data: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return data
+
+
+def external_weight_model(location: str, values: int) -> bytes:
+    """A model whose one weight `W`, `values` float32 zeros, is the first `values * 4` bytes of the external file `location`."""
+    weight = numpy_helper.from_array(np.zeros(values, np.float32), "W")
+    weight.ClearField("raw_data")
+    weight.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", "0"), ("length", str(values * 4))):
+        entry = weight.external_data.add()
+        entry.key, entry.value = key, value
+    output = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [values])
+    graph = helper.make_graph([helper.make_node("Identity", ["W"], ["Y"])], "external", [], [output], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    data: bytes = model.SerializeToString()
     return data

@@ -44,13 +44,18 @@ def weights_of(seed: int, values: int = 6) -> bytes:
     return data
 
 
-def metadata(filename: str) -> str:
-    return "filename " + base64.b64encode(filename.encode()).decode()
+def metadata(filename: str, part: str | None = None) -> str:
+    """`Upload-Metadata` naming the file, and the part of an import it is (`model`, `external_data`), if given."""
+    said = "filename " + base64.b64encode(filename.encode()).decode()
+    return said if part is None else f"{said},part {base64.b64encode(part.encode()).decode()}"
 
 
-def create(client: httpx.Client, length: int, auth: dict[str, str] | None = None, filename: str = "model.onnx") -> str:
+def create(
+    client: httpx.Client, length: int, auth: dict[str, str] | None = None, filename: str = "model.onnx", part: str | None = None
+) -> str:
     """A new upload's URL."""
-    response = client.post("/uploads", headers={**TUS, **(auth or {}), "Upload-Length": str(length), "Upload-Metadata": metadata(filename)})
+    headers = {**TUS, **(auth or {}), "Upload-Length": str(length), "Upload-Metadata": metadata(filename, part)}
+    response = client.post("/uploads", headers=headers)
     assert response.status_code == 201, response.text
     assert response.headers["tus-resumable"] == "1.0.0"
     location = response.headers["location"]

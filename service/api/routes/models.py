@@ -39,11 +39,11 @@ from service.api.problems import ProblemError, known_problem
 from service.api.request_body import read_json
 from service.api.request_context import current_request
 from service.api.schemas import GraphDocument, ImportRequest, ModelFile, ModelListItem, ModelPage, ModelSummary, PageLinks
-from service.api.upload_body import multipart_source, refused_too_large
+from service.api.upload_body import multipart_source, refused_unread
 from service.checks.outcome import ChecksError, parse_checks, parse_dims
 from service.checks.requested import CheckRequest
 from service.checks.runs import CheckRuns
-from service.errors import DomainError, UploadTooLarge, bounded
+from service.errors import DomainError, bounded
 from service.imports import pipeline
 from service.imports.answers import Imported, stored_summary
 from service.imports.graph_render import graph_document
@@ -176,8 +176,10 @@ async def post_model(request: Request, parts: ImportsDep, uploads: UploadsDep, m
                 source, body = multipart_source(request, parts.settings)
                 try:
                     imported = await while_client_waits(request, lambda: pipeline.run(parts, source, tenant, checks), body.read)
-                except UploadTooLarge as error:
-                    raise await refused_too_large(error, body) from None
+                except (DomainError, OSError) as error:
+                    if body.read.is_set() or (problem := await refused_unread(error, body)) is None:
+                        raise
+                    raise problem from None
             else:
                 wanted = await read_json(request, ImportRequest, parts.settings.body_timeout)
                 naming = naming_of(wanted.name, wanted.label)

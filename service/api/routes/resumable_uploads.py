@@ -11,8 +11,10 @@ any upload) and imported by
 PATCH's body is read as a one-shot upload's is (`body_chunks`: silence and
 minimum rate; a receiving place of the import admission, within the tenant's share), written and hashed
 in threads while the loop receives (`service.imports.sources.body_pipe`), and whatever
-arrived before a disconnect, a timeout or an error is kept. Every route takes the `import` scope; another tenant's upload is a
-404, as a missing one.
+arrived before a disconnect, a timeout or an error is kept. The PATCH that finishes an upload
+created with the metadata `part` `model` answers once a worker has checked that model
+(`service.imports.model_upload_check`): its refusal is the PATCH's answer. Every route takes the `import` scope;
+another tenant's upload is a 404, as a missing one.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from service.api.tus import (
     require_tus,
 )
 from service.errors import DomainError, NotFound, bounded
+from service.imports.model_upload_check import check_model_upload
 from service.imports.sources.body_pipe import BodyPipe
 from service.imports.sources.hash_thread import HashThread
 from service.store.uploads import Appending
@@ -62,7 +65,8 @@ CREATION = {
         _header(
             "Upload-Metadata",
             "comma-separated `key base64value` pairs (at most 4096 characters); `filename` names the model in an import,"
-            " or `name` (its display name) and `label` do (each UTF-8, printable, at most 200 and 100 characters)",
+            " or `name` (its display name) and `label` do (each UTF-8, printable, at most 200 and 100 characters);"
+            " `part`: `model` (the PATCH that finishes the upload checks the model, and answers its refusal) or `external_data`",
             required=False,
         ),
     ]
@@ -175,7 +179,7 @@ async def upload_offset(upload_id: str, request: Request, parts: ImportsDep, upl
     openapi_extra=PATCHING,
     responses={
         204: {"description": "appended: Upload-Offset (the new offset), Upload-Expires"},
-        **problem_responses(400, 401, 403, 404, 408, 409, 412, 413, 415, 503, 507),
+        **problem_responses(400, 401, 403, 404, 408, 409, 412, 413, 415, 422, 503, 507),
     },
 )
 async def patch_upload(upload_id: str, request: Request, parts: ImportsDep, uploads: UploadsDep, caller: ImportCaller) -> Response:
@@ -193,6 +197,7 @@ async def patch_upload(upload_id: str, request: Request, parts: ImportsDep, uplo
     if declared is not None and declared.isdigit() and int(declared) > appending.room:
         await anyio.to_thread.run_sync(appending.end)
         raise _past_length(appending, int(declared))
+    started = appending.offset
     appender = _Appender(appending)
     pipe = BodyPipe(appender.consume, appender.end)  # written and hashed in threads while the loop receives
     try:
@@ -209,6 +214,11 @@ async def patch_upload(upload_id: str, request: Request, parts: ImportsDep, uplo
         await pipe.finish()  # what arrived is kept, whatever ends the request; the thread closes the upload
     if appender.expires is None:
         raise NotFound(f"no upload {bounded(repr(upload_id), 80)}")  # removed (DELETE, expiry) while this request wrote
+    if appending.offset == appending.length > started:  # this PATCH finished it: a model upload is checked now
+        try:
+            await check_model_upload(parts, uploads, caller.tenant, upload_id)
+        except (DomainError, OSError) as error:
+            raise _problem(error) from None
     return Response(status_code=204, headers={"Upload-Offset": str(appending.offset), "Upload-Expires": http_date(appender.expires)})
 
 

@@ -20,22 +20,30 @@ short waits for the writing thread to close its file (`BodyPipe.stop`)
 before its error goes on. Each file's SHA-256 is computed while it streams
 (`service.imports.sources.hash_thread`), so the model's id is known before
 any worker runs. A malformed body, a part out of place or a refused location
-is `BadInput` or `PathRefused`; a full file system an OSError (507).
+is `BadInput` or `PathRefused`; a full file system an OSError (507). Once the
+model part is written, while the rest of the body arrives, a sandboxed
+worker checks it (`service.imports.sources.model_part_check`): a model
+refused by its own bytes ends the reception at once, with the importer's
+refusal; a model that passes names its external locations, and a part
+under another name is refused as soon as its headers are read (or at
+once, received already): no tensor would use it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import anyio
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from service.errors import BadInput, DomainError, UploadTooLarge, bounded
 from service.imports.naming import LIMITS, MAX_FIELD_BYTES, Naming, named
 from service.imports.sources.body_pipe import BodyPipe
 from service.imports.sources.hash_thread import HashThread
-from service.imports.sources.upload import StagedFile, Upload, check_location, display_name_of
+from service.imports.sources.model_part_check import ModelPartCheck
+from service.imports.sources.upload import StagedFile, Upload, check_location, display_name_of, unused_parts
 from service.imports.staging import Staged, Staging
 from service.store.writeback import Writeback
 
@@ -45,8 +53,9 @@ MAX_PARTS_MARGIN = 8
 class _PartWriter:
     """The parser's callbacks: headers of a part, then its bytes to a file."""
 
-    def __init__(self, upload: Upload, max_model: int, max_parts: int) -> None:
+    def __init__(self, upload: Upload, max_model: int, max_parts: int, model_read: Callable[[], None]) -> None:
         self.upload = upload
+        self.model_read = model_read  # the model part is on disk, its file closed
         self.max_model = max_model
         self.max_parts = max_parts
         self.parts = 0
@@ -59,6 +68,7 @@ class _PartWriter:
         self.current: StagedFile | None = None
         self.locations: set[str] = set()
         self.field: str | None = None  # the text field being read (`name` or `label`), its bytes in `text`
+        self.named: frozenset[str] | None = None  # the locations the model names, once its early check has passed
         self.text = bytearray()
 
     # header callbacks
@@ -97,6 +107,8 @@ class _PartWriter:
             if not filename:
                 raise BadInput("an 'external_data' part needs a file name: the location the model names")
             location = check_location(filename)
+            if self.named is not None and location not in self.named:
+                raise unused_parts([location])
             if location in self.locations:
                 raise BadInput(f"two 'external_data' parts for {bounded(repr(location), 200)}")
             self.locations.add(location)
@@ -106,6 +118,15 @@ class _PartWriter:
             raise BadInput(f"unknown part {bounded(repr(name.decode('latin-1')), 100)}: only 'model', 'external_data', 'name' and 'label'")
         self.fd = _create(self.current.path, self.upload.model_path.parent)
         self.writeback = Writeback(self.fd)
+
+    def named_by_model(self, named: list[str]) -> None:
+        """The locations the model names (its early check passed, on the loop): a part
+        received already that it does not name is refused now, one to come at its headers
+        (one whose headers the thread reads just now may slip by both: its import refuses it)."""
+        self.named = frozenset(named)
+        unused = sorted(staged.location for staged in list(self.upload.externals) if staged.location not in self.named)
+        if unused:
+            raise unused_parts(unused)
 
     def _begin_field(self, field: str, filename: str) -> None:
         """A text field (`name` or `label`): once each, not a file."""
@@ -154,6 +175,8 @@ class _PartWriter:
                 self.writeback.finish(self.current.size)
             self.current.sha256 = self.hasher.hexdigest()
         self.close()
+        if self.current is not None and self.current is self.upload.model:
+            self.model_read()
 
     def close(self) -> None:
         self.writeback = None
@@ -191,29 +214,65 @@ class MultipartUpload:
 
     sent_by_client = True
 
-    def __init__(self, chunks: AsyncIterator[bytes], boundary: bytes) -> None:
+    def __init__(self, chunks: AsyncIterator[bytes], boundary: bytes, declared: int | None = None) -> None:
         self.chunks = chunks
         self.boundary = boundary
+        self.declared = declared  # the body's Content-Length, if it has one
+        self.received = 0  # the body's bytes received so far
 
     async def stage(self, staging: Staging) -> Staged:
         budget = staging.budget
         area = staging.area
         upload = Upload(area.upload_model, area.upload_external)
-        await _received(self.chunks, self.boundary, upload, budget.max_model, budget.max_total, budget.max_files)
+
+        async def checked() -> None:
+            writer.named_by_model(await staging.list_externals(area, upload.naming.name or upload.display_name))
+
+        check = ModelPartCheck(checked)
+        writer = _PartWriter(upload, budget.max_model, budget.max_files + MAX_PARTS_MARGIN, check.model_read)
+        await check.receiving(lambda: self._received(writer, budget.max_total), self._rest)
         budget.take(upload.size, "the upload")
         return upload.staged(area)
 
     async def settle(self, error: BaseException | None) -> None:
         pass
 
+    def _rest(self) -> int | None:
+        """The body's bytes still to come (None: unknown, no Content-Length)."""
+        return None if self.declared is None else max(0, self.declared - self.received)
 
-async def _received(
-    chunks: AsyncIterator[bytes], boundary: bytes, upload: Upload, max_model: int, max_total: int, max_parts: int
-) -> Upload:
-    """The parts of the body, written to `upload`'s places (see the module comment)."""
-    upload.model_path.parent.mkdir(parents=True, exist_ok=True)  # external_dir is made with its first part
-    writer = _PartWriter(upload, max_model, max_parts + MAX_PARTS_MARGIN)
-    parser = MultipartParser(
+    async def _received(self, writer: _PartWriter, max_total: int) -> Upload:
+        """The parts of the body, written by `writer` to its upload's places (see the module comment)."""
+        upload = writer.upload
+        upload.model_path.parent.mkdir(parents=True, exist_ok=True)  # external_dir is made with its first part
+        parser = _parser(self.boundary, writer)
+        pipe = BodyPipe(parser.write, writer.end)  # parse, hash and write in a thread while the loop receives
+        try:
+            async for chunk in self.chunks:  # the iterator's own errors (a body too slow) go on as they are
+                self.received += len(chunk)
+                if self.received > max_total:
+                    raise UploadTooLarge(f"the upload is larger than the limit of {max_total} bytes", limit="max_upload_total")
+                if chunk:
+                    await _parsed(pipe.feed(chunk))
+            await _parsed(pipe.finish())
+            try:
+                parser.finalize()
+            except Exception as error:
+                raise BadInput(f"the multipart body is malformed: {str(error)[:200]}") from None
+        finally:
+            # at once once finished; else the thread drops what is queued and closes the file before the error goes on
+            # (shielded: the model part's refusal cancels the reception)
+            with anyio.CancelScope(shield=True):
+                await pipe.stop()
+        if upload.model is None:
+            raise BadInput("no 'model' part in the upload")
+        if any(staged.sha256 == "" for staged in [upload.model, *upload.externals]):
+            raise BadInput("the multipart body ended inside a part")
+        return upload
+
+
+def _parser(boundary: bytes, writer: _PartWriter) -> MultipartParser:
+    return MultipartParser(
         boundary,
         {
             "on_part_begin": writer.on_part_begin,
@@ -225,27 +284,6 @@ async def _received(
             "on_headers_finished": writer.on_headers_finished,
         },
     )
-    received = 0
-    pipe = BodyPipe(parser.write, writer.end)  # parse, hash and write in a thread while the loop receives
-    try:
-        async for chunk in chunks:  # the iterator's own errors (a body too slow) go on as they are
-            received += len(chunk)
-            if received > max_total:
-                raise UploadTooLarge(f"the upload is larger than the limit of {max_total} bytes", limit="max_upload_total")
-            if chunk:
-                await _parsed(pipe.feed(chunk))
-        await _parsed(pipe.finish())
-        try:
-            parser.finalize()
-        except Exception as error:
-            raise BadInput(f"the multipart body is malformed: {str(error)[:200]}") from None
-    finally:
-        await pipe.stop()  # at once once finished; else the thread drops what is queued and closes the file before the error goes on
-    if upload.model is None:
-        raise BadInput("no 'model' part in the upload")
-    if any(staged.sha256 == "" for staged in [upload.model, *upload.externals]):
-        raise BadInput("the multipart body ended inside a part")
-    return upload
 
 
 async def _parsed(step: Awaitable[None]) -> None:

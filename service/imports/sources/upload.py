@@ -8,7 +8,8 @@ characters, `model.onnx` when none is given; a `name` given instead:
 external part's file name as a location: relative, no `..`, at most
 `MAX_LOCATION_DEPTH` folders deep; `PathRefused` otherwise). `Upload.staged`
 is what the pipeline is handed: the store keeps these bytes (origin
-"upload"), and every part must be used by the model's tensors.
+"upload"), and every part must be used by the model's tensors (else
+`unused_parts`, the one refusal of those that are not).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.errors import PathRefused, bounded
+from service.errors import BadInput, PathRefused, bounded
 from service.imports.naming import Naming
 from service.imports.staging import Staged
 from service.store.client_paths import check_relative_path
@@ -74,6 +75,12 @@ def display_name_of(filename: str) -> str:
     """The name a client's file name gives a model: its base name, bounded."""
     base = posixpath.basename(filename.replace("\\", "/"))
     return bounded(base or DEFAULT_DISPLAY_NAME, MAX_DISPLAY_NAME)
+
+
+def unused_parts(unused: list[str]) -> BadInput:
+    """The refusal of external parts no tensor of the model uses (`unused`, sorted)."""
+    names = ", ".join(repr(location) for location in unused[:10])
+    return BadInput(f"{len(unused)} external_data parts are not used by any tensor: {bounded(names, 300)}")
 
 
 def check_location(filename: str) -> str:

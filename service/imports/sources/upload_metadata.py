@@ -4,8 +4,10 @@ Owns `metadata_pairs` (comma-separated `key base64value` pairs, at most
 `MAX_METADATA_CHARS`: keys printable ASCII without commas, each once; values
 strict base64, or absent) and `naming_of_metadata` (the `name` and `label`
 an upload's metadata gives the model it holds, UTF-8, under the rules of
-`service.imports.naming`). A header that breaks a rule is `BadInput` saying
-which. The creation route checks a header with them (`service.api.tus`, a
+`service.imports.naming`) and `holds_model` (its `part`, as a multipart
+form's: `model` or `external_data`; a model upload is checked at the PATCH
+that finishes it, `service.imports.model_upload_check`). A header that
+breaks a rule is `BadInput` saying which. The creation route checks a header with them (`service.api.tus`, a
 400 before anything is stored); an import of finished uploads reads its
 model upload's stored header again
 (`service.imports.sources.finished_uploads`).
@@ -22,6 +24,8 @@ from service.imports.naming import MAX_FIELD_BYTES, Naming, named
 
 MAX_METADATA_CHARS: Final = 4096
 NAMING_KEYS: Final = ("name", "label")
+PART_KEY: Final = "part"
+PARTS: Final = (b"model", b"external_data")
 
 
 def metadata_pairs(value: str | None) -> dict[str, bytes]:
@@ -59,3 +63,12 @@ def naming_of_metadata(pairs: dict[str, bytes]) -> Naming:
         except UnicodeDecodeError:
             raise BadInput(f"Upload-Metadata: the {key} is not UTF-8") from None
     return Naming(given.get("name"), given.get("label"))
+
+
+def holds_model(pairs: dict[str, bytes]) -> bool:
+    """Whether the upload's `part` says it holds an import's model (`model`); `external_data`, or no `part`:
+    not. BadInput for any other value."""
+    part = pairs.get(PART_KEY)
+    if part is not None and part not in PARTS:
+        raise BadInput(f"Upload-Metadata: the part is {part[:40]!r}, not 'model' or 'external_data'")
+    return part == b"model"

@@ -134,6 +134,15 @@ def test_a_refused_resumable_import_raises_the_problem_and_forgets_its_uploads(s
         client.import_file(broken, resumable=True)
     assert refused.value.status == 422 and refused.value.kind == "Malformed" and refused.value.input == "broken.onnx"
     assert not list((tmp_path / "resume").iterdir())
+    # refused by the PATCH that finishes the model's upload: none of its external data is sent
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(bytes(MIB))
+    seen: list[tuple[int, int]] = []
+    with Client(server.url, resume_store=tmp_path / "resume") as client, pytest.raises(ServiceError) as refused:
+        client.import_file(broken, external_data=[weights], resumable=True, progress=lambda *p: seen.append(p))
+    assert refused.value.status == 422 and refused.value.kind == "Malformed" and refused.value.offset is not None
+    assert max(done for done, _ in seen) <= broken.stat().st_size
+    assert not list((tmp_path / "resume").iterdir())
 
 
 def test_a_dropped_connection_is_resumed_on_its_own(server: ServiceUnderTest, tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Resumable uploads (tus 1.0.0 under /uploads), in the test process over
 ASGI (support.asgi_service, its workers real): discovery, an upload in pieces
 imported exactly as a multipart upload of the same bytes, external data from
-uploads, the protocol's refusals (412, 409, 413, 415, 400), tenants, an
+uploads, the protocol's refusals (412, 409, 413, 415, 400), a model upload
+refused at the PATCH that finishes it (422, the upload removed), tenants, an
 incomplete import, termination, the routes' documentation, expiry, the
 per-tenant count, the space reserved in the store, and one tenant's
 reservations leaving another's models and imports alone. A PATCH cut on the
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from support.asgi_service import AsgiService, serving_over_asgi
 from support.service_harness import SAMPLES, assert_problem, model_id_of
+from support.small_models import external_weight_model
 from support.tus_uploads import (
     MAX_TOTAL,
     MAX_UPLOAD,
@@ -193,6 +195,30 @@ def test_the_protocol_refusals(server: AsgiService, alice: dict[str, str]) -> No
             client.patch("/uploads/" + "0" * 32, headers={**TUS, **alice, "Upload-Offset": "0", "Content-Type": OCTETS}), 404, "not-found"
         )
         assert client.delete(url, headers={**TUS, **alice}).status_code == 204
+
+
+def test_the_patch_that_finishes_a_model_upload_answers_its_refusal(server: AsgiService, alice: dict[str, str]) -> None:
+    model = external_weight_model("../weights.bin", 64)  # a location outside the rules: refused by the model alone
+    with server.client() as client:
+        url = create(client, len(model), alice, "early.onnx", part="model")
+        half = len(model) // 2
+        assert patch(client, url, 0, model[:half], alice).status_code == 204  # not finished: not read
+        problem = assert_problem(patch(client, url, half, model[half:], alice), 422)
+        assert problem["kind"] == "ExternalData" and "'..'" in problem["detail"]
+        assert problem["field_path"] == "ModelProto.graph.initializer[0]" and isinstance(problem["offset"], int)
+        assert problem["input"] == "early.onnx"
+        assert url.rsplit("/", 1)[1] not in uploads_held(server)  # refused content: removed, as its import would
+        assert client.head(url, headers={**TUS, **alice}).status_code == 404
+        # the same bytes in an upload that does not say it holds a model are never read as one before the import
+        plain = upload(client, model, alice, "early.onnx", pieces=2)
+        response = client.post("/models", json={"upload": plain}, headers=alice)
+        assert assert_problem(response, 422)["kind"] == "ExternalData"
+        # a model that passes: the finishing PATCH is a 204 and the import goes on as ever
+        good = create(client, len(add_model(57)), alice, part="model")
+        assert patch(client, good, 0, add_model(57), alice).status_code == 204
+        assert client.post("/models", json={"upload": good.rsplit("/", 1)[1]}, headers=alice).status_code == 201
+        refused = client.post("/uploads", headers={**TUS, **alice, "Upload-Length": "8", "Upload-Metadata": metadata("m.onnx", "weights")})
+        assert_problem(refused, 400)
 
 
 def test_another_tenant_sees_nothing(server: AsgiService, alice: dict[str, str], bob: dict[str, str]) -> None:
