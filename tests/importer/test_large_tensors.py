@@ -1,11 +1,11 @@
-"""Tensors past 2 GiB, as an option (docs/import-rules.md §3, "Tensors past
-2 GiB"): the specification's 2^31 - 1 bytes stays the default, decided from
+"""Tensors past 2 GiB, as an option (docs/import-rules.md §3, its departure
+from the specification): the specification's 2^31 - 1 bytes stays the default, decided from
 the dims; `Limits.max_tensor_bytes` (the command line's `--max-tensor-bytes`)
 raises it for external data only, and an external tensor then reads back
 whole, at offsets past 2^31.
 
-The external file is sparse (`os.truncate`, a few known bytes written): 2 GiB
-on no disk, and nothing here reads more of it than those bytes.
+The external file is sparse (support.past_2gib_model): 2 GiB on no disk, and
+nothing here reads more of it than its few known bytes.
 """
 
 from __future__ import annotations
@@ -20,49 +20,14 @@ import onnx
 import onnx_dump
 import pytest
 from onnx import TensorProto, helper
+from support.past_2gib_model import BIG_BYTES, ELEMENTS, MARKS, past_2gib_model
 from support.paths import REPO
 
 from importer import DataType, ErrorKind, Limits, ModelImportError, Tensor, load_model
 from importer.limits import MAX_TENSOR_BYTES, MAX_TENSOR_BYTES_CEILING, parse_size
 
-ELEMENTS = 2**29 + 1  # float32: 2^31 + 4 bytes, one dimension well within int32
-BIG_BYTES = 4 * ELEMENTS
 GIB = 1 << 30
-# Known bytes of the sparse file (everything else reads as zeros): near the start, then the 4 bytes before 2^31 and
-# the 4 after it, the last of the file
-MARKS = {16: b"start!", 2**31 - 4: b"2GiB", BIG_BYTES - 4: b"end!"}
 INITIALIZER = "ModelProto.graph.initializer[0]"
-
-
-def write_sparse_weights(path: Path, size: int = BIG_BYTES) -> Path:
-    """A file of `size` bytes that holds MARKS and is otherwise a hole."""
-    with path.open("wb") as file:
-        os.truncate(file.fileno(), size)
-        for offset, mark in MARKS.items():
-            file.seek(offset)
-            file.write(mark)
-    return path
-
-
-def big_external_model(folder: Path, inline: bool = False) -> Path:
-    """y = Identity(Big), Big a float32 tensor of 2^31 + 4 bytes in big.bin (or, `inline`, claimed in the model file)."""
-    big = TensorProto(name="Big", data_type=TensorProto.FLOAT, dims=[ELEMENTS])
-    if not inline:
-        big.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", "big.bin"), ("length", str(BIG_BYTES))):
-            entry = big.external_data.add()
-            entry.key, entry.value = key, value
-        write_sparse_weights(folder / "big.bin")
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["Big"], ["y"])],
-        "big",
-        [],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [ELEMENTS])],
-        [big],
-    )
-    path = folder / "model.onnx"
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]).SerializeToString())
-    return path
 
 
 def refusal(path: Path, limits: Limits | None = None) -> ModelImportError:
@@ -72,7 +37,7 @@ def refusal(path: Path, limits: Limits | None = None) -> ModelImportError:
 
 
 def test_by_default_an_external_tensor_past_2_31_bytes_is_unsupported_at_its_dims(tmp_path: Path) -> None:
-    error = refusal(big_external_model(tmp_path))
+    error = refusal(past_2gib_model(tmp_path))
     assert error.kind is ErrorKind.UNSUPPORTED
     assert error.field_path == f"{INITIALIZER}.dims"
     assert error.message == f"tensor needs {BIG_BYTES} bytes, more than max_tensor_bytes={2**31 - 1}"
@@ -80,7 +45,7 @@ def test_by_default_an_external_tensor_past_2_31_bytes_is_unsupported_at_its_dim
 
 
 def test_with_the_limit_raised_it_imports_and_reads_past_2_31(tmp_path: Path) -> None:
-    with load_model(big_external_model(tmp_path), limits=Limits(max_tensor_bytes=4 * GIB)) as model:
+    with load_model(past_2gib_model(tmp_path), limits=Limits(max_tensor_bytes=4 * GIB)) as model:
         big = model.graph.values["Big"].initializer
         assert isinstance(big, Tensor)
         assert (big.data_type, big.dims, big.byte_length) == (DataType.FLOAT, (ELEMENTS,), BIG_BYTES)
@@ -95,7 +60,7 @@ def test_with_the_limit_raised_it_imports_and_reads_past_2_31(tmp_path: Path) ->
 
 
 def test_the_limit_is_inclusive(tmp_path: Path) -> None:
-    path = big_external_model(tmp_path)
+    path = past_2gib_model(tmp_path)
     with load_model(path, limits=Limits(max_tensor_bytes=BIG_BYTES)) as model:
         assert model.graph.values["Big"].initializer is not None
     error = refusal(path, Limits(max_tensor_bytes=BIG_BYTES - 1))
@@ -105,13 +70,13 @@ def test_the_limit_is_inclusive(tmp_path: Path) -> None:
 
 def test_a_tensor_in_the_model_file_keeps_the_specifications_limit(tmp_path: Path) -> None:
     """Decided from the dims, before its (absent) values are looked for: no inline tensor can pass 2^31 - 1."""
-    error = refusal(big_external_model(tmp_path, inline=True), Limits(max_tensor_bytes=MAX_TENSOR_BYTES_CEILING))
+    error = refusal(past_2gib_model(tmp_path, inline=True), Limits(max_tensor_bytes=MAX_TENSOR_BYTES_CEILING))
     assert (error.kind, error.field_path) == (ErrorKind.UNSUPPORTED, f"{INITIALIZER}.dims")
     assert error.message.startswith(f"tensor needs {BIG_BYTES} bytes, more than 2^31-1 (held in the model file")
 
 
 def test_the_external_file_must_still_hold_the_whole_tensor(tmp_path: Path) -> None:
-    path = big_external_model(tmp_path)
+    path = past_2gib_model(tmp_path)
     os.truncate(tmp_path / "big.bin", BIG_BYTES - 1)
     error = refusal(path, Limits(max_tensor_bytes=4 * GIB))
     assert (error.kind, error.field_path) == (ErrorKind.EXTERNAL_DATA, INITIALIZER)
@@ -143,7 +108,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_command_line_refuses_by_default_and_reads_with_the_option(tmp_path: Path) -> None:
-    path = str(big_external_model(tmp_path))
+    path = str(past_2gib_model(tmp_path))
     refused = run_cli("summary", path)
     assert refused.returncode == 2 and refused.stdout == ""
     error = json.loads(refused.stderr)
