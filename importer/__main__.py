@@ -16,7 +16,7 @@ import sys
 
 from importer.dump import render_dump
 from importer.errors import ModelImportError
-from importer.limits import NESTING_RANGE, Limits
+from importer.limits import MAX_TENSOR_BYTES, MAX_TENSOR_BYTES_CEILING, NESTING_RANGE, Limits, parse_size
 from importer.load import load_model
 from importer.summary import summarize
 
@@ -33,6 +33,16 @@ def _nesting(text: str) -> int:
     return value
 
 
+def _tensor_bytes(text: str) -> int:
+    try:
+        value = parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if not MAX_TENSOR_BYTES <= value <= MAX_TENSOR_BYTES_CEILING:
+        raise argparse.ArgumentTypeError(f"must be within {MAX_TENSOR_BYTES} (2^31-1) to 2^60 bytes")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m importer", description="Read an ONNX model with our own reader.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -46,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--external-data-dir", default=None, help="where external data lives (default: the model's folder)")
         sub.add_argument("--max-nesting", type=_nesting, default=Limits().max_nesting, help="nesting limit (8 to 250)")
         sub.add_argument(
+            "--max-tensor-bytes",
+            type=_tensor_bytes,
+            default=MAX_TENSOR_BYTES,
+            help="largest tensor in external data, in bytes (4GiB, say): from 2^31-1, the default, up to 2^60; "
+            "a tensor in the model file keeps 2^31-1",
+        )
+        sub.add_argument(
             "--allow-hard-links", action="store_true", help="accept model and external data files that have more than one hard link"
         )
     return parser
@@ -54,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        limits = Limits(max_nesting=args.max_nesting, allow_hard_links=args.allow_hard_links)
+        limits = Limits(max_nesting=args.max_nesting, allow_hard_links=args.allow_hard_links, max_tensor_bytes=args.max_tensor_bytes)
         with load_model(args.model, external_data_dir=args.external_data_dir, limits=limits) as model:
             status = 0
             if args.command == "dump":

@@ -91,6 +91,18 @@ def check_data_type(code: int, offset: int | None) -> DataType:
     return _DATA_TYPES[code]
 
 
+def _check_large_tensor(ctx: ReadContext, byte_length: int, external: bool, dims_offset: int) -> None:
+    """A tensor past the specification's 2^31-1 bytes is Unsupported, unless
+    its values are in external data and `Limits.max_tensor_bytes` allows it
+    (docs/import-rules.md §3); decided from the header, before any value."""
+    limit = ctx.limits.max_tensor_bytes
+    if not external:
+        held = " (held in the model file; max_tensor_bytes applies to external data only)" if limit > MAX_TENSOR_BYTES else ""
+        raise unsupported(f"tensor needs {byte_length} bytes, more than 2^31-1{held}", dims_offset, "dims")
+    if byte_length > limit:
+        raise unsupported(f"tensor needs {byte_length} bytes, more than max_tensor_bytes={limit}", dims_offset, "dims")
+
+
 def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     """Read one TensorProto occupying buf[start:stop]."""
     check_nesting(ctx, depth)
@@ -151,7 +163,7 @@ def read_tensor(ctx: ReadContext, start: int, stop: int, depth: int) -> Tensor:
     bits = bits_per_element(data_type)
     byte_length = (count * bits + 7) // 8
     if byte_length > MAX_TENSOR_BYTES:
-        raise unsupported(f"tensor needs {byte_length} bytes, more than 2^31-1", dim_offsets[0], "dims")
+        _check_large_tensor(ctx, byte_length, location == DATA_LOCATION_EXTERNAL, dim_offsets[0])
     typed_present = {field: ranges for field, ranges in typed.items() if any(a < b for _, a, b in ranges)} if typed else _NONE_TYPED
     if strings:
         typed_present = {**typed_present, STRING_DATA: [(strings_offset or 0, 0, 0)]}

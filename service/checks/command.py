@@ -3,6 +3,7 @@
     onnx-import check PATH... [--external-data-dir DIR] [--checks schema,shape,...]
                               [--dim NAME:VALUE ...] [--format json|sarif|junit] [--output FILE]
                               [--max-loop-trips N] [--smoke-cpu-seconds S] [--smoke-second-dim N]
+                              [--max-tensor-bytes SIZE]
 
 Each PATH is a model file or a folder (every `.onnx` file under it, its
 external data found beside it). Every model runs through the same sandboxed
@@ -13,7 +14,8 @@ worker (`shape`, `runtime`, `smoke`), each with the service's default limits
 and bounds (`--max-loop-trips`, the security check's bound on a Loop's
 constant trip count; `--smoke-cpu-seconds`, each smoke run's CPU budget;
 `--smoke-second-dim`, the value the second smoke run gives every dimension
-left unbound, 1 for one run only).
+left unbound, 1 for one run only; `--max-tensor-bytes`, the largest tensor
+in external data, the specification's 2^31-1 bytes unless raised).
 One report for all (`service.checks.report`): JSON (one model file named:
 its object; else a list), SARIF (`service.checks.sarif`: one run, an
 artifact per model, named by its path relative to the working directory) or
@@ -36,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from importer.limits import MAX_TENSOR_BYTES
 from service.checks.junit import junit_log
 from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, Finding, StageResult, incomplete, parse_checks, parse_dims
 from service.checks.report import ModelChecks, Refusal, exit_status
@@ -64,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--worker-timeout", default="120", help="wall-clock deadline of each worker, in seconds (default 120)")
     check.add_argument("--max-loop-trips", default="1000000", help="the security check's bound on a Loop's constant trip count "
                        "(default 1000000)")  # fmt: skip
+    check.add_argument("--max-tensor-bytes", default=str(MAX_TENSOR_BYTES), help="largest tensor in external data (4GiB, say): "
+                       "from 2^31-1, the default, up to 2^60; a tensor in the model file keeps 2^31-1")  # fmt: skip
     check.add_argument("--smoke-cpu-seconds", default="3", help="CPU-seconds each smoke run may use (default 3)")
     check.add_argument("--smoke-second-dim", default="2", help="the second smoke run's value of every dimension left unbound, "
                        "after the run at 1 (default 2; 1: one run only)")  # fmt: skip
@@ -185,7 +190,7 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
         flags += ["--worker-memory", args.worker_memory, "--worker-cpu-seconds", args.worker_cpu_seconds]
         flags += ["--worker-timeout", args.worker_timeout]
         flags += ["--max-loop-trips", args.max_loop_trips, "--smoke-cpu-seconds", args.smoke_cpu_seconds]
-        flags += ["--smoke-second-dim", args.smoke_second_dim]
+        flags += ["--smoke-second-dim", args.smoke_second_dim, "--max-tensor-bytes", args.max_tensor_bytes]
         sandbox = Sandbox(load_settings(flags, environ={}))
         sandbox.start()
         for index, path in enumerate(paths):

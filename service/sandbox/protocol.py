@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from importer.limits import MAX_TENSOR_BYTES
 from service.checks.outcome import DEFAULT_SECOND_DIM, MAX_FINDINGS_PER_STAGE, BindingSource, Finding, Stage, StageResult, Status
 from service.settings import WORKER_ID
 
@@ -70,6 +71,7 @@ class WorkerJob:
     diff: DiffInputs | None = None  # task "diff": what it compares
     summary_items: int = 100  # task "import": tensors listed in the summary
     allow_hard_links: bool = False  # accept files with several hard links
+    max_tensor_bytes: int = MAX_TENSOR_BYTES  # the largest tensor in external data (--max-tensor-bytes)
     expected_model: tuple[int, int] | None = None  # (device, inode) the front end resolved the model path to
     hash_sources: bool = False  # report the SHA-256 of each file read (an upload's were hashed as they arrived)
     checks: tuple[Stage, ...] = ("schema",)  # the stages asked for (service.checks.outcome.STAGES); each worker runs its own

@@ -205,6 +205,7 @@ class Sandbox:
             settings.worker_memory,
             settings.worker_cpu_seconds,
             settings.max_external_files,
+            max_tensor_bytes=settings.max_tensor_bytes,
             worker_uid=settings.worker_uid,
             worker_gid=settings.worker_gid,
             max_static_output=settings.max_static_output,

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from importer.limits import MAX_TENSOR_BYTES, MAX_TENSOR_BYTES_CEILING
 from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks, parse_dims
 from service.settings.kinds import (
     FRACTION,
@@ -245,6 +246,12 @@ class Settings:
         rule=Rule(lambda share: 0 < share <= 1, "must be above 0 and at most 1 (100%)"),
     )  # fmt: skip
     max_external_files: int = setting(1000, INT, "external data files one model may name", rule=within(1, 100_000))
+    max_tensor_bytes: int = setting(
+        MAX_TENSOR_BYTES, SIZE,
+        "largest tensor whose values are in external data, decided from its dims (4GiB, say): from the specification's "
+        "2^31-1 bytes up to 2^60; a tensor held in the model file keeps 2^31-1 whatever this is (docs/import-rules.md §3)",
+        rule=within(MAX_TENSOR_BYTES, MAX_TENSOR_BYTES_CEILING), shown="`2147483647` (2^31-1)",
+    )  # fmt: skip
     max_import_bytes: int = setting(
         32 * GIB,
         SIZE,

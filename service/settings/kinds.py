@@ -15,18 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from importer.limits import parse_size as parse_byte_size
+
 KIB = 1 << 10
 MIB = 1 << 20
 GIB = 1 << 30
 TIB = 1 << 40
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "kib": KIB,
-    "m": 1000**2, "mb": 1000**2, "mib": MIB,
-    "g": 1000**3, "gb": 1000**3, "gib": GIB,
-    "t": 1000**4, "tb": 1000**4, "tib": TIB,
-}  # fmt: skip
-_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*")
 T = TypeVar("T")
 N = TypeVar("N", int, float)
 
@@ -36,12 +30,12 @@ class SettingsError(ValueError):
 
 
 def parse_size(text: str) -> int:
-    """`2GiB` -> 2147483648; `1.5M` -> 1500000; `4096` -> 4096."""
-    match = _SIZE.fullmatch(text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _UNITS:
-        raise SettingsError(f"{text!r} is not a size (a number with an optional unit such as KiB, MiB, GiB)")
-    return int(float(match.group(1)) * _UNITS[unit])
+    """`2GiB` -> 2147483648; `1.5M` -> 1500000; `4096` -> 4096 (the importer's
+    notation, `importer.limits.parse_size`, which its command line takes too)."""
+    try:
+        return parse_byte_size(text)
+    except ValueError as error:
+        raise SettingsError(str(error)) from None
 
 
 def format_size(size: int) -> str:

@@ -53,6 +53,10 @@ from service.tasks.steps import Steps
 CHANGED_MESSAGE = "the model file changed between its check and its reading"
 
 
+def job_limits(job: WorkerJob) -> Limits:
+    """The importer's limits a job reads its model with."""
+    return Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links, max_tensor_bytes=job.max_tensor_bytes)
+
 
 def open_input(connection: Connection, job: WorkerJob) -> DataOwner | Literal[False] | None:
     """The job's model file, opened (not read) while the worker is still the
@@ -61,7 +65,7 @@ def open_input(connection: Connection, job: WorkerJob) -> DataOwner | Literal[Fa
     front end checked) has been sent."""
     if job.task == "probe":
         return None
-    limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
+    limits = job_limits(job)
     try:
         owner = open_model(os.path.join(job.directory, job.model), limits=limits)
     except ModelImportError as error:
@@ -117,7 +121,7 @@ def run_task(
         return
     steps = steps or Steps()
     model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
-    limits = Limits(max_external_files=job.max_external_files, allow_hard_links=job.allow_hard_links)
+    limits = job_limits(job)
     try:
         owner = opened if opened is not None else open_model(model_path, limits=limits)
         if job.task == "externals":  # which external files the model names: read the model only

@@ -9,7 +9,8 @@ in it) whose exit status is the worst model's; `--external-data-dir` finds exter
 name by input and axis (`--dim x[0]:2`); a binding the model has no place
 for exits 64; a model broken at batch 2 fails at the second binding, which
 `--smoke-second-dim 1` leaves out; a model whose function
-calls would inline past `--max-inlined-nodes` fails at once. `python -m importer
+calls would inline past `--max-inlined-nodes` fails at once; an external
+tensor past 2 GiB is refused unless `--max-tensor-bytes` allows it. `python -m importer
 check` keeps giving the operator check alone."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from onnx import TensorProto, helper
 from support.batch_models import baked_batch
 from support.fanout_model import fanout_model
+from support.past_2gib_model import past_2gib_model
 from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
 from support.service_harness import SAMPLES
@@ -190,10 +192,23 @@ def test_a_training_info_location_out_of_the_folder_exits_2_naming_the_place(tmp
 
 
 @pytest.mark.parametrize("args", [("check", "no-such.onnx"), ("check", str(SAMPLES / "add.onnx"), "--checks", "telepathy"),
-                                  ("check", str(SAMPLES / "add.onnx"), "--dim", "batch")])  # fmt: skip
+                                  ("check", str(SAMPLES / "add.onnx"), "--dim", "batch"),
+                                  ("check", str(SAMPLES / "add.onnx"), "--max-tensor-bytes", "1GiB")])  # fmt: skip
 def test_usage_errors_exit_64(args: tuple[str, ...]) -> None:
     done = run(*args)
     assert done.returncode == 64 and done.stderr.startswith("onnx-import: ") and not done.stdout
+
+
+def test_an_external_tensor_past_2gib_is_refused_unless_max_tensor_bytes_allows_it(tmp_path: Path) -> None:
+    model = past_2gib_model(tmp_path)  # a sparse file: nothing here reads its 2 GiB
+    refused = run("check", model)
+    assert refused.returncode == 2, refused.stderr
+    refusal = json.loads(refused.stdout)["refused"]
+    assert (refusal["kind"], refusal["field_path"]) == ("Unsupported", "ModelProto.graph.initializer[0].dims")
+    done = run("check", model, "--max-tensor-bytes", "4GiB")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "pass" and set(report["checks"]) == {"schema", "security", "shape"}
 
 
 def test_python_m_importer_check_keeps_the_operator_check_alone() -> None:

@@ -13,13 +13,15 @@ every request handed to `httpx.ASGITransport` on that loop. Its clients:
 - `async_client()`: an `httpx.AsyncClient` (its `async_transport()`), from a
   test's own event loop;
 - `transport()` and `async_transport()` for `service.client`'s `Client` and
-  `AsyncClient` (`Client(server.url, transport=server.transport())`).
+  `AsyncClient` (`Client(server.url, transport=server.transport())`);
+- `streamed(path, consume)`: a GET whose body is handed over chunk by chunk
+  as the app sends it, never collected (a tensor of gigabytes).
 
 A request body is streamed, never read whole first: the app pulls each chunk
 as it reads (a sync client's iterator in a thread, an async client's on its
 own loop), so a refusal before the body is read ends the request as it would
 on a connection. The response body is collected whole (`httpx.ASGITransport`
-does so), then handed to the caller; the transport sends `http.disconnect`
+does so; `streamed` excepted), then handed to the caller; the transport sends `http.disconnect`
 once the response is complete, as a connection closed after it would. What
 this cannot show is a server's or a connection's own behaviour: timeouts on
 the wire, a client that leaves, sendfile, a body cut mid-response, several
@@ -41,7 +43,7 @@ import gc
 import multiprocessing.forkserver
 import os
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +207,49 @@ class AsgiService(ServiceUnderTest):
         response = await self._asgi.handle_async_request(request)
         body = b"".join([part async for part in response.stream])  # type: ignore[union-attr]
         return response.status_code, response.headers.raw, body
+
+    def streamed(self, path: str, consume: Callable[[bytes], None], headers: dict[str, str] | None = None) -> tuple[int, httpx.Headers]:
+        """GET `path`, each chunk of the response body handed to `consume` as
+        the app sends it and not kept (for a body of gigabytes, which a
+        `client()` would collect whole); the status and headers."""
+        assert self.loop is not None, "the ASGI service is not started"
+        streaming = asyncio.run_coroutine_threadsafe(
+            self._streamed(httpx.Request("GET", self.url + path, headers=headers), consume), self.loop
+        )
+        return streaming.result(REQUEST_SECONDS)
+
+    async def _streamed(self, request: httpx.Request, consume: Callable[[bytes], None]) -> tuple[int, httpx.Headers]:
+        """`request` (a GET) to the app, with the scope httpx's ASGI transport would give it."""
+        url = request.url
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": request.method,
+            "headers": [(name.lower(), value) for name, value in request.headers.raw], "scheme": url.scheme,
+            "path": url.path, "raw_path": url.raw_path.split(b"?")[0], "query_string": url.query,
+            "server": (url.host, url.port), "client": ("127.0.0.1", 123), "root_path": "",
+        }  # fmt: skip
+        started: list[dict[str, Any]] = []
+        requested = False
+        complete = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            nonlocal requested
+            if not requested:
+                requested = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await complete.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                started.append(message)
+            elif message["type"] == "http.response.body":
+                consume(bytes(message.get("body", b"")))
+                if not message.get("more_body", False):
+                    complete.set()
+
+        await self.app(scope, receive, send)
+        assert started and complete.is_set(), "the app ended without a whole response"
+        return started[0]["status"], httpx.Headers(started[0].get("headers", []))
 
     def _on_loop(self, request: httpx.Request) -> concurrent.futures.Future[Answer]:
         assert self.loop is not None, "the ASGI service is not started"

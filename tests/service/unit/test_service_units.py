@@ -159,3 +159,12 @@ def test_accepted_paths(path: str) -> None:
 def test_details_are_bounded_and_printable() -> None:
     text = bounded("\x00\x01\xff" + "x" * 5000)
     assert len(text) <= MAX_DETAIL_CHARS and text.isprintable()
+
+
+def test_max_tensor_bytes_is_the_specifications_limit_unless_raised_within_2_31_to_2_60() -> None:
+    assert load_settings([], {}).max_tensor_bytes == 2**31 - 1
+    assert load_settings(["--max-tensor-bytes", "4GiB"], {}).max_tensor_bytes == 4 * GIB
+    assert load_settings([], {"ONNX_SERVICE_MAX_TENSOR_BYTES": "1024TiB"}).max_tensor_bytes == 2**50
+    for refused in ("1GiB", "2000000TiB"):
+        with pytest.raises(SettingsError, match="--max-tensor-bytes must be within 2147483647 to"):
+            load_settings(["--max-tensor-bytes", refused], {})
