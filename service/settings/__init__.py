@@ -514,7 +514,3 @@ def settings_table_markdown() -> str:
         flag = f"`{declared.flag}`" if declared.flag else "(none)"
         rows.append(f"| {flag} | `{declared.variable}` | {cell(declared.default)} | {cell(declared.help)} |")
     return "\n".join(rows) + "\n"
-
-
-if __name__ == "__main__":
-    print(settings_table_markdown(), end="")

@@ -1,7 +1,8 @@
 """The settings are declared once (`service/settings/__init__.py`); what describes them elsewhere agrees.
 
 - `python -m service --help`: its flags are exactly the declared flags.
-- README.md: the settings paragraph holds exactly `settings_table_markdown()`.
+- README.md: the settings paragraph holds exactly `settings_table_markdown()`,
+  which `python -m service.settings` prints.
 - deploy/configmap.yaml: every key is a declared variable, and every declared
   setting is there or on `ABSENT_FROM_CONFIGMAP` below (compose.yaml must
   equal the ConfigMap but for the two access variables:
@@ -75,8 +76,10 @@ def readme_table() -> str:
     return "\n".join(lines[start:end]) + "\n"
 
 
-def test_readme_table_is_the_declared_one() -> None:
+def test_readme_table_is_the_declared_one_and_the_command_prints_it() -> None:
     assert readme_table() == settings_table_markdown(), "README.md is stale: regenerate with `python -m service.settings`"
+    printed = subprocess.run([sys.executable, "-m", "service.settings"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert (printed.returncode, printed.stdout) == (0, settings_table_markdown()), printed.stderr
 
 
 def test_configmap_sets_declared_settings_and_misses_only_the_listed_ones() -> None:
