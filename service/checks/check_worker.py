@@ -8,6 +8,10 @@ crashed, ran out of memory, CPU or time, or could not read the model).
 A job with dimension bindings runs the worker even when it asks for none of
 those stages: the bindings are read against the model there, and one the
 model has no place for raises DimensionBindingError (a usage error).
+The worker's memory cap is sized to the job's `model_bytes`
+(`Sandbox.worker_memory`): a model that would need more than a worker may
+take is `incomplete` without a worker, its reason naming the memory it needs
+and the settings; a stage that ran out of memory says the cap it ran under.
 Shared by the service's imports and the `onnx-import` command.
 """
 
@@ -29,7 +33,11 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerContro
     wanted = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
     if not wanted and not job.dims:
         return []
-    check_job = replace(job, task="checks", hash_sources=False)
+    memory = sandbox.worker_memory(job.model_bytes)
+    if not memory.fits:
+        log.info("checks of %r: not run, %s", job.display_name[:100], memory.reason())
+        return [incomplete(stage, memory.reason()) for stage in wanted]
+    check_job = replace(job, task="checks", hash_sources=False, memory=memory.cap)
     reports, outcome = sandbox.run_checks(check_job, control)
     log.info("%s", outcome.logged("checks", job.display_name))
     if outcome.error is not None and outcome.error.kind == DIMENSION_BINDING:
@@ -46,4 +54,6 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerContro
         why = f"the check worker could not read the model: {outcome.error.message}"
     else:
         why = outcome.detail.replace("the import worker", "the check worker").replace("the import", "the check worker") or outcome.status
-    return [delivered.get(stage) or incomplete(stage, why) for stage in wanted]
+    results = [delivered.get(stage) or incomplete(stage, why) for stage in wanted]
+    return [replace(result, reason=memory.out_of_memory_reason(result.reason)) if result.status == "incomplete" else result
+            for result in results]  # fmt: skip
