@@ -21,6 +21,7 @@ import logging
 from dataclasses import replace
 
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, StageResult, incomplete
+from service.sandbox.memory_sizing import shown_size
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox, WorkerControl
 
@@ -37,6 +38,10 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerContro
     if not memory.fits:
         log.info("checks of %r: not run, %s", job.display_name[:100], memory.reason())
         return [incomplete(stage, memory.reason()) for stage in wanted]
+    if memory.sized:
+        log.info(
+            "checks of %r: memory cap %s (sized to its %s)", job.display_name[:100], shown_size(memory.cap), shown_size(job.model_bytes)
+        )
     check_job = replace(job, task="checks", hash_sources=False, memory=memory.cap)
     reports, outcome = sandbox.run_checks(check_job, control)
     log.info("%s", outcome.logged("checks", job.display_name))
