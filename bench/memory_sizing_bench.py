@@ -19,6 +19,7 @@ unless `--keep`):
 One model at a time, one run each by default (`--runs`): memory is shared.
 
 Usage: python bench/memory_sizing_bench.py [--only external,inline] [--runs 1] [--folder DIR] [--keep]
+       [--service-args "--worker-memory-share 20%"]   (the service's flags: a bound the model does not fit, say)
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ MODELS = {"external": large_models.write_external_model, "inline": large_models.
 TIMEOUT = 900.0
 GIB = 1 << 30
 CAP_LINE = re.compile(r"checks of '(?P<name>[^']*)': memory cap (?P<cap>[0-9.]+ [GMK]iB)")
+WORKER_LINE = re.compile(r"(?:import|checks|externals) of '[^']*': .*")
 
 ALONE = """
 import resource, sys, time
@@ -137,6 +139,7 @@ def through_service(started: Any, client: httpx.Client, relative: str) -> dict[s
         "verdict": summary["verdict"],
         "stages": {name: (entry["status"], entry.get("seconds", 0.0), entry.get("reason", "")) for name, entry in checks.items()},
         "cap": caps[0] if caps else "--worker-memory (not sized)",
+        "workers": WORKER_LINE.findall(logged),  # each worker's wall time and steps, as the service logged them
     }
 
 
@@ -146,6 +149,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--folder", type=Path, default=Path(tempfile.gettempdir()) / "onnx-large-models")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--service-args", default="", help="flags for the service beside its data root (default: none)")
     args = parser.parse_args()
     names = [name for name in args.only.split(",") if name]
     results: dict[str, Any] = {}
@@ -160,7 +164,7 @@ def main() -> None:
             alone_runs = [alone(model) for _ in range(args.runs)]
             with contextlib.ExitStack() as stack:
                 scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sizing-bench-")))
-                started = stack.enter_context(serving(scratch / "store", args.folder))
+                started = stack.enter_context(serving(scratch / "store", args.folder, *args.service_args.split()))
                 client = stack.enter_context(httpx.Client(base_url=started.url, timeout=TIMEOUT))
                 service_runs = [through_service(started, client, f"{name}/model.onnx") for _ in range(args.runs)]
             results[name] = {"bytes": size, "alone": alone_runs, "service": service_runs}
@@ -181,7 +185,9 @@ def report(name: str, result: dict[str, Any]) -> None:
     print(f"  onnxruntime alone: {alone_wall:.2f} s, peak {alone_peak / GIB:.2f} GiB")
     print(f"  service, all five stages: {wall:.2f} s, peak worker {peak / GIB:.2f} GiB ({peak / alone_peak:.2f}x onnxruntime alone)")
     for stage, (status, seconds, reason) in last["stages"].items():
-        print(f"    {stage}: {status} {seconds:.2f} s {reason[:300]}")
+        print(f"    {stage}: {status} {seconds:.2f} s {reason[:400]}")
+    for line in last["workers"]:
+        print(f"  {line[:400]}")
     sys.stdout.flush()
 
 
