@@ -9,7 +9,8 @@ A job with dimension bindings runs the worker even when it asks for none of
 those stages: the bindings are read against the model there, and one the
 model has no place for raises DimensionBindingError (a usage error).
 The worker's memory cap is sized to the job's `model_bytes`
-(`Sandbox.worker_memory`): a model that would need more than a worker may
+(`Sandbox.worker_memory`; `model_and_external_bytes` counts them for a
+model whose external files a worker has listed): a model that would need more than a worker may
 take is `incomplete` without a worker, its reason naming the memory it needs
 and the settings; a stage that ran out of memory says the cap it ran under.
 Shared by the service's imports and the `onnx-import` command.
@@ -18,6 +19,8 @@ Shared by the service's imports and the `onnx-import` command.
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Iterable
 from dataclasses import replace
 
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, StageResult, incomplete
@@ -26,6 +29,19 @@ from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox, WorkerControl
 
 log = logging.getLogger("service.sandbox")
+
+
+def model_and_external_bytes(directory: str, model: str, external_dir: str | None, locations: Iterable[str]) -> int:
+    """The bytes of the model file and of its external files at `locations` (in `external_dir`, else beside it), as
+    they are now: what sizes its check worker. A file that cannot be read counts 0 (the import's worker refuses it)."""
+    folder = external_dir or directory
+    total = 0
+    for path in [os.path.join(directory, model), *(os.path.join(folder, location) for location in locations)]:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            continue
+    return total
 
 
 def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerControl | None = None) -> list[StageResult]:

@@ -56,6 +56,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
+from service.checks.check_worker import model_and_external_bytes
 from service.checks.outcome import IN_CHECK_WORKER
 from service.checks.requested import CheckRequest, complete_checks, default_checks
 from service.checks.runs import CheckRuns, SmokeAsked, merged, stages_missing
@@ -147,19 +148,7 @@ async def _model_bytes(parts: ImportParts, place: Place, staged: Staged) -> int:
     if staged.model_bytes is not None:
         return staged.model_bytes
     listed = (await run_worker(parts, place, _job(parts, "externals", staged), [], 0)).external_files
-    folder = staged.external_dir or staged.directory
-    paths = [os.path.join(staged.directory, staged.model), *(os.path.join(folder, location) for location in listed)]
-    return await anyio.to_thread.run_sync(_total_size, paths)
-
-
-def _total_size(paths: list[str]) -> int:
-    total = 0
-    for path in paths:
-        try:
-            total += os.stat(path).st_size
-        except OSError:
-            continue
-    return total
+    return await anyio.to_thread.run_sync(model_and_external_bytes, staged.directory, staged.model, staged.external_dir, listed)
 
 
 def _job(parts: ImportParts, task: Task, staged: Staged, **details: object) -> WorkerJob:
