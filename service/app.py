@@ -75,7 +75,9 @@ def create_app(
     else:
         private_dir, places_dir = None, shared_dir / "imports"
         places_dir.mkdir(exist_ok=True)
-    admission = Admission(settings.workers, settings.queue, settings.max_receiving, places_dir, settings.tenant_share)
+    admission = Admission(
+        settings.workers, settings.queue, settings.max_receiving, places_dir, settings.tenant_share, sandbox.memory_bound.bytes or 0
+    )
     metrics = Metrics(store, lambda: admission)
 
     def share_places() -> None:  # the share holds between the tenants that may import (and the MLflow hook's)

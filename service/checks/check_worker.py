@@ -8,19 +8,40 @@ crashed, ran out of memory, CPU or time, or could not read the model).
 A job with dimension bindings runs the worker even when it asks for none of
 those stages: the bindings are read against the model there, and one the
 model has no place for raises DimensionBindingError (a usage error).
+The worker's memory cap is sized to the job's `model_bytes`
+(`Sandbox.worker_memory`; `model_and_external_bytes` counts them for a
+model whose external files a worker has listed): a model that would need more than a worker may
+take is `incomplete` without a worker, its reason naming the memory it needs
+and the settings; a stage that ran out of memory says the cap it ran under.
 Shared by the service's imports and the `onnx-import` command.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Iterable
 from dataclasses import replace
 
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, StageResult, incomplete
+from service.sandbox.memory_sizing import shown_size
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox, WorkerControl
 
 log = logging.getLogger("service.sandbox")
+
+
+def model_and_external_bytes(directory: str, model: str, external_dir: str | None, locations: Iterable[str]) -> int:
+    """The bytes of the model file and of its external files at `locations` (in `external_dir`, else beside it), as
+    they are now: what sizes its check worker. A file that cannot be read counts 0 (the import's worker refuses it)."""
+    folder = external_dir or directory
+    total = 0
+    for path in [os.path.join(directory, model), *(os.path.join(folder, location) for location in locations)]:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            continue
+    return total
 
 
 def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerControl | None = None) -> list[StageResult]:
@@ -29,7 +50,15 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerContro
     wanted = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
     if not wanted and not job.dims:
         return []
-    check_job = replace(job, task="checks", hash_sources=False)
+    memory = sandbox.worker_memory(job.model_bytes)
+    if not memory.fits:
+        log.info("checks of %r: not run, %s", job.display_name[:100], memory.reason())
+        return [incomplete(stage, memory.reason()) for stage in wanted]
+    if memory.sized:
+        log.info(
+            "checks of %r: memory cap %s (sized to its %s)", job.display_name[:100], shown_size(memory.cap), shown_size(job.model_bytes)
+        )
+    check_job = replace(job, task="checks", hash_sources=False, memory=memory.cap)
     reports, outcome = sandbox.run_checks(check_job, control)
     log.info("%s", outcome.logged("checks", job.display_name))
     if outcome.error is not None and outcome.error.kind == DIMENSION_BINDING:
@@ -46,4 +75,6 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerContro
         why = f"the check worker could not read the model: {outcome.error.message}"
     else:
         why = outcome.detail.replace("the import worker", "the check worker").replace("the import", "the check worker") or outcome.status
-    return [delivered.get(stage) or incomplete(stage, why) for stage in wanted]
+    results = [delivered.get(stage) or incomplete(stage, why) for stage in wanted]
+    return [replace(result, reason=memory.out_of_memory_reason(result.reason)) if result.status == "incomplete" else result
+            for result in results]  # fmt: skip

@@ -10,7 +10,9 @@ external data found beside it). Every model runs through the same sandboxed
 workers as the service (`service.sandbox`), one sandbox for them all: the
 import's worker (the importer, `schema`, `security`) and, beside it, a check
 worker (`shape`, `runtime`, `smoke`), each with the service's default limits
-(`--worker-memory`, `--worker-cpu-seconds`, `--worker-timeout` change them)
+(`--worker-memory`, `--worker-cpu-seconds`, `--worker-timeout` change them;
+the check worker's memory is sized to the model as the service sizes it,
+its external files listed by a worker first)
 and bounds (`--max-loop-trips`, the security check's bound on a Loop's
 constant trip count; `--smoke-cpu-seconds`, each smoke run's CPU budget;
 `--smoke-second-dim`, the value the second smoke run gives every dimension
@@ -35,12 +37,23 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from importer.limits import MAX_TENSOR_BYTES
 from service.checks.junit import junit_log
-from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, Finding, StageResult, incomplete, parse_checks, parse_dims
+from service.checks.outcome import (
+    DEFAULT_CHECKS,
+    IN_CHECK_WORKER,
+    STAGES,
+    ChecksError,
+    Finding,
+    StageResult,
+    incomplete,
+    parse_checks,
+    parse_dims,
+)
 from service.checks.report import ModelChecks, Refusal, exit_status
 from service.checks.sarif import artifact_uri, sarif_log
 from service.settings.kinds import SettingsError
@@ -63,6 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=("json", "sarif", "junit"), default="json")
     check.add_argument("--output", type=Path, help="write the report here (default: standard output)")
     check.add_argument("--worker-memory", default="2GiB", help="memory cap of each worker (default 2GiB)")
+    check.add_argument(
+        "--worker-memory-per-model-byte",
+        default="2.5",
+        help="the check worker's cap per byte of the model and its external data, if above --worker-memory (default 2.5)",
+    )
+    check.add_argument(
+        "--worker-memory-share",
+        default="50%",
+        help="share of the machine's memory (or of this process's cgroup limit) a sized check worker may take (default 50%%)",
+    )
     check.add_argument("--worker-cpu-seconds", default="60", help="CPU-time cap of each worker (default 60)")
     check.add_argument("--worker-timeout", default="120", help="wall-clock deadline of each worker, in seconds (default 120)")
     check.add_argument("--max-loop-trips", default="1000000", help="the security check's bound on a Loop's constant trip count "
@@ -128,7 +151,7 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
     """One model through the import's worker and a check worker side by side
     (as the service runs them: the check worker reads none of the import's
     answers); the import's refusal, if any, is the model's answer."""
-    from service.checks.check_worker import check_worker_results
+    from service.checks.check_worker import check_worker_results, model_and_external_bytes
 
     model = path.resolve()
     name = shown(path)
@@ -144,6 +167,10 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
         checks=args.stages,
         dims=args.dims,
     )
+    if any(stage in IN_CHECK_WORKER for stage in job.checks):  # the check worker's memory, sized to the model
+        listed = sandbox.run(replace(job, task="externals"), [], 0)
+        found = listed.header.external_files if listed.status == "ok" and listed.header is not None else []  # refused: said below
+        job = replace(job, model_bytes=model_and_external_bytes(job.directory, job.model, job.external_dir, found))
     catalog = scratch / "catalog"
     with ThreadPoolExecutor(max_workers=1) as beside:
         checking = beside.submit(check_worker_results, sandbox, job)
@@ -188,6 +215,7 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
     with tempfile.TemporaryDirectory(prefix="onnx-import-") as scratch:
         flags = ["--data-root", str(paths[0].resolve().parent), "--store", str(Path(scratch) / "store"), "--workers", "1"]
         flags += ["--worker-memory", args.worker_memory, "--worker-cpu-seconds", args.worker_cpu_seconds]
+        flags += ["--worker-memory-per-model-byte", args.worker_memory_per_model_byte, "--worker-memory-share", args.worker_memory_share]
         flags += ["--worker-timeout", args.worker_timeout]
         flags += ["--max-loop-trips", args.max_loop_trips, "--smoke-cpu-seconds", args.smoke_cpu_seconds]
         flags += ["--smoke-second-dim", args.smoke_second_dim, "--max-tensor-bytes", args.max_tensor_bytes]

@@ -21,6 +21,19 @@ Fair between tenants:
   served least recently (round robin); within a tenant, to the oldest. Two
   busy tenants take turns, whatever either has queued; one tenant alone
   uses every worker.
+- **Memory.** A worker whose memory cap is sized above `--worker-memory`
+  (a check worker on a large model: `service.sandbox.memory_sizing`) also
+  reserves its cap, in MiB, from `memory_budget` (`--worker-memory-share` of
+  the machine's or the service's cgroup's memory) for as long as it runs:
+  the sized workers running at once never add up past it (the others are
+  bounded by `--workers` times `--worker-memory`, as before). One tenant
+  already running a sized worker may reserve at most `tenant_share` of the
+  budget in all; its first always fits (a sized cap is at most the budget).
+  A slot whose memory is not free is waited for as the slot is, in its turn:
+  the claim keeps its place ahead of later ones (here; a claim of another
+  process gives way after `LEAVE_SECONDS`), so a large import is not passed
+  over forever, and a tenant with a large worker running comes after one
+  without.
 - **Leaving.** A waiter whose task is cancelled (its client went:
   `service.api.client_presence`) leaves the queue and takes no place; the
   pipeline ends a running worker the same way
@@ -67,6 +80,7 @@ _RUNNING_SHIFT = 54  # a claim's offset: its tenant's running workers, then not 
 _STARTED_SHIFT = 53
 _SERVED_MASK = (1 << _STARTED_SHIFT) - 1
 _MOST_RUNNING = 510  # keeps every offset below 2**63 - 1
+MIB = 1 << 20  # the memory budget's unit
 _SERVED = struct.Struct("<q")  # a tenant's `served` file: CLOCK_MONOTONIC microseconds of its last slot
 
 
@@ -99,15 +113,17 @@ class Place:
     first_slot: float | None = None  # time.monotonic() of its first slot
 
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    async def slot(self, memory: int = 0) -> AsyncIterator[None]:
+        """A worker slot; with `memory` (bytes, a sized worker's cap) reserved from the memory budget."""
         admission = self.admission
-        await admission.wait_for_slot(self)
+        units = admission.memory_units(memory)
+        await admission.wait_for_slot(self, units)
         self.slots_taken += 1
         self.first_slot = self.first_slot or time.monotonic()
         try:
             yield
         finally:
-            admission.release_slot(self.tenant)
+            admission.release_slot(self.tenant, units)
 
 
 @dataclass
@@ -136,11 +152,13 @@ class _Waiter:
 
 
 class _Tenant:
-    """A tenant's counts in this process's view (one `SharedCount` per kind), and when it was last served."""
+    """A tenant's counts in this process's view (one `SharedCount` per kind, and its memory reserved, in MiB),
+    and when it was last served."""
 
     def __init__(self, folder: Path, member: int) -> None:
         folder.mkdir(exist_ok=True)
         self.counts = {kind: SharedCount(folder / kind, member) for kind in KINDS}
+        self.memory = SharedCount(folder / "memory", member)
         self.served_fd = os.open(folder / "served", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def places(self) -> TenantPlaces:
@@ -157,12 +175,16 @@ class _Tenant:
     def close(self) -> None:
         for count in self.counts.values():
             count.close()
+        self.memory.close()
         os.close(self.served_fd)
 
 
 class Admission:
-    def __init__(self, workers: int, queue: int, max_receiving: int, folder: Path, tenant_share: float = 1.0) -> None:
+    def __init__(
+        self, workers: int, queue: int, max_receiving: int, folder: Path, tenant_share: float = 1.0, memory_budget: int = 0
+    ) -> None:
         self.workers = workers
+        self.memory_budget = memory_budget // MIB  # MiB the sized workers may reserve in all (0: no budget)
         self.capacity = workers + queue
         self.max_receiving = max_receiving
         self.configured_share = tenant_share
@@ -173,6 +195,7 @@ class Admission:
         self.folder = folder
         self.member = Membership(folder)
         self.places = {kind: SharedCount(folder / kind, self.member.index) for kind in KINDS}
+        self.memory = SharedCount(folder / "memory", self.member.index)  # MiB reserved by the sized workers running
         (folder / "by-tenant").mkdir(exist_ok=True)
         self.tenants: dict[str, _Tenant] = {}
         self.claims = Marks(folder / "waiting")
@@ -182,6 +205,7 @@ class Admission:
     def close(self) -> None:
         for count in self.places.values():
             count.close()
+        self.memory.close()
         for tenant in self.tenants.values():
             tenant.close()
         self.claims.close()
@@ -305,8 +329,18 @@ class Admission:
 
     # --- worker slots ---
 
-    async def wait_for_slot(self, place: Place) -> None:
-        """Take a worker slot for `place` once it is the best claim, here and elsewhere."""
+    def memory_units(self, memory: int) -> int:
+        """The MiB a worker of `memory` bytes reserves (none without a budget), at most the budget."""
+        return min(self.memory_budget, math.ceil(memory / MIB)) if self.memory_budget else 0
+
+    @property
+    def memory_reserved(self) -> int:
+        """MiB the sized workers running hold, every process's."""
+        return self.memory.total()
+
+    async def wait_for_slot(self, place: Place, memory: int = 0) -> None:
+        """Take a worker slot for `place` once it is the best claim, here and elsewhere,
+        and (`memory` MiB, a sized worker's) once the memory budget has that much free."""
         waiter = _Waiter(place)
         self.waiters.append(waiter)
         left_since: float | None = None  # since when a free slot is left to a better claim elsewhere
@@ -321,10 +355,12 @@ class Admission:
                     else:
                         left_since = (left_since or time.monotonic()) if better and self.running < self.workers else None
                     if not better and self.places["running"].take(self.workers):
-                        tenant = self._tenant(place.tenant)
-                        tenant.counts["running"].take(self.workers)
-                        tenant.serve()
-                        return
+                        if self._reserve(place.tenant, memory):
+                            tenant = self._tenant(place.tenant)
+                            tenant.counts["running"].take(self.workers)
+                            tenant.serve()
+                            return
+                        self.places["running"].release()  # its memory is not free: it keeps its claim, and waits
                 elif best is not None:
                     best.turn.set()  # the best claim changed meanwhile (another's counts moved): its turn to look
                 waiter.turn.clear()
@@ -334,10 +370,28 @@ class Admission:
             self._unmark()
             self._wake_best()
 
-    def release_slot(self, tenant: str) -> None:
+    def release_slot(self, tenant: str, memory: int = 0) -> None:
         self.places["running"].release()
-        self._tenant(tenant).counts["running"].release()
+        own = self._tenant(tenant)
+        own.counts["running"].release()
+        if memory:
+            own.memory.release(memory)
+            self.memory.release(memory)
         self._wake_best()
+
+    def _reserve(self, tenant: str, memory: int) -> bool:
+        """`memory` MiB of the budget for `tenant`'s worker: within the budget, and within the tenant's share of it
+        unless it reserves nothing yet (see the module comment)."""
+        if not memory:
+            return True
+        own = self._tenant(tenant).memory
+        limit = self.memory_budget if own.total() == 0 else max(1, math.floor(self.memory_budget * self.tenant_share + 1e-9))
+        if not own.take(limit, memory):
+            return False
+        if self.memory.take(self.memory_budget, memory):
+            return True
+        own.release(memory)
+        return False
 
     def _best(self) -> _Waiter | None:
         """This process's waiter with the best claim (the lowest offset; then the oldest import)."""

@@ -18,7 +18,9 @@ version, a model the store holds), and each step is written here once:
    and the tenant holds that content with every stage asked, the answer is
    its stored summary, without a worker;
 3. **workers**: the import's sandboxed worker and, for the stages that hand
-   the model to onnx or onnxruntime, a check worker beside it, each in a
+   the model to onnx or onnxruntime, a check worker beside it, its memory
+   sized to the model's bytes (as staged; a model read in place has its
+   external files listed by a worker first), each in a
    worker slot of the import's place (`service.imports.workers`), within
    the bytes the import may add to the store (`--max-import-bytes`, less
    what it keeps of the staged bytes); a graph render runs the `graph` task;
@@ -56,6 +58,8 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
+from service.checks.check_worker import model_and_external_bytes
+from service.checks.outcome import IN_CHECK_WORKER
 from service.checks.requested import CheckRequest, complete_checks, default_checks
 from service.checks.runs import CheckRuns, SmokeAsked, merged, stages_missing
 from service.checks.tenant_runs import keep_runs
@@ -118,8 +122,9 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         max_bytes = limit - staged.kept_bytes
         if isinstance(source, StoredModel) and source.render:
             return await _render(parts, place, tenant, staged, area, max_bytes)
+        model_bytes = await _model_bytes(parts, place, staged) if any(stage in IN_CHECK_WORKER for stage in checks.stages) else 0
         job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, soft_dims=checks.soft_dims,
-                   summary_items=SUMMARY_TENSORS, hash_sources=staged.hash_in_worker)  # fmt: skip
+                   summary_items=SUMMARY_TENSORS, hash_sources=staged.hash_in_worker, model_bytes=model_bytes)  # fmt: skip
         header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes)
         runs = await complete_checks(job, header, area.catalog, checked)
         if staged.record is not None:  # a stored model, checked again
@@ -141,6 +146,16 @@ async def _listed_externals(parts: ImportParts, place: Place, area: ModelFolder,
     """The external locations the area's model names, as a sandboxed worker reads them (normalised, each once)."""
     job = _job(parts, "externals", Staged(display_name, "upload", str(area.files), area.upload_model.name))
     return (await run_worker(parts, place, job, [], 0)).external_files
+
+
+async def _model_bytes(parts: ImportParts, place: Place, staged: Staged) -> int:
+    """The model file and its external data, in bytes (what sizes the check worker's memory): as staged, or, for a
+    model read in place, its file and the external files a sandboxed worker lists (a name it cannot stat counts 0:
+    the import worker refuses it)."""
+    if staged.model_bytes is not None:
+        return staged.model_bytes
+    listed = (await run_worker(parts, place, _job(parts, "externals", staged), [], 0)).external_files
+    return await anyio.to_thread.run_sync(model_and_external_bytes, staged.directory, staged.model, staged.external_dir, listed)
 
 
 def _job(parts: ImportParts, task: Task, staged: Staged, **details: object) -> WorkerJob:

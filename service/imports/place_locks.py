@@ -28,10 +28,10 @@ def _open(path: Path) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
-def _lock(fd: int, kind: int, start: int) -> bool:
-    """Lock (F_WRLCK) or unlock (F_UNLCK) the byte at `start`; False if another description holds it."""
+def _lock(fd: int, kind: int, start: int, length: int = 1) -> bool:
+    """Lock (F_WRLCK) or unlock (F_UNLCK) the `length` bytes at `start`; False if another description holds one."""
     try:
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(kind, os.SEEK_SET, start, 1, 0))
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(kind, os.SEEK_SET, start, length, 0))
     except BlockingIOError:
         return False
     return True
@@ -78,25 +78,25 @@ class SharedCount:
                 gaps += [(start, lock[0]), (lock[1], stop)]
         return found
 
-    def take(self, limit: int) -> bool:
-        """One more place if that makes at most `limit`: taken, then counted, so
-        never more than `limit`, but two members taking the last one at once
-        may both be refused."""
-        if not _lock(self.own, fcntl.F_WRLCK, self.base + self.held):  # its own region: nobody else locks there
+    def take(self, limit: int, places: int = 1) -> bool:
+        """`places` more (one, or units of a quantity such as memory) if that makes at most `limit`:
+        taken, then counted, so never more than `limit`, but two members taking the last ones at
+        once may both be refused."""
+        if not _lock(self.own, fcntl.F_WRLCK, self.base + self.held, places):  # its own region: nobody else locks there
             raise OSError(f"a byte of member {self.base // REGION}'s region in {self.path} is locked by another")
-        self.held += 1
+        self.held += places
         if self.total() <= limit:
             return True
-        self.release()
+        self.release(places)
         return False
 
     def close(self) -> None:
         os.close(self.own)
         os.close(self.probe)
 
-    def release(self) -> None:
-        self.held -= 1
-        _lock(self.own, fcntl.F_UNLCK, self.base + self.held)
+    def release(self, places: int = 1) -> None:
+        self.held -= places
+        _lock(self.own, fcntl.F_UNLCK, self.base + self.held, places)
 
 
 class Marks:

@@ -95,6 +95,7 @@ class Staged:
     digests: dict[str, str] = field(default_factory=dict)  # file key -> SHA-256 known from staging
     parts: set[str] = field(default_factory=set)  # external parts the client sent: each must be used
     kept_bytes: int = 0  # bytes staged that the store keeps (an upload's): counted in --max-import-bytes
+    model_bytes: int | None = None  # the model file and its external data, where staging knows them: the check worker's memory
     record_files: RecordFiles | None = None  # each file read as the record keeps it (None: in the store, as staged)
     copies: bool = False  # the staged files are copies of what the record names: removed before the commit
     model_id: str = ""  # a stored model's id ("stored")

@@ -8,7 +8,8 @@ dimensions are bound, a check worker of its own on the same inputs
 answer, so on two cores an import waits for the longer of the two, not
 their sum; the import's error, if any, is raised first, once both have
 ended, then the check worker's; a binding the model has no place for is
-BadInput).
+BadInput). A check worker sized above `--worker-memory` reserves its cap
+from the admission's memory budget while it runs (`Place.slot`).
 
 A worker runs in a thread (the supervisor's `run` blocks). When the task
 awaiting it is cancelled (its client went, `service.api.client_presence`),
@@ -76,7 +77,8 @@ async def run_check_worker(parts: ImportParts, place: Place, job: WorkerJob) -> 
     in a worker slot of their own; BadInput for a binding the model has no place for."""
     if not any(stage in IN_CHECK_WORKER for stage in job.checks) and not job.dims:
         return []
-    async with place.slot():
+    memory = parts.sandbox.worker_memory(job.model_bytes)
+    async with place.slot(memory.cap if memory.sized and memory.fits else 0):
         try:
             return await ended_with_its_task(lambda control: check_worker_results(parts.sandbox, job, control))
         except DimensionBindingError as error:

@@ -3,7 +3,8 @@
 Owns the supervisor (`supervisor`: the fork server, running a job, receiving
 its streams, classifying how it ended as typed errors), the protocol between
 supervisor and worker (`protocol`), the front end's memory watch
-(`memory_watch`) and the worker's cgroups (`cgroups`), and `worker/`: the
+(`memory_watch`), the worker's cgroups (`cgroups`), a check worker's memory
+cap sized to its model (`memory_sizing`), and `worker/`: the
 worker's entry and its walls (namespaces, minimal root, privileges,
 Landlock, seccomp, limits). What a worker does once walled is
 `service.tasks`; the check stages it runs are `service.checks.stages`.

@@ -24,6 +24,10 @@ read-only cgroup file system in a container, v2 without the memory
 controller delegated to the service's group), `find` gives None and the
 workers' memory watch (`service.sandbox.memory_watch`) counts shared memory
 itself; /readyz's `worker_sandbox` then has no "memory-cgroup".
+
+`service_memory_limit` reads the memory the service's own group (and every
+group above it) allows, which bounds a worker sized to its model
+(`service.sandbox.memory_sizing`).
 """
 
 from __future__ import annotations
@@ -124,6 +128,35 @@ class WorkerCgroups:
         return killed
 
 
+def service_memory_limit() -> int | None:
+    """The lowest memory limit of the service's own cgroup and its ancestors (v2's `memory.max`, v1's
+    `memory.limit_in_bytes`); None where none is set or none can be read."""
+    membership = _membership()
+    mounts = _cgroup_mounts()
+    for key, v2 in (("memory", False), ("", True)):
+        if key in membership and key in mounts:
+            point, mount_root = mounts[key]
+            relative = os.path.relpath(membership[key], mount_root) if membership[key].startswith(mount_root) else "."
+            return lowest_memory_limit(Path(point), Path(point) / relative, v2)
+    return None
+
+
+def lowest_memory_limit(top: Path, folder: Path, v2: bool) -> int | None:
+    """The lowest limit set in `folder` and its parents up to `top` (v1's "no limit" is a number near 2**63)."""
+    name = "memory.max" if v2 else "memory.limit_in_bytes"
+    lowest: int | None = None
+    folder = folder.resolve()
+    top = top.resolve()
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            text = (folder / name).read_text().strip()
+            if text != "max" and int(text) < 1 << 62:
+                lowest = int(text) if lowest is None else min(lowest, int(text))
+        if folder == top or top not in folder.parents:
+            return lowest
+        folder = folder.parent
+
+
 def _limit_memory(folder: Path, memory: int, v2: bool) -> None:
     if v2:
         (folder / "memory.max").write_text(str(memory))
@@ -159,12 +192,7 @@ def _remove_stale(folder: Path) -> None:
 def _controller(name: str) -> Controller | None:
     """The service's own group in the hierarchy that holds `name`
     (/proc/self/cgroup and /proc/self/mountinfo), preferring v1's own."""
-    membership: dict[str, str] = {}
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            for controller in controllers.split(",") if controllers else [""]:
-                membership[controller] = path
+    membership = _membership()
     mounts = _cgroup_mounts()
     if name in membership and name in mounts:
         return _under(mounts[name], membership[name], name, v2=False)
@@ -174,6 +202,17 @@ def _controller(name: str) -> Controller | None:
         if name in enabled:
             return _under(mounts[""], membership[""], name, v2=True)
     return None
+
+
+def _membership() -> dict[str, str]:
+    """{controller: the service's group path} from /proc/self/cgroup; v2's under ""."""
+    membership: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                membership[controller] = path
+    return membership
 
 
 def _under(mount: tuple[str, str], path: str, name: str, v2: bool) -> Controller | None:

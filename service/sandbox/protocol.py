@@ -85,6 +85,7 @@ class WorkerJob:
     worker_uid: int = WORKER_ID  # the identity a worker started as root takes once its inputs are open
     worker_gid: int = WORKER_ID
     cgroups: tuple[tuple[str, str], ...] = ()  # the worker's own cgroups (service.sandbox.cgroups): (controller, its cgroup.procs)
+    model_bytes: int = 0  # the model file and its external data (staged sizes): what sizes a check worker's memory
     asked_at: float = 0.0  # time.monotonic() when the front end asked for the worker: its profile's "fork" starts there
 
     def __post_init__(self) -> None:

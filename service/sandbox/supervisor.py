@@ -47,8 +47,9 @@ from typing import Literal
 from pydantic import ValidationError
 
 from service.errors import ImportFailed, ImportTooLarge, StoreFull, is_full
-from service.sandbox.cgroups import JobGroups, WorkerCgroups
+from service.sandbox.cgroups import JobGroups, WorkerCgroups, service_memory_limit
 from service.sandbox.environment import secrets_withheld
+from service.sandbox.memory_sizing import MemoryBound, WorkerMemory, read_machine_memory, shown_size, size_worker_memory
 from service.sandbox.memory_watch import WorkerMemoryWatch
 from service.sandbox.protocol import CHUNK_BYTES, MAX_HEADER_BYTES, ImportFailure, StageReport, Task, WorkerHeader, WorkerJob
 from service.sandbox.worker import seccomp
@@ -149,6 +150,12 @@ class Sandbox:
         self.context = multiprocessing.get_context("forkserver")
         self.isolation = "unknown"
         self.cgroups: WorkerCgroups | None = None
+        self.memory_bound = MemoryBound(read_machine_memory(), service_memory_limit(), settings.worker_memory_share)
+
+    def worker_memory(self, model_bytes: int) -> WorkerMemory:
+        """The memory cap of a check worker on a model of `model_bytes` (`service.sandbox.memory_sizing`)."""
+        settings = self.settings
+        return size_worker_memory(model_bytes, settings.worker_memory, settings.worker_memory_per_model_byte, self.memory_bound)
 
     def start(self) -> None:
         """Start the fork server (preloaded) and check a worker can run."""
@@ -358,11 +365,11 @@ class Sandbox:
             exitcode = process.exitcode
             if killed_for_memory or memory_watch.ran_out(-exitcode if exitcode is not None and exitcode < 0 else None):
                 exitcode = EXIT_MEMORY
-            outcome = self._classify_death(exitcode, deadline_hit.is_set(), seconds, broken)
+            outcome = self._classify_death(exitcode, deadline_hit.is_set(), seconds, broken, job.memory)
         outcome.seconds = seconds
         return outcome
 
-    def _classify_death(self, exitcode: int | None, deadline: bool, seconds: float, broken: str) -> WorkerOutcome:
+    def _classify_death(self, exitcode: int | None, deadline: bool, seconds: float, broken: str, memory: int) -> WorkerOutcome:
         cpu = self.settings.worker_cpu_seconds
         if deadline:
             return WorkerOutcome(
@@ -371,9 +378,7 @@ class Sandbox:
         if exitcode == -signal.SIGXCPU or (exitcode == -signal.SIGKILL and seconds >= cpu + 1):
             return WorkerOutcome("resource_limit", limit="cpu", detail=f"the import used more than {cpu} s of CPU time")
         if exitcode == EXIT_MEMORY:
-            return WorkerOutcome(
-                "resource_limit", limit="memory", detail=f"the import needed more than {self.settings.worker_memory} bytes of memory"
-            )
+            return WorkerOutcome("resource_limit", limit="memory", detail=f"the import needed more than {shown_size(memory)} of memory")
         if exitcode == -signal.SIGSYS:  # SCMP_ACT_KILL_PROCESS (service.sandbox.worker.seccomp)
             return WorkerOutcome("crashed", detail="the import worker was stopped by its sandbox: it made a forbidden system call (SIGSYS)")
         if exitcode is not None and exitcode < 0:

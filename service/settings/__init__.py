@@ -38,6 +38,7 @@ from service.settings.kinds import (
     KIB,
     LEVEL,
     MIB,
+    NUMBER,
     OPTIONAL_PATH,
     PATH,
     S3_SCHEME,
@@ -216,9 +217,24 @@ class Settings:
     worker_memory: int = setting(
         2 * GIB,
         SIZE,
-        "memory cap of one import worker (RLIMIT_DATA)",
+        "memory cap of one import worker (RLIMIT_DATA, and its memory cgroup where the service may make one); a check "
+        "worker's is at least this, sized to its model (--worker-memory-per-model-byte)",
         rule=Rule(lambda size: size >= 128 * MIB, "must be at least 128MiB (the worker's runtime alone takes about 95MiB)"),
     )
+    worker_memory_per_model_byte: float = setting(
+        2.5, NUMBER,
+        "the check worker's memory cap per byte of its model (model file and external data): it runs under the larger of "
+        "this times the model's bytes and --worker-memory (onnxruntime holds the model's bytes in the importer's memory and "
+        "in its own: the worker peaks at about 2 times the model)",
+        rule=within(0.0, 1000.0),
+    )  # fmt: skip
+    worker_memory_share: float = setting(
+        0.5, FRACTION,
+        "share of the machine's memory, or of the service's cgroup limit where lower, that a check worker sized to its model "
+        "may take, and that the running sized workers take in all (one tenant at most --tenant-share of it while it runs "
+        "another); a model needing more is incomplete, its reason naming the memory it needs",
+        rule=Rule(lambda share: 0 < share <= 1, "must be above 0 and at most 1 (100%)"),
+    )  # fmt: skip
     worker_cpu_seconds: int = setting(60, INT, "CPU-time cap of one import worker (RLIMIT_CPU)", rule=within(1, 86_400))
     worker_timeout: float = setting(120.0, SECONDS, "wall-clock deadline of one import worker, in seconds", rule=within(0.1, 86_400.0))
     max_upload: int = setting(2 * GIB, SIZE, "largest model part of an upload", rule=Rule(lambda size: size >= 1, "must be positive"))

@@ -56,6 +56,16 @@ def _parse_seconds(text: str) -> float:
     return value
 
 
+def _parse_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise SettingsError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise SettingsError(f"{text!r} is not a finite number")
+    return value
+
+
 def _parse_int(text: str) -> int:
     try:
         return int(text)
@@ -94,6 +104,7 @@ OPTIONAL_PATH: Kind[Path | None] = Kind(lambda text: Path(text) if text else Non
 INT: Kind[int] = Kind(_parse_int, str)
 SIZE: Kind[int] = Kind(parse_size, format_size)
 SECONDS: Kind[float] = Kind(_parse_seconds, _number)
+NUMBER: Kind[float] = Kind(_parse_number, _number)
 FRACTION: Kind[float] = Kind(_parse_fraction, lambda value: f"{value * 100:g}%")
 SWITCH: Kind[bool] = Kind(lambda text: text == "1", lambda on: "1" if on else "off")  # on only for exactly `1`
 

@@ -58,6 +58,7 @@ class BucketObject:
             digests={name: fetched.sha256 for name, fetched in self.fetched.items()},
             record_files=self._recorded,
             copies=True,
+            model_bytes=sum(fetched.size for fetched in self.fetched.values()),
         )
 
     async def settle(self, error: BaseException | None) -> None:

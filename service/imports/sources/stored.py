@@ -59,6 +59,7 @@ class StoredModel:
             allow_hard_links=model_item.in_store or parts.settings.allow_hard_links,  # the store's own files
             model_id=self.model_id,
             record=record,
+            model_bytes=sum(item.size for key, item in record.files.items() if key != CONVERTED_FILE_KEY),
         )
         if model_item.in_store:  # an upload: its files are in the store (a remote backend's: copied here)
             files = parts.store.model_files(self.model_id)

@@ -66,6 +66,7 @@ class Upload:
             digests=digests,
             parts={staged.location for staged in self.externals},
             kept_bytes=self.size,
+            model_bytes=self.size,
         )
         staged.named(self.naming)
         return staged
