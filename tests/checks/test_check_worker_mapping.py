@@ -8,7 +8,8 @@ files. Shown in real sandboxed workers (the test hook runs code there with
 every wall up): the bound files read, onnxruntime makes its session from
 the path; writing them, renaming them, linking to them, reading any other
 path and listing the folder all fail; a file swapped on disk after the
-broker checked it changes nothing the worker reads; and the check worker's
+broker checked it changes nothing the worker reads (swapped before the
+bind, it is not bound: the weights are handed over); and the check worker's
 runtime and smoke stages pass over the bound files, saying so (`weights`:
 "mapped"). Where the kernel gives no mount namespace the worker hands the
 weights over and says that instead.
@@ -159,3 +160,25 @@ def test_the_runtime_and_smoke_stages_pass_over_the_bound_files(sandbox: Sandbox
     assert (runtime.status, smoke.status) == ("pass", "pass"), (runtime, smoke)
     probe = sandbox.probe()
     assert runtime.weights == ("mapped" if "mount-namespace" in probe.split("+") else "handed over"), (runtime, probe)
+
+
+def test_a_file_swapped_between_its_check_and_its_bind_is_not_bound(
+    sandbox: Sandbox, inputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker binds the inode the broker checked or nothing: one swapped on disk in between is not bound,
+    and the weights are handed over from the descriptors checked."""
+    weights = inputs / "weights.bin"
+
+    def check_then_swap(directory: str, location: str) -> tuple[int, str]:
+        opened = confined_descriptor(directory, location)
+        if location == "weights.bin":
+            swapped = inputs / "swapped.bin"
+            swapped.write_bytes(weights.read_bytes())
+            swapped.chmod(0o644)
+            os.replace(swapped, weights)
+        return opened
+
+    monkeypatch.setattr(file_broker, "confined_descriptor", check_then_swap)  # the front end's broker, in this process
+    job = sandbox.job("checks", directory=str(inputs), model="model.onnx", display_name="model.onnx", checks=("runtime", "smoke"))
+    runtime, smoke = check_worker_results(sandbox, job)
+    assert (runtime.status, runtime.weights, smoke.status) == ("pass", "handed over", "pass"), (runtime, smoke)

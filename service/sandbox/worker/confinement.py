@@ -109,14 +109,12 @@ def confine(job: WorkerJob, bound: BoundFiles | None = None) -> str:
     mapped: tuple[str, ...] = ()
     if namespaces.has(CLONE_NEWNS):
         try:
-            if bound is not None:
-                pivot_to_minimal_root(CODE_FOLDERS, bound.targets)
-                mapped = tuple(bound.targets)
-            else:
+            mapped = bind_files(bound)
+            if not mapped:
                 pivot_to_minimal_root(input_folders(job))
             layers.append(MINIMAL_ROOT)
         except OSError:
-            mapped = ()  # the kernel (or a container's policy) refused a mount: Landlock still confines reads
+            pass  # the kernel (or a container's policy) refused a mount: Landlock still confines reads
     parent = host_parent(status_fd)  # still armed to die with it, so alive
     drop_privileges(job.worker_uid, job.worker_gid, namespaces)
     rearm(parent, status_fd)  # leaving root cleared PR_SET_PDEATHSIG
@@ -132,6 +130,19 @@ def confine(job: WorkerJob, bound: BoundFiles | None = None) -> str:
     set_limits(job)
     layers.append(install_worker_filter())
     return combine_isolation(*layers)
+
+
+def bind_files(bound: BoundFiles | None) -> tuple[str, ...]:
+    """A minimal root of the code and `bound`'s files only: their paths; ()
+    where there are none, or the kernel refuses a step of it (a procfs of
+    `subset=pid` before Linux 5.8; a file swapped before it was bound)."""
+    if bound is None:
+        return ()
+    try:
+        pivot_to_minimal_root(CODE_FOLDERS, bound.targets)
+    except OSError:
+        return ()
+    return tuple(bound.targets)
 
 
 def stand_by(fork_server: int) -> None:

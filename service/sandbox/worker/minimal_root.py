@@ -22,8 +22,9 @@ store's other folders, not the API-key file, not `/etc`, `/proc` or `/dev`.
 The folders are opened (O_PATH) before the tmpfs is mounted and bound
 through `/proc/self/fd`, so a folder beneath the tmpfs's own mount point is
 bound all the same. Mount events stay in the worker's namespace (the tree is
-made private first). Raises OSError where the kernel refuses a step; the
-caller then runs without the minimal root and reports so.
+made private first). Raises OSError where the kernel refuses a step (the
+new root's tmpfs taken away again if it was mounted); the caller then runs
+without the minimal root, or tries without the files, and reports so.
 """
 
 from __future__ import annotations
@@ -98,15 +99,19 @@ def pivot_to_minimal_root(folders: Iterable[str], files: Mapping[str, int] | Non
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         base = next(point for point in MOUNT_POINTS if os.path.isdir(point))
         _mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"mode=0755,size={ROOT_BYTES}")
-        for path, source in targets.items():
-            target = base + path
-            os.makedirs(target, mode=0o755, exist_ok=True)
-            _mount(f"/proc/self/fd/{opened[source]}", target, None, MS_BIND | MS_REC)
-            _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | _kept_flags(opened[source]))
-        for path, fd in here.items():
-            _bind_file(fd, base + path)
-        if here:
-            _mount_own_proc(base + "/proc")
+        try:
+            for path, source in targets.items():
+                target = base + path
+                os.makedirs(target, mode=0o755, exist_ok=True)
+                _mount(f"/proc/self/fd/{opened[source]}", target, None, MS_BIND | MS_REC)
+                _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | _kept_flags(opened[source]))
+            for path, fd in here.items():
+                _bind_file(fd, base + path)
+            if here:
+                _mount_own_proc(base + "/proc")
+        except OSError:
+            _libc.umount2(base.encode(), MNT_DETACH)  # the host's tree in view again, as before: the caller may try otherwise
+            raise
     finally:
         for fd in [*opened.values(), *here.values()]:
             os.close(fd)
