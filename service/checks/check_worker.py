@@ -23,6 +23,7 @@ from dataclasses import replace
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, Stage, StageResult, incomplete
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox, WorkerControl
+from service.sandbox.worker.confinement import MINIMAL_ROOT
 
 log = logging.getLogger("service.sandbox")
 
@@ -56,10 +57,11 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerContro
 def _external_files(sandbox: Sandbox, job: WorkerJob, wanted: list[Stage], control: WorkerControl | None) -> tuple[str, ...]:
     """The external files the model names, as a sandboxed worker reads them
     (task "externals": the model file only), for the check worker to bind for
-    onnxruntime; none where no stage hands the model to onnxruntime, or where
-    that worker could not tell (the check worker then hands the weights over)."""
-    if "runtime" not in wanted and "smoke" not in wanted:
-        return ()
+    onnxruntime; none where no stage hands the model to onnxruntime, where
+    the workers have no minimal root to bind them in, or where that worker
+    could not tell (the check worker then hands the weights over)."""
+    if ("runtime" not in wanted and "smoke" not in wanted) or MINIMAL_ROOT not in sandbox.worker_sandbox:
+        return ()  # no stage for onnxruntime, or no mount namespace to bind files in (the last probe's walls)
     outcome = sandbox.run(replace(job, task="externals", hash_sources=False), [], control=control)
     if outcome.status != "ok" or outcome.header is None:
         return ()

@@ -27,13 +27,14 @@ import os
 import posixpath
 import stat
 from collections.abc import Callable
+from typing import Final
 
 from importer import ModelImportError
 from importer.data_owner import DataOwner
 from importer.source import ConfinedOpener
 from service.sandbox.protocol import WorkerJob
 
-MAPPED: str = "files-mapped"  # the isolation's part: the check worker's inputs are bound for onnxruntime
+FILES_MAPPED: Final = "files-mapped"  # the isolation's part: the check worker's inputs are bound for onnxruntime
 
 
 class BoundFiles:

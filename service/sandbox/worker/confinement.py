@@ -57,7 +57,7 @@ import service
 from service.checks.stages.cpu_budget import start_watchdog
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.worker import landlock
-from service.sandbox.worker.bound_files import MAPPED, BoundFiles
+from service.sandbox.worker.bound_files import FILES_MAPPED, BoundFiles
 from service.sandbox.worker.lifeline import host_parent, rearm
 from service.sandbox.worker.memory_limit import open_own_status, watch_memory
 from service.sandbox.worker.minimal_root import pivot_to_minimal_root
@@ -98,7 +98,7 @@ def confine(job: WorkerJob, bound: BoundFiles | None = None) -> str:
     """Steps 2 to 8 above; what is in effect, as the isolation string. In the
     parent of a PID namespace made here this never returns (it leaves as its
     child does). `bound`: a check worker's model and external data files,
-    bound into its minimal root in place of their folders (MAPPED in the
+    bound into its minimal root in place of their folders (FILES_MAPPED in the
     isolation where they are; else their folders, as for any worker)."""
     cgroups = join_cgroups(job.cgroups)
     empty_bounding_set()  # while it may (as root, before it may have to leave root to make a user namespace)
@@ -123,7 +123,7 @@ def confine(job: WorkerJob, bound: BoundFiles | None = None) -> str:
     layers.append(f"{UID_PREFIX}{os.getuid()}")
     layers.append(confine_files(job, mapped))
     if mapped:
-        layers.append(MAPPED)
+        layers.append(FILES_MAPPED)
     watch_memory(job.memory, status_fd)  # before the limits: RLIMIT_NPROC 0 forbids new threads
     if job.task == "checks":
         start_watchdog()  # the smoke run's CPU budget, idle until a run is watched

@@ -29,7 +29,7 @@ from typing import Protocol
 from importer.source import confined_descriptor
 from service.sandbox.protocol import WorkerHeader, WorkerJob
 from service.sandbox.worker import confinement, lifeline
-from service.sandbox.worker.bound_files import MAPPED, open_bound_files
+from service.sandbox.worker.bound_files import FILES_MAPPED, open_bound_files
 from service.sandbox.worker.file_broker import FileBroker
 from service.sandbox.worker.memory_limit import EXIT_MEMORY
 from service.tasks import compare
@@ -90,7 +90,7 @@ def main(
         if bound is None:
             run_task(connection, job, isolation, opened, broker, narrow=confinement.narrow_to_code, steps=profile)
             return
-        mapped = MAPPED in isolation.split("+")
+        mapped = FILES_MAPPED in isolation.split("+")
         paths = tuple(bound.targets) if mapped else ()
         run_task(
             connection, job, isolation, opened, bound.opener(broker), narrow=lambda: confinement.narrow_to_code(paths),
