@@ -32,7 +32,7 @@ warm-up round (the files in the page cache), median of `--runs`:
 Printed: per way the median seconds and peak MiB, and the ratios of the
 worker's to onnxruntime's (targets: peak at most 1.25x, time at most 1.0x).
 
-    .venv/bin/python bench/mapping_bench.py [--runs 3] [--one-file] [--folder /tmp/mapping-bench]
+    .venv/bin/python bench/mapping_bench.py [--runs 3] [--one-file] [--folder /tmp/mapping-bench] [--model-only]
 """
 
 from __future__ import annotations
@@ -142,7 +142,6 @@ def make_model(folder: Path, one_file: bool) -> Path:
         for index, (name, values) in enumerate(_weights(np.random.default_rng(0))):
             tensor = numpy_helper.from_array(values, name)
             raw = tensor.raw_data
-            tensor.ClearField("raw_data")
             if one_file:
                 together.write(raw)
                 set_external_data(tensor, data.name, offset=offset, length=len(raw))
@@ -152,6 +151,7 @@ def make_model(folder: Path, one_file: bool) -> Path:
                 (folder / "weights").mkdir(exist_ok=True)
                 (folder / location).write_bytes(raw)
                 set_external_data(tensor, location)
+            tensor.ClearField("raw_data")
             tensor.data_location = TensorProto.EXTERNAL
             initializers.append(tensor)
     graph = helper.make_graph(
@@ -240,6 +240,7 @@ def main(arguments: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--one-file", action="store_true")
     parser.add_argument("--folder", type=Path, default=Path("/tmp/mapping-bench"))
+    parser.add_argument("--model-only", action="store_true", help="make the model and stop")
     options = parser.parse_args(arguments)
     folder = options.folder / ("one-file" if options.one_file else "file-per-weight")
     started = time.monotonic()
@@ -247,6 +248,8 @@ def main(arguments: list[str]) -> int:
     files = sum(1 for item in folder.rglob("*") if item.is_file()) - 1
     size = sum(item.stat().st_size for item in folder.rglob("*") if item.is_file())
     print(f"model: {path} ({size / 2**20:.0f} MiB in {files} external file(s); made or found in {time.monotonic() - started:.1f} s)")
+    if options.model_only:
+        return 0
     print(f"load average at the start: {os.getloadavg()[0]:.2f}")
     sandbox = measured_sandbox()
     ways: dict[str, Callable[[], tuple[float, int, str]]] = {
