@@ -157,9 +157,11 @@ def _runtime_stage(model: importer.OnnxModel, mapped: frozenset[str]) -> tuple[S
     if any(owner.closed for owner in model.owners):
         return incomplete("runtime", "the model was closed before the runtime stage"), None
     locations = external_locations(model)
-    if locations and locations <= mapped:
-        return _session_from_path(model, ort)
-    return _handed_over(model, ort)
+    from_path = bool(locations) and locations <= mapped
+    result, session = _session_from_path(model, ort) if from_path else _handed_over(model, ort)
+    if locations and result.status != "incomplete":
+        result.weights = MAPPED if from_path else HANDED_OVER  # how onnxruntime got the weights it loaded (or refused)
+    return result, session
 
 
 def _session_from_path(model: importer.OnnxModel, ort: Any) -> tuple[StageResult, object | None]:
@@ -170,8 +172,7 @@ def _session_from_path(model: importer.OnnxModel, ort: Any) -> tuple[StageResult
         return incomplete("runtime", "out of memory while onnxruntime loaded the model"), None
     except Exception as error:
         return _load_failure(model, error), None
-    result = StageResult("runtime", weights=MAPPED)
-    return result.finish(), session
+    return StageResult("runtime").finish(), session
 
 
 def _handed_over(model: importer.OnnxModel, ort: Any) -> tuple[StageResult, object | None]:
@@ -208,7 +209,7 @@ def _handed_over(model: importer.OnnxModel, ort: Any) -> tuple[StageResult, obje
         return _load_failure(model, error), None
     # The OrtValues view the importer's memory; the session uses them in place.
     session._onnx_import_keep = (options, keep)
-    return StageResult("runtime", weights=HANDED_OVER if given else "").finish(), session
+    return StageResult("runtime").finish(), session
 
 
 def _load_failure(model: importer.OnnxModel, error: Exception) -> StageResult:
