@@ -63,6 +63,7 @@ def _external_files(sandbox: Sandbox, job: WorkerJob, wanted: list[Stage], contr
     if ("runtime" not in wanted and "smoke" not in wanted) or MINIMAL_ROOT not in sandbox.worker_sandbox:
         return ()  # no stage for onnxruntime, or no mount namespace to bind files in (the last probe's walls)
     outcome = sandbox.run(replace(job, task="externals", hash_sources=False), [], control=control)
+    log.info("%s", outcome.logged("externals", job.display_name))
     if outcome.status != "ok" or outcome.header is None:
         return ()
     return tuple(outcome.header.external_files)
