@@ -17,7 +17,8 @@ warm-up round (the files in the page cache), median of `--runs`:
 1. **onnxruntime alone**, in a fresh process: import onnxruntime and numpy,
    `InferenceSession(path, providers=["CPUExecutionProvider"])`, one run on
    ones. Timed: the whole process (the parent's wall time around it); its
-   peak resident memory: its own `ru_maxrss` at the end;
+   peak resident memory: its own VmHWM at the end (not `ru_maxrss`, which
+   Linux keeps across `execve`: the bench's own peak, as it makes the model);
 2. **check worker, mapped**: the service's `check_worker_results` with the
    stages `runtime,smoke` through a started `Sandbox` (its fork server warm,
    as in the service): the `externals` worker that reads which files the
@@ -62,12 +63,13 @@ VOCABULARY, POSITIONS, WIDTH, LAYERS, INNER, SEQUENCE = 50_257, 1_024, 768, 12, 
 OPSET = 18
 
 ALONE = f"""
-import resource, sys, time
+import sys
 import numpy as np
 import onnxruntime
 session = onnxruntime.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
 session.run(None, {{"input_ids": np.ones((1, {SEQUENCE}), np.int64)}})
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, flush=True)
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+print(int(status["VmHWM"].split()[0]) * 1024, flush=True)  # not ru_maxrss, which keeps the parent's peak across exec
 """
 
 
