@@ -27,6 +27,9 @@ Verdict = Literal["pass", "fail", "incomplete"]
 
 STAGES: Final[tuple[Stage, ...]] = ("schema", "security", "shape", "runtime", "smoke")  # the order they run in
 DEFAULT_CHECKS: Final = "schema,shape,security"
+Weights = Literal["", "mapped", "handed over"]
+MAPPED: Final[Weights] = "mapped"  # the runtime stage: onnxruntime opened and mapped the model's external files itself
+HANDED_OVER: Final[Weights] = "handed over"  # ... or was given them from the importer's memory (no mount namespace)
 IN_IMPORT_WORKER: Final[frozenset[str]] = frozenset({"schema", "security"})  # our own code, in the import's worker
 IN_CHECK_WORKER: Final[frozenset[str]] = frozenset({"shape", "runtime", "smoke"})  # onnx and onnxruntime, in a worker of their own
 MAX_FINDINGS_PER_STAGE: Final = 1000  # past this a stage counts its findings but lists no more
@@ -117,7 +120,10 @@ class StageResult:
     the summary). `bindings`: the smoke stage's, one map per run it tried,
     in run order, of each dimension it bound (`NAME`, or `INPUT[AXIS]` for
     one without a name) to its value; `binding_sources` says where each
-    came from (BINDING_SOURCES)."""
+    came from (BINDING_SOURCES). `weights`: the runtime stage's way of
+    giving onnxruntime the model's external data ("mapped": its session
+    from the path over the bound files; "handed over": from the importer's
+    memory; "": no external data)."""
 
     stage: Stage
     status: Status = "pass"
@@ -129,6 +135,7 @@ class StageResult:
     inferred: str = ""  # `shape`: the JSON list of {name, type} of the values the model does not declare
     bindings: list[dict[str, int]] = field(default_factory=list)  # `smoke`: each run's dimensions, in run order
     binding_sources: dict[str, BindingSource] = field(default_factory=dict)  # `smoke`: where each dimension's binding came from
+    weights: Weights = ""  # `runtime`: how onnxruntime got the model's external weights (MAPPED, HANDED_OVER)
 
     def add(self, finding: Finding) -> None:
         if finding.severity == "error":
@@ -151,6 +158,8 @@ class StageResult:
         if self.bindings:
             entry["bindings"] = [dict(run) for run in self.bindings]
             entry["binding_sources"] = dict(self.binding_sources)
+        if self.weights:
+            entry["weights"] = self.weights
         return entry
 
     @classmethod
@@ -180,9 +189,14 @@ def results_of(summary: Mapping[str, Any]) -> list[StageResult]:
                     warnings=int(entry.get("warnings", 0)),
                     bindings=_bindings_of(entry.get("bindings")),
                     binding_sources=_sources_of(entry.get("binding_sources")),
+                    weights=_weights_of(entry.get("weights")),
                 )
             )
     return results
+
+
+def _weights_of(given: object) -> Weights:
+    return MAPPED if given == MAPPED else HANDED_OVER if given == HANDED_OVER else ""
 
 
 def _bindings_of(listed: object) -> list[dict[str, int]]:

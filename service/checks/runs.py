@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.checks.outcome import DEFAULT_SECOND_DIM, STAGES, BindingSource, Finding, Stage, StageResult, Status, verdict
+from service.checks.outcome import DEFAULT_SECOND_DIM, STAGES, BindingSource, Finding, Stage, StageResult, Status, Weights, verdict
 
 RUNS_FORMAT: Final = "onnx-service-checks/1"
 SERVICE_DISTRIBUTION: Final = "onnx-import-service"
@@ -70,6 +70,7 @@ class StageRun(BaseModel):
     bindings: list[dict[str, int]] = Field(default_factory=list)  # each smoke run's dimensions, in run order
     binding_sources: dict[str, BindingSource] = Field(default_factory=dict)  # where each of them came from
     seconds: float = 0.0  # how long the stage took (the reports' stage times)
+    weights: Weights = ""  # `runtime`: how onnxruntime got the external weights (StageResult.weights)
 
     def entry(self) -> dict[str, object]:
         entry: dict[str, object] = {"status": self.status, "errors": self.errors, "warnings": self.warnings}
@@ -82,13 +83,15 @@ class StageRun(BaseModel):
         if self.bindings:
             entry["bindings"] = [dict(run) for run in self.bindings]
             entry["binding_sources"] = dict(self.binding_sources)
+        if self.weights:
+            entry["weights"] = self.weights
         entry["seconds"] = self.seconds
         return entry
 
     def result(self, stage: Stage) -> StageResult:
         return StageResult(
             stage, self.status, reason=self.reason, errors=self.errors, warnings=self.warnings, seconds=self.seconds,
-            bindings=[dict(run) for run in self.bindings], binding_sources=dict(self.binding_sources),
+            bindings=[dict(run) for run in self.bindings], binding_sources=dict(self.binding_sources), weights=self.weights,
         )  # fmt: skip
 
     def asked(self) -> SmokeAsked:
@@ -162,6 +165,7 @@ def _stage_run(result: StageResult, smoke: SmokeAsked, ran_at: str) -> StageRun:
         bindings=[dict(run) for run in result.bindings],
         binding_sources=dict(result.binding_sources),
         seconds=round(max(result.seconds, 0.0), 3),
+        weights=result.weights,
     )
 
 

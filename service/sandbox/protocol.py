@@ -27,7 +27,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from importer.limits import MAX_TENSOR_BYTES
-from service.checks.outcome import DEFAULT_SECOND_DIM, MAX_FINDINGS_PER_STAGE, BindingSource, Finding, Stage, StageResult, Status
+from service.checks.outcome import (
+    DEFAULT_SECOND_DIM,
+    MAX_FINDINGS_PER_STAGE,
+    BindingSource,
+    Finding,
+    Stage,
+    StageResult,
+    Status,
+    Weights,
+)
 from service.settings import WORKER_ID
 
 CHUNK_BYTES = 1 << 20
@@ -74,6 +83,7 @@ class WorkerJob:
     max_tensor_bytes: int = MAX_TENSOR_BYTES  # the largest tensor in external data (--max-tensor-bytes)
     expected_model: tuple[int, int] | None = None  # (device, inode) the front end resolved the model path to
     hash_sources: bool = False  # report the SHA-256 of each file read (an upload's were hashed as they arrived)
+    mapped_files: tuple[str, ...] = ()  # task "checks": the external locations to bind for onnxruntime (bound_files)
     checks: tuple[Stage, ...] = ("schema",)  # the stages asked for (service.checks.outcome.STAGES); each worker runs its own
     dims: tuple[tuple[str, int], ...] = ()  # the smoke run's bindings of symbolic dimensions (the request's: strict)
     soft_dims: tuple[tuple[str, int], ...] = ()  # a registry's bindings: used where the model has a free place for them
@@ -138,6 +148,7 @@ class StageReport(BaseModel):
     inferred: str = Field(default="", max_length=MAX_INFERRED_BYTES)  # `shape`: JSON text, kept and served as it is
     bindings: list[dict[str, int]] = Field(default_factory=list, max_length=MAX_SMOKE_RUNS)  # `smoke`: each run's dimensions
     binding_sources: dict[str, BindingSource] = Field(default_factory=dict)  # `smoke`: where each binding came from
+    weights: Weights = ""  # `runtime`: "mapped" or "handed over" (StageResult.weights)
 
     @classmethod
     def of(cls, result: StageResult, with_findings: bool = True) -> StageReport:
@@ -153,6 +164,7 @@ class StageReport(BaseModel):
             inferred=result.inferred if with_findings else "",
             bindings=result.bindings,
             binding_sources=result.binding_sources,
+            weights=result.weights,
         )
 
     def result(self) -> StageResult:
@@ -162,7 +174,7 @@ class StageReport(BaseModel):
             raise ValueError(f"a {self.stage} report holds another stage's finding")
         return StageResult(
             self.stage, self.status, findings, self.reason, self.errors, self.warnings, self.seconds, self.inferred,
-            bindings=self.bindings, binding_sources=self.binding_sources,
+            bindings=self.bindings, binding_sources=self.binding_sources, weights=self.weights,
         )  # fmt: skip
 
 

@@ -105,6 +105,7 @@ def run_task(
     freeze: Callable[[], None] = gc.freeze,
     steps: Steps | None = None,
     documents: tuple[int, int] | None = None,
+    mapped: frozenset[str] = frozenset(),
 ) -> None:
     """Read the job's model (`opened`, else opened here), its external data
     files opened by `external_opener` (through the front end's file broker,
@@ -113,7 +114,9 @@ def run_task(
     (in-process tests pass one that keeps the test's own files). Once the
     model is read, `freeze` keeps the cyclic collector off its objects for
     the worker's life (in-process tests, whose process lives on, pass a no-op).
-    `steps` (the worker's profile so far) is sent with the answer. A diff
+    `steps` (the worker's profile so far) is sent with the answer. `mapped`:
+    the external locations bound for onnxruntime to open by name (the
+    runtime stage then makes its session from the model's path). A diff
     job compares its two graph documents (`documents`, else opened here) instead."""
     if job.task == "diff":
         assert job.diff is not None
@@ -149,7 +152,7 @@ def run_task(
         if job.task == "graph":
             send_graph(connection, model, job, isolation)
         elif job.task == "checks":
-            send_checks(connection, model, job, isolation + ("+files-narrowed" if narrowed else ""), steps)
+            send_checks(connection, model, job, isolation + ("+files-narrowed" if narrowed else ""), steps, mapped)
         else:
             send_import(connection, model, job, isolation, steps)
 

@@ -14,6 +14,9 @@
   whose external files were deleted after the import (main-graph
   initializers, a subgraph's initializer, a Constant's value), and the
   session computes what onnxruntime computes from the files.
+- Given the locations the check worker bound (every one the model names),
+  the session is made from the model's path instead (`weights`: "mapped");
+  the hand-over says "handed over".
 - The session is confined as the worker needs it (one thread each way, no
   spinning, sequential, CPU only); without onnxruntime, on a closed model or
   on memory exhaustion the stage is `incomplete` (fail closed).
@@ -46,6 +49,7 @@ from service.checks.stages.runtime import (
     RUNTIME_OP_NOT_IMPLEMENTED,
     runtime_stage,
 )
+from service.checks.stages.smoke import smoke_stage
 from service.checks.stages.weights_aside import weights_set_aside
 
 ort: Any = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (the `runtime` extra)")
@@ -238,10 +242,29 @@ def test_external_data_comes_from_the_importers_memory_not_the_files(tmp_path: P
     shutil.rmtree(folder)  # the mappings stay; onnxruntime could open no file now
     with model:
         result, session = runtime_stage(model)
-        assert result.status == "pass", result
+        assert (result.status, result.weights) == ("pass", "handed over"), result
         live: Any = session
         [actual] = live.run(None, {"X": x})
     np.testing.assert_array_equal(actual, expected)
+
+
+def test_with_every_external_file_mapped_the_session_is_made_from_the_path(tmp_path: Path) -> None:
+    """Where the check worker has bound every external file (its locations given), onnxruntime makes the session
+    from the model's path and maps the files itself, as a user's `InferenceSession(path)` does; one file left out
+    and the weights are handed over as before. Both compute what onnxruntime computes; the smoke run passes."""
+    folder = tmp_path / "external"
+    shutil.copytree(SAMPLES / "external", folder)
+    x = np.linspace(-1, 1, 64 * 3, dtype=np.float32).reshape(3, 64)
+    [expected] = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"X": x})
+    with importer.load_model(folder / "model.onnx") as model:
+        assert runtime.external_locations(model) == {"weights.bin", "more/bias.bin"}
+        for mapped, weights in (({"weights.bin", "more/bias.bin", "unused.bin"}, "mapped"), ({"weights.bin"}, "handed over")):
+            result, session = runtime_stage(model, frozenset(mapped))
+            assert (result.status, result.weights) == ("pass", weights), (mapped, result)
+            live: Any = session
+            [actual] = live.run(None, {"X": x})
+            np.testing.assert_array_equal(actual, expected)
+            assert smoke_stage(session, model, {}).status == "pass"
 
 
 def test_large_inline_weights_are_handed_over_from_memory_not_copied(tmp_path: Path) -> None:

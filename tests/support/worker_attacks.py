@@ -13,7 +13,10 @@ write, stat), the front end's and the fork server's memory, limits,
 priorities, CPU affinity, scheduling class and I/O priority, a real-time
 class and nice -20 for itself, fanotify and inotify, System V IPC objects,
 new namespaces and mounts, bpf, perf_event_open, io_uring, the kernel
-keyring, userfaultfd, process_vm_readv and ptrace. Each one that would leave
+keyring, userfaultfd, process_vm_readv and ptrace; and in a check worker
+given its model's external files (bound read-only beside the model for
+onnxruntime), writing, renaming and hard-linking a bound file, reading a
+file beside them and listing their folder. Each one that would leave
 something behind in the control (an IPC object, a key, a mount, a trace)
 removes it again. It prints one JSON object: {attack: {"confined": ..., "control":
 ...}} on one line, each "done", "refused: ERRNO" or "killed" (the seccomp
@@ -37,6 +40,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 TEST_SUPPORT = "/test-support"  # in the container: where the test mounts the test-only worker entry (tests/e2e/test_container.py)
@@ -56,6 +60,7 @@ def _import_paths() -> list[str]:
 
 
 SAMPLE = _sample()
+EXTERNAL = SAMPLE.parent / "external"  # the external-data sample (where the data root has it)
 sys.path[:0] = _import_paths()
 from service.sandbox.supervisor import Sandbox  # noqa: E402
 from service.sandbox.worker.confinement import make_undumpable  # noqa: E402
@@ -143,6 +148,24 @@ def attacks(folder: Path, front_end: int, fork_server: int) -> dict[str, str]:
     }
 
 
+def bound_attacks(folder: Path) -> dict[str, str]:
+    """Attacks on a check worker's bound files (its model's external data,
+    bound read-only for onnxruntime to open by name), run in a check worker
+    given them (`mapped_files`)."""
+    mapped = folder / "mapped"
+    weights = mapped / "weights.bin"
+    return {
+        "write a bound external file": f"os.close(os.open({str(weights)!r}, os.O_WRONLY))",
+        "rename a bound external file": f"os.rename({str(weights)!r}, {str(mapped / 'moved.bin')!r})",
+        "hard-link a bound external file": f"os.link({str(weights)!r}, {str(mapped / 'linked.bin')!r})",
+        "read a file beside the bound files": f"open({str(mapped / 'other.bin')!r}, 'rb').read()",
+        "list the bound files' folder": f"os.listdir({str(mapped)!r})",
+    }
+
+
+BOUND = ("weights.bin", "more/bias.bin")  # what the external sample's model names
+
+
 PRELUDE = """import ctypes, errno, os
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -161,6 +184,10 @@ def lay_out(folder: Path) -> Path:
     shutil.copyfile(SAMPLE, folder / "store" / "tenant-a" / "model.onnx")
     (folder / "keys.toml").write_text('[[key]]\nsha256 = "00"\ntenant = "a"\nscopes = ["read"]\n')
     shutil.copyfile(SAMPLE, folder / "inputs" / "add.onnx")
+    if EXTERNAL.is_dir():  # a model with external data, for the bound files' attacks
+        shutil.rmtree(folder / "mapped", ignore_errors=True)
+        shutil.copytree(EXTERNAL, folder / "mapped")
+        (folder / "mapped" / "other.bin").write_bytes(b"not the model's")
     for path in folder.rglob("*"):  # the folder itself is the caller's (mode 0777)
         path.chmod(0o777 if path.is_dir() else 0o666)
     return folder / "inputs"
@@ -206,6 +233,18 @@ def main(folder: Path) -> dict[str, dict[str, str]]:
         lay_out(folder)  # undo what a confined attack may have done, for the control
         outcomes[name] = {"confined": confined, "control": run_unconfined(wrapped(code))}
         lay_out(folder)
+    if EXTERNAL.is_dir():
+        for name, code in bound_attacks(folder).items():
+            checks = sandbox.job("checks", directory=str(folder / "mapped"), model="model.onnx", display_name="model.onnx")
+            job = faulty(replace(checks, mapped_files=BOUND), code=wrapped(code))
+            try:
+                answer = ProbeAnswer.model_validate_json(sandbox.first_frame(job, timeout=20.0))
+                confined, outcomes["sandbox"]["bound"] = answer.test_result or "", answer.isolation
+            except EOFError:
+                confined = "killed"
+            lay_out(folder)
+            outcomes[name] = {"confined": confined, "control": run_unconfined(wrapped(code))}
+            lay_out(folder)
     return outcomes
 
 

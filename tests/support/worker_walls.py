@@ -46,7 +46,11 @@ EXPECTED_WALLS = (
     "pid-namespace", "ipc-namespace", "mount-namespace", "network-namespace", "minimal-root", "unprivileged", "landlock", "seccomp",
 )  # fmt: skip
 # Stopped only by the minimal root (the worker's own mount namespace): stat needs no read right Landlock could refuse.
-NEEDS_MINIMAL_ROOT = {"stat the API-key file", "stat /etc/shadow", "stat another tenant's stored model"}
+# A check worker's bound files too: without a mount namespace nothing is bound, and its inputs' folders are granted.
+NEEDS_MINIMAL_ROOT = {
+    "stat the API-key file", "stat /etc/shadow", "stat another tenant's stored model",
+    "read a file beside the bound files", "list the bound files' folder",
+}  # fmt: skip
 # Can this user make a mount and a PID namespace (with a user namespace if it must)? Not in a container under the
 # runtime's default seccomp profile (the bare-container stage of .ci/run): the workers then have Landlock and seccomp.
 CAN_UNSHARE = (
@@ -101,11 +105,14 @@ def check_attack_outcomes(outcomes: dict[str, dict[str, str]], may_trace: bool, 
     refuses it to this caller anyway: a process it may not trace
     (`may_trace`), a privilege it lacks (`privileged`), or a container's own
     profile (`container`)."""
-    isolation = outcomes.pop("sandbox")["isolation"]
+    sandbox = outcomes.pop("sandbox")
+    isolation = sandbox["isolation"]
     layers = set(isolation.replace("landlock-", "landlock+").split("+"))
     namespaces = namespaces_available()
     missing = [wall for wall in EXPECTED_WALLS if wall not in layers and (namespaces or wall in ("landlock", "seccomp"))]
     assert not missing, f"walls missing: {missing} (isolation {isolation})"
+    if namespaces and "bound" in sandbox:  # the bound files' attacks met a check worker with its files bound
+        assert "files-mapped" in sandbox["bound"].split("+"), sandbox["bound"]
     assert len(outcomes) >= 40
     if not namespaces:  # left to the walls there are; shown in full where namespaces can be had
         outcomes = {name: outcome for name, outcome in outcomes.items() if name not in NEEDS_MINIMAL_ROOT}

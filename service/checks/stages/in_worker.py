@@ -154,14 +154,17 @@ def _refusal_reason(finding: Finding) -> str:
     return f"the security check estimates {what} past --max-static-output at {finding.field_path}: {finding.message}"
 
 
-def _stage_runner(stage: Stage, model: OnnxModel, job: WorkerJob, session: list[object | None]) -> Callable[[], StageResult]:
-    """The function that runs `stage`; `session` passes the runtime stage's session to the smoke run."""
+def _stage_runner(
+    stage: Stage, model: OnnxModel, job: WorkerJob, session: list[object | None], mapped: frozenset[str]
+) -> Callable[[], StageResult]:
+    """The function that runs `stage`; `session` passes the runtime stage's session to the smoke run;
+    `mapped`: the external locations onnxruntime may open by name."""
     if stage == "shape":
         return lambda: shape_stage(model)
     if stage == "runtime":
 
         def load() -> StageResult:
-            result, session[0] = runtime_stage(model)
+            result, session[0] = runtime_stage(model, mapped)
             return result
 
         return load
@@ -183,10 +186,18 @@ def _no_run(loaded: StageResult) -> StageResult:
     return incomplete("smoke", f"not run: the runtime stage did not finish ({loaded.reason})")
 
 
-def send_checks(connection: Connection, model: OnnxModel, job: WorkerJob, isolation: str, steps: Steps | None = None) -> None:
+def send_checks(
+    connection: Connection,
+    model: OnnxModel,
+    job: WorkerJob,
+    isolation: str,
+    steps: Steps | None = None,
+    mapped: frozenset[str] = frozenset(),
+) -> None:
     """Run the check worker's stages of `job`, sending each result as it ends
     (the worker has narrowed its file policy already: `confinement.narrow_to_code`),
-    then the header with `steps`, the worker's profile, each stage a step."""
+    then the header with `steps`, the worker's profile, each stage a step.
+    `mapped`: the external locations bound for onnxruntime (the runtime stage's session from the path)."""
     stages = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
     steps = steps or Steps()
     try:
@@ -210,7 +221,7 @@ def send_checks(connection: Connection, model: OnnxModel, job: WorkerJob, isolat
         elif stage == "smoke" and loaded is not None and loaded.status != "pass":
             result = _no_run(loaded)
         else:
-            result = _guarded(stage, _stage_runner(stage, model, job, session))
+            result = _guarded(stage, _stage_runner(stage, model, job, session, mapped))
         if stage == "runtime":
             loaded = result
         send(result)

@@ -1,8 +1,16 @@
 """The `runtime` stage: will onnxruntime load the model?
 
-Owns `runtime_stage`, which creates an onnxruntime `InferenceSession` from the
+Owns `runtime_stage`. Where the check worker has bound the model's external
+data files for onnxruntime (`service.sandbox.worker.bound_files`: the
+inodes checked, read-only, beside the model file, and Landlock granting
+those files alone), and every tensor's location is among them, onnxruntime
+makes its session from the model's path, as a user would, and maps its
+external files itself: no copy of the weights (the result's `weights` is
+"mapped"). Otherwise (a host without mount namespaces, a model without
+external data) it creates an onnxruntime `InferenceSession` from the
 model's bytes with every external tensor given from the importer's own memory,
-so that onnxruntime opens no file of its own:
+so that onnxruntime opens no file of its own (`weights` "handed over" where
+any is):
 
 - initializers of the main graph with external data are handed over as
   `OrtValue`s over numpy arrays that view the importer's mapped bytes
@@ -47,6 +55,7 @@ to open a file, or on any exception it does not expect.
 from __future__ import annotations
 
 import importlib
+import posixpath
 import re
 import time
 from collections.abc import Iterator
@@ -60,7 +69,7 @@ from importer.element_types import DataType, has_native_numpy_dtype, raw_layout_
 from importer.messages import Node
 from importer.tensor import FROM_EXTERNAL, Tensor
 from importer.tensor_places import INITIALIZER, tensor_places
-from service.checks.outcome import Finding, Stage, StageResult, incomplete
+from service.checks.outcome import HANDED_OVER, MAPPED, Finding, Stage, StageResult, incomplete
 from service.checks.stages.weights_aside import weights_set_aside
 
 RUNTIME_OP_NOT_IMPLEMENTED: Final = "runtime-op-not-implemented"
@@ -130,21 +139,43 @@ def session_options(ort: Any) -> Any:
     return options
 
 
-def runtime_stage(model: importer.OnnxModel) -> tuple[StageResult, object | None]:
-    """The `runtime` stage's result and the session it made (None if none)."""
+def runtime_stage(model: importer.OnnxModel, mapped: frozenset[str] = frozenset()) -> tuple[StageResult, object | None]:
+    """The `runtime` stage's result and the session it made (None if none).
+    `mapped`: the external locations onnxruntime may open by name (bound
+    for it beside the model file: `service.sandbox.worker.bound_files`)."""
     started = time.monotonic()
-    result, session = _runtime_stage(model)
+    result, session = _runtime_stage(model, mapped)
     result.seconds = time.monotonic() - started
     return result, session
 
 
-def _runtime_stage(model: importer.OnnxModel) -> tuple[StageResult, object | None]:
+def _runtime_stage(model: importer.OnnxModel, mapped: frozenset[str]) -> tuple[StageResult, object | None]:
     try:
         ort = load_onnxruntime()
     except _OnnxruntimeMissing:
         return incomplete("runtime", MISSING_ONNXRUNTIME), None
     if any(owner.closed for owner in model.owners):
         return incomplete("runtime", "the model was closed before the runtime stage"), None
+    locations = external_locations(model)
+    from_path = bool(locations) and locations <= mapped
+    result, session = _session_from_path(model, ort) if from_path else _handed_over(model, ort)
+    if locations and result.status != "incomplete":
+        result.weights = MAPPED if from_path else HANDED_OVER  # how onnxruntime got the weights it loaded (or refused)
+    return result, session
+
+
+def _session_from_path(model: importer.OnnxModel, ort: Any) -> tuple[StageResult, object | None]:
+    """The session onnxruntime makes from the model's path, its external files opened and mapped by itself."""
+    try:
+        session = ort.InferenceSession(model.owners[0].name, session_options(ort), providers=list(PROVIDERS))
+    except MemoryError:
+        return incomplete("runtime", "out of memory while onnxruntime loaded the model"), None
+    except Exception as error:
+        return _load_failure(model, error), None
+    return StageResult("runtime").finish(), session
+
+
+def _handed_over(model: importer.OnnxModel, ort: Any) -> tuple[StageResult, object | None]:
     try:
         options = session_options(ort)
         given, embed = _external_tensors(model)
@@ -220,6 +251,16 @@ def _external_tensors(model: importer.OnnxModel) -> tuple[list[Tensor], list[tup
         else:
             embed.append((place.field_path, tensor))
     return given, embed
+
+
+def external_locations(model: importer.OnnxModel) -> frozenset[str]:
+    """The locations (normalised) of every tensor with external data, wherever it is."""
+    found = set()
+    for place in tensor_places(model.proto):
+        tensor = place.tensor
+        if tensor.source == FROM_EXTERNAL:
+            found.add(posixpath.normpath(str((tensor.external_data or {}).get("location", ""))))
+    return frozenset(found)
 
 
 def _viewable(tensor: Tensor) -> bool:

@@ -16,7 +16,10 @@ reach):
    PID (it goes on as PID 1 of a new one, its parent standing by), mount,
    UTS, cgroup and network;
 4. in its mount namespace, a minimal root (`service.sandbox.worker.minimal_root`): only the
-   model's folder, its external-data folder and the Python code, read-only;
+   model's folder, its external-data folder and the Python code, read-only
+   (a check worker given its model's external files: the code, and only the
+   model file and those files, bound from the descriptors checked:
+   `service.sandbox.worker.bound_files`; "files-mapped" in its isolation);
 5. no privilege (`service.sandbox.worker.privileges`): its own uid and gid, every
    capability set empty, the bounding set too, no_new_privs. The external
    data files the parse names are opened by the front end for it
@@ -24,7 +27,7 @@ reach):
    root clears the death signal main armed (`service.sandbox.worker.lifeline`):
    it is set again;
 6. Landlock's file policy (`service.sandbox.worker.landlock`): it may read the files
-   beneath those folders and create, write, link, rename, truncate, remove
+   beneath those folders (a mapped check worker: those files only) and create, write, link, rename, truncate, remove
    or run nothing anywhere; signals and abstract UNIX sockets scoped to
    itself. Before any thread starts, since a Landlock domain binds the
    thread that asks and what it starts afterwards;
@@ -54,6 +57,7 @@ import service
 from service.checks.stages.cpu_budget import start_watchdog
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.worker import landlock
+from service.sandbox.worker.bound_files import FILES_MAPPED, BoundFiles
 from service.sandbox.worker.lifeline import host_parent, rearm
 from service.sandbox.worker.memory_limit import open_own_status, watch_memory
 from service.sandbox.worker.minimal_root import pivot_to_minimal_root
@@ -90,19 +94,24 @@ def make_undumpable() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
 
 
-def confine(job: WorkerJob) -> str:
+def confine(job: WorkerJob, bound: BoundFiles | None = None) -> str:
     """Steps 2 to 8 above; what is in effect, as the isolation string. In the
     parent of a PID namespace made here this never returns (it leaves as its
-    child does)."""
+    child does). `bound`: a check worker's model and external data files,
+    bound into its minimal root in place of their folders (FILES_MAPPED in the
+    isolation where they are; else their folders, as for any worker)."""
     cgroups = join_cgroups(job.cgroups)
     empty_bounding_set()  # while it may (as root, before it may have to leave root to make a user namespace)
     fork_server = host_parent()  # armed to die with it (main), so alive
     namespaces = enter_namespaces(job.worker_uid, job.worker_gid, stand_by=lambda: stand_by(fork_server))
     status_fd = open_own_status()  # this process's (PID 1 of its namespace), before /proc is out of view
     layers = [*namespaces.names, *cgroups]
+    mapped: tuple[str, ...] = ()
     if namespaces.has(CLONE_NEWNS):
         try:
-            pivot_to_minimal_root(input_folders(job))
+            mapped = bind_files(bound)
+            if not mapped:
+                pivot_to_minimal_root(input_folders(job))
             layers.append(MINIMAL_ROOT)
         except OSError:
             pass  # the kernel (or a container's policy) refused a mount: Landlock still confines reads
@@ -112,13 +121,28 @@ def confine(job: WorkerJob) -> str:
     if unprivileged():
         layers.append(UNPRIVILEGED)
     layers.append(f"{UID_PREFIX}{os.getuid()}")
-    layers.append(confine_files(job))
+    layers.append(confine_files(job, mapped))
+    if mapped:
+        layers.append(FILES_MAPPED)
     watch_memory(job.memory, status_fd)  # before the limits: RLIMIT_NPROC 0 forbids new threads
     if job.task == "checks":
         start_watchdog()  # the smoke run's CPU budget, idle until a run is watched
     set_limits(job)
     layers.append(install_worker_filter())
     return combine_isolation(*layers)
+
+
+def bind_files(bound: BoundFiles | None) -> tuple[str, ...]:
+    """A minimal root of the code and `bound`'s files only: their paths; ()
+    where there are none, or the kernel refuses a step of it (a procfs of
+    `subset=pid` before Linux 5.8; a file swapped before it was bound)."""
+    if bound is None:
+        return ()
+    try:
+        pivot_to_minimal_root(CODE_FOLDERS, bound.targets)
+    except OSError:
+        return ()
+    return tuple(bound.targets)
 
 
 def stand_by(fork_server: int) -> None:
@@ -175,26 +199,30 @@ def keep_only_descriptors(keep: set[int], output: int | None) -> None:
             os.closerange(low + 1, high)  # close_range(2) where the kernel has it
 
 
-def confine_files(job: WorkerJob) -> str:
+def confine_files(job: WorkerJob, mapped: tuple[str, ...] = ()) -> str:
     """Landlock: read the job's inputs and the code, nothing else. "landlock-N" or "unavailable".
 
     The inputs are granted as folders (the model's, and its external-data
     folder), never as the model file itself: a rule holds its inode until the
     kernel frees the worker's domain, a little after the worker exits, and an
-    evicted or deleted upload would keep its space that long."""
+    evicted or deleted upload would keep its space that long. A check worker
+    whose files are bound (`mapped`, their paths in its minimal root) is
+    granted exactly those files instead, each to read (no folder to list):
+    onnxruntime opens them by name; they keep their space that little longer."""
     try:
-        return f"{LANDLOCK_PREFIX}{landlock.restrict_self(input_folders(job))}"
+        return f"{LANDLOCK_PREFIX}{landlock.restrict_self(CODE_FOLDERS + mapped if mapped else input_folders(job))}"
     except landlock.LandlockUnavailable:
         return UNAVAILABLE
 
 
-def narrow_to_code() -> bool:
+def narrow_to_code(mapped: tuple[str, ...] = ()) -> bool:
     """Landlock once more, for a worker whose inputs are open and mapped: from
     now on it may read only the code, not even its inputs' folders (a check
     worker, before onnxruntime sees the model: any file it tries to open of
-    its own is refused). False where Landlock is unavailable."""
+    its own is refused), and the `mapped` files (bound for onnxruntime to
+    open by name). False where Landlock is unavailable."""
     try:
-        landlock.restrict_self(CODE_FOLDERS)
+        landlock.restrict_self(CODE_FOLDERS + mapped)
     except landlock.LandlockUnavailable:
         return False
     return True

@@ -6,7 +6,9 @@ open its inputs (`service.tasks.dispatch.open_input`: opened, not read), then pu
 (`service.sandbox.worker.confinement`, which says what each does and in which order: its own
 cgroups, namespaces and minimal root, no privilege, Landlock, its memory
 watchdog and limits, and last its seccomp allow-list), and only then reads
-a byte of the model. It reports what is in effect as its header's
+a byte of the model (a check worker given its model's external files has
+the file broker open them first, to bind them for onnxruntime:
+`service.sandbox.worker.bound_files`). It reports what is in effect as its header's
 `isolation` ("user-namespace+pid-namespace+...+seccomp"; "unavailable" for
 none; `service.sandbox.supervisor.describe_isolation` reads it back). Then it does its task
 (`service.tasks.dispatch.run_task`). Once its answer is written it leaves
@@ -27,6 +29,7 @@ from typing import Protocol
 from importer.source import confined_descriptor
 from service.sandbox.protocol import WorkerHeader, WorkerJob
 from service.sandbox.worker import confinement, lifeline
+from service.sandbox.worker.bound_files import FILES_MAPPED, open_bound_files
 from service.sandbox.worker.file_broker import FileBroker
 from service.sandbox.worker.memory_limit import EXIT_MEMORY
 from service.tasks import compare
@@ -74,16 +77,25 @@ def main(
         opened = open_input(connection, job)
         if opened is False:
             return
+        broker = FileBroker(files).open if files is not None else confined_descriptor
+        bound = open_bound_files(job, opened, broker) if opened is not None else None  # a check worker's files, bound for onnxruntime
         profile.done("open")
-        isolation = confinement.confine(job)  # in the parent of a PID namespace made here this does not return
+        isolation = confinement.confine(job, bound)  # in the parent of a PID namespace made here this does not return
         profile.done("walls")
         if job.task == "probe":
             send_header(connection, WorkerHeader(status="probe", isolation=isolation))
             return
         if steps is not None and steps.walls_up(connection, job, isolation):
             return
-        opener = FileBroker(files).open if files is not None else confined_descriptor
-        run_task(connection, job, isolation, opened, opener, narrow=confinement.narrow_to_code, steps=profile)
+        if bound is None:
+            run_task(connection, job, isolation, opened, broker, narrow=confinement.narrow_to_code, steps=profile)
+            return
+        mapped = FILES_MAPPED in isolation.split("+")
+        paths = tuple(bound.targets) if mapped else ()
+        run_task(
+            connection, job, isolation, opened, bound.opener(broker), narrow=lambda: confinement.narrow_to_code(paths),
+            steps=profile, mapped=bound.locations if mapped else frozenset(),
+        )  # fmt: skip
     except MemoryError:
         gc.collect()
         try:

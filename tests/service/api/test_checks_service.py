@@ -6,8 +6,10 @@ status and one fail-closed verdict, `/diagnostics` pages every finding by
 stage, and `?format=sarif` (validated against the official SARIF 2.1.0
 schema) and `?format=junit` give the report for CI. A denial-of-service
 model (Range, ConstantOfShape, Expand) is flagged by `security` and never run; a wrong declared type is found
-by `shape` at its node; a model with external data loads in onnxruntime from
-the importer's memory; a smoke run past the worker's memory is `incomplete`;
+by `shape` at its node; a model with external data loads in onnxruntime
+from its path over the files the check worker bound (`weights`: "mapped";
+"handed over", from the importer's memory, where the host gives no mount
+namespace); a smoke run past the worker's memory is `incomplete`;
 and without onnx and onnxruntime the stages that need them are `incomplete`,
 saying so, and the verdict is never `pass`. A 3 KB model whose function
 calls would inline to 2^40 nodes fails `security` at once, and no other
@@ -190,6 +192,8 @@ def test_every_stage_runs_a_model_with_external_data(client: httpx.Client) -> No
     statuses = {name: entry["status"] for name, entry in summary["checks"].items()}
     assert statuses == dict.fromkeys(ALL.split(","), "pass"), summary["checks"]
     assert summary["verdict"] == "pass"
+    minimal_root = "minimal-root" in client.get("/readyz").json()["worker_sandbox"]  # a mount namespace: the files bound
+    assert summary["checks"]["runtime"]["weights"] == ("mapped" if minimal_root else "handed over"), summary["checks"]["runtime"]
 
 
 @pytest.mark.parametrize("op_type", ["Range", "ConstantOfShape", "Expand"])
