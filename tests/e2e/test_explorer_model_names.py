@@ -87,6 +87,7 @@ def test_an_upload_carries_the_name_and_label_typed(server: ServiceProcess, watc
     expect(entry).not_to_contain_text("model.onnx")
     named_id = entry.get_attribute("data-id") or ""
     page.click(f"#models li[data-id='{other['id']}'] a")  # the Diff tab offers it by name and label
+    expect(page.locator("#tab-summary h2")).to_have_text(str(other["input"]))  # opened: its summary no longer takes the tab
     page.click("#tabs [data-tab=diff]")
     expect(page.locator(f"#diff-with option[value='{named_id}']")).to_have_text(f"ranker (v3 fp16) {named_id[:8]}")
 
