@@ -31,7 +31,7 @@ from service.checks.rules import MODEL_REFUSED, RULES
 from service.checks.runs import CheckRuns, SmokeAsked, runs_of
 from service.checks.sarif import FINGERPRINT, sarif_log, sarif_report
 from service.checks.stages import shape
-from service.sandbox.protocol import ImportFailure
+from service.sandbox.protocol import ImportFailure, Task, WorkerJob
 from service.sandbox.supervisor import WorkerOutcome
 
 STAGE_MODULES = {
@@ -262,11 +262,11 @@ class _EndedSandbox:
     def __init__(self, outcome: WorkerOutcome) -> None:
         self.outcome = outcome
 
-    def job(self, task: str, **details: object) -> dict[str, object]:
-        return {"task": task, **details}
+    def job(self, task: Task, **details: Any) -> WorkerJob:
+        return WorkerJob(task, 1 << 30, 10, 100, **details)
 
-    def run(self, job: object, streams: object) -> WorkerOutcome:
-        return self.outcome
+    def run(self, job: WorkerJob, streams: object, *rest: object) -> WorkerOutcome:
+        return self.outcome  # the externals listing too: its files then count as none (refused: said by the import)
 
 
 def test_a_refusal_is_a_result_and_a_worker_without_an_answer_leaves_every_stage_incomplete(tmp_path: Path) -> None:

@@ -99,7 +99,9 @@ def test_every_front_end_serves_requests(several: ServiceProcess) -> None:
 
     with ThreadPoolExecutor(8) as pool:
         assert sum(pool.map(fetch, range(16))) == 16 * 50
-    busy = [pid for pid in pids if cpu_ticks(pid) - before[pid] >= 5]  # 50 ms of CPU or more
+    # 20 ms of CPU or more: an idle front end takes next to none in this time; one that served a share of the 800 GETs takes
+    # 40 ms and more (CI under load: 26 and 4 ticks, the kernel's spread of new connections is not even)
+    busy = [pid for pid in pids if cpu_ticks(pid) - before[pid] >= 2]
     assert len(busy) == FRONT_ENDS, {pid: cpu_ticks(pid) - before[pid] for pid in pids}
 
 
