@@ -6,7 +6,7 @@ byte offset), `StageResult` (a stage's status and findings) and `verdict`,
 which fails closed: a stage asked for that did not finish, or was not run,
 makes the verdict `incomplete`, never `pass`. `parse_checks` reads `schema,shape,...` as a
 request or a setting gives it; `parse_dims` the smoke run's `NAME:VALUE` and
-`INPUT[AXIS]:VALUE` bindings, and `DimensionBindingError` is one the model has
+`INPUT[AXIS]:VALUE` bindings (`parse_dims_text`, comma-separated), and `DimensionBindingError` is one the model has
 no place for; `BINDING_SOURCES`, where a smoke run's binding came from, and
 `DEFAULT_SECOND_DIM`, the value its second run gives the dimensions left unbound.
 """
@@ -292,3 +292,8 @@ def parse_dims(values: Sequence[str]) -> tuple[tuple[str, int], ...]:
             name = f"{target}[{axis}]"
         bound[name] = int(number)
     return tuple(sorted(bound.items()))
+
+
+def parse_dims_text(text: str) -> tuple[tuple[str, int], ...]:
+    """`parse_dims` of comma-separated bindings (`batch:4,seq:16`), as a setting or a tag writes them."""
+    return parse_dims([part.strip() for part in text.split(",") if part.strip()])

@@ -1,7 +1,7 @@
 """The dimension bindings the gate gives a version's smoke run: `gate_bindings`.
 
 Three places may name them, each as the smoke run's bindings (`NAME:VALUE`,
-`INPUT[AXIS]:VALUE`; `service.checks.outcome.parse_dims`), the later winning
+`INPUT[AXIS]:VALUE`; `service.checks.outcome.parse_dims_text`), the later winning
 a key the earlier ones bind too:
 
 1. the MLflow model signature's input shapes (the `MLmodel`'s
@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from service.checks.outcome import ChecksError, parse_dims
+from service.checks.outcome import ChecksError, parse_dims_text
 from service.registry.sources import Refused
 
 log = logging.getLogger("service")
@@ -31,11 +31,6 @@ log = logging.getLogger("service")
 DIMS_TAG = "onnx_import.dims"
 
 Bindings = tuple[tuple[str, int], ...]
-
-
-def parse_dims_text(text: str) -> Bindings:
-    """Comma-separated bindings (`batch:4,seq:16`); ChecksError if one is not a binding."""
-    return parse_dims([part.strip() for part in text.split(",") if part.strip()])
 
 
 def signature_bindings(inputs: list[Any]) -> Bindings:
@@ -51,15 +46,6 @@ def signature_bindings(inputs: list[Any]) -> Bindings:
             if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                 bound[f"{spec['name']}[{axis}]"] = value
     return tuple(sorted(bound.items()))
-
-
-def version_tag(record: dict[str, Any], key: str) -> str | None:
-    """The value of a model version's tag (MLflow's list of key and value), or None."""
-    tags = record.get("tags", [])
-    for tag in tags if isinstance(tags, list) else []:
-        if isinstance(tag, dict) and tag.get("key") == key:
-            return str(tag.get("value", ""))
-    return None
 
 
 def gate_bindings(setting: str, tag: str | None, inputs: list[Any]) -> Bindings:

@@ -38,7 +38,7 @@ from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.registry.alias import AliasRule
 from service.registry.deliveries import Deliveries
-from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
+from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable, version_tag
 from service.registry.pending import AUTH_REFUSALS, PendingWrites, WriteBack, write_back
 from service.registry.signature import verify_delivery
 from service.registry.sources import Refused
@@ -175,7 +175,7 @@ class RegistryHook:
         held = str(holder.get("version", ""))
         if not held or held == version:
             return {}
-        before = next((tag.get("value", "") for tag in holder.get("tags", []) if tag.get("key") == MODEL_ID), "")
+        before = version_tag(holder, MODEL_ID) or ""
         if not before:
             return compared(None, held, why_not=f"version {held} has no {MODEL_ID} tag")
         try:

@@ -2,7 +2,8 @@
 
 Owns the few calls the gate makes (a model version, a registered model's
 alias, a run, a logged model, an artifact folder's listing and a file of it
-through the server's artifact proxy, a version's tag, an alias), with
+through the server's artifact proxy, a version's tag, an alias; `version_tag`
+reads one of a version's tags), with
 MLflow's auth conventions (`MLFLOW_TRACKING_TOKEN` as a Bearer token, or
 `MLFLOW_TRACKING_USERNAME` and `MLFLOW_TRACKING_PASSWORD` as Basic), spoken
 with httpx: no MLflow package in the service. A call that cannot connect,
@@ -189,3 +190,12 @@ def _message(response: httpx.Response) -> str:
     if isinstance(answer, dict):
         return f"{answer.get('error_code', '')} {answer.get('message', '')}".strip()[:300]
     return str(answer)[:300]
+
+
+def version_tag(record: dict[str, Any], key: str) -> str | None:
+    """The value of a model version's tag (MLflow's list of key and value), or None."""
+    tags = record.get("tags", [])
+    for tag in tags if isinstance(tags, list) else []:
+        if isinstance(tag, dict) and tag.get("key") == key:
+            return str(tag.get("value", ""))
+    return None

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from service.registry.alias import AliasRule
-from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable
+from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable, version_tag
 from service.registry.verdict import ALIAS, VERDICT
 
 log = logging.getLogger("service")
@@ -48,10 +48,8 @@ class WriteBack:
 async def write_back(api: MlflowApi, write: WriteBack, rule: AliasRule) -> None:
     """The tags, the alias (by `rule`), and the verdict tag last (once it is
     there, the rest is); MlflowUnavailable if MLflow did not answer."""
-    if write.unless_tagged:
-        tags = (await api.model_version(write.name, write.version)).get("tags", [])
-        if any(isinstance(tag, dict) and tag.get("key") == VERDICT for tag in tags):
-            return
+    if write.unless_tagged and version_tag(await api.model_version(write.name, write.version), VERDICT) is not None:
+        return
     last = [(key, value) for key, value in write.tags.items() if key == VERDICT]
     for key, value in write.tags.items():
         if key == VERDICT:

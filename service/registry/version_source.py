@@ -40,9 +40,9 @@ from service.imports.answers import Imported
 from service.imports.parts import ImportParts
 from service.imports.sources.upload import check_location
 from service.imports.staging import Staged, Staging
-from service.registry.bindings import DIMS_TAG, Bindings, gate_bindings, version_tag
+from service.registry.bindings import DIMS_TAG, Bindings, gate_bindings
 from service.registry.folders import ArtifactFolder, ObjectMissing
-from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused, TooLarge
+from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused, TooLarge, version_tag
 from service.registry.mlmodel import MAX_MLMODEL, MlmodelError, signature_inputs
 from service.registry.sources import Refused, artifact_folder, model_files
 from service.tasks.catalog_format import MODEL_FILE_KEY

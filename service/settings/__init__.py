@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from importer.limits import MAX_TENSOR_BYTES, MAX_TENSOR_BYTES_CEILING
-from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks, parse_dims
+from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks, parse_dims_text
 from service.settings.kinds import (
     FRACTION,
     GIB,
@@ -129,7 +129,7 @@ def _link_keys_hold(text: str) -> bool:
 
 def _binds_dims(text: str) -> bool:
     try:
-        parse_dims([part.strip() for part in text.split(",") if part.strip()])
+        parse_dims_text(text)
     except ChecksError:
         return False
     return True

@@ -25,10 +25,10 @@ from obstore.store import MemoryStore
 
 from service.errors import ImportTooLarge
 from service.registry.alias import AliasRule
-from service.registry.bindings import gate_bindings, signature_bindings, version_tag
+from service.registry.bindings import gate_bindings, signature_bindings
 from service.registry.deliveries import Deliveries
 from service.registry.folders import BucketFolder, ObjectMissing
-from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable, auth_headers
+from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable, auth_headers, version_tag
 from service.registry.mlmodel import MlmodelError, onnx_model_path, signature_inputs
 from service.registry.pending import PendingWrites, WriteBack
 from service.registry.signature import Unsigned, signature_of, verify_delivery
