@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from importer.limits import MAX_TENSOR_BYTES, MAX_TENSOR_BYTES_CEILING
 from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks, parse_dims_text
 from service.settings.kinds import (
+    A_SHARE,
     FRACTION,
     GIB,
     INT,
@@ -212,7 +213,7 @@ class Settings:
         "share of the import places (--workers and --queue together) and of the receiving places (--max-receiving) one tenant "
         "may hold (0.5 or 50%; at least one of each) when several tenants may import (API keys, the MLflow hook's tenant); "
         "beyond it that tenant gets 503 while others are admitted. Free workers go to the tenant running the fewest",
-        rule=Rule(lambda share: 0 < share <= 1, "must be above 0 and at most 1 (100%)"),
+        rule=A_SHARE,
     )  # fmt: skip
     worker_memory: int = setting(
         2 * GIB,
@@ -233,7 +234,7 @@ class Settings:
         "share of the machine's memory, or of the service's cgroup limit where lower, that a check worker sized to its model "
         "may take, and that the running sized workers take in all (one tenant at most --tenant-share of it while it runs "
         "another); a model needing more is incomplete, its reason naming the memory it needs",
-        rule=Rule(lambda share: 0 < share <= 1, "must be above 0 and at most 1 (100%)"),
+        rule=A_SHARE,
     )  # fmt: skip
     worker_cpu_seconds: int = setting(60, INT, "CPU-time cap of one import worker (RLIMIT_CPU)", rule=within(1, 86_400))
     worker_timeout: float = setting(120.0, SECONDS, "wall-clock deadline of one import worker, in seconds", rule=within(0.1, 86_400.0))
@@ -259,7 +260,7 @@ class Settings:
         "share of the store's room (the free space above --store-min-free and what the store holds on that file system, at most "
         "--store-max-bytes) that one tenant's open resumable uploads may declare (0.25 or 25%); beyond it 507. Creating an "
         "upload never evicts a model",
-        rule=Rule(lambda share: 0 < share <= 1, "must be above 0 and at most 1 (100%)"),
+        rule=A_SHARE,
     )  # fmt: skip
     max_external_files: int = setting(1000, INT, "external data files one model may name", rule=within(1, 100_000))
     max_tensor_bytes: int = setting(

@@ -46,24 +46,19 @@ def format_size(size: int) -> str:
     return str(size)
 
 
+def _finite(text: str, what: str = "") -> float:
+    """A finite number; SettingsError saying it is not (`what`: " of seconds")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise SettingsError(f"{text!r} is not a number{what}") from None
+    if not math.isfinite(value):
+        raise SettingsError(f"{text!r} is not a finite number{what}")
+    return value
+
+
 def _parse_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise SettingsError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value):
-        raise SettingsError(f"{text!r} is not a finite number of seconds")
-    return value
-
-
-def _parse_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise SettingsError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise SettingsError(f"{text!r} is not a finite number")
-    return value
+    return _finite(text, " of seconds")
 
 
 def _parse_int(text: str) -> int:
@@ -104,7 +99,7 @@ OPTIONAL_PATH: Kind[Path | None] = Kind(lambda text: Path(text) if text else Non
 INT: Kind[int] = Kind(_parse_int, str)
 SIZE: Kind[int] = Kind(parse_size, format_size)
 SECONDS: Kind[float] = Kind(_parse_seconds, _number)
-NUMBER: Kind[float] = Kind(_parse_number, _number)
+NUMBER: Kind[float] = Kind(_finite, _number)
 FRACTION: Kind[float] = Kind(_parse_fraction, lambda value: f"{value * 100:g}%")
 SWITCH: Kind[bool] = Kind(lambda text: text == "1", lambda on: "1" if on else "off")  # on only for exactly `1`
 
@@ -119,6 +114,9 @@ class Rule(Generic[T]):
 
 def within(low: N, high: N) -> Rule[N]:
     return Rule(lambda value: low <= value <= high, f"must be within {_number(low)} to {_number(high)}")
+
+
+A_SHARE: Rule[float] = Rule(lambda share: 0 < share <= 1, "must be above 0 and at most 1 (100%)")  # of a FRACTION setting
 
 
 S3_SCHEME = "s3://"
