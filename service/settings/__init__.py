@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -108,12 +108,17 @@ class _Declaration:
     rule: Rule[Any] | None
 
 
-def _names_stages(text: str) -> bool:
-    try:
-        parse_checks(text)
-    except ChecksError:
-        return False
-    return True
+def _parses(parse: Callable[[str], object]) -> Callable[[str], bool]:
+    """A rule's test: `parse` takes the text without a ChecksError."""
+
+    def holds(text: str) -> bool:
+        try:
+            parse(text)
+        except ChecksError:
+            return False
+        return True
+
+    return holds
 
 
 MIN_LINK_KEY_CHARS = 32  # a report link key's least length (`openssl rand -hex 32` gives 64 characters)
@@ -126,14 +131,6 @@ def link_keys(text: str) -> list[str]:
 
 def _link_keys_hold(text: str) -> bool:
     return all(len(key) >= MIN_LINK_KEY_CHARS for key in link_keys(text))
-
-
-def _binds_dims(text: str) -> bool:
-    try:
-        parse_dims_text(text)
-    except ChecksError:
-        return False
-    return True
 
 
 def setting(default: T, kind: Kind[T], help: str, *, rule: Rule[T] | None = None, shown: str | None = None, flag: bool = True) -> T:
@@ -288,7 +285,7 @@ class Settings:
     )
     default_checks: str = setting(
         DEFAULT_CHECKS, TEXT, f"check stages an import runs when the request names none (?checks=): any of {', '.join(STAGES)}",
-        rule=Rule(_names_stages, f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
+        rule=Rule(_parses(parse_checks), f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
     )  # fmt: skip
     max_static_output: int = setting(
         GIB, SIZE, "the security check's bound on an output whose size constants fix (Range, ConstantOfShape, Expand, ...): "
@@ -378,13 +375,13 @@ class Settings:
     )  # fmt: skip
     mlflow_checks: str = setting(
         ",".join(STAGES), TEXT, f"check stages the MLflow hook runs on each new model version: any of {', '.join(STAGES)}",
-        rule=Rule(_names_stages, f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
+        rule=Rule(_parses(parse_checks), f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
     )  # fmt: skip
     mlflow_dims: str = setting(
         "", TEXT, "dimension bindings the MLflow hook gives each version's smoke run, comma-separated NAME:VALUE or "
         "INPUT[AXIS]:VALUE (batch:4,seq:16), each used where the model has a free place for it; a version's tag onnx_import.dims "
         "wins over it, and it over the MLflow model signature's input shapes",
-        rule=Rule(_binds_dims, "must be comma-separated NAME:VALUE or INPUT[AXIS]:VALUE bindings"), shown="none",
+        rule=Rule(_parses(parse_dims_text), "must be comma-separated NAME:VALUE or INPUT[AXIS]:VALUE bindings"), shown="none",
     )  # fmt: skip
     mlflow_alias: str = setting(
         "validated", TEXT, "the registered-model alias the MLflow hook moves to a version that passes (never to one that does not)",

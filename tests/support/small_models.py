@@ -7,6 +7,8 @@
 declares), reshaped to [2, -1], for the smoke run's bindings by input and axis.
 `external_weight_model(location, values)`: a weight of `values` float32 zeros
 in the external file `location` (any text: one outside the rules too).
+`summed_external_model(*locations)`: one float weight per location, each the
+first 4 bytes of the file it names, summed (a model of many external files).
 """
 
 from __future__ import annotations
@@ -56,5 +58,24 @@ def external_weight_model(location: str, values: int) -> bytes:
     graph = helper.make_graph([helper.make_node("Identity", ["W"], ["Y"])], "external", [], [output], [weight])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
+    data: bytes = model.SerializeToString()
+    return data
+
+
+def summed_external_model(*locations: str) -> bytes:
+    """One float tensor per location, each the first 4 bytes of the file it names, summed."""
+    tensors = []
+    for index, location in enumerate(locations):
+        tensor = numpy_helper.from_array(np.zeros([1], np.float32), f"w{index}")
+        tensor.data_location = TensorProto.EXTERNAL
+        tensor.ClearField("raw_data")
+        for key, value in (("location", location), ("offset", "0"), ("length", "4")):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, value
+        tensors.append(tensor)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Sum", [t.name for t in tensors], ["y"])], "g", [], [y], tensors)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
     data: bytes = model.SerializeToString()
     return data

@@ -51,7 +51,7 @@ from support.batch_models import baked_batch
 from support.faults import FaultPlan
 from support.mlflow_server import MlflowServer
 from support.service_harness import ServiceProcess, model_id_of
-from support.small_models import weight_model
+from support.small_models import summed_external_model, weight_model
 from support.tcp_proxy import TcpProxy
 
 from service.registry.signature import signature_of
@@ -246,22 +246,9 @@ def test_a_version_that_runs_at_batch_1_but_not_at_2_fails_naming_the_binding(
 def slow_model(files: int, padding: int) -> dict[str, bytes]:
     """A model summing `files` weights, each in an external data file of its own, fetched through MLflow's proxy
     in turn; the last file has `padding` bytes after its weight, all fetched, none run (the checks stay small)."""
-    tensors = []
-    for index in range(files):
-        tensor = numpy_helper.from_array(np.zeros([1], np.float32), f"w{index}")
-        tensor.data_location = TensorProto.EXTERNAL
-        tensor.ClearField("raw_data")
-        for key, value in (("location", f"w{index}.bin"), ("offset", "0"), ("length", "4")):
-            entry = tensor.external_data.add()
-            entry.key, entry.value = key, value
-        tensors.append(tensor)
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
-    graph = helper.make_graph([helper.make_node("Sum", [t.name for t in tensors], ["y"])], "slow", [], [y], tensors)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
     weights = {f"w{index}.bin": np.float32(index).tobytes() for index in range(files)}
     weights[f"w{files - 1}.bin"] += bytes(padding)
-    return {"model.onnx": model.SerializeToString(), **weights}
+    return {"model.onnx": summed_external_model(*weights), **weights}
 
 
 def test_a_slow_version_1_passing_after_a_fast_version_2_leaves_the_alias_on_2(

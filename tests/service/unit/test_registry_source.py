@@ -17,10 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from in_process import import_parts
-from onnx import TensorProto, helper, numpy_helper
+from support.small_models import summed_external_model
 
 from service.checks.requested import CheckRequest
 from service.errors import UploadTooLarge
@@ -56,25 +55,6 @@ class MemoryFolder:
         return Fetched(len(data), hashlib.sha256(data).hexdigest())
 
 
-def _model_naming(*locations: str) -> bytes:
-    """One float tensor per location, each the first 4 bytes of the file it names, summed."""
-    tensors = []
-    for index, location in enumerate(locations):
-        tensor = numpy_helper.from_array(np.zeros([1], np.float32), f"w{index}")
-        tensor.data_location = TensorProto.EXTERNAL
-        tensor.ClearField("raw_data")
-        for key, value in (("location", location), ("offset", "0"), ("length", "4")):
-            entry = tensor.external_data.add()
-            entry.key, entry.value = key, value
-        tensors.append(tensor)
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
-    graph = helper.make_graph([helper.make_node("Sum", [t.name for t in tensors], ["y"])], "g", [], [y], tensors)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    data: bytes = model.SerializeToString()
-    return data
-
-
 @pytest.fixture
 def imports(tmp_path: Path) -> ImportParts:
     return import_parts(tmp_path)
@@ -85,7 +65,7 @@ def _validated(imports: ImportParts, folder: MemoryFolder) -> Imported:
 
 
 def test_two_spellings_of_one_location_are_one_file_fetched_once(imports: ImportParts) -> None:
-    folder = MemoryFolder({"model.onnx": _model_naming("w.bin", "./w.bin", "././w.bin"), "w.bin": b"\0" * 4})
+    folder = MemoryFolder({"model.onnx": summed_external_model("w.bin", "./w.bin", "././w.bin"), "w.bin": b"\0" * 4})
     imported = _validated(imports, folder)
     assert imported.created
     assert folder.downloads == ["model.onnx", "w.bin"]
@@ -98,7 +78,7 @@ def test_a_location_holding_a_percent_sign_is_refused_before_anything_is_fetched
     forms = [[c, f"%{ord(c):02X}", f"%{ord(c):02x}"] for c in "w.bin"]  # each character as it is, or percent-encoded
     spellings = [a + b + c + d + e for a in forms[0] for b in forms[1] for c in forms[2] for d in forms[3] for e in forms[4]]
     spellings = sorted(set(spellings) - {"w.bin"})[:200]
-    folder = MemoryFolder({"model.onnx": _model_naming("w.bin", *spellings), "w.bin": b"\0" * 4})
+    folder = MemoryFolder({"model.onnx": summed_external_model("w.bin", *spellings), "w.bin": b"\0" * 4})
     with pytest.raises(Refused, match="holds a '%'"):
         _validated(imports, folder)
     assert folder.downloads == ["model.onnx", "w.bin"]  # the real name once; no spelling fetched
@@ -107,7 +87,7 @@ def test_a_location_holding_a_percent_sign_is_refused_before_anything_is_fetched
 
 def test_the_files_fetched_count_against_the_budget(tmp_path: Path) -> None:
     imports = import_parts(tmp_path, max_upload=1024, max_upload_total=1024)
-    folder = MemoryFolder({"model.onnx": _model_naming("w.bin"), "w.bin": b"\0" * 2048})
+    folder = MemoryFolder({"model.onnx": summed_external_model("w.bin"), "w.bin": b"\0" * 2048})
     with pytest.raises(UploadTooLarge) as refused:
         _validated(imports, folder)
     assert refused.value.limit == "max_upload_total"
@@ -116,7 +96,7 @@ def test_the_files_fetched_count_against_the_budget(tmp_path: Path) -> None:
 
 def test_the_versions_name_is_the_holdings_name(imports: ImportParts) -> None:
     """`models:/NAME/VERSION`, the source's display name, is what the tenant's listing and summary name the model by."""
-    imported = _validated(imports, MemoryFolder({"model.onnx": _model_naming("w.bin"), "w.bin": b"\0" * 4}))
+    imported = _validated(imports, MemoryFolder({"model.onnx": summed_external_model("w.bin"), "w.bin": b"\0" * 4}))
     (listed,) = imports.store.listing("mlflow", None, 10)
     assert (listed.model_id, listed.holding.input, listed.holding.label) == (imported.model_id, "models:/m/1", "")
     assert b'"input":"models:/m/1"' in imported.summary
@@ -124,8 +104,8 @@ def test_the_versions_name_is_the_holdings_name(imports: ImportParts) -> None:
 
 def test_each_file_of_a_version_is_imported_with_its_own_external_data(imports: ImportParts) -> None:
     folder = MemoryFolder({
-        "decoder_model.onnx": _model_naming("decoder.bin"), "decoder.bin": b"\1" * 4,
-        "encoder_model.onnx": _model_naming("encoder.bin"), "encoder.bin": b"\2" * 4,
+        "decoder_model.onnx": summed_external_model("decoder.bin"), "decoder.bin": b"\1" * 4,
+        "encoder_model.onnx": summed_external_model("encoder.bin"), "encoder.bin": b"\2" * 4,
     })  # fmt: skip
     files = VersionFiles("m", "3", folder, ["decoder_model.onnx", "encoder_model.onnx"], soft_dims=(("batch", 2),))
     checks = CheckRequest(("schema",))
@@ -181,8 +161,8 @@ def test_a_version_is_as_good_as_its_worst_file(tmp_path: Path) -> None:
     """An encoder naming external data the version lacks is refused, so the version is, though its decoder passes;
     with the file there, both pass and the version is given the alias."""
     parts = import_parts(tmp_path, mlflow_url="http://127.0.0.1:5000", mlflow_webhook_secret="s", mlflow_checks="schema")
-    api = FolderApi({"decoder_model.onnx": _model_naming("decoder.bin"), "decoder.bin": b"\1" * 4,
-                     "encoder_model.onnx": _model_naming("encoder.bin")})  # fmt: skip
+    api = FolderApi({"decoder_model.onnx": summed_external_model("decoder.bin"), "decoder.bin": b"\1" * 4,
+                     "encoder_model.onnx": summed_external_model("encoder.bin")})  # fmt: skip
     hook = RegistryHook(parts, Diffs(tmp_path / "diffs"), api)
     asyncio.run(hook.validate("m", "1"))
     tags = api.tags["1"]
