@@ -26,7 +26,7 @@ from support.service_harness import ServiceProcess, copy_samples
 
 skip_without_a_browser()
 
-from playwright.sync_api import Route, expect  # noqa: E402
+from playwright.sync_api import Page, Route, expect  # noqa: E402
 
 EVERY_STAGE = "schema,security,shape,runtime,smoke"
 
@@ -92,25 +92,30 @@ def test_an_upload_carries_the_name_and_label_typed(server: ServiceProcess, watc
     expect(page.locator(f"#diff-with option[value='{named_id}']")).to_have_text(f"ranker (v3 fp16) {named_id[:8]}")
 
 
+def opened_with_summary(watched: Watched, server: ServiceProcess, summary: dict[str, object]) -> Page:
+    """The explorer with the model of `summary` opened, its summary answered as `summary` says."""
+    model_id = str(summary["id"])
+
+    def answered(route: Route) -> None:
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(summary))
+
+    page = open_explorer(watched, server)
+    page.route(f"{server.url}/models/{model_id}", answered)
+    page.click(f"#models li[data-id='{model_id}'] a")
+    return page
+
+
 def test_the_summary_shows_the_smoke_runs_bindings(server: ServiceProcess, watched: Watched) -> None:
     """Each run's bindings and their sources, as the summary gives them
     (`checks.smoke.bindings` and `binding_sources`, laid over a real summary here)."""
     summary = imported(server, batched_model("two bindings"), f"?checks={EVERY_STAGE}")
-    model_id = str(summary["id"])
     checks = summary["checks"]
     assert isinstance(checks, dict)
     checks["smoke"] |= {
         "bindings": [{"batch": 1, "x[1]": 4}, {"batch": 2, "x[1]": 4}],
         "binding_sources": {"batch": "default", "x[1]": "model"},
     }
-
-    def with_bindings(route: Route) -> None:
-        route.fulfill(status=200, content_type="application/json", body=json.dumps(summary))
-
-    page = open_explorer(watched, server)
-    page.route(f"{server.url}/models/{model_id}", with_bindings)
-    page.click(f"#models li[data-id='{model_id}'] a")
-    table = page.locator("#smoke-bindings")
+    table = opened_with_summary(watched, server, summary).locator("#smoke-bindings")
     expect(table.locator("thead th")).to_have_text(["dimension", "1st binding", "2nd binding", "source"])
     expect(table.locator("tr[data-dimension=batch] td")).to_have_text(["1", "2", "default"])
     expect(table.locator("tr[data-dimension='x[1]'] td")).to_have_text(["4", "4", "model"])
@@ -121,20 +126,13 @@ def test_a_summary_with_the_requests_dims_only_shows_them(server: ServiceProcess
     request's, of the one run): the real summary of a run with `?dim=`, any
     `bindings` taken out."""
     summary = imported(server, batched_model("one binding"), f"?checks={EVERY_STAGE}&dim=batch:3")
-    model_id = str(summary["id"])
     checks = summary["checks"]
     assert isinstance(checks, dict)
     smoke = checks["smoke"]
     assert smoke["dims"] == {"batch": 3}, smoke
     smoke.pop("bindings", None)
     smoke.pop("binding_sources", None)
-
-    def as_before(route: Route) -> None:
-        route.fulfill(status=200, content_type="application/json", body=json.dumps(summary))
-
-    page = open_explorer(watched, server)
-    page.route(f"{server.url}/models/{model_id}", as_before)
-    page.click(f"#models li[data-id='{model_id}'] a")
+    page = opened_with_summary(watched, server, summary)
     table = page.locator("#smoke-bindings")
     expect(table.locator("thead th")).to_have_text(["dimension", "1st binding", "source"])
     expect(table.locator("tr[data-dimension=batch] td")).to_have_text(["3", "request"])
