@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from support.raw_http import read_response
 from support.service_harness import ServiceProcess, copy_samples, serving
 from support.small_models import external_weight_model
 
@@ -29,7 +30,6 @@ RATE = 64 << 20  # bytes a second the client sends at most: about a 500 Mbit/s l
 ANSWERED_BEFORE = 0.05  # of the external part: sent when the answer comes
 GIVE_UP = 0.25  # the client stops sending here: the server read on without answering
 CHUNK = 256 << 10
-STATUS = re.compile(rb"HTTP/1\.1 (\d{3}) ")
 
 
 @pytest.fixture(scope="module")
@@ -69,25 +69,6 @@ def _sent_until_answered(connection: socket.socket, start: bytes) -> tuple[int, 
             sent += connection.send(zeros)
 
 
-def _answer(connection: socket.socket, data: bytes) -> tuple[int, bytes, dict[str, object]]:
-    """The whole response: its status, head and JSON body."""
-    connection.setblocking(True)
-    connection.settimeout(30)
-    while b"\r\n\r\n" not in data:
-        chunk = connection.recv(65536)
-        assert chunk, f"the connection closed before a whole response: {data!r}"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    match = STATUS.match(head)
-    length = re.search(rb"(?im)^content-length: *(\d+)", head)
-    assert match and length, head
-    while len(body) < int(length.group(1)):
-        chunk = connection.recv(65536)
-        assert chunk, "the connection closed inside the response's body"
-        body += chunk
-    return int(match.group(1)), head, json.loads(body)
-
-
 def _closed_by_the_server(connection: socket.socket) -> bool:
     """Reading ends (EOF, or the reset of a socket closed with unread bytes) and sending on fails."""
     try:
@@ -117,7 +98,8 @@ def test_a_2_gib_upload_refused_by_its_model_part_is_answered_before_it_arrives(
 ) -> None:
     with socket.create_connection(("127.0.0.1", server.port)) as connection:
         sent, first = _sent_until_answered(connection, _request_start(model))
-        status, head, problem = _answer(connection, first)
+        status, head, body, _ = read_response(connection, first, timeout=30)
+        problem = json.loads(body)
         assert sent < ANSWERED_BEFORE * EXTERNAL_BYTES, f"answered after {sent} of {EXTERNAL_BYTES} bytes"
         assert status == 422, problem
         assert re.search(rb"(?im)^connection: *close\r?$", head), head

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import random
-import re
 import socket
 import time
 from collections.abc import Iterator
@@ -28,13 +27,13 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 from support import service_harness
+from support.raw_http import read_response
 from support.service_harness import ServiceProcess, copy_samples, model_id_of, serving
 
 from service.client import Client
 
 MIB = 1 << 20
 BOUNDARY = "receiving-test-boundary-7f3a"
-STATUS = re.compile(rb"HTTP/1\.1 (\d{3}) ")
 
 
 def weights_model(elements: int, seed: int) -> bytes:
@@ -64,25 +63,6 @@ def upload_head(length: int) -> bytes:
     return (
         f"POST /models HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {length}\r\n\r\n"
     ).encode()
-
-
-def read_response(connection: socket.socket, buffered: bytes) -> tuple[int, bytes, bytes]:
-    """One response with a Content-Length: (status, body, what came after it)."""
-    connection.settimeout(60)
-    data = buffered
-    while b"\r\n\r\n" not in data:
-        chunk = connection.recv(65536)
-        assert chunk, f"the connection closed before a response: {data!r}"
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    match = STATUS.match(head)
-    assert match, head
-    length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
-    while len(rest) < length:
-        chunk = connection.recv(65536)
-        assert chunk, "the connection closed inside a response's body"
-        rest += chunk
-    return int(match.group(1)), rest[:length], rest[length:]
 
 
 @pytest.fixture(scope="module")
@@ -117,13 +97,13 @@ def test_a_body_in_odd_pieces_with_a_request_pipelined_behind_it(server: Service
                 connection.sendall(piece)
                 if step < 100:
                     time.sleep(0.01)
-            status, answer, rest = read_response(connection, b"")
+            status, _, answer, rest = read_response(connection, b"")
             if number == 0:
                 assert status == 201, answer
                 assert f'"id":"{model_id_of(model, {})}"'.encode() in answer
             else:
                 assert status == 400 and b"unused.bin" in answer, answer
-            health, _, rest = read_response(connection, rest)
+            health, _, _, rest = read_response(connection, rest)
             assert health == 200 and rest == b""
 
 
