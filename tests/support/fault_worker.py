@@ -10,7 +10,9 @@ job is) carries them; a plain `WorkerJob` runs as in the service.
 
 - `sleep`: the worker waits that long before it opens its inputs (it holds
   only its own descriptors then); with `spin`, it burns that much CPU time
-  instead, once its walls and limits are up (on a busy machine too);
+  instead, once its walls and limits are up (on a busy machine too). Either
+  way it first names itself SLEEPER_NAME (its /proc/PID/comm), so that a test
+  kills or waits for this worker, never the readiness probe's beside it;
 - `action`: once its walls are up, it tries what the sandbox must stop
   (`try_forbidden`: "socket", "exec", "ptrace", "fork"; "thread" is
   tried and the task goes on);
@@ -34,6 +36,8 @@ from service.sandbox.worker import main as worker
 from service.tasks.dispatch import send_header
 
 ACTIONS = ("socket", "exec", "ptrace", "fork", "thread")
+SLEEPER_NAME = "fault-sleeper"  # the name (comm) of a worker given `sleep`
+PR_SET_NAME = 15
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +63,10 @@ class JobFaults:
     """The `WorkerSteps` that perform a `FaultyJob`'s faults (a plain job: none)."""
 
     def before_open(self, job: WorkerJob) -> None:
-        if isinstance(job, FaultyJob) and job.sleep and not job.spin:
-            time.sleep(job.sleep)
+        if isinstance(job, FaultyJob) and job.sleep:
+            ctypes.CDLL(None).prctl(PR_SET_NAME, SLEEPER_NAME.encode(), 0, 0, 0)
+            if not job.spin:
+                time.sleep(job.sleep)
 
     def walls_up(self, connection: Connection, job: WorkerJob, isolation: str) -> bool:
         if not isinstance(job, FaultyJob):

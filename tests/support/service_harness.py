@@ -32,6 +32,7 @@ import httpx
 
 from service.settings import Settings
 from service.store.work_area import is_probe
+from support.fault_worker import SLEEPER_NAME
 from support.faults import FAULTS, FAULTS_VARIABLE, FaultSandbox
 from support.paths import REPO
 
@@ -187,6 +188,18 @@ class ServiceProcess(ServiceUnderTest):
             workers.extend(children_of(child))
         return workers
 
+    def sleeping_workers(self) -> list[int]:
+        """The workers a test fault holds (`X-Test-Worker-Sleep`), at any depth
+        under the service: named support.fault_worker.SLEEPER_NAME, unlike the
+        readiness probe's worker, which may run beside them."""
+        assert self.process is not None
+        found, parents = [], [self.process.pid]
+        while parents:
+            children = [child for parent in parents for child in children_of(parent)]
+            found.extend(pid for pid in children if process_name(pid) == SLEEPER_NAME)
+            parents = children
+        return found
+
 
 @contextlib.contextmanager
 def serving(store: Path, data_root: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[ServiceProcess]:
@@ -252,6 +265,14 @@ def started_sandbox() -> Iterator[FaultSandbox]:
     finally:
         with contextlib.suppress(Exception):
             multiprocessing.forkserver._forkserver._stop()  # type: ignore[attr-defined]
+
+
+def process_name(pid: int) -> str:
+    """The process's name (/proc/PID/comm); "" once it has gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def children_of(pid: int) -> list[int]:
