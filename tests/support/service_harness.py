@@ -193,7 +193,8 @@ class ServiceProcess(ServiceUnderTest):
         under the service: named support.fault_worker.SLEEPER_NAME, unlike the
         readiness probe's worker, which may run beside them."""
         assert self.process is not None
-        found, parents = [], [self.process.pid]
+        found: list[int] = []
+        parents = [self.process.pid]
         while parents:
             children = [child for parent in parents for child in children_of(parent)]
             found.extend(pid for pid in children if process_name(pid) == SLEEPER_NAME)
