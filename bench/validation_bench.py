@@ -87,6 +87,7 @@ import datetime
 import importlib
 import importlib.metadata
 import io
+import itertools
 import json
 import math
 import os
@@ -97,6 +98,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -117,10 +119,16 @@ ALL_STAGES = "schema,security,shape,runtime,smoke"
 OPSET = 17
 TIMEOUT = 900.0  # seconds one measurement may take
 NETWORKS = ("resnet50", "bert_base", "gpt2_small")
+LARGE = ("external_3gib", "gpt2_shape_150")
+HASHED_BY_HAND = ("gpt2_shape_150",)  # the by-hand time counts the SHA-256 of its files (issue 57)
 MIB = 1 << 20
 
-Way = Literal["hand", "cli", "service", "upload"]
-WAYS_OF: dict[str, tuple[Way, ...]] = {"network": ("hand", "cli", "service"), "nodes": ("hand", "cli", "service", "upload")}
+Way = Literal["hand", "alone", "cli", "service", "upload"]
+WAYS_OF: dict[str, tuple[Way, ...]] = {
+    "network": ("hand", "alone", "cli", "service"),
+    "large": ("hand", "service"),  # by hand is onnxruntime alone there
+    "nodes": ("hand", "cli", "service", "upload"),
+}
 
 
 def serving(store: Path, data_root: Path, *args: str) -> contextlib.AbstractContextManager[Any]:
@@ -135,9 +143,11 @@ def serving(store: Path, data_root: Path, *args: str) -> contextlib.AbstractCont
 HAND_REFERENCE = """
 import time
 started = time.perf_counter()
-import json, os, sys
+import hashlib, json, os, sys
 import numpy as np
-import onnx
+checked = sys.argv[2] == "check"
+if checked:
+    import onnx
 import onnxruntime as ort
 imported = time.perf_counter()
 steps = {"imports": imported - started}
@@ -151,12 +161,13 @@ TYPES = {"float": np.float32, "double": np.float64, "float16": np.float16, "int8
          "int32": np.int32, "int64": np.int64, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32,
          "uint64": np.uint64, "bool": np.bool_}
 path = sys.argv[1]
-mark = time.perf_counter()
-try:
-    onnx.checker.check_model(path, full_check=True)
-except Exception as error:
-    answer("check failed: " + type(error).__name__ + ": " + str(error)[:200])
-steps["check"] = time.perf_counter() - mark
+if checked:
+    mark = time.perf_counter()
+    try:
+        onnx.checker.check_model(path, full_check=True)
+    except Exception as error:
+        answer("check failed: " + type(error).__name__ + ": " + str(error)[:200])
+    steps["check"] = time.perf_counter() - mark
 mark = time.perf_counter()
 try:
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -176,6 +187,14 @@ try:
 except Exception as error:
     answer("run failed: " + type(error).__name__ + ": " + str(error)[:200])
 steps["run"] = time.perf_counter() - mark
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+steps["peak"] = int(status["VmHWM"].split()[0]) * 1024  # before the hashes; not ru_maxrss, which keeps the bench's across exec
+if sys.argv[3:]:
+    mark = time.perf_counter()
+    for name in sys.argv[3:]:
+        with open(name, "rb") as file:
+            hashlib.file_digest(file, "sha256").hexdigest()
+    steps["hashes"] = time.perf_counter() - mark
 answer("pass")
 """
 
@@ -208,12 +227,14 @@ os._exit(0)
 @dataclass
 class Model:
     name: str
-    kind: Literal["network", "nodes"]
+    kind: Literal["network", "nodes", "large"]
     path: Path
     origin: str = ""  # how it was made
     nodes: int = 0
     mebibytes: float = 0.0  # the model file and its external data
     external: bool = False
+    files: list[str] = field(default_factory=list)  # the model file and its external data files
+    hashed_by_hand: bool = False  # by hand includes the SHA-256 of `files`
 
 
 @dataclass
@@ -481,12 +502,40 @@ def make_network(name: str) -> Model:
     return Model(name, "network", target, origin)
 
 
+def bench_module(name: str) -> Any:
+    """A module of bench/ (imported at run time: mypy checks this script alone)."""
+    if str(REPO / "bench") not in sys.path:
+        sys.path.insert(0, str(REPO / "bench"))
+    return importlib.import_module(name)
+
+
+def make_large(name: str) -> Model:
+    """A large model in MODELS/NAME/ (made unless there) by the bench's own makers, in a partial folder, then renamed:
+    external_3gib is bench/large_models.py's `write_external_model`, gpt2_shape_150 bench/mapping_bench.py's
+    `make_model` (a file per weight)."""
+    folder = MODELS / name
+    origin = {
+        "external_3gib": "bench/large_models.py: write_external_model (12 weights of 256 MiB in two files)",
+        "gpt2_shape_150": "bench/mapping_bench.py: make_model(one_file=False) (150 external files, GPT-2 small's weights)",
+    }[name]
+    if not (folder / "model.onnx").is_file():
+        partial = MODELS / f"{name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        started = time.perf_counter()
+        if name == "external_3gib":
+            bench_module("large_models").write_external_model(partial)
+        else:
+            bench_module("mapping_bench").make_model(partial, one_file=False)
+        partial.rename(folder)
+        print(f"{name}: made in {time.perf_counter() - started:.1f} s ({origin})", flush=True)
+    return Model(name, "large", folder / "model.onnx", origin, hashed_by_hand=name in HASHED_BY_HAND)
+
+
 def nodes_model() -> Model:
     if not NODES_MODEL.exists():
-        sys.path.insert(0, str(REPO / "bench"))
-        make_models = importlib.import_module("make_models")
         NODES_MODEL.parent.mkdir(parents=True, exist_ok=True)
-        make_models.make_node_model(small=False)
+        bench_module("make_models").make_node_model(small=False)
     return Model("200,000 nodes", "nodes", NODES_MODEL, "bench/make_models.py: make_node_model(small=False)")
 
 
@@ -504,8 +553,8 @@ def describe(model: Model) -> None:
         if entry.key == "location"
     }
     model.external = bool(locations)
-    size = model.path.stat().st_size + sum((model.path.parent / location).stat().st_size for location in locations)
-    model.mebibytes = size / MIB
+    model.files = [str(model.path), *(str(model.path.parent / location) for location in sorted(locations))]
+    model.mebibytes = sum(Path(name).stat().st_size for name in model.files) / MIB
 
 
 # --- the machine's load (as bench/checks_bench.py measures it)
@@ -562,10 +611,16 @@ def wait_for_load(below: float, longest: float) -> float:
 # --- measuring
 
 
-def by_hand(model: Model) -> Sample:
-    code = NODES_REFERENCE if model.kind == "nodes" else HAND_REFERENCE
+def by_hand(model: Model, way: Way) -> Sample:
+    """By hand (`hand`), or onnxruntime alone (`alone`; by hand is that for a large model), in a fresh process."""
+    if model.kind == "nodes":
+        arguments = [NODES_REFERENCE, str(model.path)]
+    else:
+        checked = way == "hand" and model.kind == "network"
+        hashed = model.files if way == "hand" and model.hashed_by_hand else []
+        arguments = [HAND_REFERENCE, str(model.path), "check" if checked else "-", *hashed]
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code, str(model.path)], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    done = subprocess.run([sys.executable, "-c", *arguments], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
     wall = time.perf_counter() - started
     try:
         answer = json.loads(done.stdout)
@@ -601,6 +656,98 @@ WORKER_LINE = re.compile(r"\b(import|checks) of '(?P<name>[^']*)': (?P<status>\w
 STEP = re.compile(r"([a-z_]+) ([0-9.]+)")
 
 
+def _read(path: str) -> str:
+    try:
+        with open(path) as file:
+            return file.read()
+    except OSError:
+        return ""
+
+
+def _children(pid: int) -> list[int]:
+    """The process's children (each thread's: a child is listed under the thread that forked it)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    return [int(child) for thread in threads for child in _read(f"/proc/{pid}/task/{thread}/children").split()]
+
+
+def _status_bytes(text: str, name: str) -> int:
+    start = text.find(name + ":")
+    return int(text[start + len(name) + 1 : text.index("kB", start)]) * 1024 if start >= 0 else 0
+
+
+def _memory(pid: int) -> tuple[int, int]:
+    """The process's peak resident memory (VmHWM) and the memory its cap holds it to now (VmData + RssShmem:
+    service.sandbox.worker.memory_limit.counted_bytes), bytes; 0 once it is gone."""
+    text = _read(f"/proc/{pid}/status")
+    return _status_bytes(text, "VmHWM"), _status_bytes(text, "VmData") + _status_bytes(text, "RssShmem")
+
+
+class WorkerPeaks:
+    """Each worker's peak resident memory (VmHWM) while a request runs.
+
+    A worker is a child of the service's fork server(s) (found once: the
+    processes below the service running `multiprocessing.forkserver`), with
+    its own child, the first process of its PID namespace, which does the job;
+    a worker's peak is the larger of the two VmHWMs, polled every 10 ms
+    (VmHWM never falls; reading it is a few small /proc reads, not a scan),
+    and its `counted` peak the largest VmData + RssShmem seen (what its memory
+    cap holds it to, the mapped files left out). Which worker is which: `stop`.
+    """
+
+    def __init__(self, service_pid: int) -> None:
+        below: set[int] = set()
+        frontier = {service_pid}
+        while frontier:
+            frontier = {child for pid in frontier for child in _children(pid)} - below
+            below |= frontier
+        self.fork_servers = [pid for pid in below if "multiprocessing.forkserver" in _read(f"/proc/{pid}/cmdline")]
+        self.known = {child for server in self.fork_servers for child in _children(server)}
+        self.peaks: dict[int, int] = {}
+        self.counted: dict[int, int] = {}
+        self.first_seen: dict[int, float] = {}
+        self.last_seen: dict[int, float] = {}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            now = time.monotonic()
+            for worker in {child for server in self.fork_servers for child in _children(server)} - self.known:
+                seen = [_memory(worker)] + [_memory(child) for child in _children(worker)]
+                peak = max(resident for resident, _ in seen)
+                if peak:
+                    self.peaks[worker] = max(self.peaks.get(worker, 0), peak)
+                    self.counted[worker] = max([self.counted.get(worker, 0)] + [counted for _, counted in seen])
+                    self.first_seen.setdefault(worker, now)
+                    self.last_seen[worker] = now
+            if self.stopped.wait(0.01):
+                return
+
+    def stop(self, logged: dict[str, float]) -> dict[str, float]:
+        """`peak: import`, `peak: checks`, `counted: import` and `counted: checks`, bytes: each of the two workers
+        the service logged (`logged`: `import worker` and `check worker` seconds) is the one seen for about as long
+        (the pair of workers whose lifetimes are closest to the two logged; the `externals` workers and the
+        readiness probe live some 20 to 100 ms)."""
+        self.stopped.set()
+        self.thread.join()
+        roles = [(role, logged[key]) for role, key in (("import", "import worker"), ("checks", "check worker")) if key in logged]
+        lifetime = {pid: self.last_seen[pid] - self.first_seen[pid] for pid in self.peaks}
+        best: tuple[float, tuple[int, ...]] | None = None
+        for chosen in itertools.permutations(lifetime, len(roles)):
+            error = sum(abs(lifetime[pid] - seconds) for pid, (_, seconds) in zip(chosen, roles, strict=True))
+            if best is None or error < best[0]:
+                best = (error, chosen)
+        found: dict[str, float] = {}
+        for pid, (role, _) in zip(best[1] if best else (), roles, strict=False):
+            found[f"peak: {role}"] = float(self.peaks[pid])
+            found[f"counted: {role}"] = float(self.counted[pid])
+        return found
+
+
 class Service:
     """The started service, its client and its log (read from where the last round left it)."""
 
@@ -609,6 +756,7 @@ class Service:
         self.client = httpx.Client(base_url=started.url, timeout=TIMEOUT)
         self.log: Path = started.log
         self.log_offset = self.log.stat().st_size
+        self.pid: int = started.process.pid
 
     def worker_seconds(self, display_name: str) -> dict[str, float]:
         """The import worker's and the check worker's wall time, as the service
@@ -641,17 +789,22 @@ class Service:
         relative = str(model.path.relative_to(CACHE))
         params = {} if model.kind == "nodes" else {"checks": ALL_STAGES}
         body = model.path.read_bytes() if upload else b""
+        peaks = WorkerPeaks(self.pid)
         started = time.perf_counter()
         if upload:
             answer = self.client.post("/models", params=params, files=[("model", (model.path.name, body))])
         else:
             answer = self.client.post("/models", params=params, json={"path": relative})
         wall = time.perf_counter() - started
+        logged = self.worker_seconds(model.path.name if upload else relative)
+        worker_peaks = peaks.stop(logged)
         if answer.status_code not in (200, 201):
             return Sample(wall, status=f"HTTP {answer.status_code}: {answer.text[:200]}")
         summary = answer.json()
-        parts = stage_seconds(summary.get("checks", {}))
-        parts |= self.worker_seconds(model.path.name if upload else relative)
+        parts = stage_seconds(summary.get("checks", {})) | logged | worker_peaks
+        weights = summary.get("checks", {}).get("runtime", {}).get("weights")
+        if weights:
+            parts[f"weights: {weights}"] = 1.0
         status = stage_statuses(summary.get("checks", {}))
         if answer.status_code != 201:
             status += f" (HTTP {answer.status_code}: held already)"
@@ -660,8 +813,8 @@ class Service:
 
 
 def measure_once(way: Way, model: Model, service: Service) -> Sample:
-    if way == "hand":
-        return by_hand(model)
+    if way in ("hand", "alone"):
+        return by_hand(model, way)
     if way == "cli":
         return command(model)
     return service.post(model, upload=way == "upload")
@@ -704,8 +857,18 @@ def statuses(samples: list[Sample]) -> str:
     return ", ".join(sorted({sample.status for sample in samples}))
 
 
+HAND_STEPS = {
+    "nodes": ("imports", "load", "check", "infer"),
+    "network": ("imports", "check", "session", "run"),
+    "large": ("imports", "session", "run", "hashes"),
+}
+# Targets (issue 40's last figures for resnet50 and bert_base; issue 57): the warm service's time / by hand's, at most.
+TIME_TARGETS = {"resnet50": 0.68, "bert_base": 0.50, "gpt2_small": 1.0, "external_3gib": 1.0, "gpt2_shape_150": 0.8}
+PEAK_TARGET = 1.25  # each worker's peak resident memory / onnxruntime alone's, at most (issue 57)
+
+
 def hand_cell(samples: list[Sample], kind: str) -> str:
-    steps = ("imports", "load", "check", "infer") if kind == "nodes" else ("imports", "check", "session", "run")
+    steps = [step for step in HAND_STEPS[kind] if not math.isnan(median_part(samples, step))]
     inside = ", ".join(f"{step} {median_part(samples, step):.2f}" for step in steps)
     return f"{seconds(median_wall(samples))} ({inside})"
 
@@ -738,14 +901,73 @@ def table(all_figures: list[Figures]) -> list[str]:
         model, samples = figures.model, figures.samples
         hand = median_wall(samples["hand"])
         size = f"{model.mebibytes:,.1f} MiB, {model.nodes:,} nodes" + (", external data" if model.external else "")
+        cli = service_cell(samples["cli"], hand) if "cli" in samples else "not run"
         lines.append(
-            f"| {model.name} | {size} | {hand_cell(samples['hand'], model.kind)} | {service_cell(samples['cli'], hand)} "
+            f"| {model.name} | {size} | {hand_cell(samples['hand'], model.kind)} | {cli} "
             f"| {service_cell(samples['service'], hand)} | {stages_cell(samples['service'])} |"
         )
         if "upload" in samples:
             lines.append(
                 f"| {model.name}, multipart upload | | | | {service_cell(samples['upload'], hand)} | {stages_cell(samples['upload'])} |"
             )
+    return lines
+
+
+def alone_samples(figures: Figures) -> list[Sample]:
+    """onnxruntime alone in a fresh process: its own way, or by hand where that is onnxruntime alone (a large model)."""
+    return figures.samples.get("alone") or (figures.samples["hand"] if figures.model.kind == "large" else [])
+
+
+def mebibytes(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value / MIB:,.0f} MiB"
+
+
+def ratio(value: float, reference: float) -> str:
+    return "n/a" if math.isnan(value) or math.isnan(reference) or not reference else f"{value / reference:.2f}x"
+
+
+def memory_table(all_figures: list[Figures]) -> list[str]:
+    """Each worker's peak resident memory in the warm service against onnxruntime alone's (medians)."""
+    lines = [
+        "| model | onnxruntime alone, fresh process: time, peak | import worker's peak (ratio) | check worker's peak (ratio) "
+        "| onnxruntime given the weights | check worker's memory as its cap counts it (per model byte) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for figures in all_figures:
+        alone, service = alone_samples(figures), figures.samples.get("service", [])
+        if not alone or not service:
+            continue
+        reference = median_part(alone, "peak")
+        imported, checked = median_part(service, "peak: import"), median_part(service, "peak: checks")
+        weights = ", ".join(
+            sorted({part.removeprefix("weights: ") for sample in service for part in sample.parts if part.startswith("weights: ")})
+        )
+        alone_cell = f"{seconds(median_wall(alone))}, {mebibytes(reference)}"
+        import_cell = f"{mebibytes(imported)} ({ratio(imported, reference)})"
+        check_cell = f"{mebibytes(checked)} ({ratio(checked, reference)})"
+        counted = median_part(service, "counted: checks")
+        counted_cell = f"{mebibytes(counted)} ({counted / MIB / figures.model.mebibytes:.2f})"
+        given = weights or "none external"
+        lines.append(f"| {figures.model.name} | {alone_cell} | {import_cell} | {check_cell} | {given} | {counted_cell} |")
+    return lines
+
+
+def targets(all_figures: list[Figures]) -> list[str]:
+    """Each target of issue 57 (and issue 40's figures kept): met or missed."""
+    lines = []
+    for figures in all_figures:
+        name, samples = figures.model.name, figures.samples
+        if name in TIME_TARGETS and "service" in samples:
+            taken = median_wall(samples["service"]) / median_wall(samples["hand"])
+            verdict = "met" if taken <= TIME_TARGETS[name] else "MISSED"
+            lines.append(f"- {name}: warm service {taken:.2f}x by hand (target {TIME_TARGETS[name]:.2f}x): {verdict}")
+        alone = alone_samples(figures)
+        if figures.model.kind == "large" and alone and "service" in samples:
+            reference = median_part(alone, "peak")
+            for worker in ("import", "checks"):
+                taken = median_part(samples["service"], f"peak: {worker}") / reference
+                verdict = "met" if taken <= PEAK_TARGET else "MISSED"
+                lines.append(f"- {name}: {worker} worker's peak {taken:.2f}x onnxruntime alone's (target {PEAK_TARGET:.2f}x): {verdict}")
     return lines
 
 
@@ -812,6 +1034,10 @@ def report(all_figures: list[Figures]) -> None:
     print()
     print("\n".join(profile_table(all_figures)))
     print()
+    print("\n".join(memory_table(all_figures)))
+    print()
+    print("\n".join(targets(all_figures)))
+    print()
     print("\n".join(verdicts(all_figures)))
 
 
@@ -840,6 +1066,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="measured rounds per model (median), after one warm-up round")
     parser.add_argument("--only", default="", help="comma-separated parts of model names to measure")
     parser.add_argument("--skip-nodes", action="store_true", help="leave out the 200,000-node model")
+    parser.add_argument("--skip-large", action="store_true", help="leave out the two large models (3 GiB, 150 external files)")
     parser.add_argument("--models-only", action="store_true", help="make the models and stop")
     parser.add_argument("--json", type=Path, help="write every sample here")
     parser.add_argument("--from-json", type=Path, help="measure nothing: print the tables of a run saved with --json")
@@ -855,6 +1082,8 @@ def main() -> None:
     wanted = [part for part in args.only.split(",") if part]
     MODELS.mkdir(parents=True, exist_ok=True)
     models = [make_network(name) for name in NETWORKS if not wanted or any(part in name for part in wanted)]
+    if not args.skip_large:
+        models += [make_large(name) for name in LARGE if not wanted or any(part in name for part in wanted)]
     if not args.skip_nodes and (not wanted or any(part in "200,000 nodes" for part in wanted)):
         models.append(nodes_model())
     for model in models:
