@@ -8,7 +8,9 @@ crashed, ran out of memory, CPU or time, or could not read the model).
 Where `runtime` or `smoke` is asked, a worker of task "externals" first
 reads which external data files the model names (the model file alone), and
 the check worker binds those for onnxruntime (`WorkerJob.mapped_files`,
-`service.sandbox.worker.bound_files`).
+`service.sandbox.worker.bound_files`); a job whose files such a worker
+listed already (`WorkerJob.listed_externals`, to size its memory) binds
+those, without a second list.
 A job with dimension bindings runs the worker even when it asks for none of
 those stages: the bindings are read against the model there, and one the
 model has no place for raises DimensionBindingError (a usage error).
@@ -90,11 +92,14 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerContro
 def _external_files(sandbox: Sandbox, job: WorkerJob, wanted: list[Stage], control: WorkerControl | None) -> tuple[str, ...]:
     """The external files the model names, as a sandboxed worker reads them
     (task "externals": the model file only), for the check worker to bind for
-    onnxruntime; none where no stage hands the model to onnxruntime, where
-    the workers have no minimal root to bind them in, or where that worker
-    could not tell (the check worker then hands the weights over)."""
+    onnxruntime (or as one listed them already: `job.listed_externals`);
+    none where no stage hands the model to onnxruntime, where the workers
+    have no minimal root to bind them in, or where that worker could not
+    tell (the check worker then hands the weights over)."""
     if ("runtime" not in wanted and "smoke" not in wanted) or MINIMAL_ROOT not in sandbox.worker_sandbox:
         return ()  # no stage for onnxruntime, or no mount namespace to bind files in (the last probe's walls)
+    if job.listed_externals is not None:
+        return job.listed_externals
     outcome = sandbox.run(replace(job, task="externals", hash_sources=False), [], control=control)
     log.info("%s", outcome.logged("externals", job.display_name))
     if outcome.status != "ok" or outcome.header is None:

@@ -170,7 +170,8 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
     if any(stage in IN_CHECK_WORKER for stage in job.checks):  # the check worker's memory, sized to the model
         listed = sandbox.run(replace(job, task="externals"), [], 0)
         found = listed.header.external_files if listed.status == "ok" and listed.header is not None else []  # refused: said below
-        job = replace(job, model_bytes=model_and_external_bytes(job.directory, job.model, job.external_dir, found))
+        size = model_and_external_bytes(job.directory, job.model, job.external_dir, found)
+        job = replace(job, model_bytes=size, listed_externals=tuple(found) if listed.status == "ok" else None)
     catalog = scratch / "catalog"
     with ThreadPoolExecutor(max_workers=1) as beside:
         checking = beside.submit(check_worker_results, sandbox, job)

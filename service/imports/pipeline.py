@@ -122,9 +122,12 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         max_bytes = limit - staged.kept_bytes
         if isinstance(source, StoredModel) and source.render:
             return await _render(parts, place, tenant, staged, area, max_bytes)
-        model_bytes = await _model_bytes(parts, place, staged) if any(stage in IN_CHECK_WORKER for stage in checks.stages) else 0
+        model_bytes, listed = (
+            await _model_bytes(parts, place, staged) if any(stage in IN_CHECK_WORKER for stage in checks.stages) else (0, None)
+        )
         job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, soft_dims=checks.soft_dims,
-                   summary_items=SUMMARY_TENSORS, hash_sources=staged.hash_in_worker, model_bytes=model_bytes)  # fmt: skip
+                   summary_items=SUMMARY_TENSORS, hash_sources=staged.hash_in_worker, model_bytes=model_bytes,
+                   listed_externals=listed)  # fmt: skip
         header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes)
         runs = await complete_checks(job, header, area.catalog, checked)
         if staged.record is not None:  # a stored model, checked again
@@ -148,14 +151,15 @@ async def _listed_externals(parts: ImportParts, place: Place, area: ModelFolder,
     return (await run_worker(parts, place, job, [], 0)).external_files
 
 
-async def _model_bytes(parts: ImportParts, place: Place, staged: Staged) -> int:
+async def _model_bytes(parts: ImportParts, place: Place, staged: Staged) -> tuple[int, tuple[str, ...] | None]:
     """The model file and its external data, in bytes (what sizes the check worker's memory): as staged, or, for a
     model read in place, its file and the external files a sandboxed worker lists (a name it cannot stat counts 0:
-    the import worker refuses it)."""
+    the import worker refuses it); and those files, where listed (the check worker binds them without a second list)."""
     if staged.model_bytes is not None:
-        return staged.model_bytes
+        return staged.model_bytes, None
     listed = (await run_worker(parts, place, _job(parts, "externals", staged), [], 0)).external_files
-    return await anyio.to_thread.run_sync(model_and_external_bytes, staged.directory, staged.model, staged.external_dir, listed)
+    size = await anyio.to_thread.run_sync(model_and_external_bytes, staged.directory, staged.model, staged.external_dir, listed)
+    return size, tuple(listed)
 
 
 def _job(parts: ImportParts, task: Task, staged: Staged, **details: object) -> WorkerJob:

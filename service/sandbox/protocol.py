@@ -84,6 +84,7 @@ class WorkerJob:
     expected_model: tuple[int, int] | None = None  # (device, inode) the front end resolved the model path to
     hash_sources: bool = False  # report the SHA-256 of each file read (an upload's were hashed as they arrived)
     mapped_files: tuple[str, ...] = ()  # task "checks": the external locations to bind for onnxruntime (bound_files)
+    listed_externals: tuple[str, ...] | None = None  # the external locations an "externals" worker listed already (None: not yet)
     checks: tuple[Stage, ...] = ("schema",)  # the stages asked for (service.checks.outcome.STAGES); each worker runs its own
     dims: tuple[tuple[str, int], ...] = ()  # the smoke run's bindings of symbolic dimensions (the request's: strict)
     soft_dims: tuple[tuple[str, int], ...] = ()  # a registry's bindings: used where the model has a free place for them

@@ -11,8 +11,9 @@ path and listing the folder all fail; a file swapped on disk after the
 broker checked it changes nothing the worker reads (swapped before the
 bind, it is not bound: the weights are handed over); and the check worker's
 runtime and smoke stages pass over the bound files, saying so (`weights`:
-"mapped"). Where the kernel gives no mount namespace the worker hands the
-weights over and says that instead.
+"mapped"), listing them with an `externals` worker of their own unless a
+job's files were listed already. Where the kernel gives no mount namespace
+the worker hands the weights over and says that instead.
 
 Why a process: walls: the binds, Landlock's rules and the seccomp filter
 exist only in a real worker, and the swap races the front end's broker.
@@ -160,6 +161,25 @@ def test_the_runtime_and_smoke_stages_pass_over_the_bound_files(sandbox: Sandbox
     assert (runtime.status, smoke.status) == ("pass", "pass"), (runtime, smoke)
     probe = sandbox.probe()
     assert runtime.weights == ("mapped" if "mount-namespace" in probe.split("+") else "handed over"), (runtime, probe)
+
+
+def test_files_listed_already_are_bound_without_a_second_list(sandbox: Sandbox, inputs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job whose external files a worker listed already (to size its memory) runs no `externals` worker of its own."""
+    tasks: list[str] = []
+    run = sandbox.run
+
+    def counted(job: Any, *args: Any, **details: Any) -> Any:
+        tasks.append(job.task)
+        return run(job, *args, **details)
+
+    monkeypatch.setattr(sandbox, "run", counted)
+    listed = ("weights.bin", "more/bias.bin")
+    job = sandbox.job("checks", directory=str(inputs), model="model.onnx", display_name="model.onnx", checks=("runtime", "smoke"),
+                      listed_externals=listed)  # fmt: skip
+    runtime, smoke = check_worker_results(sandbox, job)
+    assert (runtime.status, smoke.status) == ("pass", "pass"), (runtime, smoke)
+    assert tasks == ["checks"], tasks
+    assert runtime.weights == ("mapped" if "mount-namespace" in sandbox.probe().split("+") else "handed over"), runtime
 
 
 def test_a_file_swapped_between_its_check_and_its_bind_is_not_bound(
