@@ -15,8 +15,10 @@ A job with dimension bindings runs the worker even when it asks for none of
 those stages: the bindings are read against the model there, and one the
 model has no place for raises DimensionBindingError (a usage error).
 The worker's memory cap is sized to the job's `model_bytes`
-(`Sandbox.worker_memory`; `model_and_external_bytes` counts them for a
-model whose external files a worker has listed): a model that would need more than a worker may
+(`check_worker_memory`, by `Sandbox.worker_memory`; `model_and_external_bytes`
+counts them for a model whose external files a worker has listed), its
+external data counted as mapped where the workers have a minimal root to
+bind the files in: a model that would need more than a worker may
 take is `incomplete` without a worker, its reason naming the memory it needs
 and the settings; a stage that ran out of memory says the cap it ran under.
 Shared by the service's imports and the `onnx-import` command.
@@ -30,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, Stage, StageResult, incomplete
-from service.sandbox.memory_sizing import shown_size
+from service.sandbox.memory_sizing import WorkerMemory, shown_size
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox, WorkerControl
 from service.sandbox.worker.confinement import MINIMAL_ROOT
@@ -51,13 +53,25 @@ def model_and_external_bytes(directory: str, model: str, external_dir: str | Non
     return total
 
 
+def check_worker_memory(sandbox: Sandbox, job: WorkerJob) -> WorkerMemory:
+    """The check worker's memory for `job`: where the workers have a minimal root, the bytes of `job.model_bytes`
+    past its model file's are external data it binds for onnxruntime to map (elsewhere they are handed over)."""
+    mapped = 0
+    if MINIMAL_ROOT in sandbox.worker_sandbox:
+        try:
+            mapped = job.model_bytes - os.stat(os.path.join(job.directory, job.model)).st_size
+        except OSError:
+            mapped = 0  # the import's worker refuses it
+    return sandbox.worker_memory(job.model_bytes, mapped)
+
+
 def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerControl | None = None) -> list[StageResult]:
     """Run `job`'s check-worker stages (blocking; call from a thread); raise
     DimensionBindingError for a binding of `job.dims` the model has no place for."""
     wanted = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
     if not wanted and not job.dims:
         return []
-    memory = sandbox.worker_memory(job.model_bytes)
+    memory = check_worker_memory(sandbox, job)
     if not memory.fits:
         log.info("checks of %r: not run, %s", job.display_name[:100], memory.reason())
         return [incomplete(stage, memory.reason()) for stage in wanted]

@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the check worker's cap per byte of the model and its external data, if above --worker-memory (default 2.5)",
     )
     check.add_argument(
+        "--worker-memory-per-mapped-byte",
+        default="1.5",
+        help="the same per byte of external data bound for onnxruntime to map, where the workers can bind files (default 1.5)",
+    )
+    check.add_argument(
         "--worker-memory-share",
         default="50%",
         help="share of the machine's memory (or of this process's cgroup limit) a sized check worker may take (default 50%%)",
@@ -217,6 +222,7 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
         flags = ["--data-root", str(paths[0].resolve().parent), "--store", str(Path(scratch) / "store"), "--workers", "1"]
         flags += ["--worker-memory", args.worker_memory, "--worker-cpu-seconds", args.worker_cpu_seconds]
         flags += ["--worker-memory-per-model-byte", args.worker_memory_per_model_byte, "--worker-memory-share", args.worker_memory_share]
+        flags += ["--worker-memory-per-mapped-byte", args.worker_memory_per_mapped_byte]
         flags += ["--worker-timeout", args.worker_timeout]
         flags += ["--max-loop-trips", args.max_loop_trips, "--smoke-cpu-seconds", args.smoke_cpu_seconds]
         flags += ["--smoke-second-dim", args.smoke_second_dim, "--max-tensor-bytes", args.max_tensor_bytes]

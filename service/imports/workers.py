@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from service.checks.check_worker import check_worker_results
+from service.checks.check_worker import check_worker_memory, check_worker_results
 from service.checks.outcome import IN_CHECK_WORKER, DimensionBindingError, StageResult
 from service.errors import BadInput, bounded
 from service.imports.admission import Place
@@ -77,7 +77,7 @@ async def run_check_worker(parts: ImportParts, place: Place, job: WorkerJob) -> 
     in a worker slot of their own; BadInput for a binding the model has no place for."""
     if not any(stage in IN_CHECK_WORKER for stage in job.checks) and not job.dims:
         return []
-    memory = parts.sandbox.worker_memory(job.model_bytes)
+    memory = await anyio.to_thread.run_sync(check_worker_memory, parts.sandbox, job)
     async with place.slot(memory.cap if memory.sized and memory.fits else 0):
         try:
             return await ended_with_its_task(lambda control: check_worker_results(parts.sandbox, job, control))

@@ -8,7 +8,10 @@ read once when the sandbox starts) and `size_worker_memory`, the rule:
   worker) needs memory in proportion to the model: its cap is the larger of
   `--worker-memory` and `--worker-memory-per-model-byte` times the model's
   bytes (its file plus its external data, the staged files' sizes, known
-  before the worker starts);
+  before the worker starts), where the external data the worker binds for
+  onnxruntime to map (`mapped_bytes`) counts at `--worker-memory-per-mapped-byte`
+  instead: onnxruntime reads those files in place, where it copies what it
+  is handed;
 - that cap may not pass the bound (nor `--worker-memory` itself, where the
   operator set it higher): a model that would need more is `incomplete`
   before any worker starts, its reason (`WorkerMemory.reason`) naming the
@@ -86,11 +89,13 @@ class WorkerMemory:
     """A check worker's memory: `cap` to run under, or (`fits` False) the `needed` that no cap allows."""
 
     cap: int
-    needed: int  # per model byte times the model's bytes
+    needed: int  # per model byte times the model's bytes (per mapped byte times those of them mapped)
     model_bytes: int
     per_model_byte: float
     floor: int  # --worker-memory
     bound: MemoryBound
+    mapped_bytes: int = 0  # of model_bytes, the external data bound for onnxruntime to map
+    per_mapped_byte: float = 0.0
 
     @property
     def sized(self) -> bool:
@@ -101,29 +106,47 @@ class WorkerMemory:
     def fits(self) -> bool:
         return self.needed <= self.cap
 
+    def _multiples(self) -> str:
+        """`2.5 × its 3.0 GiB: --worker-memory-per-model-byte`, or with its external data mapped
+        `2.5 × its 12 KiB model file and 1.5 × its 3.0 GiB of external data, mapped: --worker-memory-per-model-byte,
+        --worker-memory-per-mapped-byte`."""
+        if not self.mapped_bytes:
+            return f"{self.per_model_byte:g} × its {shown_size(self.model_bytes)}: --worker-memory-per-model-byte"
+        model_file = shown_size(self.model_bytes - self.mapped_bytes)
+        return (
+            f"{self.per_model_byte:g} × its {model_file} model file and {self.per_mapped_byte:g} × its {shown_size(self.mapped_bytes)} "
+            "of external data, mapped: --worker-memory-per-model-byte, --worker-memory-per-mapped-byte"
+        )
+
     def reason(self) -> str:
         """Why the model's check stages did not run (a model too large for the bound)."""
-        model = shown_size(self.model_bytes)
         return (
-            f"the model needs about {shown_size(self.needed)} of worker memory ({self.per_model_byte:g} × its {model}: "
-            f"--worker-memory-per-model-byte), more than a worker may take: {self.bound.described()}; raise "
-            "--worker-memory-share or give the service's cgroup more memory"
+            f"the model needs about {shown_size(self.needed)} of worker memory ({self._multiples()}), more than a worker may "
+            f"take: {self.bound.described()}; raise --worker-memory-share or give the service's cgroup more memory"
         )
 
     def out_of_memory_reason(self, reason: str) -> str:
         """A stage's reason, with the cap it ran under and how to raise it added where it ran out of memory."""
         if not OUT_OF_MEMORY.search(reason):
             return reason
-        model = shown_size(self.model_bytes)
-        how = f"--worker-memory-per-model-byte {self.per_model_byte:g} × its {model}" if self.sized else "--worker-memory"
-        raise_it = "raise --worker-memory-per-model-byte or --worker-memory"
+        if not self.sized:
+            how, raise_it = "--worker-memory", "raise --worker-memory-per-model-byte or --worker-memory"
+        elif not self.mapped_bytes:
+            how = f"--worker-memory-per-model-byte {self.per_model_byte:g} × its {shown_size(self.model_bytes)}"
+            raise_it = "raise --worker-memory-per-model-byte or --worker-memory"
+        else:
+            how, raise_it = self._multiples(), "raise --worker-memory-per-mapped-byte, --worker-memory-per-model-byte or --worker-memory"
         return f"{reason} (the check worker's cap was {shown_size(self.cap)}: {how}; {raise_it})"
 
 
-def size_worker_memory(model_bytes: int, floor: int, per_model_byte: float, bound: MemoryBound) -> WorkerMemory:
-    """The cap of a check worker on a model of `model_bytes` (see the module comment)."""
-    needed = int(model_bytes * per_model_byte)
+def size_worker_memory(
+    model_bytes: int, floor: int, per_model_byte: float, bound: MemoryBound, mapped_bytes: int = 0, per_mapped_byte: float = 0.0
+) -> WorkerMemory:
+    """The cap of a check worker on a model of `model_bytes`, `mapped_bytes` of them external data bound for
+    onnxruntime to map (see the module comment)."""
+    mapped_bytes = min(max(0, mapped_bytes), model_bytes)
+    needed = int((model_bytes - mapped_bytes) * per_model_byte + mapped_bytes * per_mapped_byte)
     limit = bound.bytes
     allowed = floor if limit is None else max(floor, limit)
     cap = max(floor, needed) if needed <= allowed else floor
-    return WorkerMemory(cap, needed, model_bytes, per_model_byte, floor, bound)
+    return WorkerMemory(cap, needed, model_bytes, per_model_byte, floor, bound, mapped_bytes, per_mapped_byte)

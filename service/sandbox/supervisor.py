@@ -152,10 +152,14 @@ class Sandbox:
         self.cgroups: WorkerCgroups | None = None
         self.memory_bound = MemoryBound(read_machine_memory(), service_memory_limit(), settings.worker_memory_share)
 
-    def worker_memory(self, model_bytes: int) -> WorkerMemory:
-        """The memory cap of a check worker on a model of `model_bytes` (`service.sandbox.memory_sizing`)."""
+    def worker_memory(self, model_bytes: int, mapped_bytes: int = 0) -> WorkerMemory:
+        """The memory cap of a check worker on a model of `model_bytes`, `mapped_bytes` of them external data it binds
+        for onnxruntime to map (`service.sandbox.memory_sizing`)."""
         settings = self.settings
-        return size_worker_memory(model_bytes, settings.worker_memory, settings.worker_memory_per_model_byte, self.memory_bound)
+        return size_worker_memory(
+            model_bytes, settings.worker_memory, settings.worker_memory_per_model_byte, self.memory_bound,
+            mapped_bytes, settings.worker_memory_per_mapped_byte,
+        )  # fmt: skip
 
     def start(self) -> None:
         """Start the fork server (preloaded) and check a worker can run."""

@@ -222,8 +222,16 @@ class Settings:
     worker_memory_per_model_byte: float = setting(
         2.5, NUMBER,
         "the check worker's memory cap per byte of its model (model file and external data): it runs under the larger of "
-        "this times the model's bytes and --worker-memory (onnxruntime holds the model's bytes in the importer's memory and "
-        "in its own: the worker peaks at about 2 times the model)",
+        "this times the model's bytes and --worker-memory (onnxruntime copies the bytes it is handed from the importer's "
+        "memory: the worker peaks at about 2 times them); external data it binds for onnxruntime to map counts at "
+        "--worker-memory-per-mapped-byte instead",
+        rule=within(0.0, 1000.0),
+    )  # fmt: skip
+    worker_memory_per_mapped_byte: float = setting(
+        1.5, NUMBER,
+        "the check worker's memory cap per byte of the model's external data where workers have a minimal root to bind "
+        "those files in for onnxruntime, which maps them and holds about one copy of what it pre-packs (the worker peaks at "
+        "about 1.1 times them); where files cannot be bound they count at --worker-memory-per-model-byte",
         rule=within(0.0, 1000.0),
     )  # fmt: skip
     worker_memory_share: float = setting(

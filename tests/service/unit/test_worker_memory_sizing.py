@@ -1,17 +1,24 @@
 """A check worker's memory sized to its model (`service.sandbox.memory_sizing`):
 the cap for given model sizes, machine memory and cgroup limits, the reason a
 model too large for the bound is `incomplete`, the cap an out-of-memory
-reason names, and the service's cgroup limit read from its files."""
+reason names, and the service's cgroup limit read from its files. External
+data the worker binds for onnxruntime to map counts at its own multiple, and
+only where the workers have a minimal root to bind it in
+(`service.checks.check_worker.check_worker_memory`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from service.checks.check_worker import check_worker_memory
 from service.sandbox.cgroups import lowest_memory_limit
 from service.sandbox.memory_sizing import MemoryBound, machine_memory, size_worker_memory
+from service.sandbox.supervisor import Sandbox
+from service.settings import Settings
 
 GIB = 1 << 30
 MIB = 1 << 20
+KIB = 1 << 10
 MACHINE = 24 * GIB
 
 
@@ -70,6 +77,32 @@ def test_an_out_of_memory_reason_names_the_cap_and_the_setting() -> None:
         "the check worker needed more than 2.0 GiB of memory"
     )
     assert plain.out_of_memory_reason("the smoke run used its 3 CPU-seconds") == "the smoke run used its 3 CPU-seconds"
+
+
+def test_mapped_external_data_counts_at_its_own_multiple() -> None:
+    memory = size_worker_memory(3 * GIB + 64 * KIB, 2 * GIB, 2.5, MemoryBound(MACHINE, None, 0.5), 3 * GIB, 1.5)
+    assert (memory.cap, memory.fits, memory.sized) == (int(4.5 * GIB) + 160 * KIB, True, True)
+    assert memory.out_of_memory_reason("std::bad_alloc").endswith(
+        "(the check worker's cap was 4.5 GiB: 2.5 × its 64 KiB model file and 1.5 × its 3.0 GiB of external data, mapped: "
+        "--worker-memory-per-model-byte, --worker-memory-per-mapped-byte; raise --worker-memory-per-mapped-byte, "
+        "--worker-memory-per-model-byte or --worker-memory)"
+    )
+    past = size_worker_memory(12 * GIB + 64 * KIB, 2 * GIB, 2.5, MemoryBound(MACHINE, None, 0.5), 12 * GIB, 1.5)
+    assert not past.fits
+    assert "needs about 18.0 GiB of worker memory (2.5 × its 64 KiB model file and 1.5 × its 12.0 GiB of external data" in past.reason()
+
+
+def test_external_data_counts_as_mapped_only_where_workers_have_a_minimal_root(tmp_path: Path) -> None:
+    """Elsewhere the worker hands the weights to onnxruntime, which copies them: every byte at the model multiple."""
+    (tmp_path / "model.onnx").write_bytes(bytes(1000))
+    sandbox = Sandbox(Settings())
+    job = sandbox.job("checks", directory=str(tmp_path), model="model.onnx", display_name="model.onnx", model_bytes=1000 + 3 * GIB)
+    sandbox.isolation = "pid-namespace+mount-namespace+minimal-root+landlock-7+seccomp"  # what a probe reports
+    mapped = check_worker_memory(sandbox, job)
+    assert (mapped.mapped_bytes, mapped.needed) == (3 * GIB, int(1000 * 2.5 + 3 * GIB * 1.5))
+    sandbox.isolation = "pid-namespace+landlock-7+seccomp"  # no mount namespace: no minimal root, nothing bound
+    handed = check_worker_memory(sandbox, job)
+    assert (handed.mapped_bytes, handed.needed) == (0, int((1000 + 3 * GIB) * 2.5))
 
 
 def test_machine_memory_is_memtotal() -> None:
