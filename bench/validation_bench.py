@@ -1,4 +1,4 @@
-"""Validation at the speed of its parts: a new version's wait for its verdict, three ways, side by side in one run (issue 40).
+"""Validation at the speed of its parts: a new version's wait for its verdict, three ways, side by side in one run (issues 40, 57).
 
 Per model, in rounds (the order of the ways rotated every round, so a change
 in the machine's load touches all alike), after one untimed warm-up round
@@ -12,7 +12,14 @@ in the machine's load touches all alike), after one untimed warm-up round
    (symbolic and unknown dimensions 1; 1.0 for floats, 1 for integers, True
    for booleans). Timed: the whole process (the parent's wall time around
    `subprocess.run`: start-up, imports, work, exit by `os._exit` once its
-   answer is written) and, measured inside it, each step.
+   answer is written) and, measured inside it, each step. For a large model
+   (below) by hand is **onnxruntime alone**: the same process without onnx
+   and its check (session from the path, one run on ones), and for the one
+   in 150 files, then the SHA-256 of the model file and each data file
+   (read a MiB at a time: a verdict is bound to those bytes). Its peak
+   resident memory is its own VmHWM after the run, before the hashes.
+   For the three networks onnxruntime alone is a fourth way (`alone`),
+   measured the same, for the memory table.
 2. **`onnx-import check`**: the repository's command, `.venv/bin/onnx-import
    check PATH --checks schema,security,shape,runtime,smoke` (cold workers:
    its own fork server, an import worker, then a check worker). Timed: the
@@ -31,7 +38,11 @@ in the machine's load touches all alike), after one untimed warm-up round
    steps (`WorkerHeader.steps`): fork (from the front end's asking to the
    worker's start), open, walls, read (the importer), then the import
    worker's stages, catalogue and hashes, or the check worker's narrow,
-   refusals and each stage: the second table. A path import always
+   refusals and each stage: the second table. Each worker's peak resident
+   memory (`WorkerPeaks`: VmHWM of the workers the service's fork server
+   starts, polled every 10 ms; each matched to the import or check worker
+   the log names by how long it lived) and the memory its cap counts
+   (VmData + RssShmem): the third table, against onnxruntime alone's. A path import always
    runs its workers, but commits nothing when its content is stored, and an
    upload the tenant holds is answered from the store: so every timed round
    is followed by `DELETE /models/{id}` (untimed), which removes the stored
@@ -59,6 +70,20 @@ tools/export_torch_models.py does), opset 17:
 A model whose export fails is replaced by a synthetic one of the same size
 and node count (MatMul weights and Relu nodes, onnx.helper), and said so.
 
+Two large models (issue 57; `--skip-large` leaves them out), made once into
+`.cache/validation-models/NAME/` by the benches' own makers, measured by
+hand (onnxruntime alone, above) and through the warm service (`onnx-import
+check` is not run on them):
+
+- external_3gib: bench/large_models.py's `write_external_model`, 12 MatMul
+  weights of [8192, 8192] float (256 MiB each, no two alike) in two external
+  files of 1.5 GiB, `x` [batch, 8192];
+- gpt2_shape_150: bench/mapping_bench.py's `make_model` (a file per
+  weight): GPT-2 small's 148 weights plus two, 475 MiB in 150 external files,
+  `input_ids` [1, 8]; by hand counts the SHA-256 of its 151 files.
+
+Every model file and data file is made readable to all (see READABLE).
+
 The 200,000-node model (`.cache/bench/nodes.onnx`, bench/make_models.py's
 `make_node_model(small=False)` if missing) is measured the same three ways
 but with the issue's reference for it: a fresh process running
@@ -72,7 +97,7 @@ Each figure is the median of `--runs` rounds. The machine may be shared: the
 load average is printed at the start and the end, and per model the cores
 other processes used meanwhile (the cores' busy time less this run's).
 
-Usage: python bench/validation_bench.py [--runs 3] [--only NAME,...] [--skip-nodes] [--wait-load 1.5]
+Usage: python bench/validation_bench.py [--runs 3] [--only NAME,...] [--skip-nodes] [--skip-large] [--wait-load 1.5]
        [--json FILE] [--models-only]
        python bench/validation_bench.py --from-json FILE   (the tables of a saved run)
 (--models-only: make the models and stop. --wait-load: first wait, up to 10
@@ -122,6 +147,10 @@ NETWORKS = ("resnet50", "bert_base", "gpt2_small")
 LARGE = ("external_3gib", "gpt2_shape_150")
 HASHED_BY_HAND = ("gpt2_shape_150",)  # the by-hand time counts the SHA-256 of its files (issue 57)
 MIB = 1 << 20
+# onnx's writer makes an external data file 0600 (`save_model(save_as_external_data=True)`, gpt2_small's); a service
+# run as root starts its workers as uid 65534, whose onnxruntime could not open such a file by name in its minimal
+# root, so its weights would be handed over instead of mapped. The bench's own files are made readable to all.
+READABLE = 0o444
 
 Way = Literal["hand", "alone", "cli", "service", "upload"]
 WAYS_OF: dict[str, tuple[Way, ...]] = {
@@ -555,6 +584,8 @@ def describe(model: Model) -> None:
     model.external = bool(locations)
     model.files = [str(model.path), *(str(model.path.parent / location) for location in sorted(locations))]
     model.mebibytes = sum(Path(name).stat().st_size for name in model.files) / MIB
+    for name in model.files:  # readable by the workers' identity: see READABLE
+        Path(name).chmod(Path(name).stat().st_mode | READABLE)
 
 
 # --- the machine's load (as bench/checks_bench.py measures it)
