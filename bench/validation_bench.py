@@ -32,8 +32,9 @@ in the machine's load touches all alike), after one untimed warm-up round
    service's log each worker's wall time (`import of ...: ok in N s`, the
    import worker: the importer, hashing, `schema`, `security`, the tensors
    converted into the work folder; `checks of ...`, the check worker:
-   `shape`, `runtime`, `smoke`), which run side by side; what is left
-   beside the longer of the two is the front end's (the request, the commit
+   `shape`, `runtime`, `smoke`), which run side by side, after the
+   `externals` worker that lists a path import's external files (to size
+   the check worker's memory); what is left beside those is the front end's (the request, the commit
    into the store, the answer). Each log line also gives that worker's
    steps (`WorkerHeader.steps`): fork (from the front end's asking to the
    worker's start), open, walls, read (the importer), then the import
@@ -683,7 +684,9 @@ def command(model: Model) -> Sample:
     return Sample(wall, stage_seconds(checks), status)
 
 
-WORKER_LINE = re.compile(r"\b(import|checks) of '(?P<name>[^']*)': (?P<status>\w+) in (?P<seconds>[0-9.]+) s(?: \((?P<steps>[^)]*)\))?")
+WORKER_LINE = re.compile(
+    r"\b(import|checks|externals) of '(?P<name>[^']*)': (?P<status>\w+) in (?P<seconds>[0-9.]+) s(?: \((?P<steps>[^)]*)\))?"
+)
 STEP = re.compile(r"([a-z_]+) ([0-9.]+)")
 
 
@@ -800,8 +803,10 @@ class Service:
         found: dict[str, float] = {}
         for match in WORKER_LINE.finditer(text):
             if match.group("name") == display_name[:100]:
-                key = "import worker" if match.group(1) == "import" else "check worker"
+                key = {"import": "import worker", "checks": "check worker", "externals": "externals workers"}[match.group(1)]
                 found[key] = found.get(key, 0.0) + float(match.group("seconds"))
+                if key == "externals workers":
+                    found["externals lists"] = found.get("externals lists", 0.0) + 1
                 for step, taken in STEP.findall(match.group("steps") or ""):
                     found[f"{match.group(1)}: {step}"] = float(taken)
         return found
@@ -914,11 +919,15 @@ def stages_cell(samples: list[Sample]) -> str:
     for worker in ("import worker", "check worker"):
         if not math.isnan(median_part(samples, worker)):
             cells.append(f"{worker} {median_part(samples, worker):.2f}")
-    # the two workers run side by side (service.checks.requested.with_check_worker): the longer one is on the path
+    # the externals worker (a path import's: its files listed to size the check worker) runs before the two, which run
+    # side by side (service.checks.requested.with_check_worker): the longer one is on the path
+    listed = 0.0 if math.isnan(median_part(samples, "externals workers")) else median_part(samples, "externals workers")
+    if listed:
+        cells.append(f"externals {median_part(samples, 'externals lists'):.0f} in {listed:.3f}")
     times = [median_part(samples, worker) for worker in ("import worker", "check worker")]
     workers = math.nan if any(math.isnan(time) for time in times) else max(times)
     if not math.isnan(workers):
-        cells.append(f"front end {median_wall(samples) - workers:.2f}")
+        cells.append(f"front end {median_wall(samples) - workers - listed:.2f}")
     return ", ".join(cells)
 
 
