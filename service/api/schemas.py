@@ -361,3 +361,8 @@ class Readiness(BaseModel):
     tenants_busy: int = Field(description="tenants holding an import or receiving place now (none is named)")
     yours: TenantPlaces | None = Field(None, description="with credentials: the caller's tenant's own places now")
     store_free_bytes: int = Field(description="free bytes on the store's file system (below --store-min-free: not ready)")
+    worker_memory_budget_bytes: int = Field(
+        description="memory the workers sized to a large model may reserve in all (--worker-memory-share of the machine's"
+        " or the service's cgroup's memory; 0: no budget)"
+    )
+    worker_memory_reserved_bytes: int = Field(description="of that budget, what the sized workers running now reserve")

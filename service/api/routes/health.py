@@ -82,6 +82,7 @@ async def readyz(request: Request, service: StartingServiceDep) -> Response:
         "tenants_busy": len(admission.busy_tenants()),
         "store_free_bytes": free,
     }
+    readiness["worker_memory_budget_bytes"], readiness["worker_memory_reserved_bytes"] = admission.memory_in_bytes
     principal = service.keys.principal(request.headers.get("authorization"))
     if principal is not None:  # the caller's own places; never another tenant's
         own = admission.for_tenant(principal.tenant)
