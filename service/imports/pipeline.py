@@ -125,7 +125,7 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         model_bytes = await _model_bytes(parts, place, staged) if any(stage in IN_CHECK_WORKER for stage in checks.stages) else 0
         job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, soft_dims=checks.soft_dims,
                    summary_items=SUMMARY_TENSORS, hash_sources=staged.hash_in_worker, model_bytes=model_bytes)  # fmt: skip
-        header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes)
+        header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes, staged.external_locations)
         runs = await complete_checks(job, header, area.catalog, checked)
         if staged.record is not None:  # a stored model, checked again
             check_sources(staged.record, header)
@@ -151,10 +151,11 @@ async def _listed_externals(parts: ImportParts, place: Place, area: ModelFolder,
 async def _model_bytes(parts: ImportParts, place: Place, staged: Staged) -> int:
     """The model file and its external data, in bytes (what sizes the check worker's memory): as staged, or, for a
     model read in place, its file and the external files a sandboxed worker lists (a name it cannot stat counts 0:
-    the import worker refuses it)."""
+    the import worker refuses it); that listing is kept in `staged.external_locations`, for the check worker."""
     if staged.model_bytes is not None:
         return staged.model_bytes
     listed = (await run_worker(parts, place, _job(parts, "externals", staged), [], 0)).external_files
+    staged.external_locations = tuple(listed)
     return await anyio.to_thread.run_sync(model_and_external_bytes, staged.directory, staged.model, staged.external_dir, listed)
 
 

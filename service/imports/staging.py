@@ -96,6 +96,7 @@ class Staged:
     parts: set[str] = field(default_factory=set)  # external parts the client sent: each must be used
     kept_bytes: int = 0  # bytes staged that the store keeps (an upload's): counted in --max-import-bytes
     model_bytes: int | None = None  # the model file and its external data, where staging knows them: the check worker's memory
+    external_locations: tuple[str, ...] | None = None  # what the model names, where a worker has listed it (None: not yet)
     record_files: RecordFiles | None = None  # each file read as the record keeps it (None: in the store, as staged)
     copies: bool = False  # the staged files are copies of what the record names: removed before the commit
     model_id: str = ""  # a stored model's id ("stored")
