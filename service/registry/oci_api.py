@@ -251,9 +251,8 @@ class OciRegistry:
             raise OciRefused(started.status_code, f"no blob upload in {repository} ({started.text[:200]})")
         if location.startswith(("http://", "https://")) and urlsplit(location).netloc != self.host:
             raise OciRefused(started.status_code, "the blob upload's location is on another host")
-        put = self.client.build_request(
-            "PUT", location, params={"digest": digest}, content=body, headers={"Content-Type": "application/octet-stream"}
-        )
+        url = self.client.base_url.join(location).copy_merge_params({"digest": digest})  # its query (the upload's state) kept
+        put = self.client.build_request("PUT", url, content=body, headers={"Content-Type": "application/octet-stream"})
         answer = await self._send(put, scope)
         if answer.status_code != 201:
             raise OciRefused(answer.status_code, f"the blob {digest} was not taken ({answer.text[:200]})")
