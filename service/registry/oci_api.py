@@ -46,6 +46,7 @@ MAX_TOKEN = 64 << 10  # bytes of a token answer
 REPOSITORY = re.compile(r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*")
 DIGEST = re.compile(r"sha256:[a-f0-9]{64}")
 MAX_REPOSITORY = 255
+MAX_REDIRECTS = 3  # of a blob's GET (to the registry's storage)
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -137,6 +138,7 @@ class OciRegistry:
         self.client = httpx.AsyncClient(
             base_url=self.base_url, headers=headers, timeout=TIMEOUT, follow_redirects=False, trust_env=False, transport=transport
         )
+        self.transport = transport  # the realm's too
         self.tokens: dict[str, str] = {}  # scope -> bearer token from the realm
 
     @property
@@ -176,7 +178,7 @@ class OciRegistry:
         params = {"service": challenge.get("service", ""), "scope": challenge.get("scope", scope)}
         headers = {"Authorization": self.basic} if self.basic else {}
         try:
-            async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
+            async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False, transport=self.transport) as client:
                 answer = await client.get(challenge["realm"], params=params, headers=headers)
         except httpx.TransportError as error:
             raise OciUnavailable(f"the registry's token realm: {type(error).__name__}: {error}") from None
@@ -213,15 +215,21 @@ class OciRegistry:
         """The blob `digest` into `target`, at most `max_bytes` (else TooLarge), checked against its digest; its size."""
         hasher, size = hashlib.sha256(), 0
         url = f"/v2/{repository}/blobs/{digest}"
-        for _ in range(3):  # a registry may redirect a blob to its storage: followed, without the credentials elsewhere
-            request = self.client.build_request("GET", url)
-            response = await self._send(request, f"repository:{repository}:pull", stream=True)
+        request = self.client.build_request("GET", url)
+        response = await self._send(request, f"repository:{repository}:pull", stream=True)
+        for _ in range(MAX_REDIRECTS):  # a registry may redirect a blob to its storage: followed, without its credentials
             if response.status_code not in (301, 302, 303, 307, 308):
                 break
             await response.aclose()
-            url = str(response.next_request.url) if response.next_request else ""
-            if not url:
+            following = response.next_request
+            if following is None or following.url.scheme not in ("http", "https"):
                 raise OciRefused(response.status_code, f"the blob {digest} of {repository} redirects nowhere")
+            if following.url.netloc.decode() != self.host:
+                following.headers.pop("Authorization", None)
+            try:
+                response = await self.client.send(following, stream=True)
+            except httpx.TransportError as error:
+                raise OciUnavailable(f"the blob {digest}'s storage: {type(error).__name__}: {error}") from None
         try:
             if response.status_code != 200:
                 await response.aread()
