@@ -1,19 +1,20 @@
 """Which pushed manifests the OCI gate validates, and their layers: `onnx_layers`, `Layer`, and the media types.
 
 A manifest is validated when it is an OCI image manifest (or Docker's v2)
-whose layers name an `.onnx` file: a CNCF ModelPack artifact
-(`MODELPACK_MANIFEST` as its artifact type, or `MODELPACK_CONFIG` as its
-config's media type, the names of modelpack/model-spec and PyPI's `olot`)
-with `.onnx` weight layers, or any other artifact or image one of whose
-layers carries an `.onnx` path in `org.cncf.model.filepath` (ModelPack's) or
-`org.opencontainers.image.title` (what `oras push` writes). Anything else is
-ignored: an image index, an ordinary image, an artifact with no `.onnx`
-layer, and the gate's own verdict referrers (`VERDICT_TYPES`: their artifact
-type, or the verdict annotation on the manifest).
+one of whose layers names an `.onnx` file by its path annotation:
+`org.cncf.model.filepath` (CNCF ModelPack's, modelpack/model-spec and PyPI's
+`olot`; `org.cnai.model.filepath`, its name before the move to the CNCF, too)
+or `org.opencontainers.image.title` (what `oras push` writes). So a ModelPack
+artifact (`application/vnd.cncf.model.manifest.v1+json`) with `.onnx`
+weight layers is, and so is any other artifact or image with such a layer;
+whatever else the artifact holds is pulled with it (its external data). Anything
+else is ignored: an image index, an ordinary image, an artifact with no
+`.onnx` layer, and the gate's own verdict referrers (`VERDICT_TYPES`: their
+artifact type, or the verdict annotation on the manifest).
 
 Every layer of a validated manifest is pulled (`service.registry.oci_pull`):
 its path is its file path annotation, confined as an external data location
-is (relative, no `..`, no empty segment); a layer without one is pulled only
+is (relative, no `..`: `check_location`); a layer without one is pulled only
 when it is an archive (its media type says tar), whose members carry their
 own paths. At most `MAX_LAYERS` layers.
 """
@@ -29,9 +30,7 @@ from service.imports.sources.upload import check_location
 from service.registry.oci_api import DIGEST, MANIFEST_TYPES
 from service.registry.sources import Refused
 
-MODELPACK_MANIFEST = "application/vnd.cncf.model.manifest.v1+json"
-MODELPACK_CONFIG = "application/vnd.cncf.model.config.v1+json"
-FILEPATH = "org.cncf.model.filepath"
+FILEPATHS = ("org.cncf.model.filepath", "org.cnai.model.filepath")
 TITLE = "org.opencontainers.image.title"
 VERDICT_JSON = "application/vnd.onnx-import.verdict.v1+json"  # the referrer's type and layer without a signing key
 SIGSTORE_BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"  # the referrer's type and layer with one (issue 58)
@@ -62,7 +61,7 @@ def _annotation_path(layer: dict[str, Any]) -> str:
     annotations = layer.get("annotations")
     if not isinstance(annotations, dict):
         return ""
-    found = annotations.get(FILEPATH) or annotations.get(TITLE) or ""
+    found = next((annotations[key] for key in (*FILEPATHS, TITLE) if annotations.get(key)), "")
     return found if isinstance(found, str) else ""
 
 
@@ -70,11 +69,6 @@ def is_ours(manifest: dict[str, Any]) -> bool:
     """A verdict referrer the gate pushed (or one like it)."""
     annotations = manifest.get("annotations")
     return manifest.get("artifactType") in VERDICT_TYPES or (isinstance(annotations, dict) and VERDICT_ANNOTATION in annotations)
-
-
-def is_modelpack(manifest: dict[str, Any]) -> bool:
-    config = manifest.get("config")
-    return manifest.get("artifactType") == MODELPACK_MANIFEST or (isinstance(config, dict) and config.get("mediaType") == MODELPACK_CONFIG)
 
 
 def onnx_layers(manifest: dict[str, Any], media_type: str) -> list[Layer] | None:

@@ -7,7 +7,7 @@ tar: sniffed, whatever the media type says; `oras push` calls a plain file
 `...layer.v1.tar`) is unpacked at the tree's root, its members carrying their
 own paths; any other layer is one file at its file path annotation.
 Unpacking follows the confinement rules of external data: a member's name
-is a relative location (no absolute path, no `..`, no empty segment: the
+is a relative location (no absolute path, no `..`: the
 check of `service.imports.sources.upload.check_location`), only regular
 files and folders are taken, and a link (symbolic or hard), a device or a
 FIFO refuses the artifact. Files are created exclusively, never through a

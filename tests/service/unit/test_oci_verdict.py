@@ -48,6 +48,8 @@ def test_onnx_artifacts_are_validated_and_others_ignored() -> None:
     ]
     by_oras = _manifest(_layer("net.ONNX", "application/vnd.oci.image.layer.v1.tar", "org.opencontainers.image.title"))
     assert onnx_layers(by_oras, MANIFEST) == [Layer(DIGEST, 10, "application/vnd.oci.image.layer.v1.tar", "net.ONNX")]
+    older = _manifest(_layer("m.onnx", key="org.cnai.model.filepath"))  # ModelPack's annotation before the CNCF
+    assert onnx_layers(older, MANIFEST) == [Layer(DIGEST, 10, "application/vnd.cncf.model.weight.v1.raw", "m.onnx")]
     assert onnx_layers(_manifest(_layer("model.safetensors")), MANIFEST) is None  # no .onnx layer
     assert onnx_layers(_manifest(_layer("", "application/vnd.oci.image.layer.v1.tar+gzip")), MANIFEST) is None  # an ordinary image
     assert onnx_layers({"schemaVersion": 2, "mediaType": INDEX, "manifests": []}, INDEX) is None
