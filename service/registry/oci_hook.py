@@ -42,7 +42,7 @@ from service.imports.parts import ImportParts
 from service.registry.deliveries import Deliveries
 from service.registry.hook import LOOP_SECONDS, classified, with_capacity
 from service.registry.oci_api import MANIFEST_TYPES, OciRefused, OciRegistry, OciUnavailable, TooLarge, valid_reference
-from service.registry.oci_artifact import onnx_layers, subject_of
+from service.registry.oci_artifact import Layer, onnx_layers, subject_of
 from service.registry.oci_pull import ArtifactTree, pull_tree
 from service.registry.oci_source import ArtifactFile
 from service.registry.oci_verdict import attach, has_verdict, verdict_document
@@ -136,44 +136,53 @@ class OciHook:
         try:
             manifest = await self.registry.manifest(repository, digest)
             document = manifest.json()
-            layers = onnx_layers(document, manifest.media_type)
+            refusal: Refused | None = None
+            try:
+                layers = onnx_layers(document, manifest.media_type)
+            except Refused as error:  # an ONNX artifact whose manifest the gate will not follow: refused, with a referrer
+                layers, refusal = [], error
             if layers is None:
                 log.info("oci: %s is no ONNX artifact: ignored", self.name_of(pushed))
                 return
             if await has_verdict(self.registry, repository, digest):
                 log.info("oci: %s has a verdict referrer already: not validated again", self.name_of(pushed))
                 return
-        except (OciRefused, OciUnavailable, TooLarge, Refused) as error:
+        except (OciRefused, OciUnavailable, TooLarge) as error:
             log.warning("oci: %s could not be read (event %s): %s", self.name_of(pushed), pushed.event_id, error)
             return
         log.info("oci: validating %s as tenant %s", self.name_of(pushed), self.parts.settings.oci_tenant)
-        try:
-            with self.parts.store.work_folder() as folder:
-                try:
-                    with anyio.fail_after(self.parts.settings.worker_timeout):
-                        tree = await pull_tree(self.registry, repository, layers, folder.root, self.parts.settings)
-                except TimeoutError:
-                    raise Refused(f"the artifact's layers were not pulled within {self.parts.settings.worker_timeout:.0f} s "
-                                  "(--worker-timeout)") from None  # fmt: skip
-                checked = [await self._file_checked(pushed, tree, path) for path in tree.models]
-        except asyncio.CancelledError:
-            raise
-        except OciUnavailable as error:
-            tags = not_imported("incomplete", f"the registry did not answer: {error}")
-        except Exception as error:
-            tags = not_imported(*classified(error, self.name_of(pushed)))
-        else:
-            tags = version_tags(checked, self._report_link)[1]
+        tags = not_imported("refused", str(refusal)) if refusal is not None else await self._checked(pushed, layers)
         said = f" ({tags.get(REASON, '')[:200]})" if tags[VERDICT] != "pass" else ""
         log.info("oci: %s: %s%s", self.name_of(pushed), tags[VERDICT], said)
-        subject = subject_of(manifest.media_type, digest, len(manifest.body), manifest.json())
+        subject = subject_of(manifest.media_type, digest, len(manifest.body), document)
         try:
-            document = verdict_document(tags, self.registry.host, repository, digest)
-            referrer = await attach(self.registry, repository, subject, tags, document)
+            verdict = verdict_document(tags, self.registry.host, repository, digest)
+            referrer = await attach(self.registry, repository, subject, tags, verdict)
         except (OciRefused, OciUnavailable) as error:
             log.error("oci: the verdict of %s could not be attached: %s", self.name_of(pushed), error)
             return
         log.info("oci: %s: verdict referrer %s", self.name_of(pushed), referrer)
+
+    async def _checked(self, pushed: Pushed, layers: list[Layer]) -> dict[str, str]:
+        """The verdict's tags (service.registry.verdict) of the artifact: its layers pulled, each model imported and checked."""
+        settings = self.parts.settings
+        try:
+            with self.parts.store.work_folder() as folder:
+                try:
+                    with anyio.fail_after(settings.worker_timeout):
+                        tree = await pull_tree(self.registry, pushed.repository, layers, folder.root, settings)
+                except TimeoutError:
+                    raise Refused(
+                        f"the artifact's layers were not pulled within {settings.worker_timeout:.0f} s (--worker-timeout)"
+                    ) from None
+                checked = [await self._file_checked(pushed, tree, path) for path in tree.models]
+        except asyncio.CancelledError:
+            raise
+        except OciUnavailable as error:
+            return not_imported("incomplete", f"the registry did not answer: {error}")
+        except Exception as error:
+            return not_imported(*classified(error, self.name_of(pushed)))
+        return version_tags(checked, self._report_link)[1]
 
     async def _file_checked(self, pushed: Pushed, tree: ArtifactTree, path: str) -> FileVerdict:
         name = self.name_of(pushed) + (f"/{path}" if len(tree.models) > 1 else "")

@@ -13,8 +13,8 @@ weight layers, pushed with oras) gets a `pass` referrer within seconds,
 listed under the tag `sha256-<hex>`, its layer the verdict JSON and its
 subject the artifact, and the referrer's own push (and the index's) is not
 validated in turn; a broken model's artifact gets a `refused` referrer; a tar
-layer whose member is `../NAME` or an absolute path is refused and nothing is
-written outside the work area; and a replayed event, or the same manifest
+layer whose member is `../NAME` or an absolute path, or a layer whose path
+annotation is `../NAME`, is refused and nothing is written outside the work area; and a replayed event, or the same manifest
 pushed again under another tag, runs nothing.
 """
 
@@ -158,6 +158,14 @@ def test_a_tar_layer_leaving_the_artifact_is_refused(
     name = Path(member).name
     assert not Path("/tmp", name).exists()
     assert not list(folder.rglob(name)), "a member was written outside the work area"
+
+
+def test_a_layer_path_leaving_the_artifact_is_refused(registry: OciRegistryServer, service: ServiceProcess, tmp_path: Path) -> None:
+    model = file_in(tmp_path, "model.onnx", external_weight_model("weights.bin", 16))
+    digest = oras_push(registry, "models/escape-path:v1", [(model, WEIGHT_RAW, {FILEPATH: "../model.onnx"})], modelpack_config(tmp_path))
+    referrer = verdict_referrer(registry, "models/escape-path", digest)
+    assert referrer["annotations"]["org.onnx-import.verdict"] == "refused", referrer
+    assert "leaves the artifact" in verdict_of(registry, "models/escape-path", referrer)[1]["reason"]
 
 
 def test_a_replayed_event_runs_nothing(registry: OciRegistryServer, service: ServiceProcess, tmp_path: Path) -> None:
