@@ -10,8 +10,8 @@ outermost; `X-Content-Type-Options: nosniff` on every response;
 `Tus-Resumable` on those under `/uploads`; a client gone mid-request logged
 once at INFO), the routers
 (`service.api.routes`: models, tensors, diagnostics, diffs, report links,
-resumable uploads, health, hooks (the MLflow registry's webhook,
-`service.registry`), and ui: the explorer at `/` and the offline `/docs`
+resumable uploads, health, hooks (the MLflow registry's webhook and an
+OCI registry's notifications, `service.registry`), and ui: the explorer at `/` and the offline `/docs`
 and `/redoc`), the report links' key read when the store opens,
 the sweep of expired resumable uploads, and the OpenAPI document with
 problems under `application/problem+json`.
@@ -50,6 +50,7 @@ from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.observability.request_log import RequestLogMiddleware
 from service.registry.hook import RegistryHook
+from service.registry.oci_hook import OciHook
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.backends import open_data_root, open_store
@@ -80,8 +81,9 @@ def create_app(
     )
     metrics = Metrics(store, lambda: admission)
 
-    def share_places() -> None:  # the share holds between the tenants that may import (and the MLflow hook's)
-        admission.share_between(len(keys.importing_tenants() | ({settings.mlflow_tenant} if settings.mlflow_url else set())))
+    def share_places() -> None:  # the share holds between the tenants that may import (and the registry hooks')
+        hooks = {settings.mlflow_tenant} if settings.mlflow_url else set()
+        admission.share_between(len(keys.importing_tenants() | hooks | ({settings.oci_tenant} if settings.oci_registry else set())))
 
     share_places()
 
@@ -133,10 +135,12 @@ def create_app(
                     f"{len(keys.keys)} API keys" if not keys.anonymous else "anonymous (no API keys)",
                 )  # fmt: skip
                 hook = app.state.registry_hook = RegistryHook(parts, diffs) if settings.mlflow_url else None
+                oci_hook = app.state.oci_hook = OciHook(parts) if settings.oci_registry else None
                 async with (
                     readiness.running(),
                     sweeping(app.state.service, min(60.0, settings.upload_expiry / 4)),
                     hook.running() if hook is not None else contextlib.nullcontext(),
+                    oci_hook.running() if oci_hook is not None else contextlib.nullcontext(),
                 ):
                     yield
         finally:  # the opening has ended: nothing opens the store any more

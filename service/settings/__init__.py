@@ -387,6 +387,34 @@ class Settings:
         "validated", TEXT, "the registered-model alias the MLflow hook moves to a version that passes (never to one that does not)",
         rule=Rule(lambda name: bool(re.fullmatch(r"[A-Za-z0-9_-]{1,255}", name)), "must be letters, digits, _ or -"),
     )  # fmt: skip
+    oci_registry: str = setting(
+        "", TEXT, "the OCI registry whose notifications POST /hooks/oci takes (docs/registry.md, \"OCI registries\"): a pushed "
+        "ONNX artifact is pulled from this registry only (never from a URL in the event), checked, and given a verdict referrer",
+        rule=Rule(lambda url: url == "" or (url.startswith(("http://", "https://")) and "?" not in url and "#" not in url),
+                  "must be empty or an http(s):// URL"),
+        shown="none (the hook is off)",
+    )  # fmt: skip
+    oci_credentials: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "the OCI registry's credentials: a Docker config.json (its auths entry for the registry's host), "
+        "or a file holding a bearer token",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none (anonymous)",
+    )  # fmt: skip
+    oci_webhook_secret: str = setting(
+        "", TEXT, "the bearer token the OCI registry's notifications carry (Authorization: Bearer SECRET); or --oci-webhook-secret-file",
+        shown="none", flag=False,
+    )  # fmt: skip
+    oci_webhook_secret_file: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "file holding the OCI notifications' bearer token (trailing newline ignored)",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none",
+    )  # fmt: skip
+    oci_tenant: str = setting(
+        "oci", TEXT, "the tenant the OCI hook imports and checks models as",
+        rule=Rule(lambda name: bool(name) and len(name) <= 200 and name.isprintable(), "must be a tenant name"),
+    )  # fmt: skip
+    oci_checks: str = setting(
+        ",".join(STAGES), TEXT, f"check stages the OCI hook runs on each pushed ONNX artifact: any of {', '.join(STAGES)}",
+        rule=Rule(_parses(parse_checks), f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
+    )  # fmt: skip
     link_days: int = setting(
         90, INT, "days a report link the service writes elsewhere (the MLflow report and diff tags: /links/TOKEN) opens for, "
         "without an API key; then 403",
@@ -450,6 +478,10 @@ class Settings:
         if self.mlflow_url and not (self.mlflow_webhook_secret or self.mlflow_webhook_secret_file):
             raise SettingsError(
                 "--mlflow-url needs the webhook's secret: ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET or --mlflow-webhook-secret-file"
+            )
+        if self.oci_registry and not (self.oci_webhook_secret or self.oci_webhook_secret_file):
+            raise SettingsError(
+                "--oci-registry needs the notifications' token: ONNX_SERVICE_OCI_WEBHOOK_SECRET or --oci-webhook-secret-file"
             )
 
     @property
