@@ -361,3 +361,10 @@ class Readiness(BaseModel):
     tenants_busy: int = Field(description="tenants holding an import or receiving place now (none is named)")
     yours: TenantPlaces | None = Field(None, description="with credentials: the caller's tenant's own places now")
     store_free_bytes: int = Field(description="free bytes on the store's file system (below --store-min-free: not ready)")
+    signing_key: str | None = Field(
+        description="SHA-256 (hex) of the DER SubjectPublicKeyInfo of the key attestations are signed with (--signing-key); "
+        "null: none are signed"
+    )
+    verify_keys: list[str] = Field(
+        description="the same fingerprints of the older public keys whose attestations still verify (--verify-keys: rotation)"
+    )

@@ -20,12 +20,15 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from service.attestation.keys import KeyProblem, PublicKey, SigningKey, fingerprint, public_keys_in
 from service.attestation.statement import CheckedRun, Subject, statement_of, verdict_settings
 from service.checks.outcome import StageResult
 from service.settings import Settings
 from service.settings.kinds import SettingsError
+
+if TYPE_CHECKING:  # cryptography is the signing extra's: imported once a key is read
+    from service.attestation.keys import PublicKey, SigningKey
 
 EXTRA_MISSING = (
     "--signing-key needs the signing extra (model-signing, sigstore-models, cryptography): pip install 'onnx-import-service[signing]'"
@@ -41,6 +44,8 @@ class Attester:
 
     @property
     def verify_fingerprints(self) -> list[str]:
+        from service.attestation.keys import fingerprint
+
         return [fingerprint(key) for key in self.verify_keys]
 
     def attest(self, subjects: Sequence[Subject], results: Sequence[StageResult], resource_uri: str) -> bytes:
@@ -61,6 +66,8 @@ def attester_for(key_file: Path, verify_keys_file: Path | None, verifier_id: str
     try:
         import model_signing._signing.sign_sigstore_pb  # noqa: F401
         import sigstore_models.bundle.v1  # noqa: F401
+
+        from service.attestation.keys import KeyProblem, SigningKey, public_keys_in
     except ImportError:
         raise SettingsError(EXTRA_MISSING) from None
     try:

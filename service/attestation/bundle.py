@@ -21,10 +21,12 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from service.attestation.keys import PublicKey, SigningKey, fingerprint, verifies
 from service.attestation.statement import PREDICATE_TYPE, STATEMENT_TYPE
+
+if TYPE_CHECKING:  # the signing extra's libraries load when a bundle is made or read, never at import
+    from service.attestation.keys import PublicKey, SigningKey
 
 BUNDLE_MEDIA_TYPE: Final = "application/vnd.dev.sigstore.bundle.v0.3+json"
 PAYLOAD_TYPE: Final = "application/vnd.in-toto+json"
@@ -58,6 +60,8 @@ def verified_statement(document: bytes, keys: Sequence[PublicKey]) -> tuple[dict
     from model_signing._signing.sign_sigstore_pb import pae
     from pydantic import ValidationError
     from sigstore_models.bundle import v1 as bundle_v1
+
+    from service.attestation.keys import fingerprint, verifies
 
     try:
         bundle = bundle_v1.Bundle.from_json(document)

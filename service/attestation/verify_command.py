@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from service.attestation.keys import KeyProblem, PublicKey, public_keys_in
+if TYPE_CHECKING:
+    from service.attestation.keys import PublicKey
 
 EXIT_VERIFIED, EXIT_REFUSED, EXIT_USAGE = 0, 1, 64
 EXTRA_MISSING = "onnx-import verify needs the signing extra (model-signing, sigstore-models): pip install 'onnx-import-service[signing]'"
@@ -36,6 +37,8 @@ def add_parser(commands: Any) -> None:
 
 
 def _keys(paths: list[Path]) -> list[PublicKey]:
+    from service.attestation.keys import public_keys_in
+
     keys: list[PublicKey] = []
     for path in paths:
         keys += public_keys_in(path)
@@ -55,6 +58,7 @@ def _result_findings(statement: dict[str, Any]) -> list[str]:
 def verify(args: argparse.Namespace) -> int:
     try:
         from service.attestation.bundle import BundleRefused, verified_statement
+        from service.attestation.keys import KeyProblem
     except ImportError:
         print(f"onnx-import: {EXTRA_MISSING}", file=sys.stderr)
         return EXIT_USAGE
