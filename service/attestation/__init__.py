@@ -4,7 +4,7 @@ Owns the attestation of a check run: a Sigstore bundle
 (`application/vnd.dev.sigstore.bundle.v0.3+json`) holding a DSSE envelope
 over an in-toto Statement v1 whose subjects are the model's files (by name
 and SHA-256) and whose predicate is a SLSA Verification Summary v1
-(docs/attestations.md). Its modules: `keys` (the signing key, read once at
+(docs/attestations.md). Its modules: `signing_keys` (the signing key, read once at
 the service's start, and the public keys that verify), `statement` (the
 Statement and its predicate), `bundle` (signing a Statement into a bundle,
 and checking a bundle's signature), `attester` (what the service and the

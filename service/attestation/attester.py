@@ -28,7 +28,7 @@ from service.settings import Settings
 from service.settings.kinds import SettingsError
 
 if TYPE_CHECKING:  # cryptography is the signing extra's: imported once a key is read
-    from service.attestation.keys import PublicKey, SigningKey
+    from service.attestation.signing_keys import PublicKey, SigningKey
 
 EXTRA_MISSING = (
     "--signing-key needs the signing extra (model-signing, sigstore-models, cryptography): pip install 'onnx-import-service[signing]'"
@@ -44,7 +44,7 @@ class Attester:
 
     @property
     def verify_fingerprints(self) -> list[str]:
-        from service.attestation.keys import fingerprint
+        from service.attestation.signing_keys import fingerprint
 
         return [fingerprint(key) for key in self.verify_keys]
 
@@ -67,7 +67,7 @@ def attester_for(key_file: Path, verify_keys_file: Path | None, verifier_id: str
         import model_signing._signing.sign_sigstore_pb  # noqa: F401
         import sigstore_models.bundle.v1  # noqa: F401
 
-        from service.attestation.keys import KeyProblem, SigningKey, public_keys_in
+        from service.attestation.signing_keys import KeyProblem, SigningKey, public_keys_in
     except ImportError:
         raise SettingsError(EXTRA_MISSING) from None
     try:

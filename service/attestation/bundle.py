@@ -6,7 +6,7 @@ The bundle is model-signing's own shape for a key-signed model
 `Envelope` (payload type `application/vnd.in-toto+json`) with one signature
 over model-signing's DSSE pre-authentication encoding (`pae`) of the
 payload, and a `publicKey.hint` naming the key (here its fingerprint,
-`service.attestation.keys.fingerprint`). model-signing's signer reads its key
+`service.attestation.signing_keys.fingerprint`). model-signing's signer reads its key
 from a path each time and takes EC keys only; this glue signs with the key
 read once (`SigningKey`), ECDSA P-256 (SHA-256) or Ed25519, into the same types.
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from service.attestation.statement import PREDICATE_TYPE, STATEMENT_TYPE
 
 if TYPE_CHECKING:  # the signing extra's libraries load when a bundle is made or read, never at import
-    from service.attestation.keys import PublicKey, SigningKey
+    from service.attestation.signing_keys import PublicKey, SigningKey
 
 BUNDLE_MEDIA_TYPE: Final = "application/vnd.dev.sigstore.bundle.v0.3+json"
 PAYLOAD_TYPE: Final = "application/vnd.in-toto+json"
@@ -61,7 +61,7 @@ def verified_statement(document: bytes, keys: Sequence[PublicKey]) -> tuple[dict
     from pydantic import ValidationError
     from sigstore_models.bundle import v1 as bundle_v1
 
-    from service.attestation.keys import fingerprint, verifies
+    from service.attestation.signing_keys import fingerprint, verifies
 
     try:
         bundle = bundle_v1.Bundle.from_json(document)

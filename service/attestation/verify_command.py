@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from service.attestation.keys import PublicKey
+    from service.attestation.signing_keys import PublicKey
 
 EXIT_VERIFIED, EXIT_REFUSED, EXIT_USAGE = 0, 1, 64
 EXTRA_MISSING = "onnx-import verify needs the signing extra (model-signing, sigstore-models): pip install 'onnx-import-service[signing]'"
@@ -37,7 +37,7 @@ def add_parser(commands: Any) -> None:
 
 
 def _keys(paths: list[Path]) -> list[PublicKey]:
-    from service.attestation.keys import public_keys_in
+    from service.attestation.signing_keys import public_keys_in
 
     keys: list[PublicKey] = []
     for path in paths:
@@ -58,7 +58,7 @@ def _result_findings(statement: dict[str, Any]) -> list[str]:
 def verify(args: argparse.Namespace) -> int:
     try:
         from service.attestation.bundle import BundleRefused, verified_statement
-        from service.attestation.keys import KeyProblem
+        from service.attestation.signing_keys import KeyProblem
     except ImportError:
         print(f"onnx-import: {EXTRA_MISSING}", file=sys.stderr)
         return EXIT_USAGE

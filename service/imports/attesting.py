@@ -1,4 +1,4 @@
-"""A check run's attestation, signed and kept for the tenant: `attest_run`.
+"""A check run's attestation, signed and kept for the tenant: `sign_run`.
 
 The pipeline (`service.imports.pipeline`) calls it once the run's stages are
 kept (a new import's commit, a model held again, a recheck), so every way a
@@ -45,7 +45,7 @@ def subjects_of(staged: Staged, digests: dict[str, str]) -> list[Subject]:
     return subjects
 
 
-async def attest_run(parts: ImportParts, tenant: str, model_id: str, staged: Staged, digests: dict[str, str]) -> None:
+async def sign_run(parts: ImportParts, tenant: str, model_id: str, staged: Staged, digests: dict[str, str]) -> None:
     """Sign the tenant's runs of the model over the files `digests` names, and keep the bundle (nothing without a key)."""
     attester = parts.attester
     if attester is None:

@@ -69,7 +69,7 @@ from service.checks.tenant_runs import keep_runs
 from service.errors import MODEL_GONE, ImportTooLarge, NotFound, StoreFull
 from service.imports.admission import Place
 from service.imports.answers import Imported, held_again, rename, stored_summary
-from service.imports.attesting import attest_run
+from service.imports.attesting import sign_run
 from service.imports.identity import in_store, known_id, read_id, worker_reports
 from service.imports.naming import Naming
 from service.imports.parts import ImportParts
@@ -135,7 +135,7 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         if staged.record is not None:  # a stored model, checked again
             check_sources(staged.record, header)
             await keep_runs(parts.store, tenant, staged.model_id, runs)
-            await attest_run(parts, tenant, staged.model_id, staged, {report.key: report.sha256 for report in header.sources})
+            await sign_run(parts, tenant, staged.model_id, staged, {report.key: report.sha256 for report in header.sources})
             return Imported(staged.model_id, False, await stored_summary(parts, tenant, staged.model_id, staged.display_name))
         return await _commit_new(parts, tenant, staged, header, runs, area)
 
@@ -223,7 +223,7 @@ async def _commit_new(
     if imported is None:
         owner = TenantRecord(tenant=tenant, input=staged.display_name, created_ns=time.time_ns(), label=staged.naming.label or "")
         imported = await commit(parts, area, model_id, header, files, owner, staged.model_sha256(reports), runs)
-    await attest_run(parts, tenant, model_id, staged, {key: staged.digests.get(key) or report.sha256 for key, report in reports.items()})
+    await sign_run(parts, tenant, model_id, staged, {key: staged.digests.get(key) or report.sha256 for key, report in reports.items()})
     return imported
 
 

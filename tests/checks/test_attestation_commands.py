@@ -20,9 +20,8 @@ from typing import Any
 
 import onnx
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from onnx import TensorProto, helper
+from support.attestations import key_pair
 from support.service_harness import SAMPLES
 
 from service.attestation.attester import attester_for
@@ -37,17 +36,6 @@ def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(COMMAND), *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
-def key_pair(folder: Path, kind: str) -> tuple[Path, Path]:
-    """A private key of `kind` and its public key, as PEM files in `folder`."""
-    key: ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey = (
-        ed25519.Ed25519PrivateKey.generate() if kind == "ed25519" else ec.generate_private_key(ec.SECP256R1())
-    )
-    private, public = folder / f"{kind}.key", folder / f"{kind}.pub"
-    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    return private, public
-
-
 def statement_of(bundle: Path) -> dict[str, Any]:
     statement: dict[str, Any] = json.loads(base64.b64decode(json.loads(bundle.read_bytes())["dsseEnvelope"]["payload"]))
     return statement
@@ -59,7 +47,7 @@ def signed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     base = tmp_path_factory.mktemp(f"attested-{request.param}")
     folder = base / "model"
     shutil.copytree(SAMPLES / "external", folder)
-    private, public = key_pair(base, request.param)
+    private, public, _ = key_pair(base, request.param)
     attestation = base / "model.attestation.json"
     done = run("check", folder / "model.onnx", "--checks", "schema,security,shape", "--attest", attestation, "--signing-key", private)
     assert done.returncode == 0, done.stderr
@@ -93,7 +81,7 @@ def test_a_changed_byte_a_missing_file_and_a_wrong_key_are_refused(signed: tuple
     (changed / "weights.bin").unlink()
     done = run("verify", changed, "--attestation", attestation, "--public-key", public)
     assert done.returncode == 1 and "missing file: weights.bin" in done.stderr, done.stderr
-    _, other = key_pair(tmp_path, "ed25519")
+    _, other, _ = key_pair(tmp_path, "ed25519")
     done = run("verify", folder, "--attestation", attestation, "--public-key", other)
     assert done.returncode == 1 and "wrong key" in done.stderr, done.stderr
     done = run("verify", folder, "--attestation", attestation, "--public-key", other, "--public-key", public)  # rotation: any key
@@ -113,7 +101,7 @@ def wrong_type(path: Path) -> Path:
 
 def test_a_failed_check_is_attested_failed_and_refused(tmp_path: Path) -> None:
     model = wrong_type(tmp_path / "wrong.onnx")
-    private, public = key_pair(tmp_path, "p256")
+    private, public, _ = key_pair(tmp_path, "p256")
     attestation = tmp_path / "wrong.attestation.json"
     done = run("check", model, "--attest", attestation, "--signing-key", private)
     assert done.returncode == 1, done.stderr
@@ -124,7 +112,7 @@ def test_a_failed_check_is_attested_failed_and_refused(tmp_path: Path) -> None:
 
 
 def test_a_subject_outside_the_folder_is_never_opened(tmp_path: Path) -> None:
-    private, public = key_pair(tmp_path, "ed25519")
+    private, public, _ = key_pair(tmp_path, "ed25519")
     (tmp_path / "secret").write_bytes(b"x")
     signer = attester_for(private, None, "test", load_settings([], environ={}))
     sha = hashlib.sha256(b"x").hexdigest()
@@ -139,6 +127,6 @@ def test_a_subject_outside_the_folder_is_never_opened(tmp_path: Path) -> None:
 def test_attest_needs_its_key_and_one_model(tmp_path: Path) -> None:
     done = run("check", SAMPLES / "add.onnx", "--attest", tmp_path / "a.json")
     assert done.returncode == 64 and "--attest and --signing-key go together" in done.stderr
-    private, _ = key_pair(tmp_path, "p256")
+    private, _, _ = key_pair(tmp_path, "p256")
     done = run("check", SAMPLES / "add.onnx", SAMPLES / "if_subgraph.onnx", "--attest", tmp_path / "a.json", "--signing-key", private)
     assert done.returncode == 64 and "one model" in done.stderr

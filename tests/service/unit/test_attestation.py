@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from support.attestations import key_pair, statement_checked_by_hand
 
 from service.attestation.attester import Attester, attester_for
 from service.attestation.bundle import BundleRefused, verified_statement
-from service.attestation.keys import KeyProblem, SigningKey, public_keys_in
+from service.attestation.signing_keys import KeyProblem, PublicKey, SigningKey, public_keys_in, public_pem
 from service.attestation.statement import VERDICT_SETTINGS, Subject
 from service.checks.outcome import StageResult
 from service.settings import load_settings
@@ -29,37 +30,9 @@ from service.settings.kinds import SettingsError
 PASSING = [StageResult("schema", "pass"), StageResult("shape", "pass"), StageResult("smoke", "pass", bindings=[{"batch": 1}])]
 
 
-def write_key(path: Path, kind: str) -> ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey:
-    """A new private key of `kind` (ed25519 or p256) written to `path` as unencrypted PKCS#8 PEM."""
-    key: ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey = (
-        ed25519.Ed25519PrivateKey.generate() if kind == "ed25519" else ec.generate_private_key(ec.SECP256R1())
-    )
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    path.write_bytes(pem)
-    return key
-
-
-def read_by_hand(bundle: bytes, public: Any) -> dict[str, Any]:
-    """The Statement of `bundle`, its DSSE signature checked with `cryptography` alone (PAE written out here)."""
-    document = json.loads(bundle)
-    assert document["mediaType"] == "application/vnd.dev.sigstore.bundle.v0.3+json"
-    envelope = document["dsseEnvelope"]
-    assert envelope["payloadType"] == "application/vnd.in-toto+json"
-    payload = base64.b64decode(envelope["payload"])
-    kind = b"application/vnd.in-toto+json"
-    pae = b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
-    signature = base64.b64decode(envelope["signatures"][0]["sig"])
-    if isinstance(public, ec.EllipticCurvePublicKey):
-        public.verify(signature, pae, ec.ECDSA(hashes.SHA256()))
-    else:
-        public.verify(signature, pae)
-    statement: dict[str, Any] = json.loads(payload)
-    return statement
-
-
 def attester(tmp_path: Path, kind: str = "p256") -> tuple[Attester, Any]:
-    key = write_key(tmp_path / f"{kind}.pem", kind)
-    return attester_for(tmp_path / f"{kind}.pem", None, "https://checks.example", load_settings([], environ={})), key.public_key()
+    private, _, key = key_pair(tmp_path, kind)
+    return attester_for(private, None, "https://checks.example", load_settings([], environ={})), key.public_key()
 
 
 @pytest.mark.parametrize("kind", ["p256", "ed25519"])
@@ -67,7 +40,7 @@ def test_a_passing_run_is_signed_and_reads_back_with_cryptography_alone(tmp_path
     signer, public = attester(tmp_path, kind)
     subjects = [Subject("model.onnx", "aa" * 32, model=True), Subject("more/bias.bin", "bb" * 32)]
     bundle = signer.attest(subjects, PASSING, "models:/resnet/3")
-    statement = read_by_hand(bundle, public)
+    statement = statement_checked_by_hand(bundle, public)
     assert statement["_type"] == "https://in-toto.io/Statement/v1"
     assert statement["subject"] == [
         {"name": "model.onnx", "digest": {"sha256": "aa" * 32}, "annotations": {"onnx_import.role": "model"}},
@@ -104,7 +77,9 @@ def test_a_passing_run_is_signed_and_reads_back_with_cryptography_alone(tmp_path
 )
 def test_a_failed_or_incomplete_run_is_failed(tmp_path: Path, results: list[StageResult], levels: list[str]) -> None:
     signer, public = attester(tmp_path)
-    predicate = read_by_hand(signer.attest([Subject("m.onnx", "cc" * 32, model=True)], results, "/models/x"), public)["predicate"]
+    predicate = statement_checked_by_hand(signer.attest([Subject("m.onnx", "cc" * 32, model=True)], results, "/models/x"), public)[
+        "predicate"
+    ]
     assert predicate["verificationResult"] == "FAILED"
     assert predicate["verifiedLevels"] == [f"ONNX_IMPORT_STAGE_{level}" for level in levels]
 
@@ -119,7 +94,9 @@ class SignatureStageResult(StageResult):
 def test_the_models_own_signature_is_an_input_attestation(tmp_path: Path) -> None:
     signer, public = attester(tmp_path)
     signed = SignatureStageResult("schema", "pass")
-    predicate = read_by_hand(signer.attest([Subject("m.onnx", "cc" * 32, model=True)], [signed], "/models/x"), public)["predicate"]
+    predicate = statement_checked_by_hand(signer.attest([Subject("m.onnx", "cc" * 32, model=True)], [signed], "/models/x"), public)[
+        "predicate"
+    ]
     assert predicate["inputAttestations"] == [{"uri": "model.sig", "digest": {"sha256": "dd" * 32}}]
     assert predicate["onnxImportPolicy"]["stages"]["schema"]["signer_fingerprint"] == "ee" * 32
 
@@ -133,7 +110,8 @@ def test_verifying_takes_any_key_of_a_rotation_and_refuses_another(tmp_path: Pat
     with pytest.raises(BundleRefused, match="wrong key"):
         verified_statement(bundle, [older])
     tampered = json.loads(bundle)
-    tampered["dsseEnvelope"]["payload"] = base64.b64encode(base64.b64decode(tampered["dsseEnvelope"]["payload"]).replace(b"PASSED", b"PASSES")).decode()
+    payload = base64.b64decode(tampered["dsseEnvelope"]["payload"]).replace(b"PASSED", b"PASSES")
+    tampered["dsseEnvelope"]["payload"] = base64.b64encode(payload).decode()
     with pytest.raises(BundleRefused, match="wrong key"):
         verified_statement(json.dumps(tampered).encode(), [public])
     with pytest.raises(BundleRefused, match="not a Sigstore bundle"):
@@ -141,17 +119,17 @@ def test_verifying_takes_any_key_of_a_rotation_and_refuses_another(tmp_path: Pat
 
 
 def test_public_key_files_hold_one_key_or_several(tmp_path: Path) -> None:
-    keys = [ec.generate_private_key(ec.SECP256R1()).public_key(), ed25519.Ed25519PrivateKey.generate().public_key()]
-    pems = [key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo) for key in keys]
+    keys: list[PublicKey] = [ec.generate_private_key(ec.SECP256R1()).public_key(), ed25519.Ed25519PrivateKey.generate().public_key()]
+    pems = [public_pem(key) for key in keys]
     (tmp_path / "keys.pem").write_bytes(b"# the keys of 2026\n" + b"".join(pems))
-    assert [key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo) for key in public_keys_in(tmp_path / "keys.pem")] == pems
+    assert [public_pem(key) for key in public_keys_in(tmp_path / "keys.pem")] == pems
     (tmp_path / "none.pem").write_text("nothing here\n")
     with pytest.raises(KeyProblem, match="no PEM public key"):
         public_keys_in(tmp_path / "none.pem")
 
 
 def test_a_signing_key_of_another_kind_is_refused_naming_the_file_never_the_key(tmp_path: Path) -> None:
-    refused = {
+    refused: dict[str, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey] = {
         "rsa.pem": rsa.generate_private_key(65537, 2048),
         "p384.pem": ec.generate_private_key(ec.SECP384R1()),
     }
@@ -162,17 +140,15 @@ def test_a_signing_key_of_another_kind_is_refused_naming_the_file_never_the_key(
             attester_for(tmp_path / name, None, "id", load_settings([], environ={}))
         assert name in str(raised.value) and "P-256 or Ed25519" in str(raised.value)
         assert pem.decode().splitlines()[1] not in str(raised.value)
-    (tmp_path / "public.pem").write_bytes(
-        ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
+    (tmp_path / "public.pem").write_bytes(public_pem(ed25519.Ed25519PrivateKey.generate().public_key()))
     with pytest.raises(SettingsError, match="not a PEM private key"):
         attester_for(tmp_path / "public.pem", None, "id", load_settings([], environ={}))
 
 
 def test_a_signing_key_never_shows_or_pickles_itself(tmp_path: Path) -> None:
-    key = write_key(tmp_path / "k.pem", "ed25519")
+    private, _, key = key_pair(tmp_path, "ed25519")
     assert isinstance(key, ed25519.Ed25519PrivateKey)
-    signing = SigningKey.from_file(tmp_path / "k.pem")
+    signing = SigningKey.from_file(private)
     raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
     shown = repr(signing) + str(signing)
     assert signing.fingerprint in shown and raw.hex() not in shown and "PRIVATE" not in shown
