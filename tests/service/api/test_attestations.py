@@ -90,6 +90,9 @@ def test_a_path_import_is_attested_and_verifies_with_the_public_key_alone(signin
     assert predicate["verificationResult"] == "PASSED"
     stages = ("SCHEMA", "SECURITY", "SHAPE")
     assert predicate["verifiedLevels"] == [f"ONNX_IMPORT_STAGE_{stage}_PASS" for stage in stages]
+    with signing.server.client() as client:
+        head = client.head(f"/models/{model_id}/attestation", headers=signing.alice)
+    assert head.status_code == 200 and head.headers["content-type"] == BUNDLE and head.content == b""
     assert predicate["verifier"]["id"] == "https://checks.example/onnx"
     assert predicate["resourceUri"] == f"/models/{model_id}"
 
