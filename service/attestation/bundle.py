@@ -10,7 +10,9 @@ payload, and a `publicKey.hint` naming the key (here its fingerprint,
 from a path each time and takes EC keys only; this glue signs with the key
 read once (`SigningKey`), ECDSA P-256 (SHA-256) or Ed25519, into the same types.
 
-`verified_statement` is the reverse, for `onnx-import verify`: the bundle's
+`carried_statement` reads the Statement of a bundle the service made (its
+store's: a recheck names the model as the import did).
+`verified_statement` is the reverse of signing, for `onnx-import verify`: the bundle's
 media type and payload type, a signature one of the given public keys made,
 then the Statement's type and predicate type; `BundleRefused` says which
 failed.
@@ -53,6 +55,17 @@ def signed_bundle(statement: bytes, key: SigningKey) -> bytes:
         dsse_envelope=envelope,
     )
     return bundle.to_json().encode()
+
+
+def carried_statement(document: bytes) -> dict[str, Any]:
+    """The Statement a bundle this service made carries, its signature not checked (the service's own, from its
+    store: a recheck names the model as before); {} for anything else."""
+    try:
+        envelope = json.loads(document)["dsseEnvelope"]
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return statement if isinstance(statement, dict) else {}
 
 
 def verified_statement(document: bytes, keys: Sequence[PublicKey]) -> tuple[dict[str, Any], str]:

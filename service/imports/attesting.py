@@ -13,7 +13,9 @@ earlier one in the store's index (`Store.keep_attestation`), for
 folder: the model file by its own name (`Staged.model_name`, else the
 display name's last part), each external file by its location beside it.
 The model is `Staged.resource_uri` (a registry's `models:/NAME/VERSION`),
-else the service's `/models/ID` (under `--public-url` where set).
+else the service's `/models/ID` (under `--public-url` where set). A recheck
+names the model as the tenant's earlier attestation did, where it has one
+(a registry version's path and `models:/` URI are not in the store's record).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import posixpath
 
 import anyio.to_thread
 
-from service.attestation.statement import Subject
+from service.attestation.statement import MODEL_ROLE, Subject
 from service.checks.runs import CheckRuns
 from service.imports.parts import ImportParts
 from service.imports.staging import Staged
@@ -45,6 +47,18 @@ def subjects_of(staged: Staged, digests: dict[str, str]) -> list[Subject]:
     return subjects
 
 
+def named_before(bundle: bytes | None) -> tuple[str, str]:
+    """The model file's name and the resource URI of the tenant's earlier attestation ("" where it has none)."""
+    from service.attestation.bundle import carried_statement
+
+    statement = carried_statement(bundle) if bundle else {}
+    subjects = statement.get("subject") or []
+    names = [subject.get("name", "") for subject in subjects if isinstance(subject, dict) and subject.get("annotations") == MODEL_ROLE]
+    predicate = statement.get("predicate") if isinstance(statement.get("predicate"), dict) else {}
+    uri = predicate.get("resourceUri", "") if isinstance(predicate, dict) else ""
+    return (names[0] if names and isinstance(names[0], str) else ""), (uri if isinstance(uri, str) else "")
+
+
 async def sign_run(parts: ImportParts, tenant: str, model_id: str, staged: Staged, digests: dict[str, str]) -> None:
     """Sign the tenant's runs of the model over the files `digests` names, and keep the bundle (nothing without a key)."""
     attester = parts.attester
@@ -53,6 +67,9 @@ async def sign_run(parts: ImportParts, tenant: str, model_id: str, staged: Stage
     runs = CheckRuns.from_bytes(await anyio.to_thread.run_sync(parts.store.checks, tenant, model_id))
     if runs is None:
         return
+    if staged.record is not None and not (staged.model_name and staged.resource_uri):  # a recheck: named as the import named it
+        earlier_name, earlier_uri = named_before(await anyio.to_thread.run_sync(parts.store.attestation, tenant, model_id))
+        staged.model_name, staged.resource_uri = staged.model_name or earlier_name, staged.resource_uri or earlier_uri
     uri = staged.resource_uri or model_uri(parts.settings.public_url, model_id)
     bundle = attester.attest(subjects_of(staged, digests), runs.results(), uri)
     await anyio.to_thread.run_sync(parts.store.keep_attestation, tenant, model_id, bundle)
