@@ -72,9 +72,12 @@ def attester_for(key_file: Path, verify_keys_file: Path | None, verifier_id: str
         raise SettingsError(EXTRA_MISSING) from None
     try:
         key = SigningKey.from_file(key_file)
+    except KeyProblem as error:
+        raise SettingsError(f"--signing-key {error}") from None
+    try:
         older = public_keys_in(verify_keys_file) if verify_keys_file is not None else []
     except KeyProblem as error:
-        raise SettingsError(f"--signing-key or --verify-keys: {error}") from None
+        raise SettingsError(f"--verify-keys {error}") from None
     values = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
     return Attester(key, older, verifier_id, verdict_settings(values))
 

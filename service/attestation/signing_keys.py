@@ -41,6 +41,11 @@ def public_pem(key: PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
+def _kind(key: object) -> str:
+    """`a key of kind RSA`: how a refusal names a key's kind (never its bytes)."""
+    return f"a key of kind {type(key).__name__.removeprefix('_').removesuffix('PrivateKey').removesuffix('PublicKey')}"
+
+
 def _supported(key: object, path: Path) -> PublicKey:
     """The key's public half, if it is one of the kinds attestations use; KeyProblem otherwise."""
     if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey):
@@ -52,7 +57,7 @@ def _supported(key: object, path: Path) -> PublicKey:
         return key.public_key()
     if isinstance(key, ed25519.Ed25519PublicKey):
         return key
-    raise KeyProblem(f"{path}: a {type(key).__name__.removeprefix('_')}, not {SUPPORTED}")
+    raise KeyProblem(f"{path}: {_kind(key)}, not {SUPPORTED}")
 
 
 class SigningKey:
@@ -81,7 +86,7 @@ class SigningKey:
         finally:
             del data
         if not isinstance(private, ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey):
-            raise KeyProblem(f"{path}: a {type(private).__name__.removeprefix('_')}, not {SUPPORTED}")
+            raise KeyProblem(f"{path}: {_kind(private)}, not {SUPPORTED}")
         return cls(private, path)
 
     def sign(self, message: bytes) -> bytes:
