@@ -2,7 +2,9 @@
 Statement and its predicate from stage results, the bundle signed with either
 key kind and read back by nothing but `cryptography` and this test's own DSSE
 pre-authentication encoding, the keys a signing key may be (and how a refused
-one is named), and a signing key that never shows or pickles itself."""
+one is named), a signing key that never shows or pickles itself, and a
+plain install (without the `signing` extra) that runs and refuses
+`--signing-key` naming the extra."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import base64
 import hashlib
 import json
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +160,34 @@ def test_a_signing_key_never_shows_or_pickles_itself(tmp_path: Path) -> None:
         pickle.dumps(signing)
     with pytest.raises(InvalidSignature):  # what it signs is its own: another message does not verify
         key.public_key().verify(signing.sign(b"a"), b"b")
+
+
+WITHOUT_THE_EXTRA = """
+import sys
+
+class WithoutTheSigningExtra:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"cryptography", "model_signing", "sigstore_models", "in_toto_attestation", "sigstore"}:
+            raise ImportError(f"{name} is not installed")
+
+sys.meta_path.insert(0, WithoutTheSigningExtra())
+import service.app, service.checks.command, service.imports.pipeline  # a plain install imports the service whole
+from service.attestation.attester import load_attester
+from service.settings import load_settings
+from service.settings.kinds import SettingsError
+
+assert load_attester(load_settings([], environ={})) is None
+try:
+    load_attester(load_settings(["--signing-key", sys.argv[1]], environ={}))
+except SettingsError as error:
+    print(error)
+"""
+
+
+def test_a_plain_install_runs_and_says_signing_needs_the_extra(tmp_path: Path) -> None:
+    """A fresh interpreter, the signing extra's packages made missing: the service imports whole, and
+    `--signing-key` is refused naming the extra."""
+    private, _, _ = key_pair(tmp_path, "p256")
+    done = subprocess.run([sys.executable, "-c", WITHOUT_THE_EXTRA, str(private)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "--signing-key needs the signing extra" in done.stdout and "onnx-import-service[signing]" in done.stdout
