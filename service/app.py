@@ -13,6 +13,8 @@ once at INFO), the routers
 resumable uploads, health, hooks (the MLflow registry's webhook and an
 OCI registry's notifications, `service.registry`), and ui: the explorer at `/` and the offline `/docs`
 and `/redoc`), the report links' key read when the store opens,
+the attestations' signing key (`--signing-key`, read once as the app is
+made, before its sandbox starts: `service.attestation.attester`),
 the sweep of expired resumable uploads, and the OpenAPI document with
 problems under `application/problem+json`.
 """
@@ -37,9 +39,22 @@ from service.access.keys import KeyFileError, KeyRing
 from service.api.nosniff import NoSniffMiddleware
 from service.api.openapi import openapi_with_problems
 from service.api.problems import DisconnectMiddleware, install_problem_handlers
-from service.api.routes import diagnostics, diff, health, links, models, resumable_uploads, shapes, tensors, ui, webhooks
+from service.api.routes import (
+    attestations,
+    diagnostics,
+    diff,
+    health,
+    links,
+    models,
+    resumable_uploads,
+    shapes,
+    tensors,
+    ui,
+    webhooks,
+)
 from service.api.state import Service
 from service.api.tus import TusHeaderMiddleware
+from service.attestation.attester import load_attester
 from service.background import every
 from service.errors import StorageUnavailable
 from service.imports.admission import Admission
@@ -71,6 +86,7 @@ def create_app(
     sandbox = sandbox or Sandbox(settings)
     keys = KeyRing(settings.api_keys)  # a broken key file refuses the start (KeyFileError)
     report_links = ReportLinks.for_settings(settings, store)  # a link key file without a fit key refuses the start (SettingsError)
+    attester = load_attester(settings)  # --signing-key, read once here (before the fork server starts); SettingsError if it cannot sign
     if shared_dir is None:
         private_dir = places_dir = Path(tempfile.mkdtemp(prefix="onnx-import-places-"))
     else:
@@ -112,7 +128,7 @@ def create_app(
         remote = store_is_remote(settings)
         opening = StoreOpening(open_storage, store.close) if remote else StoreOpening.done()
         readiness = ReadinessProbe(sandbox, store, opening)
-        parts = ImportParts(settings, store, sandbox, admission, data_root, report_links, steps)
+        parts = ImportParts(settings, store, sandbox, admission, data_root, report_links, steps, attester)
         diffs = Diffs(settings.local_root / "diffs")
         app.state.service = Service(parts, diffs, keys, metrics, readiness, opening=opening)
         if not remote:
@@ -166,6 +182,7 @@ def create_app(
     app.include_router(tensors.router)  # first: a request is matched against the routes in order, and tensor GETs are the most frequent
     app.include_router(models.router)
     app.include_router(diagnostics.router)
+    app.include_router(attestations.router)
     app.include_router(diff.router)
     app.include_router(links.router)
     app.include_router(shapes.router)

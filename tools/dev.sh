@@ -100,7 +100,7 @@ pip_install() {
 # installs nothing).
 setup() {
     local need=${1:-test} extras
-    case "$need" in serve) extras=runtime,fleet ;; *) need=test extras=test,dev,runtime ;; esac
+    case "$need" in serve) extras=runtime,fleet,signing ;; *) need=test extras=test,dev,runtime,signing ;; esac
     if [ ! -x .venv/bin/python ]; then
         "$(pick_python)" -m venv .venv
     fi

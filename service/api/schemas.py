@@ -366,3 +366,10 @@ class Readiness(BaseModel):
         " or the service's cgroup's memory; 0: no budget)"
     )
     worker_memory_reserved_bytes: int = Field(description="of that budget, what the sized workers running now reserve")
+    signing_key: str | None = Field(
+        description="SHA-256 (hex) of the DER SubjectPublicKeyInfo of the key attestations are signed with (--signing-key); "
+        "null: none are signed"
+    )
+    verify_keys: list[str] = Field(
+        description="the same fingerprints of the older public keys whose attestations still verify (--verify-keys: rotation)"
+    )

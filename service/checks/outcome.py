@@ -203,9 +203,7 @@ def _bindings_of(listed: object) -> list[dict[str, int]]:
     """A summary's `bindings` (a list of maps of dimension to value); anything else is none."""
     if not isinstance(listed, list):
         return []
-    return [
-        {str(key): value for key, value in run.items() if isinstance(value, int)} for run in listed if isinstance(run, Mapping)
-    ]
+    return [{str(key): value for key, value in run.items() if isinstance(value, int)} for run in listed if isinstance(run, Mapping)]
 
 
 def _sources_of(given: object) -> dict[str, BindingSource]:
@@ -282,9 +280,7 @@ def parse_dims(values: Sequence[str]) -> tuple[tuple[str, int], ...]:
     for value in values:
         name, colon, number = value.rpartition(":")
         if not colon or not name or not (number.isascii() and number.isdigit()) or len(number) > 12:
-            raise ChecksError(
-                f"a dimension is bound as NAME:VALUE or INPUT[AXIS]:VALUE, with VALUE a whole number: not {value[:100]!r}"
-            )
+            raise ChecksError(f"a dimension is bound as NAME:VALUE or INPUT[AXIS]:VALUE, with VALUE a whole number: not {value[:100]!r}")
         target, axis = dim_target(name)
         if axis is not None:
             if not target:

@@ -102,6 +102,10 @@ class Staged:
     model_id: str = ""  # a stored model's id ("stored")
     record: StoredRecord | None = None  # a stored model's record: the files its worker must find again
     naming: Naming = field(default_factory=Naming)  # the name and label the client gave (its name is `display_name`)
+    # Where its attestation says the model is (service.imports.attesting): the model file's path in its folder, its
+    # external files named beside it ("": the display name's last part), and its URI ("": the service's /models/ID).
+    model_name: str = ""
+    resource_uri: str = ""
 
     def named(self, naming: Naming) -> None:
         """`naming`'s name and label over what the source staged (the display name its name, where given)."""

@@ -130,6 +130,8 @@ class RegistryFile:
             digests=digests,
             parts=set(named),
             kept_bytes=budget.used,
+            model_name=self.path,  # as in the version's folder, its external files beside it
+            resource_uri=self.display_name,  # models:/NAME/VERSION
         )
 
     async def settle(self, error: BaseException | None) -> None:

@@ -431,6 +431,22 @@ class Settings:
         None, OPTIONAL_PATH, "file holding the report links' keys, one per line (the first signs, every one opens)",
         rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none (the key kept in the index)",
     )  # fmt: skip
+    signing_key: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "file holding the PEM private key (ECDSA P-256 or Ed25519, unencrypted: a file or a mounted secret only "
+        "the service reads) that signs each check run's attestation (GET /models/{id}/attestation, docs/attestations.md); read "
+        "once at start, never by a worker. Needs the signing extra",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none (no attestations)",
+    )  # fmt: skip
+    verify_keys: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "file of PEM public keys whose attestations still verify beside --signing-key's (key rotation: the "
+        "keys signed with before); /readyz lists their fingerprints",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none",
+    )  # fmt: skip
+    verifier_id: str = setting(
+        "", TEXT, "the service's identity in its attestations (the verifier.id of their SLSA verification summary)",
+        rule=Rule(lambda name: len(name) <= 1000 and name.isprintable(), "must be printable text"),
+        shown="--public-url, else onnx-import-service@HOSTNAME",
+    )  # fmt: skip
     log_level: str = setting("info", LEVEL, f"{', '.join(LOG_LEVELS)}; debug also logs each request", rule=one_of(*LOG_LEVELS))
     log_format: str = setting(
         "text", LEVEL, "text, or json (one JSON object per line: requests, audit events)", rule=one_of("text", "json")
@@ -475,6 +491,8 @@ class Settings:
             raise SettingsError("--store-backend memory keeps everything in a temporary folder: give it neither s3:// nor --database")
         if self.max_upload_total < self.max_upload:
             raise SettingsError("--max-upload-total must be at least --max-upload")
+        if self.verify_keys is not None and self.signing_key is None:
+            raise SettingsError("--verify-keys names the keys that verify beside --signing-key's: give --signing-key too")
         if self.mlflow_url and not (self.mlflow_webhook_secret or self.mlflow_webhook_secret_file):
             raise SettingsError(
                 "--mlflow-url needs the webhook's secret: ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET or --mlflow-webhook-secret-file"

@@ -53,6 +53,9 @@ ABSENT_FROM_CONFIGMAP = {
     "ONNX_SERVICE_PUBLIC_URL": "the address clients reach depends on the cluster's ingress: set where it is known (docs/registry.md)",
     "ONNX_SERVICE_LINK_DAYS": "its default (90 days) serves; set where report links should last otherwise (docs/registry.md)",
     "ONNX_SERVICE_LINK_KEY": "a secret: from a Secret or the host's environment, never a ConfigMap (docs/registry.md)",
+    "ONNX_SERVICE_SIGNING_KEY": "names a mounted Secret, only where attestations are signed (docs/attestations.md)",
+    "ONNX_SERVICE_VERIFY_KEYS": "names a mounted file of older public keys, only after a key rotation (docs/attestations.md)",
+    "ONNX_SERVICE_VERIFIER_ID": "its default (the public URL, else the host's name) serves; set where it should read otherwise",
     "ONNX_SERVICE_LINK_KEY_FILE": "names a mounted Secret; without it the key the service keeps in its index serves (docs/registry.md)",
 }
 

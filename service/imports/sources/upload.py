@@ -67,6 +67,7 @@ class Upload:
             parts={staged.location for staged in self.externals},
             kept_bytes=self.size,
             model_bytes=self.size,
+            model_name=self.display_name,  # the model part's file name (before the form's `name` replaces the display name)
         )
         staged.named(self.naming)
         return staged
