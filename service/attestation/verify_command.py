@@ -1,5 +1,11 @@
 """`onnx-import verify PATH --attestation FILE --public-key FILE...`: an attestation checked where the model is deployed.
 
+`onnx-import verify oci://REGISTRY/REPOSITORY@DIGEST --public-key FILE...`
+does the same for an OCI artifact and its verdict referrer, pulled from the
+registry (`service.registry.oci_verify`, imported when the argument names one;
+its flags `--credentials`, `--plain-http`, `--output`, `--max-upload-total`
+and `--max-external-files` go with `oci://` only, `--attestation` with a PATH only).
+
 No service and no network: it reads the public keys (each `--public-key`
 file may hold several: the keys of a rotation), checks the bundle's DSSE
 signature against them (`service.attestation.bundle.verified_statement`),
@@ -24,19 +30,30 @@ if TYPE_CHECKING:
     from service.attestation.signing_keys import PublicKey
 
 EXIT_VERIFIED, EXIT_REFUSED, EXIT_USAGE = 0, 1, 64
+OCI_SCHEME = "oci://"
+OCI_ONLY = ("credentials", "plain_http", "output")
 EXTRA_MISSING = "onnx-import verify needs the signing extra (model-signing, sigstore-models): pip install 'onnx-import-service[signing]'"
 
 
 def add_parser(commands: Any) -> None:
     """`verify` among the `onnx-import` command's subcommands (`commands`: argparse's subparsers)."""
     verify: argparse.ArgumentParser = commands.add_parser("verify", help="verify a model's attestation against its files and keys")
-    verify.add_argument("path", type=Path, metavar="PATH", help="the model's folder (or its model file)")
-    verify.add_argument("--attestation", type=Path, required=True, help="the Sigstore bundle (GET /models/{id}/attestation)")
+    verify.add_argument("path", metavar="PATH", help=f"the model's folder (or its model file), or {OCI_SCHEME}REGISTRY/REPOSITORY@DIGEST")
+    verify.add_argument("--attestation", type=Path, help="the Sigstore bundle (GET /models/{id}/attestation): with a PATH")
     verify.add_argument("--public-key", type=Path, action="append", required=True, dest="public_keys",
                         help="a PEM file of the service's public key(s) (repeatable)")  # fmt: skip
+    oci = verify.add_argument_group(f"{OCI_SCHEME} artifacts")
+    oci.add_argument("--credentials", type=Path, metavar="FILE", help="a Docker config.json (or a bearer token file) for the "
+                     "registry (default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json, where there is one)")  # fmt: skip
+    oci.add_argument("--plain-http", action="store_true", help="speak HTTP to the registry, not HTTPS (a registry on the loopback)")
+    oci.add_argument("--output", type=Path, metavar="DIR", help="write the verified files there, as the artifact lays them out "
+                     "(DIR new or empty; nothing is written unless everything verifies)")  # fmt: skip
+    oci.add_argument("--max-upload-total", default="16GiB", help="bytes the artifact's layers may hold in all (default 16GiB)")
+    oci.add_argument("--max-external-files", default="1000", help="files besides its models the artifact may hold (default 1000)")
 
 
-def _keys(paths: list[Path]) -> list[PublicKey]:
+def public_keys(paths: list[Path]) -> list[PublicKey]:
+    """Every public key of the `--public-key` files, in order (KeyProblem naming a file that holds none)."""
     from service.attestation.signing_keys import public_keys_in
 
     keys: list[PublicKey] = []
@@ -45,7 +62,8 @@ def _keys(paths: list[Path]) -> list[PublicKey]:
     return keys
 
 
-def _result_findings(statement: dict[str, Any]) -> list[str]:
+def result_findings(statement: dict[str, Any]) -> list[str]:
+    """The attested result, where it is not PASSED."""
     predicate = statement.get("predicate") if isinstance(statement.get("predicate"), dict) else {}
     assert isinstance(predicate, dict)
     result = predicate.get("verificationResult")
@@ -64,11 +82,25 @@ def verify(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from service.attestation.folder_check import folder_findings
 
+    oci = args.path.startswith(OCI_SCHEME)
+    misused = ["--attestation"] if oci and args.attestation is not None else []
+    misused += [f"--{name.replace('_', '-')}" for name in OCI_ONLY if not oci and getattr(args, name)]
+    if misused or (not oci and args.attestation is None):
+        said = (
+            f"{', '.join(misused)} cannot go with {'an oci:// artifact' if oci else 'a PATH'}" if misused else "a PATH needs --attestation"
+        )
+        print(f"onnx-import verify: {said}", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        keys = _keys(args.public_keys)
+        keys = public_keys(args.public_keys)
     except KeyProblem as error:
         print(f"onnx-import: --public-key {error}", file=sys.stderr)
         return EXIT_USAGE
+    if oci:
+        from service.registry.oci_verify import verify_artifact
+
+        return verify_artifact(args, keys)
+    args.path = Path(args.path)
     if not args.path.exists():
         print(f"onnx-import verify: missing model: no file or folder {str(args.path)!r}", file=sys.stderr)
         return EXIT_REFUSED
@@ -82,7 +114,7 @@ def verify(args: argparse.Namespace) -> int:
     except BundleRefused as error:
         print(f"onnx-import verify: {error}", file=sys.stderr)
         return EXIT_REFUSED
-    findings = folder_findings(args.path, statement) + _result_findings(statement)
+    findings = folder_findings(args.path, statement) + result_findings(statement)
     for finding in findings:
         print(f"onnx-import verify: {finding}", file=sys.stderr)
     if findings:

@@ -37,6 +37,7 @@ SIGSTORE_BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"  # the referre
 VERDICT_TYPES = (VERDICT_JSON, SIGSTORE_BUNDLE)
 VERDICT_ANNOTATION = "org.onnx-import.verdict"
 STAGES_ANNOTATION = "org.onnx-import.stages"
+MODEL_ANNOTATION = "org.onnx-import.model"  # a signed referrer's layer: the path of the model its bundle attests
 MAX_LAYERS = 256
 
 

@@ -17,7 +17,12 @@ the import's limits and `--worker-timeout` (`service.registry.oci_pull`),
 each `.onnx` file imported through the pipeline as `--oci-tenant` with
 `--oci-checks` (`service.registry.oci_source`), each file's verdict as the
 MLflow gate's (`service.registry.verdict`), and the verdict referrer pushed
-(`service.registry.oci_verdict`). The background loop prunes old markers.
+(`service.registry.oci_verdict`): where the service signs, it carries each
+imported model's attestation, the tenant's latest (`Store.attestation`) when
+it names this artifact (its resourceUri `oci://HOST/REPOSITORY@DIGEST`; a
+concurrent import of the same model from another artifact may have replaced
+it: that model is then left out, and `onnx-import verify` refuses the
+artifact). The background loop prunes old markers.
 A validation under way when the service stops gets no referrer.
 """
 
@@ -151,31 +156,37 @@ class OciHook:
             log.warning("oci: %s could not be read (event %s): %s", self.name_of(pushed), pushed.event_id, error)
             return
         log.info("oci: validating %s as tenant %s", self.name_of(pushed), self.parts.settings.oci_tenant)
-        tags = not_imported("refused", str(refusal)) if refusal is not None else await self._checked(pushed, layers)
+        bundles: dict[str, bytes] = {}
+        tags = not_imported("refused", str(refusal)) if refusal is not None else await self._checked(pushed, layers, bundles)
         said = f" ({tags.get(REASON, '')[:200]})" if tags[VERDICT] != "pass" else ""
         log.info("oci: %s: %s%s", self.name_of(pushed), tags[VERDICT], said)
         subject = subject_of(manifest.media_type, digest, len(manifest.body), document)
         try:
             verdict = verdict_document(tags, self.registry.host, repository, digest)
-            referrer = await attach(self.registry, repository, subject, tags, verdict)
+            referrer = await attach(self.registry, repository, subject, tags, verdict, bundles)
         except (OciRefused, OciUnavailable) as error:
             log.error("oci: the verdict of %s could not be attached: %s", self.name_of(pushed), error)
             return
         log.info("oci: %s: verdict referrer %s", self.name_of(pushed), referrer)
 
-    async def _checked(self, pushed: Pushed, layers: list[Layer]) -> dict[str, str]:
-        """The verdict's tags (service.registry.verdict) of the artifact: its layers pulled, each model imported and checked."""
+    async def _checked(self, pushed: Pushed, layers: list[Layer], bundles: dict[str, bytes]) -> dict[str, str]:
+        """The verdict's tags (service.registry.verdict) of the artifact: its layers pulled, each model imported and checked;
+        each imported model's attestation put in `bundles` by its path, where the service signs."""
         settings = self.parts.settings
         try:
             with self.parts.store.work_folder() as folder:
                 try:
                     with anyio.fail_after(settings.worker_timeout):
-                        tree = await pull_tree(self.registry, pushed.repository, layers, folder.root, settings)
+                        tree = await pull_tree(self.registry, pushed.repository, layers, folder.root, settings.max_upload_total,
+                                               settings.max_external_files)  # fmt: skip
                 except TimeoutError:
                     raise Refused(
                         f"the artifact's layers were not pulled within {settings.worker_timeout:.0f} s (--worker-timeout)"
                     ) from None
                 checked = [await self._file_checked(pushed, tree, path) for path in tree.models]
+                for verdict in checked:
+                    if verdict.model_id and (bundle := await self._attestation(pushed, verdict.model_id)) is not None:
+                        bundles[verdict.file] = bundle
         except asyncio.CancelledError:
             raise
         except OciUnavailable as error:
@@ -186,7 +197,7 @@ class OciHook:
 
     async def _file_checked(self, pushed: Pushed, tree: ArtifactTree, path: str) -> FileVerdict:
         name = self.name_of(pushed) + (f"/{path}" if len(tree.models) > 1 else "")
-        source = ArtifactFile(tree, path, name)
+        source = ArtifactFile(tree, path, name, self.name_of(pushed))
         tenant = self.parts.settings.oci_tenant
         try:
             result = await with_capacity(lambda: pipeline.run(self.parts, source, tenant, self.checks), f"oci: {name}")
@@ -195,6 +206,19 @@ class OciHook:
         except Exception as error:
             return file_not_imported(path, *classified(error, name))
         return file_imported(path, result.summary, result.model_id)
+
+    async def _attestation(self, pushed: Pushed, model_id: str) -> bytes | None:
+        """The tenant's attestation of the model when the service signs and it names this artifact; else None."""
+        if self.parts.attester is None:
+            return None
+        from service.attestation.bundle import carried_statement
+
+        bundle = await anyio.to_thread.run_sync(self.parts.store.attestation, self.parts.settings.oci_tenant, model_id)
+        predicate = carried_statement(bundle).get("predicate") if bundle else None
+        if not isinstance(predicate, dict) or predicate.get("resourceUri") != self.name_of(pushed):
+            log.warning("oci: %s: the attestation of model %s names another artifact: left out", self.name_of(pushed), model_id)
+            return None
+        return bundle
 
     def _report_link(self, model_ids: list[str]) -> str:
         settings = self.parts.settings

@@ -41,7 +41,6 @@ from service.imports.sources.upload import check_location
 from service.registry.oci_api import OciRefused, OciRegistry, TooLarge
 from service.registry.oci_artifact import Layer, is_onnx_path
 from service.registry.sources import MAX_MODEL_FILES, Refused
-from service.settings import Settings
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -96,9 +95,12 @@ class ArtifactTree:
         return target
 
 
-async def pull_tree(registry: OciRegistry, repository: str, layers: list[Layer], folder: Path, settings: Settings) -> ArtifactTree:
-    """Every layer of the artifact into `folder` (`folder/tree` the files, `folder/blobs` each layer while taken)."""
-    tree = ArtifactTree(folder / "tree", settings.max_upload_total, settings.max_external_files)
+async def pull_tree(
+    registry: OciRegistry, repository: str, layers: list[Layer], folder: Path, max_bytes: int, max_files: int
+) -> ArtifactTree:
+    """Every layer of the artifact into `folder` (`folder/tree` the files, `folder/blobs` each layer while taken), within
+    `max_bytes` in all (--max-upload-total) and `max_files` files besides the models (--max-external-files)."""
+    tree = ArtifactTree(folder / "tree", max_bytes, max_files)
     tree.root.mkdir(parents=True)
     blobs = folder / "blobs"
     blobs.mkdir()

@@ -10,7 +10,10 @@ at most `--max-external-files`; each is matched by name beside the model in
 the tree (a location confined as any external data location is) and linked in,
 within `--max-upload-total`. A named file the artifact lacks refuses the
 model. Its display name is `oci://HOST/REPOSITORY@DIGEST`, and `/PATH` after
-it for an artifact with several models.
+it for an artifact with several models. Its attestation (`service.imports.attesting`)
+names the model `oci://HOST/REPOSITORY@DIGEST` (`resource_uri`), and its files
+by their paths in the artifact (the model's path, its external files beside it),
+as `onnx-import verify oci://...` finds them in the pulled artifact.
 """
 
 from __future__ import annotations
@@ -37,10 +40,11 @@ log = logging.getLogger("service")
 class ArtifactFile:
     sent_by_client = False
 
-    def __init__(self, tree: ArtifactTree, path: str, display_name: str) -> None:
+    def __init__(self, tree: ArtifactTree, path: str, display_name: str, resource_uri: str) -> None:
         self.tree = tree
         self.path = path  # the model's, below the tree
         self.display_name = display_name
+        self.resource_uri = resource_uri  # oci://HOST/REPOSITORY@DIGEST
 
     async def stage(self, staging: Staging) -> Staged:
         area, budget = staging.area, staging.budget
@@ -71,6 +75,8 @@ class ArtifactFile:
             digests=digests,
             parts=set(named),
             kept_bytes=budget.used,
+            model_name=self.path,  # as in the artifact, its external files beside it
+            resource_uri=self.resource_uri,
         )
 
     async def settle(self, error: BaseException | None) -> None:

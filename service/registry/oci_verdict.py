@@ -1,15 +1,28 @@
-"""The verdict attached to a validated OCI artifact: `attestation`, `attach`, `has_verdict`.
+"""The verdict attached to a validated OCI artifact: `attestation`, `attach`, `has_verdict`, `referrers_of`.
 
 The verdict is pushed as a referrer (OCI image manifest v1.1): its
 `subject` the validated manifest's descriptor, its config the empty
-descriptor (`application/vnd.oci.empty.v1+json`), one layer, and the
-annotations `org.onnx-import.verdict` (pass, fail, incomplete or refused) and
-`org.onnx-import.stages` (each stage's status, as the MLflow gate's
-`onnx_import.checks` tag: `service.registry.verdict`). Its artifact type is
-the layer's media type, chosen by `attestation`: the verdict JSON
-(`VERDICT_JSON`: the same facts as the MLflow gate's tags, without their
-prefix, beside the artifact's registry, repository and digest); a later step
-makes it the signed bundle (`SIGSTORE_BUNDLE`) where a signing key is set.
+descriptor (`application/vnd.oci.empty.v1+json`), its layers, and the
+annotations `org.onnx-import.verdict` (pass, fail, incomplete or refused: the
+artifact's, its worst model's) and `org.onnx-import.stages` (each stage's
+status, as the MLflow gate's `onnx_import.checks` tag:
+`service.registry.verdict`). Its artifact type is its layers' media type,
+chosen by `attestation`:
+
+- where the service signs (`--signing-key`) and a model of the artifact was
+  imported, the signed bundle (`SIGSTORE_BUNDLE`): one layer per imported
+  `.onnx` file, the tenant's attestation of that model as
+  `GET /models/{id}/attestation` serves it (its resourceUri
+  `oci://HOST/REPOSITORY@DIGEST`, its subjects the files by their paths in
+  the artifact), annotated `org.onnx-import.model` with the model's path. One
+  referrer per artifact, not one per model: the verdict annotation and the
+  gate's "seen already" (`has_verdict`) are the artifact's, and a deployer
+  reads the attestation of every model with one referrer, which is pushed
+  whole or not at all (per-model referrers could be found half pushed);
+- else (no key, or no model imported: a refused artifact has no check run
+  to attest), the verdict JSON (`VERDICT_JSON`: the same facts as the MLflow
+  gate's tags, without their prefix, beside the artifact's registry,
+  repository and digest), which `onnx-import verify` refuses as unsigned.
 
 Where the registry has the referrers API, the referrer is found there by
 its subject. Where it has not (distribution 2.8 answers 404), the OCI 1.1
@@ -30,7 +43,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from service.registry.oci_api import OCI_INDEX, OCI_MANIFEST, OciRegistry, sha256_digest
-from service.registry.oci_artifact import STAGES_ANNOTATION, VERDICT_ANNOTATION, VERDICT_JSON, VERDICT_TYPES
+from service.registry.oci_artifact import (
+    MODEL_ANNOTATION,
+    SIGSTORE_BUNDLE,
+    STAGES_ANNOTATION,
+    VERDICT_ANNOTATION,
+    VERDICT_JSON,
+    VERDICT_TYPES,
+)
 from service.registry.verdict import CHECKS, PREFIX, VERDICT
 
 log = logging.getLogger("service")
@@ -55,17 +75,31 @@ def verdict_document(tags: dict[str, str], registry: str, repository: str, diges
     return document
 
 
-def attestation(document: dict[str, Any]) -> tuple[str, bytes]:
-    """(media type, bytes) of the referrer's one layer, which is also its artifact type: the verdict JSON.
-    The one place a signed bundle (SIGSTORE_BUNDLE) takes its place once a signing key is configured."""
-    return VERDICT_JSON, json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+def attestation(document: dict[str, Any], bundles: dict[str, bytes]) -> tuple[str, list[tuple[bytes, dict[str, str]]]]:
+    """(media type, layers: each its bytes and annotations) of the referrer: each model's signed bundle (`bundles`, by
+    the model's path in the artifact), else the verdict JSON; the media type is the referrer's artifact type too."""
+    if bundles:
+        return SIGSTORE_BUNDLE, [(bundle, {MODEL_ANNOTATION: path}) for path, bundle in sorted(bundles.items())]
+    return VERDICT_JSON, [(json.dumps(document, separators=(",", ":"), sort_keys=True).encode(), {})]
 
 
-async def attach(registry: OciRegistry, repository: str, subject: dict[str, Any], tags: dict[str, str], document: dict[str, Any]) -> str:
+async def attach(
+    registry: OciRegistry,
+    repository: str,
+    subject: dict[str, Any],
+    tags: dict[str, str],
+    document: dict[str, Any],
+    bundles: dict[str, bytes] | None = None,
+) -> str:
     """Push the verdict referrer of `subject` (and the fallback tag's index where the registry needs it); its digest."""
-    media_type, layer = attestation(document)
+    media_type, layers = attestation(document, bundles or {})
     await registry.push_blob(repository, EMPTY_BODY)
-    layer_digest = await registry.push_blob(repository, layer)
+    descriptors = []
+    for layer, layer_annotations in layers:
+        descriptor: dict[str, Any] = {"mediaType": media_type, "digest": await registry.push_blob(repository, layer), "size": len(layer)}
+        if layer_annotations:
+            descriptor["annotations"] = layer_annotations
+        descriptors.append(descriptor)
     annotations = {
         VERDICT_ANNOTATION: tags[VERDICT],
         STAGES_ANNOTATION: tags.get(CHECKS, "")[:MAX_ANNOTATION],
@@ -77,7 +111,7 @@ async def attach(registry: OciRegistry, repository: str, subject: dict[str, Any]
         "artifactType": media_type,
         "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": sha256_digest(EMPTY_BODY), "size": len(EMPTY_BODY),
                    "data": base64.b64encode(EMPTY_BODY).decode()},
-        "layers": [{"mediaType": media_type, "digest": layer_digest, "size": len(layer)}],
+        "layers": descriptors,
         "subject": subject,
         "annotations": annotations,
     }  # fmt: skip

@@ -18,11 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import onnx
 import pytest
-from onnx import TensorProto, helper
 from support.attestations import key_pair
 from support.service_harness import SAMPLES
+from support.small_models import wrong_output_type
 
 from service.attestation.attester import attester_for
 from service.attestation.statement import Subject
@@ -88,19 +87,9 @@ def test_a_changed_byte_a_missing_file_and_a_wrong_key_are_refused(signed: tuple
     assert done.returncode == 0, done.stderr
 
 
-def wrong_type(path: Path) -> Path:
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
-        "wrong_type",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2])],
-        [helper.make_tensor_value_info("y", TensorProto.INT64, ["batch", 2])],
-    )
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
-
-
 def test_a_failed_check_is_attested_failed_and_refused(tmp_path: Path) -> None:
-    model = wrong_type(tmp_path / "wrong.onnx")
+    model = tmp_path / "wrong.onnx"
+    model.write_bytes(wrong_output_type())
     private, public, _ = key_pair(tmp_path, "p256")
     attestation = tmp_path / "wrong.attestation.json"
     done = run("check", model, "--attest", attestation, "--signing-key", private)

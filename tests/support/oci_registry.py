@@ -6,7 +6,9 @@ filesystem store in a folder of its own, and one notification endpoint: the
 service's `/hooks/oci` with `Authorization: Bearer TOKEN`, retried every
 second. `tools/dev.sh test` installs the package as root (Debian's apt);
 without `/usr/bin/docker-registry` the tests skip with that reason.
-`oras_push` pushes files as an artifact with PyPI's `oras`, as a user would.
+`oras_push` pushes files as an artifact with PyPI's `oras`, as a user would;
+`modelpack_config` writes a ModelPack config for it; `referrer_of` waits for
+the gate's referrer of an artifact, found by the referrers tag schema.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ BINARY = "/usr/bin/docker-registry"
 MISSING = f"no {BINARY} (Debian's docker-registry, distribution 2.8, installed as root by tools/dev.sh test)"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+MODELPACK_CONFIG = "application/vnd.cncf.model.config.v1+json"
 
 
 def registry_available() -> bool:
@@ -122,3 +125,22 @@ def oras_push(
     digest = response.headers["Docker-Content-Digest"]
     assert isinstance(digest, str)
     return digest
+
+
+def modelpack_config(folder: Path) -> tuple[Path, str]:
+    """A ModelPack config (an ONNX model, its files as layers) in `folder`, and its media type: `oras_push`'s `config`."""
+    config = folder / "config.json"
+    config.write_text(json.dumps({"descriptor": {"name": "net"}, "config": {"format": "onnx"},
+                                  "modelfs": {"type": "layers", "diffIds": []}}))  # fmt: skip
+    return config, MODELPACK_CONFIG
+
+
+def referrer_of(registry: OciRegistryServer, repository: str, digest: str, artifact_type: str, timeout: float = 90.0) -> dict[str, Any]:
+    """The referrer of `digest` of `artifact_type`, found by the referrers tag schema, once it is there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [entry for entry in registry.referrers_by_tag(repository, digest) if entry.get("artifactType") == artifact_type]
+        if found:
+            return found[0]
+        time.sleep(0.25)
+    raise AssertionError(f"{repository}@{digest} got no {artifact_type} referrer in {timeout} s")

@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.oci_registry import MISSING, OciRegistryServer, oras_push, registry_available
+from support.oci_registry import MISSING, OciRegistryServer, modelpack_config, oras_push, referrer_of, registry_available
 from support.service_harness import ServiceProcess
 from support.small_models import external_weight_model
 
@@ -38,7 +38,6 @@ pytestmark = pytest.mark.skipif(not registry_available(), reason=MISSING)
 pytest.importorskip("oras", reason="the oras test dependency is not installed")
 
 TOKEN = "the-notifications-token"
-MODELPACK_CONFIG = "application/vnd.cncf.model.config.v1+json"
 WEIGHT_RAW = "application/vnd.cncf.model.weight.v1.raw"
 WEIGHT_TAR = "application/vnd.cncf.model.weight.v1.tar"
 FILEPATH = "org.cncf.model.filepath"
@@ -72,13 +71,6 @@ def service(registry: OciRegistryServer, folder: Path) -> Iterator[ServiceProces
         service.stop()
 
 
-def modelpack_config(folder: Path) -> tuple[Path, str]:
-    config = folder / "config.json"
-    config.write_text(json.dumps({"descriptor": {"name": "net"}, "config": {"format": "onnx"},
-                                  "modelfs": {"type": "layers", "diffIds": []}}))  # fmt: skip
-    return config, MODELPACK_CONFIG
-
-
 def file_in(folder: Path, name: str, data: bytes) -> Path:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,15 +78,9 @@ def file_in(folder: Path, name: str, data: bytes) -> Path:
     return path
 
 
-def verdict_referrer(registry: OciRegistryServer, repository: str, digest: str, timeout: float = 90.0) -> dict[str, Any]:
-    """The gate's referrer of `digest`, found by the referrers tag schema, once it is there."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [entry for entry in registry.referrers_by_tag(repository, digest) if entry.get("artifactType") == VERDICT_JSON]
-        if found:
-            return found[0]
-        time.sleep(0.25)
-    raise AssertionError(f"{repository}@{digest} got no verdict referrer in {timeout} s")
+def verdict_referrer(registry: OciRegistryServer, repository: str, digest: str) -> dict[str, Any]:
+    """The gate's referrer of `digest` (the verdict JSON: the service has no signing key), once it is there."""
+    return referrer_of(registry, repository, digest, VERDICT_JSON)
 
 
 def verdict_of(registry: OciRegistryServer, repository: str, referrer: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -62,7 +62,9 @@ def _pulled(tmp_path: Path, layers: list[tuple[bytes, str, str]], **settings: in
     chosen = Settings(data_root=str(SAMPLES), store=str(tmp_path / "store"), **settings)  # type: ignore[arg-type]
     descriptors = [Layer(_digest(data), len(data), media_type, path) for data, media_type, path in layers]
     (tmp_path / "work").mkdir(parents=True)
-    return asyncio.run(pull_tree(registry, "models/net", descriptors, tmp_path / "work", chosen))
+    return asyncio.run(
+        pull_tree(registry, "models/net", descriptors, tmp_path / "work", chosen.max_upload_total, chosen.max_external_files)
+    )
 
 
 def _written_outside(tmp_path: Path) -> list[str]:
@@ -147,4 +149,4 @@ def test_a_blob_that_is_not_its_digest_is_refused(tmp_path: Path) -> None:
     (tmp_path / "work").mkdir()
     layer = Layer(_digest(b"model"), 5, RAW, "model.onnx")
     with pytest.raises(Refused, match="has another digest"):
-        asyncio.run(pull_tree(registry, "models/net", [layer], tmp_path / "work", Settings(data_root=str(SAMPLES))))
+        asyncio.run(pull_tree(registry, "models/net", [layer], tmp_path / "work", 1 << 20, 10))

@@ -1,0 +1,167 @@
+"""Signed verdicts on OCI artifacts, and `onnx-import verify oci://REGISTRY/REPOSITORY@DIGEST` (docs/attestations.md "OCI artifacts").
+
+Why processes: the registry is a real server (Debian's `docker-registry`,
+CNCF distribution 2.8: no referrers API, so the referrer is found by the
+referrers tag schema) notifying a real service that signs (`--signing-key`);
+`onnx-import verify` runs as its console script, as an init container runs
+it, pulling the artifact and its referrer from that registry over TCP.
+
+Shown here: a passing artifact's referrer is the signed bundle (its artifact
+type and layer `application/vnd.dev.sigstore.bundle.v0.3+json`, the verdict
+and stages annotations kept), whose Statement, checked with `cryptography`
+alone, names the artifact `oci://HOST/REPOSITORY@DIGEST` and its files by
+their paths and SHA-256; it verifies (exit 0) and `--output` writes exactly
+the attested files; a failing model's FAILED referrer, a wrong key and an
+artifact without a referrer are refused (exit 1, saying why), and `--output`
+then holds nothing; a tag instead of a digest is a usage error (64).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.attestations import key_pair, statement_checked_by_hand
+from support.oci_registry import MISSING, OciRegistryServer, modelpack_config, oras_push, referrer_of, registry_available
+from support.service_harness import ServiceProcess, free_port
+from support.small_models import external_weight_model, wrong_output_type
+
+pytestmark = pytest.mark.skipif(not registry_available(), reason=MISSING)
+pytest.importorskip("oras", reason="the oras test dependency is not installed")
+pytest.importorskip("model_signing", reason="the signing extra is not installed")
+
+COMMAND = Path(sys.executable).with_name("onnx-import")
+TOKEN = "the-notifications-token"
+BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+WEIGHT_RAW = "application/vnd.cncf.model.weight.v1.raw"
+FILEPATH = "org.cncf.model.filepath"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("oci-verify")
+
+
+@pytest.fixture(scope="module")
+def keys(folder: Path) -> tuple[Path, Path, Any]:
+    """(the service's signing key, its public key, the public key object)."""
+    private, public, key = key_pair(folder, "p256")
+    return private, public, key.public_key()
+
+
+@pytest.fixture(scope="module")
+def registry(folder: Path, keys: tuple[Path, Path, Any]) -> Iterator[OciRegistryServer]:
+    """The registry, notifying a service that signs its verdicts."""
+    server = OciRegistryServer(folder / "registry")
+    server.folder.mkdir()
+    root = folder / "service"
+    root.mkdir()
+    service = ServiceProcess(root / "store", root, "--oci-registry", server.url, "--signing-key", str(keys[0]),
+                             env={"ONNX_SERVICE_OCI_WEBHOOK_SECRET": TOKEN})  # fmt: skip
+    service.start()
+    try:
+        server.start(service.url + "/hooks/oci", TOKEN)
+        yield server
+    finally:
+        server.stop()
+        service.stop()
+
+
+@pytest.fixture(scope="module")
+def passing(registry: OciRegistryServer, folder: Path) -> tuple[str, dict[str, bytes]]:
+    """A ModelPack artifact of a model and its external data in a subfolder, validated: (its digest, its files)."""
+    files = {"net/model.onnx": external_weight_model("weights.bin", 1024), "net/weights.bin": bytes(4096)}
+    pushed = folder / "passing"
+    for name, data in files.items():
+        (pushed / name).parent.mkdir(parents=True, exist_ok=True)
+        (pushed / name).write_bytes(data)
+    layers = [(pushed / name, WEIGHT_RAW, {FILEPATH: name}) for name in files]
+    digest = oras_push(registry, "models/net:v1", layers, modelpack_config(folder))
+    referrer_of(registry, "models/net", digest, BUNDLE)
+    return digest, files
+
+
+def verify(*args: str | Path, docker_config: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "DOCKER_CONFIG": str(docker_config), "HOME": str(docker_config)}
+    return subprocess.run([str(COMMAND), "verify", *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_a_passing_artifact_carries_its_signed_attestation_and_verifies(
+    registry: OciRegistryServer, passing: tuple[str, dict[str, bytes]], keys: tuple[Path, Path, Any], tmp_path: Path
+) -> None:
+    digest, files = passing
+    entry = referrer_of(registry, "models/net", digest, BUNDLE)
+    assert entry["annotations"]["org.onnx-import.verdict"] == "pass", entry
+    assert entry["annotations"]["org.onnx-import.stages"] == "schema=pass,security=pass,shape=pass,runtime=pass,smoke=pass"
+    manifest = registry.manifest("models/net", entry["digest"]).json()
+    assert manifest["artifactType"] == BUNDLE and manifest["subject"]["digest"] == digest
+    assert [layer["mediaType"] for layer in manifest["layers"]] == [BUNDLE]
+    assert manifest["layers"][0]["annotations"] == {"org.onnx-import.model": "net/model.onnx"}
+    bundle = registry.blob("models/net", manifest["layers"][0]["digest"])
+    statement = statement_checked_by_hand(bundle, keys[2])  # cryptography alone, not our verify code
+    assert statement["predicate"]["resourceUri"] == f"oci://{registry.host}/models/net@{digest}"
+    assert statement["predicate"]["verificationResult"] == "PASSED"
+    assert {subject["name"]: subject["digest"]["sha256"] for subject in statement["subject"]} == {
+        name: hashlib.sha256(data).hexdigest() for name, data in files.items()
+    }
+    output = tmp_path / "models"
+    done = verify(f"oci://{registry.host}/models/net@{digest}", "--public-key", keys[1], "--plain-http", "--output", output,
+                  docker_config=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "net/model.onnx, net/weights.bin" in done.stdout and "PASSED" in done.stdout, done.stdout
+    written = {path.relative_to(output).as_posix(): path.read_bytes() for path in output.rglob("*") if path.is_file()}
+    assert written == files  # the attested files, nothing else (no config, no work folder)
+    assert sorted(path.name for path in output.iterdir()) == ["net"]
+
+
+def test_a_failing_model_s_failed_referrer_is_refused(
+    registry: OciRegistryServer, keys: tuple[Path, Path, Any], folder: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "wrong.onnx"
+    model.write_bytes(wrong_output_type())
+    digest = oras_push(registry, "models/wrong:v1", [(model, WEIGHT_RAW, {FILEPATH: "wrong.onnx"})], modelpack_config(tmp_path))
+    entry = referrer_of(registry, "models/wrong", digest, BUNDLE)
+    assert entry["annotations"]["org.onnx-import.verdict"] == "fail", entry
+    output = tmp_path / "models"
+    done = verify(f"oci://{registry.host}/models/wrong@{digest}", "--public-key", keys[1], "--plain-http", "--output", output,
+                  docker_config=tmp_path)  # fmt: skip
+    assert done.returncode == 1, done.stdout
+    assert "the attested result is FAILED" in done.stderr and "ONNX_IMPORT_STAGE_SHAPE_FAIL" in done.stderr, done.stderr
+    assert list(output.iterdir()) == []
+
+
+def test_a_wrong_key_is_refused(registry: OciRegistryServer, passing: tuple[str, dict[str, bytes]], tmp_path: Path) -> None:
+    _, other, _ = key_pair(tmp_path, "ed25519")
+    done = verify(f"oci://{registry.host}/models/net@{passing[0]}", "--public-key", other, "--plain-http", docker_config=tmp_path)
+    assert done.returncode == 1 and "wrong key" in done.stderr, done.stderr
+
+
+def test_an_artifact_without_a_referrer_is_refused(keys: tuple[Path, Path, Any], tmp_path: Path) -> None:
+    """A registry whose pushes no service sees (its notifications go to a closed port): no verdict referrer."""
+    alone = OciRegistryServer(tmp_path / "alone")
+    alone.folder.mkdir()
+    alone.start(f"http://127.0.0.1:{free_port()}/hooks/oci", TOKEN)
+    try:
+        model = tmp_path / "model.onnx"
+        model.write_bytes(external_weight_model("weights.bin", 16))
+        weights = tmp_path / "weights.bin"
+        weights.write_bytes(bytes(64))
+        layers = [(model, WEIGHT_RAW, {FILEPATH: "model.onnx"}), (weights, WEIGHT_RAW, {FILEPATH: "weights.bin"})]
+        digest = oras_push(alone, "models/unchecked:v1", layers, modelpack_config(tmp_path))
+        done = verify(f"oci://{alone.host}/models/unchecked@{digest}", "--public-key", keys[1], "--plain-http", docker_config=tmp_path)
+    finally:
+        alone.stop()
+    assert done.returncode == 1 and "no verdict referrer" in done.stderr, done.stderr
+
+
+def test_a_tag_is_not_a_reference(keys: tuple[Path, Path, Any], tmp_path: Path) -> None:
+    done = verify("oci://registry.example:5000/models/net:v1", "--public-key", keys[1], docker_config=tmp_path)
+    assert done.returncode == 64 and "a digest, not a tag" in done.stderr, done.stderr
+    done = verify("oci://registry.example:5000/models/net@sha256:" + "0" * 64, "--public-key", keys[1],
+                  "--attestation", tmp_path / "a.json", docker_config=tmp_path)  # fmt: skip
+    assert done.returncode == 64 and "--attestation cannot go with an oci:// artifact" in done.stderr, done.stderr
