@@ -73,6 +73,16 @@ def result_findings(statement: dict[str, Any]) -> list[str]:
     return [f"the attested result is {result} ({levels or 'no stage'})"]
 
 
+def usage_problem(args: argparse.Namespace) -> str:
+    """What makes the parsed flags no verify command ("" for none): a PATH without --attestation, a flag of the other form."""
+    oci = args.path.startswith(OCI_SCHEME)
+    misused = ["--attestation"] if oci and args.attestation is not None else []
+    misused += [f"--{name.replace('_', '-')}" for name in OCI_ONLY if not oci and getattr(args, name)]
+    if misused:
+        return f"{', '.join(misused)} cannot go with {'an oci:// artifact' if oci else 'a PATH'}"
+    return "a PATH needs --attestation" if not oci and args.attestation is None else ""
+
+
 def verify(args: argparse.Namespace) -> int:
     try:
         from service.attestation.bundle import BundleRefused, verified_statement
@@ -82,15 +92,11 @@ def verify(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from service.attestation.folder_check import folder_findings
 
-    oci = args.path.startswith(OCI_SCHEME)
-    misused = ["--attestation"] if oci and args.attestation is not None else []
-    misused += [f"--{name.replace('_', '-')}" for name in OCI_ONLY if not oci and getattr(args, name)]
-    if misused or (not oci and args.attestation is None):
-        said = (
-            f"{', '.join(misused)} cannot go with {'an oci:// artifact' if oci else 'a PATH'}" if misused else "a PATH needs --attestation"
-        )
-        print(f"onnx-import verify: {said}", file=sys.stderr)
+    problem = usage_problem(args)
+    if problem:
+        print(f"onnx-import verify: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    oci = args.path.startswith(OCI_SCHEME)
     try:
         keys = public_keys(args.public_keys)
     except KeyProblem as error:

@@ -194,7 +194,7 @@ async def _referrer_bundles(registry: OciRegistry, reference: ArtifactReference,
 async def _verify(args: argparse.Namespace, keys: list[PublicKey], reference: ArtifactReference, work: Path) -> list[str]:
     """(exit 1 on Failed) the verified files' subjects and signers, each model's line of the report; the tree in `work/tree`."""
     scheme = "http" if args.plain_http else "https"
-    registry = OciRegistry(f"{scheme}://{reference.registry}", credentials_file(args.credentials, dict(os.environ)))
+    registry = OciRegistry(f"{scheme}://{reference.registry}", args.credentials)
     try:
         pulled = await registry.manifest(reference.repository, reference.digest)
         try:
@@ -255,6 +255,10 @@ def verify_artifact(args: argparse.Namespace, keys: list[PublicKey]) -> int:
         reference = parse_reference(args.path)
         args.max_bytes = parse_size(args.max_upload_total)
         args.max_files = int(args.max_external_files)
+        credentials = credentials_file(args.credentials, dict(os.environ))
+        if credentials is not None and not os.access(credentials, os.R_OK):
+            raise SettingsError(f"the registry's credentials {str(credentials)!r} cannot be read")
+        args.credentials = credentials
         work, inside = _work_folder(args.output)
     except (ValueError, SettingsError) as error:
         print(f"onnx-import verify: {error}", file=sys.stderr)
