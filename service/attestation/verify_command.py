@@ -2,7 +2,9 @@
 
 `onnx-import verify oci://REGISTRY/REPOSITORY@DIGEST --public-key FILE...`
 does the same for an OCI artifact and its verdict referrer, pulled from the
-registry (`service.registry.oci_verify`, imported when the argument names one;
+registry: `verify` checks the flags and reads the keys, then hands the
+artifact to the verifier the command gives it (`service.registry.oci_verify`;
+this package never imports the registry's side);
 its flags `--credentials`, `--plain-http`, `--output`, `--max-upload-total`
 and `--max-external-files` go with `oci://` only, `--attestation` with a PATH only).
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +86,8 @@ def usage_problem(args: argparse.Namespace) -> str:
     return "a PATH needs --attestation" if not oci and args.attestation is None else ""
 
 
-def verify(args: argparse.Namespace) -> int:
+def verify(args: argparse.Namespace, verify_artifact: Callable[[argparse.Namespace, list[PublicKey]], int]) -> int:
+    """The exit status of `onnx-import verify` (`args` its flags; `verify_artifact` checks an `oci://` artifact)."""
     try:
         from service.attestation.bundle import BundleRefused, verified_statement
         from service.attestation.signing_keys import KeyProblem
@@ -103,8 +107,6 @@ def verify(args: argparse.Namespace) -> int:
         print(f"onnx-import: --public-key {error}", file=sys.stderr)
         return EXIT_USAGE
     if oci:
-        from service.registry.oci_verify import verify_artifact
-
         return verify_artifact(args, keys)
     args.path = Path(args.path)
     if not args.path.exists():

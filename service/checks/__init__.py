@@ -16,6 +16,8 @@ May import: `importer`, `service.settings`, `service.errors`,
 `service.sandbox` (the front-end side: the supervisor, the protocol),
 `service.tasks`' catalogue format, `service.store` (the front-end side:
 the runs and findings it keeps), `service.attestation` (`command`'s
-`--attest` and `verify`: `local_attestation`). `stages/` runs in the fork and imports
+`--attest` and `verify`: `local_attestation`), `service.registry` (`command`'s
+`verify oci://` only: `oci_verify`, imported when an artifact is named, and
+with it the OCI gate's pull, which confines paths as the import does). `stages/` runs in the fork and imports
 none of the front-end side. Never `service.api` or `service.imports`.
 """

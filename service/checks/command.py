@@ -5,6 +5,7 @@
                               [--max-loop-trips N] [--smoke-cpu-seconds S] [--smoke-second-dim N]
                               [--max-tensor-bytes SIZE] [--attest FILE --signing-key KEY]
     onnx-import verify PATH --attestation FILE --public-key FILE...
+    onnx-import verify oci://REGISTRY/REPOSITORY@DIGEST --public-key FILE... [--credentials FILE] [--output DIR]
 
 Each PATH is a model file or a folder (every `.onnx` file under it, its
 external data found beside it). Every model runs through the same sandboxed
@@ -28,7 +29,8 @@ the file: its typed error is the result) or incomplete (a stage did not
 finish), 64 a usage error. With `--attest FILE --signing-key KEY` (one
 model), the run's attestation is written to FILE, signed with KEY
 (`service.checks.local_attestation`); `verify` checks one where the model
-is deployed (`service.attestation.verify_command`).
+is deployed (`service.attestation.verify_command`), and `verify oci://...` an
+OCI artifact and its verdict referrer (`service.registry.oci_verify`).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from service.checks.sarif import artifact_uri, sarif_log
 from service.settings.kinds import SettingsError
 
 if TYPE_CHECKING:
+    from service.attestation.signing_keys import PublicKey
     from service.sandbox.supervisor import Sandbox
 
 EXIT_USAGE = 64
@@ -260,10 +263,17 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
     return status, text
 
 
+def verify_artifact(args: argparse.Namespace, keys: list[PublicKey]) -> int:
+    """`verify oci://...`: the OCI side's (`service.registry.oci_verify`), loaded only when an artifact is named."""
+    from service.registry.oci_verify import verify_artifact as verify_oci
+
+    return verify_oci(args, keys)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "verify":
-        return verify(args)
+        return verify(args, verify_artifact)
     try:
         status, text = check(args)
     except (ChecksError, SettingsError) as error:
