@@ -13,7 +13,11 @@ alone, names the artifact `oci://HOST/REPOSITORY@DIGEST` and its files by
 their paths and SHA-256; it verifies (exit 0) and `--output` writes exactly
 the attested files; a failing model's FAILED referrer, a wrong key and an
 artifact without a referrer are refused (exit 1, saying why), and `--output`
-then holds nothing; a tag instead of a digest is a usage error (64).
+then holds nothing; the same files pushed as another artifact (a model the
+tenant holds with every stage: no worker runs) get an attestation naming that
+artifact, which verifies; a refused artifact's referrer is the unsigned
+verdict JSON (no check run to attest), which verify refuses; a tag instead of
+a digest is a usage error (64).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ pytest.importorskip("model_signing", reason="the signing extra is not installed"
 COMMAND = Path(sys.executable).with_name("onnx-import")
 TOKEN = "the-notifications-token"
 BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+VERDICT_JSON = "application/vnd.onnx-import.verdict.v1+json"
 WEIGHT_RAW = "application/vnd.cncf.model.weight.v1.raw"
 FILEPATH = "org.cncf.model.filepath"
 
@@ -133,6 +138,35 @@ def test_a_failing_model_s_failed_referrer_is_refused(
     assert done.returncode == 1, done.stdout
     assert "the attested result is FAILED" in done.stderr and "ONNX_IMPORT_STAGE_SHAPE_FAIL" in done.stderr, done.stderr
     assert list(output.iterdir()) == []
+
+
+def test_the_same_files_in_another_artifact_are_attested_as_that_artifact(
+    registry: OciRegistryServer, passing: tuple[str, dict[str, bytes]], keys: tuple[Path, Path, Any], folder: Path, tmp_path: Path
+) -> None:
+    first, files = passing
+    layers = [(folder / "passing" / name, WEIGHT_RAW, {FILEPATH: name}) for name in files]
+    config = tmp_path / "config.json"
+    config.write_text('{"descriptor":{"name":"net-again"},"config":{"format":"onnx"},"modelfs":{"type":"layers","diffIds":[]}}')
+    digest = oras_push(registry, "models/net:again", layers, (config, "application/vnd.cncf.model.config.v1+json"))
+    assert digest != first
+    entry = referrer_of(registry, "models/net", digest, BUNDLE)
+    manifest = registry.manifest("models/net", entry["digest"]).json()
+    statement = statement_checked_by_hand(registry.blob("models/net", manifest["layers"][0]["digest"]), keys[2])
+    assert statement["predicate"]["resourceUri"] == f"oci://{registry.host}/models/net@{digest}"
+    done = verify(f"oci://{registry.host}/models/net@{digest}", "--public-key", keys[1], "--plain-http", docker_config=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_refused_artifact_s_unsigned_verdict_is_refused(
+    registry: OciRegistryServer, keys: tuple[Path, Path, Any], tmp_path: Path
+) -> None:
+    model = tmp_path / "broken.onnx"
+    model.write_bytes(b"\x08\x07\x12\xff\xff\xff\xff\x0f not a model")
+    digest = oras_push(registry, "models/broken:v1", [(model, WEIGHT_RAW, {FILEPATH: "broken.onnx"})], modelpack_config(tmp_path))
+    entry = referrer_of(registry, "models/broken", digest, VERDICT_JSON)
+    assert entry["annotations"]["org.onnx-import.verdict"] == "refused", entry
+    done = verify(f"oci://{registry.host}/models/broken@{digest}", "--public-key", keys[1], "--plain-http", docker_config=tmp_path)
+    assert done.returncode == 1 and "is not signed (its verdict: refused)" in done.stderr, done.stderr
 
 
 def test_a_wrong_key_is_refused(registry: OciRegistryServer, passing: tuple[str, dict[str, bytes]], tmp_path: Path) -> None:
