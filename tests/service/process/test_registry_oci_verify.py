@@ -17,14 +17,21 @@ then holds nothing; the same files pushed as another artifact (a model the
 tenant holds with every stage: no worker runs) get an attestation naming that
 artifact, which verifies; a refused artifact's referrer is the unsigned
 verdict JSON (no check run to attest), which verify refuses; a tag instead of
-a digest is a usage error (64).
+a digest is a usage error (64). On a registry no service watches, with
+referrers attached as the gate attaches them (`oci_verdict.attach`) and signed
+with the service's own signer: a model of the artifact left unattested, a
+subject whose digest is not its file's, and a bundle naming another digest are
+refused; the same digest under another host and repository (a copy) verifies;
+the newest referrer decides (a later FAILED over an earlier PASSED).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,13 @@ from support.attestations import key_pair, statement_checked_by_hand
 from support.oci_registry import MISSING, OciRegistryServer, modelpack_config, oras_push, referrer_of, registry_available
 from support.service_harness import ServiceProcess, free_port
 from support.small_models import external_weight_model, wrong_output_type
+
+from service.attestation.attester import attester_for
+from service.attestation.statement import Subject
+from service.checks.outcome import StageResult
+from service.registry.oci_api import OciRegistry
+from service.registry.oci_verdict import attach, verdict_document
+from service.settings import load_settings
 
 pytestmark = pytest.mark.skipif(not registry_available(), reason=MISSING)
 pytest.importorskip("oras", reason="the oras test dependency is not installed")
@@ -175,22 +189,84 @@ def test_a_wrong_key_is_refused(registry: OciRegistryServer, passing: tuple[str,
     assert done.returncode == 1 and "wrong key" in done.stderr, done.stderr
 
 
-def test_an_artifact_without_a_referrer_is_refused(keys: tuple[Path, Path, Any], tmp_path: Path) -> None:
-    """A registry whose pushes no service sees (its notifications go to a closed port): no verdict referrer."""
-    alone = OciRegistryServer(tmp_path / "alone")
-    alone.folder.mkdir()
-    alone.start(f"http://127.0.0.1:{free_port()}/hooks/oci", TOKEN)
-    try:
-        model = tmp_path / "model.onnx"
-        model.write_bytes(external_weight_model("weights.bin", 16))
-        weights = tmp_path / "weights.bin"
-        weights.write_bytes(bytes(64))
-        layers = [(model, WEIGHT_RAW, {FILEPATH: "model.onnx"}), (weights, WEIGHT_RAW, {FILEPATH: "weights.bin"})]
-        digest = oras_push(alone, "models/unchecked:v1", layers, modelpack_config(tmp_path))
-        done = verify(f"oci://{alone.host}/models/unchecked@{digest}", "--public-key", keys[1], "--plain-http", docker_config=tmp_path)
-    finally:
-        alone.stop()
+@pytest.fixture(scope="module")
+def alone(folder: Path) -> Iterator[OciRegistryServer]:
+    """A registry whose pushes no service sees (its notifications go to a closed port): referrers are the test's own."""
+    server = OciRegistryServer(folder / "alone")
+    server.folder.mkdir()
+    server.start(f"http://127.0.0.1:{free_port()}/hooks/oci", TOKEN)
+    yield server
+    server.stop()
+
+
+def two_models(alone: OciRegistryServer, repository: str, folder: Path) -> tuple[str, dict[str, Any], dict[str, bytes]]:
+    """An artifact of two models pushed to `alone`: (its digest, its descriptor as a referrer's subject, its files)."""
+    files = {"a.onnx": b"model a", "b.onnx": b"model b"}
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    digest = oras_push(
+        alone, f"{repository}:v1", [(folder / name, WEIGHT_RAW, {FILEPATH: name}) for name in files], modelpack_config(folder)
+    )
+    size = len(alone.manifest(repository, digest).content)
+    return digest, {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": size}, files
+
+
+def attach_signed(
+    alone: OciRegistryServer, repository: str, subject: dict[str, Any], private: Path, attested: dict[str, tuple[str, str, str]]
+) -> None:
+    """Attach a signed referrer as the gate does: per model path, a bundle of (its file's SHA-256, the stage's status, the URI)."""
+    signer = attester_for(private, None, "test", load_settings([], environ={}))
+    bundles = {
+        path: signer.attest([Subject(path, sha256, model=True)], [StageResult("schema", status)], uri)
+        for path, (sha256, status, uri) in attested.items()
+    }
+    tags = {"onnx_import.verdict": "pass", "onnx_import.checks": "schema=pass"}
+    document = verdict_document(tags, alone.host, repository, subject["digest"])
+
+    async def push() -> None:
+        registry = OciRegistry(alone.url)
+        try:
+            await attach(registry, repository, subject, tags, document, bundles)
+        finally:
+            await registry.close()
+
+    asyncio.run(push())
+
+
+def test_an_artifact_without_a_referrer_is_refused(alone: OciRegistryServer, keys: tuple[Path, Path, Any], tmp_path: Path) -> None:
+    digest, _, _ = two_models(alone, "models/unchecked", tmp_path)
+    done = verify(f"oci://{alone.host}/models/unchecked@{digest}", "--public-key", keys[1], "--plain-http", docker_config=tmp_path)
     assert done.returncode == 1 and "no verdict referrer" in done.stderr, done.stderr
+
+
+def test_every_model_of_the_artifact_must_be_attested_as_its_own_bytes_of_that_artifact(
+    alone: OciRegistryServer, keys: tuple[Path, Path, Any], tmp_path: Path
+) -> None:
+    digest, subject, files = two_models(alone, "models/pair", tmp_path)
+    uri = f"oci://{alone.host}/models/pair@{digest}"
+    sha = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    command = (uri, "--public-key", keys[1], "--plain-http")
+    attach_signed(alone, "models/pair", subject, keys[0], {"a.onnx": (sha["a.onnx"], "pass", uri)})
+    done = verify(*command, docker_config=tmp_path)
+    assert done.returncode == 1 and "the artifact's model b.onnx has no attestation" in done.stderr, done.stderr
+    time.sleep(1.1)  # the next referrer is newer by its created annotation (seconds)
+    attach_signed(alone, "models/pair", subject, keys[0], {"a.onnx": (sha["a.onnx"], "pass", uri), "b.onnx": ("0" * 64, "pass", uri)})
+    done = verify(*command, docker_config=tmp_path)
+    assert done.returncode == 1 and "changed file: b.onnx" in done.stderr, done.stderr
+    time.sleep(1.1)
+    elsewhere = f"oci://{alone.host}/models/other@sha256:{'1' * 64}"
+    attach_signed(alone, "models/pair", subject, keys[0], {name: (sha[name], "pass", elsewhere) for name in files})
+    done = verify(*command, docker_config=tmp_path)
+    assert done.returncode == 1 and "attests another artifact" in done.stderr, done.stderr
+    time.sleep(1.1)
+    copied = f"oci://registry.example:5000/mirror/pair@{digest}"  # another host and repository, the same digest: a copy
+    attach_signed(alone, "models/pair", subject, keys[0], {name: (sha[name], "pass", copied) for name in files})
+    done = verify(*command, docker_config=tmp_path)
+    assert done.returncode == 0 and "a.onnx" in done.stdout and "b.onnx" in done.stdout, done.stderr
+    time.sleep(1.1)
+    attach_signed(alone, "models/pair", subject, keys[0], {"a.onnx": (sha["a.onnx"], "pass", uri), "b.onnx": (sha["b.onnx"], "fail", uri)})
+    done = verify(*command, docker_config=tmp_path)  # the newest verdict decides: an older PASSED one does not outvote it
+    assert done.returncode == 1 and "the attested result is FAILED (ONNX_IMPORT_STAGE_SCHEMA_FAIL)" in done.stderr, done.stderr
 
 
 def test_a_tag_is_not_a_reference(keys: tuple[Path, Path, Any], tmp_path: Path) -> None:
