@@ -44,7 +44,7 @@ from support.small_models import external_weight_model, wrong_output_type
 
 from service.attestation.attester import attester_for
 from service.attestation.statement import Subject
-from service.checks.outcome import StageResult
+from service.checks.outcome import StageResult, Status
 from service.registry.oci_api import OciRegistry
 from service.registry.oci_verdict import attach, verdict_document
 from service.settings import load_settings
@@ -212,7 +212,7 @@ def two_models(alone: OciRegistryServer, repository: str, folder: Path) -> tuple
 
 
 def attach_signed(
-    alone: OciRegistryServer, repository: str, subject: dict[str, Any], private: Path, attested: dict[str, tuple[str, str, str]]
+    alone: OciRegistryServer, repository: str, subject: dict[str, Any], private: Path, attested: dict[str, tuple[str, Status, str]]
 ) -> None:
     """Attach a signed referrer as the gate does: per model path, a bundle of (its file's SHA-256, the stage's status, the URI)."""
     signer = attester_for(private, None, "test", load_settings([], environ={}))
