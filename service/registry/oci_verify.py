@@ -192,7 +192,7 @@ async def _referrer_bundles(registry: OciRegistry, reference: ArtifactReference,
 
 
 async def _verify(args: argparse.Namespace, keys: list[PublicKey], reference: ArtifactReference, work: Path) -> list[str]:
-    """(exit 1 on Failed) the verified files' subjects and signers, each model's line of the report; the tree in `work/tree`."""
+    """Steps 1 to 5 of the module comment, in `work`: each verified model's line of the report; Failed saying what failed."""
     scheme = "http" if args.plain_http else "https"
     registry = OciRegistry(f"{scheme}://{reference.registry}", args.credentials)
     try:
