@@ -1,6 +1,6 @@
 """Signed verdicts on OCI artifacts, and `onnx-import verify oci://REGISTRY/REPOSITORY@DIGEST` (docs/attestations.md "OCI artifacts").
 
-Why processes: the registry is a real server (Debian's `docker-registry`,
+Why a process: the registry is a real server (Debian's `docker-registry`,
 CNCF distribution 2.8: no referrers API, so the referrer is found by the
 referrers tag schema) notifying a real service that signs (`--signing-key`);
 `onnx-import verify` runs as its console script, as an init container runs
