@@ -4,7 +4,7 @@ Debian's `docker-registry` (CNCF distribution 2.8: no referrers API, so the
 gate takes the referrers tag schema) on the loopback, a free port, a
 filesystem store in a folder of its own, and one notification endpoint: the
 service's `/hooks/oci` with `Authorization: Bearer TOKEN`, retried every
-second. `tools/dev.sh test` installs the package as root (Debian's apt);
+second (or none: the Harbor scanner's tests pull, nobody is notified). `tools/dev.sh test` installs the package as root (Debian's apt);
 without `/usr/bin/docker-registry` the tests skip with that reason.
 `oras_push` pushes files as an artifact with PyPI's `oras`, as a user would.
 """
@@ -49,18 +49,21 @@ class OciRegistryServer:
     def url(self) -> str:
         return f"http://{self.host}"
 
-    def start(self, notify_url: str, token: str, timeout: float = 30.0) -> OciRegistryServer:
+    def start(self, notify_url: str | None, token: str = "", timeout: float = 30.0) -> OciRegistryServer:
+        """The registry, sending its notifications to `notify_url` with the bearer `token` (None: it sends none)."""
         config = self.folder / "config.yml"
-        config.write_text(json.dumps({  # YAML is a superset of JSON
+        document: dict[str, Any] = {
             "version": 0.1,
             "log": {"level": "info", "formatter": "text"},
             "storage": {"filesystem": {"rootdirectory": str(self.folder / "data")}, "delete": {"enabled": True}},
             "http": {"addr": self.host},
-            "notifications": {"endpoints": [{
+        }
+        if notify_url is not None:
+            document["notifications"] = {"endpoints": [{
                 "name": "onnx-import", "url": notify_url, "headers": {"Authorization": [f"Bearer {token}"]},
                 "timeout": "5s", "threshold": 3, "backoff": "1s", "ignoredmediatypes": ["application/octet-stream"],
-            }]},
-        }))  # fmt: skip
+            }]}  # fmt: skip
+        config.write_text(json.dumps(document))  # YAML is a superset of JSON
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen([BINARY, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
