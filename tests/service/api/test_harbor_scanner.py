@@ -4,19 +4,23 @@ checked against the spec's OpenAPI document (testdata/harbor; support.harbor_spe
 The service runs in the test process over ASGI (support.asgi_service, its
 workers real); the registry is a real one (Debian's `docker-registry`,
 distribution 2.8, on the loopback: support.oci_registry, sending no
-notifications), the artifacts pushed with oras as a user would, and the
-scans pull them from it as the OCI gate does. Shown here: the metadata; a
+notifications, taking one robot account's Basic credentials only, as
+Harbor's robot accounts), the artifacts pushed with oras as a user would,
+and the scans pull them from it as the OCI gate does, with the credentials
+each scan request carries. Shown here: the metadata; a
 ModelPack artifact (a model and its external data) scanned: 202 with an id,
 302 with `Refresh-After` while it runs, then a report in the media type the
 Accept header names, with no entry for a model that passes; a model with an
 operator error: one High entry per error finding, its code, node and byte
 offset; a broken model: one Critical entry; an artifact that is no ONNX
-model: a report with no entry; a registry URL that is not `--oci-registry`:
+model: a report with no entry; a request without the robot account's
+credentials: an error (500); a registry URL that is not `--oci-registry`:
 400; without the token or with another: 401; an unknown scan: 404; the
 pinned document unchanged."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import time
@@ -29,7 +33,7 @@ import pytest
 from onnx import TensorProto, helper
 from support.asgi_service import AsgiService, serving_over_asgi
 from support.harbor_spec import SPEC_SHA256, check_answer, spec_digest
-from support.oci_registry import MISSING, OciRegistryServer, oras_push, registry_available
+from support.oci_registry import MISSING, ROBOT, OciRegistryServer, oras_push, registry_available
 from support.small_models import external_weight_model
 
 pytestmark = pytest.mark.skipif(not registry_available(), reason=MISSING)
@@ -44,12 +48,13 @@ SCAN_REQUEST = "application/vnd.scanner.adapter.scan.request+json; version=1.0"
 VULNERABILITY_REPORT = "application/vnd.security.vulnerability.report; version=1.1"
 HARBOR_REPORT = "application/vnd.scanner.adapter.vuln.report.harbor+json; version=1.0"
 API = "/harbor/api/v1"
+ROBOT_AUTHORIZATION = "Basic " + base64.b64encode(":".join(ROBOT).encode()).decode()
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OciRegistryServer]:
     server = OciRegistryServer(tmp_path_factory.mktemp("harbor-registry"))
-    server.start(None)
+    server.start(None, robot=True)
     yield server
     server.stop()
 
@@ -78,12 +83,15 @@ def modelpack_push(registry: OciRegistryServer, folder: Path, repository: str, f
     for name, data in files.items():
         (folder / name).write_bytes(data)
         layers.append((folder / name, WEIGHT_RAW, {FILEPATH: name}))
-    return oras_push(registry, f"{repository}:v1", layers, (config, MODELPACK_CONFIG))
+    return oras_push(registry, f"{repository}:v1", layers, (config, MODELPACK_CONFIG), auth=ROBOT)
 
 
-def scan_request(registry: OciRegistryServer, repository: str, digest: str, url: str | None = None) -> dict[str, Any]:
+def scan_request(
+    registry: OciRegistryServer, repository: str, digest: str, url: str | None = None, authorization: str = ROBOT_AUTHORIZATION
+) -> dict[str, Any]:
+    """Harbor's ScanRequest, with its robot account's Basic credentials (the service has no --oci-credentials)."""
     return {
-        "registry": {"url": url or registry.url, "authorization": ""},
+        "registry": {"url": url or registry.url, "authorization": authorization},
         "artifact": {"repository": repository, "digest": digest, "tag": "v1", "mime_type": OCI_MANIFEST},
     }
 
@@ -185,6 +193,27 @@ def test_an_artifact_with_no_onnx_model_has_no_entry(registry: OciRegistryServer
     digest = modelpack_push(registry, tmp_path, "models/harbor-readme", {"README.md": b"no model here\n"})
     _, report = scanned(harbor, scan_request(registry, "models/harbor-readme", digest))
     assert report["vulnerabilities"] == [] and report["artifact"]["digest"] == digest
+
+
+def test_the_pull_is_the_requests_robot_accounts(registry: OciRegistryServer, harbor: httpx.Client, tmp_path: Path) -> None:
+    """The registry takes the robot account only, and the service has no credentials of its own: a scan request
+    without them, or with others, ends in an error (500, the registry's 401 named), and Harbor may scan again."""
+    digest = modelpack_push(registry, tmp_path, "models/harbor-robot", {"model.onnx": external_weight_model("weights.bin", 16),
+                                                                       "weights.bin": bytes(64)})  # fmt: skip
+    wrong = "Basic " + base64.b64encode(f"{ROBOT[0]}:another-secret".encode()).decode()
+    for authorization in ("", wrong):
+        accepted = harbor.post(f"{API}/scan", content=json.dumps(scan_request(registry, "models/harbor-robot", digest,
+                                                                              authorization=authorization)))  # fmt: skip
+        assert accepted.status_code == 202, accepted.text
+        scan_id = accepted.json()["id"]
+        deadline = time.monotonic() + 60
+        while (answer := harbor.get(f"{API}/scan/{scan_id}/report")).status_code == 302:
+            assert time.monotonic() < deadline, "the scan did not end"
+            time.sleep(0.2)
+        assert answer.status_code == 500, answer.text
+        assert "answered 401" in check_answer("GetScanReport", answer)["error"]["message"]
+    _, report = scanned(harbor, scan_request(registry, "models/harbor-robot", digest))
+    assert report["vulnerabilities"] == []
 
 
 def test_a_registry_other_than_the_configured_one_is_400(harbor: httpx.Client, registry: OciRegistryServer) -> None:
