@@ -32,7 +32,9 @@ vulnerability database, so no `vulnerability-database-updated-at`).
   the importer names them; one whose import could not end: one `High` entry
   `incomplete`.
 
-An artifact refused whole (its layers not pulled: a path leaving it, a link
+Entries of one code at one package (a node) and version are merged into one,
+each finding's description in it (Harbor keeps one record per id, package
+and version). An artifact refused whole (its layers not pulled: a path leaving it, a link
 in a tar layer, past a limit) is one `Critical` entry (`refused`) whose package is
 the artifact. The report's `severity` is its entries' highest, `Unknown`
 when it has none (an artifact that passes, or that holds no ONNX model), as
@@ -146,6 +148,22 @@ def _file_entries(file: ScannedFile) -> list[dict[str, Any]]:
     return entries
 
 
+def merged(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per (id, package, version), in order: Harbor keeps one vulnerability record per triple. The
+    findings of one code at one node are one entry, each finding's description in it, and the count."""
+    kept: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for entry in entries:
+        key = (entry["id"], entry["package"], entry["version"])
+        if key not in kept:
+            kept[key] = entry
+            continue
+        first = kept[key]
+        first["description"] += f"; and {entry['description']}"
+        attributes = first.setdefault("vendor_attributes", {})
+        attributes["findings"] = attributes.get("findings", 1) + 1
+    return list(kept.values())
+
+
 def highest(entries: list[dict[str, Any]]) -> str:
     return max((str(entry["severity"]) for entry in entries), key=SEVERITIES.index, default="Unknown")
 
@@ -156,7 +174,7 @@ def vulnerability_report(artifact: dict[str, str], files: list[ScannedFile], ref
         what = f"{artifact.get('repository', '')}@{artifact.get('digest', '')}"
         entries = [_entry("refused", what, "", REFUSED_SEVERITY, f"the service refused the artifact: {refusal}", verdict="refused")]
     else:
-        entries = [entry for file in files for entry in _file_entries(file)]
+        entries = merged([entry for file in files for entry in _file_entries(file)])
     return {
         "generated_at": now_rfc3339(),
         "artifact": artifact,

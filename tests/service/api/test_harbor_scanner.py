@@ -12,7 +12,8 @@ ModelPack artifact (a model and its external data) scanned: 202 with an id,
 302 with `Refresh-After` while it runs, then a report in the media type the
 Accept header names, with no entry for a model that passes; a model with an
 operator error: one High entry per error finding, its code, node and byte
-offset; a broken model: one Critical entry; an artifact that is no ONNX
+offset; a broken model: one Critical entry, as is an artifact whose layer
+path leaves it; an artifact that is no ONNX
 model: a report with no entry; a request without the robot account's
 credentials: an error (500); a registry URL that is not `--oci-registry`:
 400; without the token or with another: 401; an unknown scan: 404; the
@@ -187,6 +188,16 @@ def test_a_broken_model_is_one_critical_entry(registry: OciRegistryServer, harbo
     assert entry["severity"] == "Critical" and report["severity"] == "Critical"
     assert (entry["id"], entry["package"], entry["version"]) == ("Malformed", "broken.onnx", "sha256:" + hashlib.sha256(broken).hexdigest())
     assert entry["description"].startswith("the service refused the model: Malformed: ")
+
+
+def test_an_artifact_leaving_its_folder_is_one_critical_entry(registry: OciRegistryServer, harbor: httpx.Client, tmp_path: Path) -> None:
+    model = tmp_path / "model.onnx"
+    model.write_bytes(external_weight_model("weights.bin", 16))
+    digest = oras_push(registry, "models/harbor-escape:v1", [(model, WEIGHT_RAW, {FILEPATH: "../model.onnx"})], None, auth=ROBOT)
+    _, report = scanned(harbor, scan_request(registry, "models/harbor-escape", digest))
+    [entry] = report["vulnerabilities"]
+    assert (entry["id"], entry["package"], entry["severity"]) == ("refused", f"models/harbor-escape@{digest}", "Critical")
+    assert "leaves the artifact" in entry["description"]
 
 
 def test_an_artifact_with_no_onnx_model_has_no_entry(registry: OciRegistryServer, harbor: httpx.Client, tmp_path: Path) -> None:
