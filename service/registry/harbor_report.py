@@ -20,7 +20,9 @@ vulnerability database, so no `vulnerability-database-updated-at`).
   model file's SHA-256, severity `High`, and a description with the stage,
   the node and its operator, the field path and the byte offset; its
   `vendor_attributes` hold the same as fields, and the model's id in the
-  service. Warnings are left out (they fail no verdict);
+  service; with `--public-url`, `links` holds the link that opens the
+  model's SARIF report without an API key (`service.imports.report_links`).
+  Warnings are left out (they fail no verdict);
 - errors past the summary's findings: one `High` entry `more-findings`
   counting them (the service's `GET /models/{id}/diagnostics` lists them);
 - a stage that could not end (`incomplete`), or that was not run because
@@ -79,6 +81,7 @@ class ScannedFile:
     field_path: str | None = None  # not imported: the importer's refused field
     offset: int | None = None  # ... and the byte offset of its key
     sha256: str = ""  # not imported: the model file's
+    report_link: str = ""  # imported, with --public-url: the link that opens its SARIF report without an API key
 
 
 def scanner() -> dict[str, str]:
@@ -102,8 +105,12 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _entry(identifier: str, package: str, version: str, severity: str, description: str, **attributes: Any) -> dict[str, Any]:
-    found = {"id": identifier, "package": package, "version": version, "severity": severity, "description": description}
+def _entry(
+    identifier: str, package: str, version: str, severity: str, description: str, link: str = "", **attributes: Any
+) -> dict[str, Any]:
+    found: dict[str, Any] = {"id": identifier, "package": package, "version": version, "severity": severity, "description": description}
+    if link:
+        found["links"] = [link]
     kept = {key: value for key, value in attributes.items() if value not in (None, "")}
     return found | ({"vendor_attributes": kept} if kept else {})
 
@@ -115,7 +122,7 @@ def _finding_entry(file: ScannedFile, version: str, item: dict[str, Any]) -> dic
                    f"at byte offset {item.get('offset')}]")  # fmt: skip
     return _entry(
         str(item.get("code", "")), f"{file.path}#{node}" if node else file.path, version, FINDING_SEVERITY, description,
-        stage=item.get("stage"), node_name=node, op_type=op_type, domain=item.get("domain"),
+        file.report_link, stage=item.get("stage"), node_name=node, op_type=op_type, domain=item.get("domain"),
         field_path=item.get("field_path"), offset=item.get("offset"), model_id=file.model_id,
     )  # fmt: skip
 
@@ -138,13 +145,14 @@ def _file_entries(file: ScannedFile) -> list[dict[str, Any]]:
         entries.append(_entry(
             "more-findings", file.path, version, FINDING_SEVERITY,
             f"{unlisted} more error findings than this report lists: GET /models/{file.model_id}/diagnostics?severity=error "
-            "on the service lists them all", model_id=file.model_id,
+            "on the service lists them all", file.report_link, model_id=file.model_id,
         ))  # fmt: skip
     for stage, entry in file.summary.get("checks", {}).items():
         if isinstance(entry, dict) and entry.get("status") in ("incomplete", "skipped"):
             said = f"the {stage} stage is {entry.get('status')}: {entry.get('reason', '')}".rstrip(": ")
             entries.append(_entry("stage-incomplete", f"{file.path}#{stage}", version, FINDING_SEVERITY,
-                                  f"{said}; the model is not shown to pass it", stage=stage, model_id=file.model_id))  # fmt: skip
+                                  f"{said}; the model is not shown to pass it", file.report_link, stage=stage,
+                                  model_id=file.model_id))  # fmt: skip
     return entries
 
 

@@ -251,7 +251,9 @@ class HarborScanner:
                 return ScannedFile(path, verdict=verdict, code=failure.kind, reason=reason, field_path=failure.field_path,
                                    offset=failure.offset, sha256=sha256)  # fmt: skip
             return ScannedFile(path, verdict=verdict, reason=reason, sha256=sha256)
-        return ScannedFile(path, json.loads(result.summary), result.model_id)
+        settings = self.parts.settings
+        link = self.parts.links.report_link(settings.public_url, tenant, [result.model_id]) if settings.public_url else ""
+        return ScannedFile(path, json.loads(result.summary), result.model_id, report_link=link)
 
     async def tick(self) -> None:
         try:

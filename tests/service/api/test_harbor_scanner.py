@@ -12,7 +12,7 @@ ModelPack artifact (a model and its external data) scanned: 202 with an id,
 302 with `Refresh-After` while it runs, then a report in the media type the
 Accept header names, with no entry for a model that passes; a model with an
 operator error: one High entry per error finding, its code, node and byte
-offset; a broken model: one Critical entry, as is an artifact whose layer
+offset, and the link to the model's SARIF report; a broken model: one Critical entry, as is an artifact whose layer
 path leaves it; an artifact that is no ONNX
 model: a report with no entry; a request without the robot account's
 credentials: an error (500); a registry URL that is not `--oci-registry`:
@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -49,6 +50,7 @@ SCAN_REQUEST = "application/vnd.scanner.adapter.scan.request+json; version=1.0"
 VULNERABILITY_REPORT = "application/vnd.security.vulnerability.report; version=1.1"
 HARBOR_REPORT = "application/vnd.scanner.adapter.vuln.report.harbor+json; version=1.0"
 API = "/harbor/api/v1"
+PUBLIC_URL = "https://onnx-import.example"
 ROBOT_AUTHORIZATION = "Basic " + base64.b64encode(":".join(ROBOT).encode()).decode()
 
 
@@ -64,7 +66,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OciRegistrySe
 def service(registry: OciRegistryServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsgiService]:
     root = tmp_path_factory.mktemp("harbor-service")
     env = {"ONNX_SERVICE_OCI_WEBHOOK_SECRET": "unused-notifications-token", "ONNX_SERVICE_HARBOR_TOKEN": TOKEN}
-    args = ("--oci-registry", registry.url, "--oci-checks", "schema,security,shape")
+    args = ("--oci-registry", registry.url, "--oci-checks", "schema,security,shape", "--public-url", PUBLIC_URL)
     with serving_over_asgi(root / "store", root, *args, env=env) as server:
         yield server
 
@@ -178,6 +180,10 @@ def test_each_error_finding_is_a_high_entry_with_its_place(registry: OciRegistry
         assert isinstance(attributes["offset"], int) and attributes["offset"] > 0
         assert f"at byte offset {attributes['offset']}" in entry["description"]
         assert "node 'lonely_add' (Add)" in entry["description"] and attributes["field_path"] in entry["description"]
+        [link] = entry["links"]  # the model's SARIF report, which opens without an API key
+        assert link.startswith(PUBLIC_URL + "/links/")
+        sarif = harbor.get(urlsplit(link).path)
+        assert sarif.status_code == 200 and sarif.json()["runs"][0]["properties"]["model_id"] == attributes["model_id"]
 
 
 def test_a_broken_model_is_one_critical_entry(registry: OciRegistryServer, harbor: httpx.Client, tmp_path: Path) -> None:
