@@ -15,7 +15,9 @@ makes) is what the pull uses; without one, `--oci-credentials`.
 
 `accept` writes the scan in the shared SQL index (`service.store.sql.registry_rows`,
 running, with a lease this process renews every `LOOP_SECONDS` while it
-runs it) and runs it in the background: the manifest pulled from
+runs it) and runs it in the background, at most `--workers` scans of the
+process at once (the others wait their turn before they pull anything,
+their layers on no disk yet): the manifest pulled from
 `--oci-registry` by its digest; what `service.registry.oci_artifact` does not
 take as an ONNX artifact is reported with no entries; its layers pulled
 within the import's limits and `--worker-timeout` (`service.registry.oci_pull`),
@@ -161,6 +163,7 @@ class HarborScanner:
         self.rows = parts.store.registry_rows()
         self.checks = CheckRequest(parse_checks(settings.oci_checks))
         self.tasks: dict[asyncio.Task[None], str] = {}  # this process's running scans -> their ids
+        self.pulling = asyncio.Semaphore(max(1, settings.workers))  # scans past it wait before they pull anything
 
     def authorize(self, authorization: str | None) -> bool:
         """The header carries the bearer token Harbor is registered with."""
@@ -188,7 +191,8 @@ class HarborScanner:
         log.info("harbor: scan %s of %s as tenant %s", scan_id, self.name_of(request), settings.oci_tenant)
         state, body = "error", "the service stopped during the scan"
         try:
-            report = await self._scanned(registry, request)
+            async with self.pulling:
+                report = await self._scanned(registry, request)
             state, body = "done", json.dumps(report, separators=(",", ":"), ensure_ascii=False)
             log.info("harbor: scan %s: %d entries, severity %s", scan_id, len(report["vulnerabilities"]), report["severity"])
         except ScanFailed as error:
