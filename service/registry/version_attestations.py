@@ -29,7 +29,8 @@ URI (`mlflow-artifacts:/...`, which `mlflow artifacts download -u` takes)
 for a version of one model, the folder's for several (a file per model).
 A version read from the service's own bucket (`service.registry.folders.
 BucketFolder`) is not beside a folder of the proxy: nothing is logged and
-the tag says so. What is written is part of the verdict's write-back
+the tag says so, as it does when the attestations cannot be read (the
+index away): the verdict is written all the same. What is written is part of the verdict's write-back
 (`service.registry.pending.WriteBack.artifacts`): the files before the
 tags, kept and written later with them when MLflow is down.
 """
@@ -37,15 +38,18 @@ tags, kept and written later with them when MLflow is down.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 
 import anyio.to_thread
 
-from service.errors import bounded
+from service.errors import DomainError, bounded
 from service.imports.parts import ImportParts
 from service.registry.folders import ProxyFolder
 from service.registry.verdict import ATTESTATION, MAX_REASON, FileVerdict
 from service.registry.version_source import VersionFiles
+
+log = logging.getLogger("service")
 
 SIBLING = ".onnx-import"  # the folder beside the version's: <folder>.onnx-import
 SUFFIX = ".sigstore.json"  # a model's attestation: <its path>.sigstore.json
@@ -75,13 +79,14 @@ async def version_attestations(parts: ImportParts, files: VersionFiles, checked:
     """The files to log and the tag of a version whose files are `checked` (none without a key, or an attestation)."""
     if parts.attester is None:
         return {}, {}
-    tenant = parts.settings.mlflow_tenant
-    bundles = {}
-    for file in checked:
-        if file.model_id:
-            bundle = await anyio.to_thread.run_sync(parts.store.attestation, tenant, file.model_id)
-            if bundle is not None:
-                bundles[file.file] = bundle.decode()
+    try:
+        bundles = await _bundles(parts, checked)
+    except DomainError as error:  # the index does not answer: the verdict is still written, without them
+        log.warning("mlflow: the attestations of %s version %s are not logged: %s", files.name, files.version, error.detail)
+        return {}, {ATTESTATION: bounded(f"not logged: {type(error).__name__}: {error.detail}", MAX_REASON)}
+    except Exception as error:  # a bug of ours: the same
+        log.exception("mlflow: reading the attestations of %s version %s broke", files.name, files.version)
+        return {}, {ATTESTATION: f"not logged: internal error: {type(error).__name__}"}
     if not bundles:
         return {}, {}
     if not isinstance(files.folder, ProxyFolder):
@@ -91,3 +96,14 @@ async def version_attestations(parts: ImportParts, files: VersionFiles, checked:
     logged = {f"{folder}/{path}{SUFFIX}": bundle for path, bundle in bundles.items()}
     where = next(iter(logged)) if len(files.paths) == 1 else folder
     return logged, {ATTESTATION: URI_SCHEME + where}
+
+
+async def _bundles(parts: ImportParts, checked: list[FileVerdict]) -> dict[str, str]:
+    """Each imported file's attestation (the tenant's latest for its model), by the file's path."""
+    bundles = {}
+    for file in checked:
+        if file.model_id:
+            bundle = await anyio.to_thread.run_sync(parts.store.attestation, parts.settings.mlflow_tenant, file.model_id)
+            if bundle is not None:
+                bundles[file.file] = bundle.decode()
+    return bundles

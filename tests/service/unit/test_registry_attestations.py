@@ -2,7 +2,9 @@
 (`service.registry.version_attestations`: beside its folder, a file per
 model, named by the registered model and the version), the hook logging them
 and tagging where over an MLflow answered in memory (the in-process sandbox
-imports the models), nothing logged without a signing key, and their write
+imports the models), nothing logged without a signing key, nor for a version
+read from the service's bucket or while the index is away (the tag says
+why, the verdict is written), and their write
 riding the verdict's (`service.registry.pending`): kept while MLflow is down,
 written before the tags once it is back, once; MLflow's artifact proxy
 written with a PUT of the bytes, retried as the other calls. Against a real
@@ -24,13 +26,18 @@ from support.attestations import key_pair, statement_checked_by_hand
 from support.small_models import summed_external_model, weight_model
 
 from service.attestation.attester import attester_for
+from service.errors import StorageUnavailable
 from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.registry.alias import AliasRule
+from service.registry.folders import BucketFolder, ProxyFolder
 from service.registry.hook import RegistryHook
 from service.registry.mlflow_api import MAX_UPLOAD, Fetched, MlflowApi, MlflowRefused, MlflowUnavailable, TooLarge
 from service.registry.pending import PendingWrites, WriteBack, write_back
-from service.registry.version_attestations import attestation_folder, path_segment
+from service.registry.verdict import FileVerdict
+from service.registry.version_attestations import attestation_folder, path_segment, version_attestations
+from service.registry.version_source import VersionFiles
+from service.store.s3.bucket_root import BucketRoot
 from service.store.sqlite.sqlite_index import SqliteIndex
 
 ATTESTATION = "onnx_import.attestation"
@@ -135,6 +142,29 @@ def test_without_a_signing_key_nothing_is_logged(tmp_path: Path) -> None:
     asyncio.run(RegistryHook(parts, Diffs(tmp_path / "diffs"), api).validate("m", "1"))
     assert api.tags["1"]["onnx_import.verdict"] == "pass"
     assert api.uploaded == {} and ATTESTATION not in api.tags["1"]
+
+
+def test_a_version_read_from_the_services_bucket_or_an_index_away_logs_nothing_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts, _ = signing_parts(tmp_path)
+    checked = [FileVerdict("model.onnx", "pass", "abc")]
+    monkeypatch.setattr(parts.store, "attestation", lambda tenant, model_id: b"{}")
+    root = BucketRoot.__new__(BucketRoot)
+    root.url = "s3://models/mlflow"
+    in_bucket = VersionFiles("m", "1", BucketFolder(root, "0/r/artifacts/model"), ["model.onnx"])
+    said = "not logged: the version's artifacts are in s3://models/mlflow/0/r/artifacts/model, which the service only reads"
+    assert asyncio.run(version_attestations(parts, in_bucket, checked)) == ({}, {ATTESTATION: said})
+
+    def away(tenant: str, model_id: str) -> bytes:
+        raise StorageUnavailable("the index does not answer")
+
+    monkeypatch.setattr(parts.store, "attestation", away)
+    api = MlflowApi("http://127.0.0.1:5000", environ={})
+    in_proxy = VersionFiles("m", "1", ProxyFolder(api, FOLDER), ["model.onnx"])
+    said = "not logged: StorageUnavailable: the index does not answer"
+    assert asyncio.run(version_attestations(parts, in_proxy, checked)) == ({}, {ATTESTATION: said})  # the verdict is still written
+    asyncio.run(api.close())
 
 
 def test_an_attestation_mlflow_missed_while_down_is_written_with_the_verdict_when_it_is_back(tmp_path: Path) -> None:
