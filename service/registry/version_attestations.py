@@ -30,7 +30,8 @@ for a version of one model, the folder's for several (a file per model).
 A version read from the service's own bucket (`service.registry.folders.
 BucketFolder`) is not beside a folder of the proxy: nothing is logged and
 the tag says so, as it does when the attestations cannot be read (the
-index away): the verdict is written all the same. What is written is part of the verdict's write-back
+index away) or one is past `MAX_UPLOAD` (1 MiB: a model naming several
+thousand external files): the verdict is written all the same. What is written is part of the verdict's write-back
 (`service.registry.pending.WriteBack.artifacts`): the files before the
 tags, kept and written later with them when MLflow is down.
 """
@@ -46,6 +47,7 @@ import anyio.to_thread
 from service.errors import DomainError, bounded
 from service.imports.parts import ImportParts
 from service.registry.folders import ProxyFolder
+from service.registry.mlflow_api import MAX_UPLOAD
 from service.registry.verdict import ATTESTATION, MAX_REASON, FileVerdict
 from service.registry.version_source import VersionFiles
 
@@ -89,6 +91,10 @@ async def version_attestations(parts: ImportParts, files: VersionFiles, checked:
         return {}, {ATTESTATION: f"not logged: internal error: {type(error).__name__}"}
     if not bundles:
         return {}, {}
+    large = [path for path, bundle in bundles.items() if len(bundle.encode()) > MAX_UPLOAD]
+    if large:  # subjects by the thousand (a model naming that many external files)
+        said = f"not logged: the attestation of {large[0][:200]} has more than the {MAX_UPLOAD} bytes the gate writes to MLflow"
+        return {}, {ATTESTATION: bounded(said, MAX_REASON)}
     if not isinstance(files.folder, ProxyFolder):
         said = f"not logged: the version's artifacts are in {files.folder.where[:200]}, which the service only reads"
         return {}, {ATTESTATION: bounded(said, MAX_REASON)}

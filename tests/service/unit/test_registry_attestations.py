@@ -3,8 +3,8 @@
 model, named by the registered model and the version), the hook logging them
 and tagging where over an MLflow answered in memory (the in-process sandbox
 imports the models), nothing logged without a signing key, nor for a version
-read from the service's bucket or while the index is away (the tag says
-why, the verdict is written), and their write
+read from the service's bucket, an attestation past the bound, or while the
+index is away (the tag says why, the verdict is written), and their write
 riding the verdict's (`service.registry.pending`): kept while MLflow is down,
 written before the tags once it is back, once; MLflow's artifact proxy
 written with a PUT of the bytes, retried as the other calls. Against a real
@@ -144,7 +144,7 @@ def test_without_a_signing_key_nothing_is_logged(tmp_path: Path) -> None:
     assert api.uploaded == {} and ATTESTATION not in api.tags["1"]
 
 
-def test_a_version_read_from_the_services_bucket_or_an_index_away_logs_nothing_and_says_why(
+def test_a_version_read_from_the_services_bucket_a_large_attestation_or_an_index_away_log_nothing_and_say_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     parts, _ = signing_parts(tmp_path)
@@ -156,12 +156,16 @@ def test_a_version_read_from_the_services_bucket_or_an_index_away_logs_nothing_a
     said = "not logged: the version's artifacts are in s3://models/mlflow/0/r/artifacts/model, which the service only reads"
     assert asyncio.run(version_attestations(parts, in_bucket, checked)) == ({}, {ATTESTATION: said})
 
+    monkeypatch.setattr(parts.store, "attestation", lambda tenant, model_id: bytes(MAX_UPLOAD + 1))
+    api = MlflowApi("http://127.0.0.1:5000", environ={})
+    in_proxy = VersionFiles("m", "1", ProxyFolder(api, FOLDER), ["model.onnx"])
+    said = "not logged: the attestation of model.onnx has more than the 1048576 bytes the gate writes to MLflow"
+    assert asyncio.run(version_attestations(parts, in_proxy, checked)) == ({}, {ATTESTATION: said})
+
     def away(tenant: str, model_id: str) -> bytes:
         raise StorageUnavailable("the index does not answer")
 
     monkeypatch.setattr(parts.store, "attestation", away)
-    api = MlflowApi("http://127.0.0.1:5000", environ={})
-    in_proxy = VersionFiles("m", "1", ProxyFolder(api, FOLDER), ["model.onnx"])
     said = "not logged: StorageUnavailable: the index does not answer"
     assert asyncio.run(version_attestations(parts, in_proxy, checked)) == ({}, {ATTESTATION: said})  # the verdict is still written
     asyncio.run(api.close())
