@@ -1,23 +1,24 @@
 """The verdicts still to write to MLflow, kept on disk: `WriteBack`, `PendingWrites`, `write_back`.
 
 A version's verdict is its tags (`onnx_import.*`), the files it logs in
-MLflow's artifact proxy (its attestations, `service.registry.version_attestations`)
-and, when it passes, the alias moved to it unless a newer version holds it
-(`service.registry.alias`: the rule, and `onnx_import.alias` saying what it
-did). `write_back` writes the files first (a file written again is the same
-bytes again), then the tags, then the alias, and `onnx_import.verdict`
-last: a reader that sees the verdict sees the rest, and a reader that sees
-`onnx_import.attestation` finds the files. A file MLflow refuses (other than
-the service's credentials) does not stop the verdict: the tag says it is not
-logged, and why. A write kept and written later follows
-the same rule, read anew then. When MLflow does not
-answer past the client's retries, the write is kept in a folder under the
-service's state (one JSON file per version, files and tags together, within
-`MAX_KEPT`, written to a temporary name and renamed), and `PendingWrites.drain` tries each again
-later (the hook's background loop, in every front-end process: a file is
-taken under a non-waiting `flock`, so one process writes it). So is a write
-MLflow refuses the service's credentials for (401, 403: fixable); one it
-refuses otherwise (the version deleted meanwhile) is dropped, logged.
+MLflow's artifact proxy (its attestations,
+`service.registry.version_attestations`) and, when it passes, the alias
+moved to it unless a newer version holds it (`service.registry.alias`: the
+rule, and `onnx_import.alias` saying what it did). `write_back` writes the
+files first (a file written again is the same bytes again), then the tags,
+then the alias, and `onnx_import.verdict` last: a reader that sees the
+verdict sees the rest, and a reader that sees `onnx_import.attestation`
+finds the files. A file MLflow refuses (other than for the service's
+credentials) does not stop the verdict: the tag says it is not logged, and
+why. A write kept and written later follows the same rule, read anew then.
+When MLflow does not answer past the client's retries, the write is kept in
+a folder under the service's state (one JSON file per version, its files
+and tags together, within `MAX_KEPT`, written to a temporary name and
+renamed), and `PendingWrites.drain` tries each again later (the hook's
+background loop, in every front-end process: a file is taken under a
+non-waiting `flock`, so one process writes it). So is a write MLflow
+refuses the service's credentials for (401, 403: fixable); one it refuses
+otherwise (the version deleted meanwhile) is dropped, logged.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ async def write_back(api: MlflowApi, write: WriteBack, rule: AliasRule) -> None:
     except (MlflowRefused, TooLarge) as error:
         if isinstance(error, MlflowRefused) and error.status in AUTH_REFUSALS:
             raise
-        log.error("mlflow: MLflow refused the attestation of %s version %s: %s", write.name, write.version, error)
+        log.error("mlflow: the attestation of %s version %s is not logged: %s", write.name, write.version, error)
         tags[ATTESTATION] = bounded(f"not logged: {error}", MAX_REASON)
     last = [(key, value) for key, value in tags.items() if key == VERDICT]
     for key, value in tags.items():
