@@ -11,7 +11,7 @@ outermost; `X-Content-Type-Options: nosniff` on every response;
 once at INFO), the routers
 (`service.api.routes`: models, tensors, diagnostics, diffs, report links,
 resumable uploads, health, hooks (the MLflow registry's webhook and an
-OCI registry's notifications, `service.registry`), and ui: the explorer at `/` and the offline `/docs`
+OCI registry's notifications, `service.registry`), Harbor's scanner adapter, and ui: the explorer at `/` and the offline `/docs`
 and `/redoc`), the report links' key read when the store opens,
 the attestations' signing key (`--signing-key`, read once as the app is
 made, before its sandbox starts: `service.attestation.attester`),
@@ -43,6 +43,7 @@ from service.api.routes import (
     attestations,
     diagnostics,
     diff,
+    harbor,
     health,
     links,
     models,
@@ -64,6 +65,7 @@ from service.imports.report_links import ReportLinks
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.observability.request_log import RequestLogMiddleware
+from service.registry.harbor_scanner import HarborScanner, harbor_token
 from service.registry.hook import RegistryHook
 from service.registry.oci_hook import OciHook
 from service.sandbox.supervisor import Sandbox
@@ -152,11 +154,13 @@ def create_app(
                 )  # fmt: skip
                 hook = app.state.registry_hook = RegistryHook(parts, diffs) if settings.mlflow_url else None
                 oci_hook = app.state.oci_hook = OciHook(parts) if settings.oci_registry else None
+                scanner = app.state.harbor_scanner = HarborScanner(parts) if harbor_token(settings) else None
                 async with (
                     readiness.running(),
                     sweeping(app.state.service, min(60.0, settings.upload_expiry / 4)),
                     hook.running() if hook is not None else contextlib.nullcontext(),
                     oci_hook.running() if oci_hook is not None else contextlib.nullcontext(),
+                    scanner.running() if scanner is not None else contextlib.nullcontext(),
                 ):
                     yield
         finally:  # the opening has ended: nothing opens the store any more
@@ -189,6 +193,7 @@ def create_app(
     app.include_router(resumable_uploads.router)
     app.include_router(health.router)
     app.include_router(webhooks.router)
+    app.include_router(harbor.router)
     app.include_router(ui.router)
     app.openapi = lambda: openapi_with_problems(app)  # type: ignore[method-assign]
     return app

@@ -8,8 +8,10 @@ route has answered 202 already), the validation itself
 checked in turn, each import waiting for capacity on its own; then the
 verdict's tags, `service.registry.verdict`, with the comparison to the
 version holding the alias, their report and diff links made by the parts'
-`ReportLinks` so that they open without an API key; then the alias, moved only to a version that
-passes and only forward, `service.registry.alias`), and the
+`ReportLinks` so that they open without an API key; where the service
+signs, each model's attestation, logged beside the version's folder,
+`service.registry.version_attestations`; then the alias, moved only to a
+version that passes and only forward, `service.registry.alias`), and the
 background loop (`running`) that writes kept verdicts (`PendingWrites`),
 gives the verdict incomplete to validations whose process died (`UnderWay`)
 and prunes old delivery markers. Its other state is under the service's local root
@@ -54,6 +56,7 @@ from service.registry.verdict import (
     not_imported,
     version_tags,
 )
+from service.registry.version_attestations import version_attestations
 from service.registry.version_source import VersionFiles, import_file, version_files
 from service.settings import Settings
 
@@ -137,6 +140,7 @@ class RegistryHook:
         settings = self.parts.settings
         log.info("mlflow: validating %s version %s as tenant %s", name, version, settings.mlflow_tenant)
         alias = ""
+        artifacts: dict[str, str] = {}
         try:
             files = await version_files(self.parts, self.api, name, version)
             checked = [await self._file_checked(files, path) for path in files.paths]
@@ -148,13 +152,15 @@ class RegistryHook:
             verdict = tags[VERDICT]
         else:
             verdict, tags = version_tags(checked, self._report_link)
+            artifacts, attestation = await version_attestations(self.parts, files, checked)
+            tags |= attestation
             first = next((file for file in checked if file.model_id), None)
             if first is not None:
                 tags |= await self._compared(name, version, first.model_id)
             alias = settings.mlflow_alias if verdict == "pass" else ""
         said = f" ({tags.get(REASON, '')[:200]})" if verdict != "pass" else ""
         log.info("mlflow: %s version %s: %s%s", name, version, verdict, said)
-        await self.write(WriteBack(name, version, tags, alias))
+        await self.write(WriteBack(name, version, tags, alias, artifacts=artifacts))
 
     async def _file_checked(self, files: VersionFiles, path: str) -> FileVerdict:
         """One file of the version imported and checked: its verdict (refused or incomplete, with the reason, if it could not be)."""

@@ -17,7 +17,8 @@ for the registry's host: `auth`, or `username` and `password`, as Basic; an
 token. A registry that answers 401 with a `Bearer realm=...` challenge (the
 token flow of Harbor, GHCR, and distribution with token auth) is asked for a
 token at its realm with the Basic credentials, once per scope, and the call
-made again. Connection errors, timeouts, 429 and 5xx are retried with
+made again. The Harbor scanner gives the Authorization header of its scan
+request instead (Harbor's robot account: `authorization_headers`). Connection errors, timeouts, 429 and 5xx are retried with
 `BACKOFF`, then `OciUnavailable`; any other failure is `OciRefused`.
 """
 
@@ -131,10 +132,27 @@ def _retryable(status: int) -> bool:
     return status == 429 or status >= 500
 
 
+def authorization_headers(authorization: str) -> tuple[dict[str, str], str | None]:
+    """(headers for every call, Basic credentials for a token realm) of an Authorization header given as it is
+    (the Harbor scanner's: Harbor's robot account, `Basic ...` or `Bearer ...`)."""
+    scheme = authorization.partition(" ")[0].lower()
+    return {"Authorization": authorization}, authorization if scheme == "basic" else None
+
+
 class OciRegistry:
-    def __init__(self, base_url: str, credentials: Path | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        credentials: Path | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        authorization: str | None = None,
+    ) -> None:
+        """`authorization`, when given, is the Authorization header of every call in place of `credentials`."""
         self.base_url = base_url.rstrip("/")
-        headers, self.basic = credentials_headers(credentials, self.base_url)
+        if authorization:
+            headers, self.basic = authorization_headers(authorization)
+        else:
+            headers, self.basic = credentials_headers(credentials, self.base_url)
         self.client = httpx.AsyncClient(
             base_url=self.base_url, headers=headers, timeout=TIMEOUT, follow_redirects=False, trust_env=False, transport=transport
         )

@@ -415,6 +415,16 @@ class Settings:
         ",".join(STAGES), TEXT, f"check stages the OCI hook runs on each pushed ONNX artifact: any of {', '.join(STAGES)}",
         rule=Rule(_parses(parse_checks), f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
     )  # fmt: skip
+    harbor_token: str = setting(
+        "", TEXT, "the bearer token Harbor is registered with (its scanner's Authorization: Bearer TOKEN), which turns the Harbor "
+        "scanner on at /harbor/api/v1 (docs/registry.md, \"Harbor\"); or --harbor-token-file. Needs --oci-registry: the one "
+        "registry its scans pull from",
+        shown="none (the scanner is off)", flag=False,
+    )  # fmt: skip
+    harbor_token_file: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "file holding the bearer token Harbor is registered with (trailing newline ignored)",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none",
+    )  # fmt: skip
     link_days: int = setting(
         90, INT, "days a report link the service writes elsewhere (the MLflow report and diff tags: /links/TOKEN) opens for, "
         "without an API key; then 403",
@@ -501,6 +511,9 @@ class Settings:
             raise SettingsError(
                 "--oci-registry needs the notifications' token: ONNX_SERVICE_OCI_WEBHOOK_SECRET or --oci-webhook-secret-file"
             )
+        if (self.harbor_token or self.harbor_token_file) and not self.oci_registry:
+            raise SettingsError("the Harbor scanner (ONNX_SERVICE_HARBOR_TOKEN or --harbor-token-file) needs --oci-registry: "
+                                "the registry its scans pull from")  # fmt: skip
 
     @property
     def store_bucket(self) -> tuple[str, str] | None:

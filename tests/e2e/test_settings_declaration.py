@@ -50,6 +50,8 @@ ABSENT_FROM_CONFIGMAP = {
     "ONNX_SERVICE_OCI_WEBHOOK_SECRET_FILE": "names a mounted Secret, only where the OCI hook is on (docs/registry.md)",
     "ONNX_SERVICE_OCI_TENANT": "only meaningful with the OCI hook on; its default serves (docs/registry.md)",
     "ONNX_SERVICE_OCI_CHECKS": "only meaningful with the OCI hook on; its default (all five stages) serves",
+    "ONNX_SERVICE_HARBOR_TOKEN": "a secret: from a Secret or the host's environment, never a ConfigMap (docs/registry.md)",
+    "ONNX_SERVICE_HARBOR_TOKEN_FILE": "names a mounted Secret, only where the Harbor scanner is on (docs/registry.md)",
     "ONNX_SERVICE_PUBLIC_URL": "the address clients reach depends on the cluster's ingress: set where it is known (docs/registry.md)",
     "ONNX_SERVICE_LINK_DAYS": "its default (90 days) serves; set where report links should last otherwise (docs/registry.md)",
     "ONNX_SERVICE_LINK_KEY": "a secret: from a Secret or the host's environment, never a ConfigMap (docs/registry.md)",
@@ -107,6 +109,7 @@ def test_configmap_sets_declared_settings_and_misses_only_the_listed_ones() -> N
 VARIABLE_ONLY = {
     "ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": "a secret in a command line is shown by ps: its variable, or --mlflow-webhook-secret-file",
     "ONNX_SERVICE_OCI_WEBHOOK_SECRET": "a secret in a command line is shown by ps: its variable, or --oci-webhook-secret-file",
+    "ONNX_SERVICE_HARBOR_TOKEN": "a secret in a command line is shown by ps: its variable, or --harbor-token-file",
     "ONNX_SERVICE_LINK_KEY": "a secret in a command line is shown by ps: its variable, or --link-key-file",
 }
 

@@ -4,7 +4,9 @@ Debian's `docker-registry` (CNCF distribution 2.8: no referrers API, so the
 gate takes the referrers tag schema) on the loopback, a free port, a
 filesystem store in a folder of its own, and one notification endpoint: the
 service's `/hooks/oci` with `Authorization: Bearer TOKEN`, retried every
-second. `tools/dev.sh test` installs the package as root (Debian's apt);
+second (or none: the Harbor scanner's tests pull, nobody is notified), and
+optionally Basic authentication (htpasswd) with one robot account's
+credentials. `tools/dev.sh test` installs the package as root (Debian's apt);
 without `/usr/bin/docker-registry` the tests skip with that reason.
 `oras_push` pushes files as an artifact with PyPI's `oras`, as a user would;
 `modelpack_config` writes a ModelPack config for it; `referrer_of` waits for
@@ -31,6 +33,11 @@ MISSING = f"no {BINARY} (Debian's docker-registry, distribution 2.8, installed a
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MODELPACK_CONFIG = "application/vnd.cncf.model.config.v1+json"
+# A registry started with `robot=True` takes these Basic credentials only (as a Harbor robot account's). The
+# htpasswd line needs their bcrypt hash, made once with `crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH,
+# rounds=16))` and kept here: Python 3.13 has no crypt module, and bcrypt is no dependency of the tests.
+ROBOT = ("robot$onnx-import", "harbor-robot-secret")
+ROBOT_BCRYPT = "$2b$04$viJ6veqaOwp5johBZqMYuenL1S9ccuqc1P1cHDC6cgBNCydqJt5RW"
 
 
 def registry_available() -> bool:
@@ -52,18 +59,26 @@ class OciRegistryServer:
     def url(self) -> str:
         return f"http://{self.host}"
 
-    def start(self, notify_url: str, token: str, timeout: float = 30.0) -> OciRegistryServer:
+    def start(self, notify_url: str | None, token: str = "", timeout: float = 30.0, *, robot: bool = False) -> OciRegistryServer:
+        """The registry, sending its notifications to `notify_url` with the bearer `token` (None: it sends none);
+        `robot`: every call needs Basic credentials, `ROBOT`'s (distribution's htpasswd authentication)."""
         config = self.folder / "config.yml"
-        config.write_text(json.dumps({  # YAML is a superset of JSON
+        document: dict[str, Any] = {
             "version": 0.1,
             "log": {"level": "info", "formatter": "text"},
             "storage": {"filesystem": {"rootdirectory": str(self.folder / "data")}, "delete": {"enabled": True}},
             "http": {"addr": self.host},
-            "notifications": {"endpoints": [{
+        }
+        if robot:
+            htpasswd = self.folder / "htpasswd"
+            htpasswd.write_text(f"{ROBOT[0]}:{ROBOT_BCRYPT}\n")
+            document["auth"] = {"htpasswd": {"realm": "onnx-import-tests", "path": str(htpasswd)}}
+        if notify_url is not None:
+            document["notifications"] = {"endpoints": [{
                 "name": "onnx-import", "url": notify_url, "headers": {"Authorization": [f"Bearer {token}"]},
                 "timeout": "5s", "threshold": 3, "backoff": "1s", "ignoredmediatypes": ["application/octet-stream"],
-            }]},
-        }))  # fmt: skip
+            }]}  # fmt: skip
+        config.write_text(json.dumps(document))  # YAML is a superset of JSON
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen([BINARY, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -71,7 +86,7 @@ class OciRegistryServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"docker-registry exited with {self.process.returncode}:\n{self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(self.url + "/v2/", timeout=2).status_code == 200:
+                if httpx.get(self.url + "/v2/", timeout=2, auth=ROBOT if robot else None).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass
@@ -105,13 +120,20 @@ class OciRegistryServer:
 
 
 def oras_push(
-    registry: OciRegistryServer, target: str, layers: list[tuple[Path, str, dict[str, str]]], config: tuple[Path, str] | None
+    registry: OciRegistryServer,
+    target: str,
+    layers: list[tuple[Path, str, dict[str, str]]],
+    config: tuple[Path, str] | None,
+    auth: tuple[str, str] | None = None,
 ) -> str:
     """Push `layers` (each a file, its media type and its annotations) to `target` (REPOSITORY:TAG) with
-    oras, `config` (a file and its media type) as the manifest's config; the manifest's digest."""
+    oras, `config` (a file and its media type) as the manifest's config, as the user `auth` (Basic) if
+    given; the manifest's digest."""
     import oras.provider
 
-    client = oras.provider.Registry(hostname=registry.host, insecure=True)
+    client = oras.provider.Registry(hostname=registry.host, insecure=True, auth_backend="basic" if auth else "token")
+    if auth:
+        client.auth.set_basic_auth(*auth)  # oras's login() would write ~/.docker/config.json
     annotations = registry.folder / f"annotations-{time.monotonic_ns()}.json"
     annotations.write_text(json.dumps({str(path): extra for path, _, extra in layers}))
     response = client.push(

@@ -22,13 +22,17 @@ referrers attached as the gate attaches them (`oci_verdict.attach`) and signed
 with the service's own signer: a model of the artifact left unattested, a
 subject whose digest is not its file's, and a bundle naming another digest are
 refused; the same digest under another host and repository (a copy) verifies;
-the newest referrer decides (a later FAILED over an earlier PASSED).
+the newest referrer decides (a later FAILED over an earlier PASSED). On a
+registry that takes one account's Basic credentials only, verify is refused
+(401) without them, and reads them from `$DOCKER_CONFIG/config.json` or
+`--credentials FILE`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import subprocess
 import sys
 import time
@@ -36,10 +40,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from support.attestations import key_pair, statement_checked_by_hand
-from support.oci_registry import MISSING, OciRegistryServer, modelpack_config, oras_push, referrer_of, registry_available
-from support.service_harness import ServiceProcess, free_port
+from support.oci_registry import (
+    MISSING,
+    OCI_MANIFEST,
+    ROBOT,
+    OciRegistryServer,
+    modelpack_config,
+    oras_push,
+    referrer_of,
+    registry_available,
+)
+from support.service_harness import ServiceProcess
 from support.small_models import external_weight_model, wrong_output_type
 
 from service.attestation.attester import attester_for
@@ -191,28 +205,44 @@ def test_a_wrong_key_is_refused(registry: OciRegistryServer, passing: tuple[str,
 
 @pytest.fixture(scope="module")
 def alone(folder: Path) -> Iterator[OciRegistryServer]:
-    """A registry whose pushes no service sees (its notifications go to a closed port): referrers are the test's own."""
+    """A registry whose pushes no service sees (it sends no notification): referrers are the test's own."""
     server = OciRegistryServer(folder / "alone")
     server.folder.mkdir()
-    server.start(f"http://127.0.0.1:{free_port()}/hooks/oci", TOKEN)
+    server.start(None)
     yield server
     server.stop()
 
 
-def two_models(alone: OciRegistryServer, repository: str, folder: Path) -> tuple[str, dict[str, Any], dict[str, bytes]]:
+@pytest.fixture(scope="module")
+def guarded(folder: Path) -> Iterator[OciRegistryServer]:
+    """A registry no service watches that takes one account's Basic credentials only (`ROBOT`)."""
+    server = OciRegistryServer(folder / "guarded")
+    server.folder.mkdir()
+    server.start(None, robot=True)
+    yield server
+    server.stop()
+
+
+def two_models(
+    alone: OciRegistryServer, repository: str, folder: Path, auth: tuple[str, str] | None = None
+) -> tuple[str, dict[str, Any], dict[str, bytes]]:
     """An artifact of two models pushed to `alone`: (its digest, its descriptor as a referrer's subject, its files)."""
     files = {"a.onnx": b"model a", "b.onnx": b"model b"}
     for name, data in files.items():
         (folder / name).write_bytes(data)
-    digest = oras_push(
-        alone, f"{repository}:v1", [(folder / name, WEIGHT_RAW, {FILEPATH: name}) for name in files], modelpack_config(folder)
-    )
-    size = len(alone.manifest(repository, digest).content)
+    layers = [(folder / name, WEIGHT_RAW, {FILEPATH: name}) for name in files]
+    digest = oras_push(alone, f"{repository}:v1", layers, modelpack_config(folder), auth)
+    size = len(httpx.get(f"{alone.url}/v2/{repository}/manifests/{digest}", headers={"Accept": OCI_MANIFEST}, auth=auth).content)
     return digest, {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": size}, files
 
 
 def attach_signed(
-    alone: OciRegistryServer, repository: str, subject: dict[str, Any], private: Path, attested: dict[str, tuple[str, Status, str]]
+    alone: OciRegistryServer,
+    repository: str,
+    subject: dict[str, Any],
+    private: Path,
+    attested: dict[str, tuple[str, Status, str]],
+    credentials: Path | None = None,
 ) -> None:
     """Attach a signed referrer as the gate does: per model path, a bundle of (its file's SHA-256, the stage's status, the URI)."""
     signer = attester_for(private, None, "test", load_settings([], environ={}))
@@ -224,7 +254,7 @@ def attach_signed(
     document = verdict_document(tags, alone.host, repository, subject["digest"])
 
     async def push() -> None:
-        registry = OciRegistry(alone.url)
+        registry = OciRegistry(alone.url, credentials)
         try:
             await attach(registry, repository, subject, tags, document, bundles)
         finally:
@@ -275,3 +305,23 @@ def test_a_tag_is_not_a_reference(keys: tuple[Path, Path, Any], tmp_path: Path) 
     done = verify("oci://registry.example:5000/models/net@sha256:" + "0" * 64, "--public-key", keys[1],
                   "--attestation", tmp_path / "a.json", docker_config=tmp_path)  # fmt: skip
     assert done.returncode == 64 and "--attestation cannot go with an oci:// artifact" in done.stderr, done.stderr
+
+
+def test_the_registry_s_credentials_come_from_a_docker_config(
+    guarded: OciRegistryServer, keys: tuple[Path, Path, Any], tmp_path: Path
+) -> None:
+    config = tmp_path / "docker" / "config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"auths": {guarded.host: {"username": ROBOT[0], "password": ROBOT[1]}}}))
+    digest, subject, files = two_models(guarded, "models/guarded", tmp_path, ROBOT)
+    uri = f"oci://{guarded.host}/models/guarded@{digest}"
+    sha = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    attach_signed(guarded, "models/guarded", subject, keys[0], {name: (sha[name], "pass", uri) for name in files}, config)
+    anonymous = tmp_path / "anonymous"
+    anonymous.mkdir()
+    done = verify(uri, "--public-key", keys[1], "--plain-http", docker_config=anonymous)
+    assert done.returncode == 1 and "401" in done.stderr, done.stderr
+    done = verify(uri, "--public-key", keys[1], "--plain-http", docker_config=config.parent)  # $DOCKER_CONFIG/config.json
+    assert done.returncode == 0, done.stderr
+    done = verify(uri, "--public-key", keys[1], "--plain-http", "--credentials", config, docker_config=anonymous)
+    assert done.returncode == 0, done.stderr
