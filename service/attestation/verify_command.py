@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 EXIT_VERIFIED, EXIT_REFUSED, EXIT_USAGE = 0, 1, 64
 OCI_SCHEME = "oci://"
-OCI_ONLY = ("credentials", "plain_http", "output")
+OCI_ONLY = ("credentials", "plain_http", "output", "max_upload_total", "max_external_files")
 EXTRA_MISSING = "onnx-import verify needs the signing extra (model-signing, sigstore-models): pip install 'onnx-import-service[signing]'"
 
 
@@ -51,8 +51,10 @@ def add_parser(commands: Any) -> None:
     oci.add_argument("--plain-http", action="store_true", help="speak HTTP to the registry, not HTTPS (a registry on the loopback)")
     oci.add_argument("--output", type=Path, metavar="DIR", help="write the verified files there, as the artifact lays them out "
                      "(DIR new or empty; nothing is written unless everything verifies)")  # fmt: skip
-    oci.add_argument("--max-upload-total", default="16GiB", help="bytes the artifact's layers may hold in all (default 16GiB)")
-    oci.add_argument("--max-external-files", default="1000", help="files besides its models the artifact may hold (default 1000)")
+    oci.add_argument("--max-upload-total", metavar="SIZE", help="bytes the artifact's layers may hold in all "
+                     "(default: the service's default)")  # fmt: skip
+    oci.add_argument("--max-external-files", metavar="N", help="files besides its models the artifact may hold "
+                     "(default: the service's default)")  # fmt: skip
 
 
 def public_keys(paths: list[Path]) -> list[PublicKey]:

@@ -57,6 +57,7 @@ from service.registry.oci_artifact import SIGSTORE_BUNDLE, VERDICT_ANNOTATION, V
 from service.registry.oci_pull import ArtifactTree, pull_tree
 from service.registry.oci_verdict import referrers_of
 from service.registry.sources import MAX_MODEL_FILES, Refused
+from service.settings import Settings
 from service.settings.kinds import SettingsError, parse_size
 
 if TYPE_CHECKING:
@@ -253,8 +254,9 @@ def verify_artifact(args: argparse.Namespace, keys: list[PublicKey]) -> int:
     """`onnx-import verify oci://...` (`args` its parsed flags, `keys` its public keys): the exit status."""
     try:
         reference = parse_reference(args.path)
-        args.max_bytes = parse_size(args.max_upload_total)
-        args.max_files = int(args.max_external_files)
+        defaults = Settings()  # the service's limits, where the flags name none
+        args.max_bytes = parse_size(args.max_upload_total) if args.max_upload_total else defaults.max_upload_total
+        args.max_files = int(args.max_external_files) if args.max_external_files else defaults.max_external_files
         credentials = credentials_file(args.credentials, dict(os.environ))
         if credentials is not None and not os.access(credentials, os.R_OK):
             raise SettingsError(f"the registry's credentials {str(credentials)!r} cannot be read")

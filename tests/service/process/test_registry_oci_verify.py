@@ -17,7 +17,8 @@ then holds nothing; the same files pushed as another artifact (a model the
 tenant holds with every stage: no worker runs) get an attestation naming that
 artifact, which verifies; a refused artifact's referrer is the unsigned
 verdict JSON (no check run to attest), which verify refuses; a tag instead of
-a digest is a usage error (64). On a registry no service watches, with
+a digest, a flag of the other form, a size that is none and an `--output` folder
+that holds files are usage errors (64). On a registry no service watches, with
 referrers attached as the gate attaches them (`oci_verdict.attach`) and signed
 with the service's own signer: a model of the artifact left unattested, a
 subject whose digest is not its file's, and a bundle naming another digest are
@@ -299,12 +300,23 @@ def test_every_model_of_the_artifact_must_be_attested_as_its_own_bytes_of_that_a
     assert done.returncode == 1 and "the attested result is FAILED (ONNX_IMPORT_STAGE_SCHEMA_FAIL)" in done.stderr, done.stderr
 
 
-def test_a_tag_is_not_a_reference(keys: tuple[Path, Path, Any], tmp_path: Path) -> None:
+def test_a_tag_and_flags_of_the_other_form_are_usage_errors(keys: tuple[Path, Path, Any], tmp_path: Path) -> None:
     done = verify("oci://registry.example:5000/models/net:v1", "--public-key", keys[1], docker_config=tmp_path)
     assert done.returncode == 64 and "a digest, not a tag" in done.stderr, done.stderr
     done = verify("oci://registry.example:5000/models/net@sha256:" + "0" * 64, "--public-key", keys[1],
                   "--attestation", tmp_path / "a.json", docker_config=tmp_path)  # fmt: skip
     assert done.returncode == 64 and "--attestation cannot go with an oci:// artifact" in done.stderr, done.stderr
+    done = verify(tmp_path, "--attestation", tmp_path / "a.json", "--public-key", keys[1], "--output", tmp_path / "out",
+                  "--max-upload-total", "1GiB", docker_config=tmp_path)  # fmt: skip
+    assert done.returncode == 64 and "--output, --max-upload-total cannot go with a PATH" in done.stderr, done.stderr
+    done = verify("oci://registry.example:5000/models/net@sha256:" + "0" * 64, "--public-key", keys[1],
+                  "--max-upload-total", "lots", docker_config=tmp_path)  # fmt: skip
+    assert done.returncode == 64 and "lots" in done.stderr, done.stderr
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "kept").write_bytes(b"")
+    done = verify("oci://registry.example:5000/models/net@sha256:" + "0" * 64, "--public-key", keys[1],
+                  "--output", tmp_path / "full", docker_config=tmp_path)  # fmt: skip
+    assert done.returncode == 64 and "is not a new or empty folder" in done.stderr, done.stderr
 
 
 def test_the_registry_s_credentials_come_from_a_docker_config(
