@@ -69,7 +69,7 @@ from service.checks.tenant_runs import keep_runs
 from service.errors import MODEL_GONE, ImportTooLarge, NotFound, StoreFull
 from service.imports.admission import Place
 from service.imports.answers import Imported, held_again, rename, stored_summary
-from service.imports.attesting import sign_run
+from service.imports.attesting import sign_held, sign_run
 from service.imports.identity import in_store, known_id, read_id, worker_reports
 from service.imports.naming import Naming
 from service.imports.parts import ImportParts
@@ -189,7 +189,9 @@ async def _held_with_every_stage(parts: ImportParts, tenant: str, staged: Staged
         return None  # checked like new: neither the status nor the time says another tenant holds it
     await rename(parts, tenant, model_id, staged.naming)
     with contextlib.suppress(NotFound):  # evicted or deleted meanwhile: imported as new
-        return Imported(model_id, False, await stored_summary(parts, tenant, model_id, staged.display_name))
+        held = Imported(model_id, False, await stored_summary(parts, tenant, model_id, staged.display_name))
+        await sign_held(parts, tenant, model_id, staged)
+        return held
     return None
 
 
