@@ -19,6 +19,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,11 +49,14 @@ class Attester:
 
         return [fingerprint(key) for key in self.verify_keys]
 
-    def attest(self, subjects: Sequence[Subject], results: Sequence[StageResult], resource_uri: str) -> bytes:
-        """The signed bundle of a check run: `results` on the files `subjects` name, the model at `resource_uri`."""
+    def attest(
+        self, subjects: Sequence[Subject], results: Sequence[StageResult], resource_uri: str, time_verified: datetime | None = None
+    ) -> bytes:
+        """The signed bundle of a check run: `results` on the files `subjects` name, the model at `resource_uri`,
+        verified at `time_verified` (when its latest stage ran; default now)."""
         from service.attestation.bundle import signed_bundle
 
-        run = CheckedRun(subjects, results, resource_uri, self.settings)
+        run = CheckedRun(subjects, results, resource_uri, self.settings, time_verified or datetime.now(UTC))
         return signed_bundle(statement_of(run, self.verifier_id), self.key)
 
 

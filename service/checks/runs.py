@@ -18,6 +18,7 @@ read once from the installed metadata.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 from collections.abc import Iterable, Sequence
@@ -118,6 +119,14 @@ class CheckRuns(BaseModel):
 
     def verdict(self) -> str:
         return verdict(self.results())
+
+    def verified_at(self) -> datetime | None:
+        """When the latest of these runs began (None: no run, or no time a run gave reads as one)."""
+        times = []
+        for run in self.stages.values():
+            with contextlib.suppress(ValueError):
+                times.append(datetime.fromisoformat(run.ran_at))
+        return max(times, default=None)
 
     def findings_of(self, severity: str | None = None, stage: str | None = None) -> list[dict[str, Any]]:
         return [

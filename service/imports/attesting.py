@@ -9,7 +9,11 @@ they now stand (its verdict, `service.checks.runs`) are attested over the
 files the worker read, by the digests the import computed (an upload's as
 it arrived, a folder's by the worker), and the bundle replaces the tenant's
 earlier one in the store's index (`Store.keep_attestation`), for
-`GET /models/{id}/attestation`. Subjects are named relative to the model's
+`GET /models/{id}/attestation`; its `timeVerified` is when the latest of
+those runs began. Content a registry names anew (another version of the
+same bytes, `Staged.resource_uri`) that the tenant holds with every stage
+asked is attested again for that name, from the runs it holds, without a
+worker (`sign_held`). Subjects are named relative to the model's
 folder: the model file by its own name (`Staged.model_name`, else the
 display name's last part), each external file by its location beside it.
 The model is `Staged.resource_uri` (a registry's `models:/NAME/VERSION`),
@@ -59,6 +63,13 @@ def named_before(bundle: bytes | None) -> tuple[str, str]:
     return (names[0] if names and isinstance(names[0], str) else ""), (uri if isinstance(uri, str) else "")
 
 
+async def sign_held(parts: ImportParts, tenant: str, model_id: str, staged: Staged) -> None:
+    """Content held with every stage asked, answered without a worker: attested again where its source names the model
+    (a registry version: the attestation must name that version) and staging knows every file's digest."""
+    if parts.attester is not None and staged.resource_uri and MODEL_FILE_KEY in staged.digests:
+        await sign_run(parts, tenant, model_id, staged, staged.digests)
+
+
 async def sign_run(parts: ImportParts, tenant: str, model_id: str, staged: Staged, digests: dict[str, str]) -> None:
     """Sign the tenant's runs of the model over the files `digests` names, and keep the bundle (nothing without a key)."""
     attester = parts.attester
@@ -71,5 +82,5 @@ async def sign_run(parts: ImportParts, tenant: str, model_id: str, staged: Stage
         earlier_name, earlier_uri = named_before(await anyio.to_thread.run_sync(parts.store.attestation, tenant, model_id))
         staged.model_name, staged.resource_uri = staged.model_name or earlier_name, staged.resource_uri or earlier_uri
     uri = staged.resource_uri or model_uri(parts.settings.public_url, model_id)
-    bundle = attester.attest(subjects_of(staged, digests), runs.results(), uri)
+    bundle = attester.attest(subjects_of(staged, digests), runs.results(), uri, runs.verified_at())
     await anyio.to_thread.run_sync(parts.store.keep_attestation, tenant, model_id, bundle)

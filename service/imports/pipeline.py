@@ -37,9 +37,7 @@ version, a model the store holds), and each step is written here once:
    render adds the graph document. Where the service signs, the tenant's
    runs as they now stand are attested over the files' digests and the
    bundle kept (`service.imports.attesting`; a recheck's worker hashes the
-   files it reads for it; content held with every stage asked, by a source
-   that names where the model is (a registry's `resource_uri`), is attested
-   again under that name, no worker run). The app's `ImportSteps`, if any, are awaited before the commit
+   files it reads for it). The app's `ImportSteps`, if any, are awaited before the commit
    and between the content's upload and its record;
 6. **answer**: `Imported` (the id, whether the model is new for the tenant,
    its summary as this tenant sees it), and the source settles (keeps or
@@ -71,7 +69,7 @@ from service.checks.tenant_runs import keep_runs
 from service.errors import MODEL_GONE, ImportTooLarge, NotFound, StoreFull
 from service.imports.admission import Place
 from service.imports.answers import Imported, held_again, rename, stored_summary
-from service.imports.attesting import sign_run
+from service.imports.attesting import sign_held, sign_run
 from service.imports.identity import in_store, known_id, read_id, worker_reports
 from service.imports.naming import Naming
 from service.imports.parts import ImportParts
@@ -191,10 +189,9 @@ async def _held_with_every_stage(parts: ImportParts, tenant: str, staged: Staged
         return None  # checked like new: neither the status nor the time says another tenant holds it
     await rename(parts, tenant, model_id, staged.naming)
     with contextlib.suppress(NotFound):  # evicted or deleted meanwhile: imported as new
-        imported = Imported(model_id, False, await stored_summary(parts, tenant, model_id, staged.display_name))
-        if staged.resource_uri:  # a registry's artifact or version: its attestation names this one, its files as staged
-            await sign_run(parts, tenant, model_id, staged, staged.digests)
-        return imported
+        held = Imported(model_id, False, await stored_summary(parts, tenant, model_id, staged.display_name))
+        await sign_held(parts, tenant, model_id, staged)
+        return held
     return None
 
 

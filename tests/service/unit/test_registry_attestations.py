@@ -136,6 +136,24 @@ def test_the_gate_logs_each_models_attestation_beside_the_version_and_tags_where
     assert statement["predicate"]["resourceUri"] == "models:/m/2"
 
 
+def test_a_version_of_bytes_the_gate_checked_before_is_attested_under_its_own_name(tmp_path: Path) -> None:
+    """Version 2 of the same bytes is answered from the runs the tenant holds (no worker runs again), and its
+    attestation still names version 2, verified when those runs were: a deployer of models:/m/2 finds its own."""
+    parts, public = signing_parts(tmp_path)
+    api = RegistryWithArtifacts({"model.onnx": weight_model(9)})
+    hook = RegistryHook(parts, Diffs(tmp_path / "diffs"), api)
+    asyncio.run(hook.validate("m", "1"))
+    asyncio.run(hook.validate("m", "2"))
+    first, second = (
+        statement_checked_by_hand(api.uploaded[api.tags[version][ATTESTATION].removeprefix("mlflow-artifacts:/")], public)
+        for version in ("1", "2")
+    )
+    assert (first["predicate"]["resourceUri"], second["predicate"]["resourceUri"]) == ("models:/m/1", "models:/m/2")
+    assert second["subject"] == first["subject"]
+    assert second["predicate"]["timeVerified"] == first["predicate"]["timeVerified"]  # the runs it holds: not run again
+    assert second["predicate"]["verificationResult"] == "PASSED"
+
+
 def test_without_a_signing_key_nothing_is_logged(tmp_path: Path) -> None:
     parts = import_parts(tmp_path, mlflow_url="http://127.0.0.1:5000", mlflow_webhook_secret="s", mlflow_checks="schema")
     api = RegistryWithArtifacts({"model.onnx": weight_model(9)})
