@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from service.checks.signature_worker import SignedFolder
 from service.errors import BadInput, UploadTooLarge
 from service.imports.naming import Naming
 from service.sandbox.protocol import SourceReport
@@ -101,6 +102,7 @@ class Staged:
     model_id: str = ""  # a stored model's id ("stored")
     record: StoredRecord | None = None  # a stored model's record: the files its worker must find again
     naming: Naming = field(default_factory=Naming)  # the name and label the client gave (its name is `display_name`)
+    signed_folder: SignedFolder | None = None  # the folder the `signature` stage verifies (its model.sig): None, a source without one
 
     def named(self, naming: Naming) -> None:
         """`naming`'s name and label over what the source staged (the display name its name, where given)."""
