@@ -157,7 +157,7 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
     (as the service runs them: the check worker reads none of the import's
     answers); the import's refusal, if any, is the model's answer."""
     from service.checks.check_worker import check_worker_results, model_and_external_bytes
-    from service.checks.signature_worker import SignedFolder, signature_results
+    from service.checks.signature_worker import SignaturePolicy, SignedFolder, signature_results
 
     model = path.resolve()
     name = shown(path)
@@ -180,7 +180,12 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
     catalog = scratch / "catalog"
     with ThreadPoolExecutor(max_workers=2) as beside:
         checking = beside.submit(check_worker_results, sandbox, job)
-        verifying = beside.submit(signature_results, sandbox, job, SignedFolder(str(model.parent)))
+        folder = SignedFolder(str(model.parent))
+        verifying = (
+            beside.submit(signature_results, sandbox, job, folder, SignaturePolicy.of(sandbox.settings))
+            if "signature" in job.checks
+            else None
+        )
         outcome = sandbox.run(job, [catalog, scratch / "converted"])
         if outcome.status == "error" and outcome.error is not None:  # the importer refused the file
             checking.exception()  # waited for; whatever it found is not the answer
@@ -189,7 +194,7 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
             checking.exception()
             reason = f"the import's worker ended without an answer ({outcome.status}): {outcome.detail or 'no detail'}"
             return ModelChecks(name, [incomplete(stage, reason) for stage in args.stages], uri=uri)
-        checked = checking.result() + verifying.result()  # a dimension binding the model has no place for raises here
+        checked = checking.result() + (verifying.result() if verifying else [])  # a dimension binding with no place raises here
     results: list[StageResult] = [report.result() for report in outcome.header.checks]
     findings = _findings(catalog)
     results += checked

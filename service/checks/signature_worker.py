@@ -32,6 +32,7 @@ from pathlib import Path
 from service.checks.outcome import GIT_PATHS, IN_SIGNATURE_WORKER, MAX_SIGNATURE_BYTES, SIGNATURE_FILE, Finding, StageResult, incomplete
 from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox, WorkerControl
+from service.settings import Settings
 
 log = logging.getLogger("service.sandbox")
 MAX_TRUSTED_SIGNERS_BYTES = 1 << 20  # the --trusted-signers file is read at most this far
@@ -47,6 +48,18 @@ class SignedFolder:
 
     directory: str
     files: tuple[tuple[str, str], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SignaturePolicy:
+    """What the service trusts and asks: `--trusted-signers`, `--require-signature`."""
+
+    trusted_signers: Path | None = None
+    required: bool = False
+
+    @classmethod
+    def of(cls, settings: Settings) -> SignaturePolicy:
+        return cls(settings.trusted_signers, settings.require_signature)
 
 
 @dataclass(slots=True)
@@ -100,32 +113,37 @@ def trusted_signers_text(path: Path | None) -> str:
 
 
 def signature_results(
-    sandbox: Sandbox, job: WorkerJob, folder: SignedFolder | None, control: WorkerControl | None = None
+    sandbox: Sandbox, job: WorkerJob, folder: SignedFolder | None, policy: SignaturePolicy, control: WorkerControl | None = None
 ) -> list[StageResult]:
     """The `signature` stage of `job`, if it asks it, on `folder` (the model's; None: a source without one, such as
-    a model the store holds, whose signature was checked, if at all, when it was imported)."""
+    a model the store holds, whose signature was checked, if at all, when it was imported), under `policy`
+    (`--trusted-signers`, `--require-signature`)."""
     if not any(stage in IN_SIGNATURE_WORKER for stage in job.checks):
         return []
     if folder is None:
-        return [incomplete("signature", "not run: this model has no folder of its own here (a stored model); import it with its "
-                           f"{SIGNATURE_FILE} to check its signature")]  # fmt: skip
-    settings = sandbox.settings
+        reason = (
+            "not run: this source gives no model folder (a model the store holds, a data root on object storage); "
+            f"import the model from its folder, with its {SIGNATURE_FILE}, to check its signature"
+        )
+        return [incomplete("signature", reason)]
     if folder.files is None:
-        listing = folder_files(folder.directory, settings.max_external_files + 2)
+        listing = folder_files(folder.directory, sandbox.settings.max_external_files + 2)
         files = tuple((name, name) for name in listing.files)
     else:
         listing, files = FolderListing(), folder.files
     signature_path = next((path for name, path in files if name == SIGNATURE_FILE), None)
     if signature_path is None:
-        if not settings.require_signature and not any(name == SIGNATURE_FILE for name, _ in listing.refused):
+        result = _with_refusals(StageResult("signature"), listing)
+        if any(name == SIGNATURE_FILE for name, _ in listing.refused):
+            return [result.finish()]  # a model.sig that is not a file: failed as such
+        if not policy.required:
             return [StageResult.ended("signature", "skipped", NO_SIGNATURE)]
-        result = StageResult("signature")
-        result.add(Finding("signature", "error", SIGNATURE_REQUIRED, f"{NO_SIGNATURE}, and --require-signature asks one",
-                           field_path=SIGNATURE_FILE))  # fmt: skip
-        return [_with_refusals(result, listing).finish()]
+        message = f"{NO_SIGNATURE}, and --require-signature asks one"
+        result.add(Finding("signature", "error", SIGNATURE_REQUIRED, message, field_path=SIGNATURE_FILE))
+        return [result.finish()]
     try:
         signature_size = os.stat(os.path.join(folder.directory, signature_path), follow_symlinks=False).st_size
-        trusted = trusted_signers_text(settings.trusted_signers)
+        trusted = trusted_signers_text(policy.trusted_signers)
     except OSError as error:
         return [incomplete("signature", f"not run: {error.strerror} ({SIGNATURE_FILE} or --trusted-signers)")]
     if signature_size > MAX_SIGNATURE_BYTES or listing.refused:

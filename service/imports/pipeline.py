@@ -127,6 +127,8 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, soft_dims=checks.soft_dims,
                    summary_items=SUMMARY_TENSORS, hash_sources=staged.hash_in_worker, model_bytes=model_bytes)  # fmt: skip
         header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes, staged.signed_folder)
+        for path in staged.transient:  # read by the workers; never stored
+            await anyio.to_thread.run_sync(functools.partial(path.unlink, missing_ok=True))
         runs = await complete_checks(job, header, area.catalog, checked)
         if staged.record is not None:  # a stored model, checked again
             check_sources(staged.record, header)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from service.checks.signature_worker import SignedFolder
@@ -103,6 +104,7 @@ class Staged:
     record: StoredRecord | None = None  # a stored model's record: the files its worker must find again
     naming: Naming = field(default_factory=Naming)  # the name and label the client gave (its name is `display_name`)
     signed_folder: SignedFolder | None = None  # the folder the `signature` stage verifies (its model.sig): None, a source without one
+    transient: list[Path] = field(default_factory=list)  # files staged for the workers alone (an upload's model.sig): not kept
 
     def named(self, naming: Naming) -> None:
         """`naming`'s name and label over what the source staged (the display name its name, where given)."""

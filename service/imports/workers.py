@@ -32,7 +32,7 @@ import anyio.to_thread
 
 from service.checks.check_worker import check_worker_results
 from service.checks.outcome import IN_CHECK_WORKER, IN_SIGNATURE_WORKER, DimensionBindingError, StageResult
-from service.checks.signature_worker import SignedFolder, signature_results
+from service.checks.signature_worker import SignaturePolicy, SignedFolder, signature_results
 from service.errors import BadInput, bounded
 from service.imports.admission import Place
 from service.imports.parts import ImportParts
@@ -91,8 +91,9 @@ async def run_signature_worker(parts: ImportParts, place: Place, job: WorkerJob,
     """The `signature` stage of `job`, if it asks it, on the model's `folder`, in a worker slot of its own."""
     if not any(stage in IN_SIGNATURE_WORKER for stage in job.checks):
         return []
+    policy = SignaturePolicy.of(parts.settings)
     async with place.slot():
-        return await ended_with_its_task(lambda control: signature_results(parts.sandbox, job, folder, control))
+        return await ended_with_its_task(lambda control: signature_results(parts.sandbox, job, folder, policy, control))
 
 
 async def run_workers(
