@@ -52,7 +52,7 @@ _TABLE: Final[tuple[Rule, ...]] = (
         "with the error's kind and field path.",
         "Refuse the version. The message names the rule broken and the place; fix the exporter or the file and export again.",
     ),
-    # signature (service/checks/stages/signature.py; the folder's listing: service/checks/signature_worker.py)
+    # signature (service/checks/stages/model_signature.py; the folder's listing: service/checks/signature_worker.py)
     Rule("signature-required", "signature", "error",
          "The model's folder holds no `model.sig`, and `--require-signature` asks every model for one.",
          "Refuse the version, or have its author sign the folder (`model_signing sign`) and send it with its `model.sig`."),

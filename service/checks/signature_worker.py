@@ -12,7 +12,7 @@ plus two files: the model, its external data, its model.sig), and reads
 `--trusted-signers` (public keys and certificates, PEM: not secret). Without a
 `model.sig` in the folder the stage is `skipped`, or fails under
 `--require-signature`, and no worker runs. Otherwise a signature worker of its
-own (task "signature", `service.checks.stages.signature`) opens each listed
+own (task "signature", `service.checks.stages.model_signature`) opens each listed
 file through the file broker (the same rules as external data: inside the
 folder, a regular file), verifies the signature with model-signing and hashes
 the files from their descriptors; the front end reads no byte of them.

@@ -34,10 +34,11 @@ from service.checks.stages import shape
 from service.sandbox.protocol import ImportFailure, Task, WorkerJob
 from service.sandbox.supervisor import WorkerOutcome
 
-STAGE_MODULES = {
-    stage: [REPO / "service" / "checks" / "stages" / f"{stage}.py"] for stage in ("signature", "security", "shape", "runtime", "smoke")
-}
-STAGE_MODULES["signature"].append(REPO / "service" / "checks" / "signature_worker.py")  # its findings about the folder's listing
+STAGE_MODULES = {stage: [REPO / "service" / "checks" / "stages" / f"{stage}.py"] for stage in ("security", "shape", "runtime", "smoke")}
+STAGE_MODULES["signature"] = [  # the stage's module, and the front end's findings about the folder's listing
+    REPO / "service" / "checks" / "stages" / "model_signature.py",
+    REPO / "service" / "checks" / "signature_worker.py",
+]
 
 CALLBACK = Finding("security", "error", "python-callback-op", "PyOp runs Python", "cb", "PyOp", "", "ModelProto.graph.node[2]", 120)
 DOMAIN = Finding("schema", "warning", "domain-not-checked", "com.x has no schemas", None, None, "com.x", "ModelProto.opset_import[1]", 40)

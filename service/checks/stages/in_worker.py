@@ -30,7 +30,7 @@ an `error` header of kind DIMENSION_BINDING and no stage runs (a usage
 error: the front end answers 400, `onnx-import check` exits 64).
 A signature worker (task "signature") runs `signature` alone, on the files of
 the model's folder its job lists, opened through the file broker
-(`service.checks.stages.signature`), and reads no model: `send_signature`.
+(`service.checks.stages.model_signature`), and reads no model: `send_signature`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from service.checks.stages.security import (
     static_findings,
 )
 from service.checks.stages.shape import shape_stage
-from service.checks.stages.signature import signature_stage
+from service.checks.stages.model_signature import signature_stage
 from service.checks.stages.smoke import smoke_stage
 from service.sandbox.protocol import ImportFailure, StageReport, WorkerHeader, WorkerJob
 from service.tasks.steps import Steps
