@@ -48,6 +48,7 @@ class SignedFolder:
 
     directory: str
     files: tuple[tuple[str, str], ...] | None = None
+    refused: tuple[tuple[str, str], ...] = ()  # (name, why): files of the signed folder the source could not bring
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +132,7 @@ def signature_results(
         files = tuple((name, name) for name in listing.files)
     else:
         listing, files = FolderListing(), folder.files
+    listing.refused += folder.refused
     signature_path = next((path for name, path in files if name == SIGNATURE_FILE), None)
     if signature_path is None:
         result = _with_refusals(StageResult("signature"), listing)

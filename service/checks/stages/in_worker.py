@@ -44,6 +44,7 @@ from importer import OnnxModel, check_model
 from importer.source import ConfinedOpener
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, Finding, Stage, StageResult, incomplete
 from service.checks.stages.dim_bindings import resolve_bindings
+from service.checks.stages.model_signature import signature_stage
 from service.checks.stages.runtime import runtime_stage
 from service.checks.stages.security import (
     LOOP_TRIP_COUNT,
@@ -55,7 +56,6 @@ from service.checks.stages.security import (
     static_findings,
 )
 from service.checks.stages.shape import shape_stage
-from service.checks.stages.model_signature import signature_stage
 from service.checks.stages.smoke import smoke_stage
 from service.sandbox.protocol import ImportFailure, StageReport, WorkerHeader, WorkerJob
 from service.tasks.steps import Steps
