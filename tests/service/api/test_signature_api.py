@@ -5,7 +5,8 @@ API, `support.signed_folders`) passes the stage, its summary naming the
 signer's key fingerprint and the SHA-256 of its model.sig, kept with the
 tenant's runs; the same folder with one byte of an external file changed
 fails, `/diagnostics` naming the file. An upload sends the signature as one
-more `external_data` part named `model.sig`, which the model need not use:
+more `external_data` part named `model.sig` (a resumable upload as one more
+`external_data` entry of that name), which the model need not use:
 the files as the client named them pass, a changed part fails, and without
 the part the stage is `skipped` and the verdict `incomplete`, though the same
 bytes passed before (the stage is never reused: it checks the folder, not the
@@ -25,6 +26,7 @@ import pytest
 from support.asgi_service import AsgiService, serving_over_asgi
 from support.service_harness import SAMPLES
 from support.signed_folders import SIGNATURE, Signer, make_signer, sign
+from support.tus_uploads import upload as resumable
 
 CHECKS = {"checks": "signature,schema"}
 
@@ -121,3 +123,13 @@ def test_a_stored_model_checked_again_has_no_folder(client: httpx.Client) -> Non
     again = imported(client.post(f"/models/{summary['id']}/checks", params=CHECKS))
     assert again["checks"]["signature"]["status"] == "incomplete"
     assert "model.sig" in again["checks"]["signature"]["reason"]
+
+
+def test_resumable_uploads_carry_the_signature_as_an_external_data_entry(client: httpx.Client, data_root: Path, signer: Signer) -> None:
+    folder = data_root / "signed"
+    names = {"weights.bin": "weights.bin", "more/bias.bin": "more/bias.bin", SIGNATURE: SIGNATURE}
+    ids = {location: resumable(client, (folder / name).read_bytes(), filename=name.rpartition("/")[2]) for location, name in names.items()}
+    model = resumable(client, (folder / "model.onnx").read_bytes())
+    summary = imported(client.post("/models", params=CHECKS, json={"upload": model, "external_data": ids}))
+    stage = summary["checks"]["signature"]
+    assert (stage["status"], stage["signer_fingerprint"]) == ("pass", signer.fingerprint), stage
