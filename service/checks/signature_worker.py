@@ -130,18 +130,24 @@ def signature_results(
     if folder.files is None:
         listing = folder_files(folder.directory, sandbox.settings.max_external_files + 2)
         files = tuple((name, name) for name in listing.files)
+        signed = os.path.lexists(os.path.join(folder.directory, SIGNATURE_FILE))
     else:
         listing, files = FolderListing(), folder.files
-    listing.refused += folder.refused
-    signature_path = next((path for name, path in files if name == SIGNATURE_FILE), None)
-    if signature_path is None:
-        result = _with_refusals(StageResult("signature"), listing)
-        if any(name == SIGNATURE_FILE for name, _ in listing.refused):
-            return [result.finish()]  # a model.sig that is not a file: failed as such
+        signed = any(name == SIGNATURE_FILE for name, _ in files)
+    if not signed:
         if not policy.required:
             return [StageResult.ended("signature", "skipped", NO_SIGNATURE)]
+        result = StageResult("signature")
         message = f"{NO_SIGNATURE}, and --require-signature asks one"
         result.add(Finding("signature", "error", SIGNATURE_REQUIRED, message, field_path=SIGNATURE_FILE))
+        return [result.finish()]
+    listing.refused += folder.refused
+    signature_path = next((path for name, path in files if name == SIGNATURE_FILE), None)
+    if signature_path is None:  # a model.sig that is not a file (a link), or a folder too large to list: said by the refusals
+        result = _with_refusals(StageResult("signature"), listing)
+        if not result.errors:  # fail closed, whatever the listing said
+            result.add(Finding("signature", "error", "signature-unreadable", f"{SIGNATURE_FILE} is not a file of the folder",
+                               field_path=SIGNATURE_FILE))  # fmt: skip
         return [result.finish()]
     try:
         signature_size = os.stat(os.path.join(folder.directory, signature_path), follow_symlinks=False).st_size

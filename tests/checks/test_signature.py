@@ -10,7 +10,8 @@ as model-signing ignores them; a signer certified by a trusted CA passes. A
 folder without a model.sig is `skipped` (the verdict then `incomplete`), or
 fails under `--require-signature`. A hostile model.sig (not JSON, a JSON of
 the wrong types, a valid bundle's fields swapped, a megabyte and more, a link)
-fails cleanly, its reason named, never a traceback nor an `incomplete`.
+fails cleanly, its reason named, never a traceback nor an `incomplete`; so
+does a folder of more files than a model may have (`--max-external-files`).
 
 Why a process: the stage runs in a real sandboxed worker (its fork server a
 child of this process), the files opened through the front end's file broker.
@@ -188,3 +189,13 @@ def test_a_link_in_the_folder_fails_and_is_not_followed(sandbox: Sandbox, tmp_pa
     os.symlink(tmp_path / "outside.sig", folder / SIGNATURE)
     linked = checked(sandbox, folder, signer)
     assert (linked.status, codes(linked)) == ("fail", [("signed-file-unreadable", SIGNATURE)])
+
+
+def test_a_folder_of_more_files_than_a_model_may_have_fails_unlisted(sandbox: Sandbox, tmp_path: Path) -> None:
+    folder, signer = signed_model_folder(tmp_path)
+    (folder / "many").mkdir()
+    for index in range(sandbox.settings.max_external_files + 2):
+        (folder / "many" / f"{index}.txt").write_bytes(b"")
+    result = checked(sandbox, folder, signer)
+    assert (result.status, codes(result)) == ("fail", [("signed-file-unreadable", ".")])
+    assert "more than" in result.findings[0].message
