@@ -190,7 +190,9 @@ def _verified(signature: Any, trusted_text: str, result: StageResult) -> tuple[A
             last = _described(error)
             continue
         return _statement(verifier, signature, result, _fingerprint(public_key))
-    if not candidates:
+    if not trusted_text.strip():
+        why = ": no --trusted-signers is given"
+    elif not candidates:
         why = ": --trusted-signers holds no key of model-signing's kinds (EC P-256, P-384, P-521)"
     else:
         why = f" ({len(candidates)} tried; the last: {last})" if last else ""
