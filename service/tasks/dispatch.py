@@ -35,6 +35,7 @@ from importer.data_owner import DataOwner
 from importer.op_schemas import schema_table
 from importer.source import ConfinedOpener, confined_descriptor
 from service.checks.stages.in_worker import import_stages, send_checks, send_signature
+from service.checks.stages.model_signature import load_library
 from service.sandbox.protocol import (
     CHANGED,
     CHUNK_BYTES,
@@ -65,7 +66,10 @@ def open_input(connection: Connection, job: WorkerJob) -> DataOwner | Literal[Fa
     """The job's model file, opened (not read) while the worker is still the
     service's user and the file in view: None for a probe; False once a
     refusal (not found, not a regular file, a file other than the one the
-    front end checked) has been sent; None for a signature worker too, which opens no model."""
+    front end checked) has been sent; None for a signature worker too, which opens no model: it
+    loads model-signing instead, which no other worker carries (`model_signature.load_library`)."""
+    if job.task == "signature":
+        load_library()
     if job.task in ("probe", "signature"):
         return None
     limits = job_limits(job)

@@ -26,37 +26,34 @@ chain fails the stage with its reason, never a traceback. The result carries
 `signature_sha256` (of the model.sig's bytes) and, once a key verified it,
 `signer_fingerprint` (SHA-256 of that key's SubjectPublicKeyInfo, DER).
 Without the `signing` extra (model-signing, pyOpenSSL) the stage is
-`incomplete`, its reason naming the extra. Every module is imported here, in
-the fork server (`service.tasks.dispatch` imports this).
+`incomplete`, its reason naming the extra. model-signing and cryptography
+(some 20 MiB of a worker's memory) are imported by the signature worker alone,
+before its walls (`load_library`, from `service.tasks.dispatch.open_input`), never
+in the fork server: every other worker would carry them under its memory cap.
+The functions below import them where they use them, from the modules loaded then.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import pathlib
 import stat
 from collections.abc import Callable, Iterator
 from typing import Any, Final, cast
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-
 from importer import ModelImportError
 from importer.source import ConfinedOpener
 from service.checks.outcome import GIT_PATHS, MAX_SIGNATURE_BYTES, SIGNATURE_FILE, Finding, StageResult, incomplete
 from service.sandbox.protocol import WorkerJob
 
-try:
-    from model_signing import manifest
-    from model_signing._hashing import memory
-    from model_signing._serialization import serialization as model_serialization
-    from model_signing._signing import sign_certificate, sign_ec_key, sign_sigstore_pb
-except ImportError:  # a plain install: the stage says which extra it needs
-    HAS_MODEL_SIGNING = False
-else:
-    HAS_MODEL_SIGNING = True
-
+# What the stage imports (`load_library`): model-signing's verifiers, manifest, hash engines and path rule; cryptography's X.509.
+LIBRARY: Final = (
+    "cryptography.x509", "cryptography.hazmat.primitives.serialization", "model_signing.manifest", "model_signing._hashing.memory",
+    "model_signing._serialization.serialization", "model_signing._signing.sign_certificate", "model_signing._signing.sign_ec_key",
+    "model_signing._signing.sign_sigstore_pb",
+)  # fmt: skip
 NEEDS_EXTRA: Final = "not run: the signature check needs the `signing` extra (pip install 'onnx-import-service[signing]')"
 READ_CHUNK: Final = 1 << 20
 # Finding codes.
@@ -95,9 +92,21 @@ def _described(error: BaseException) -> str:
     return f"{type(error).__name__}: {str(error)[:300]}" if str(error) else type(error).__name__
 
 
+def load_library() -> None:
+    """Import model-signing's modules the stage uses, and cryptography's (a signature worker, before its walls:
+    after them, its file policy may no longer let it read the code); without the `signing` extra, nothing."""
+    for module in LIBRARY:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return
+
+
 def signature_stage(job: WorkerJob, opener: ConfinedOpener) -> StageResult:
     """Verify the folder's model.sig against `job.trusted_signers`, and its files against the manifest it signs."""
-    if not HAS_MODEL_SIGNING:
+    try:
+        from model_signing._signing import sign_sigstore_pb
+    except (ImportError, OSError):  # a plain install (or a library its walls keep it from loading now)
         return incomplete("signature", NEEDS_EXTRA)
     result = StageResult("signature")
     try:
@@ -155,6 +164,8 @@ def _trusted(text: str) -> tuple[list[bytes], list[bytes]]:
 
 def _fingerprint(public_key: Any) -> str:
     """SHA-256 (hex) of a public key's SubjectPublicKeyInfo, DER."""
+    from cryptography.hazmat.primitives import serialization
+
     der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(der).hexdigest()
 
@@ -162,6 +173,9 @@ def _fingerprint(public_key: Any) -> str:
 def _verified(signature: Any, trusted_text: str, result: StageResult) -> tuple[Any, str] | None:
     """The manifest the signature signs and its signer's fingerprint, once a trusted key or chain verifies it;
     else None, with the finding saying why."""
+    from cryptography.hazmat.primitives import serialization
+    from model_signing._signing import sign_ec_key
+
     keys, certificates = _trusted(trusted_text)
     material = signature.bundle.verification_material
     chain = getattr(material, "x509_certificate_chain", None)
@@ -210,6 +224,9 @@ def _statement(verifier: Any, signature: Any, result: StageResult, fingerprint: 
 
 
 def _verified_by_chain(signature: Any, chain: Any, certificates: list[bytes], result: StageResult) -> tuple[Any, str] | None:
+    from cryptography import x509
+    from model_signing._signing import sign_certificate
+
     if not certificates:
         _error(result, SIGNATURE_UNTRUSTED, f"{SIGNATURE_FILE} is signed with a certificate, and --trusted-signers holds none")
         return None
@@ -228,6 +245,8 @@ Engine = Callable[[], Any]  # model-signing's hash engine (`_hashing.hashing.Str
 
 def _engine(hash_type: str) -> Engine:
     """model-signing's hash engine of a serialization's `hash_type` (as its manifests name them)."""
+    from model_signing._hashing import memory
+
     engines: dict[str, Engine] = {
         "sha256": memory.SHA256, "blake2": memory.BLAKE2, "blake2b": memory.BLAKE2, "blake3": memory.BLAKE3,
     }  # fmt: skip
@@ -238,11 +257,15 @@ def _engine(hash_type: str) -> Engine:
 
 def _ignored(name: str, ignore_paths: list[pathlib.PurePosixPath]) -> bool:
     """model-signing's own test of a path against the paths a signature ignores (relative paths here, as pure paths)."""
+    from model_signing._serialization import serialization as model_serialization
+
     return bool(model_serialization.should_ignore(pathlib.PurePosixPath(name), ignore_paths))
 
 
 def _compare_files(job: WorkerJob, opener: ConfinedOpener, expected: Any, result: StageResult) -> None:
     """Hash the listed files the signature does not ignore; an error for each that differs from `expected`."""
+    from model_signing import manifest
+
     parameters = expected.serialization_type
     try:
         engine = _engine(str(parameters.get("hash_type", "")))
@@ -275,6 +298,8 @@ def _compare_files(job: WorkerJob, opener: ConfinedOpener, expected: Any, result
 def _hashed(job: WorkerJob, opener: ConfinedOpener, name: str, path: str, engine: Engine, shard_size: int) -> list[Any]:
     """The manifest items of the file `name` (at `path` below the job's folder): the whole file, or its shards of
     `shard_size` bytes (as model-signing cuts them)."""
+    from model_signing import manifest
+
     fd, _ = opener(job.directory, path)
     with open(fd, "rb", closefd=True, buffering=0) as file:
         if not shard_size:
