@@ -1,7 +1,8 @@
 """The `signature` stage: a model folder's OpenSSF model signature (`model.sig`) verified in a sandboxed worker.
 
 Folders are signed as their authors sign them (model-signing's own API, an EC
-P-256 key made with cryptography: `support.signed_folders`). A signed folder
+P-256 key made with cryptography: `support.signed_folders`; once with its
+`model_signing sign key` command). A signed folder
 passes, with the signer's key fingerprint (SHA-256 of its SubjectPublicKeyInfo,
 DER) and the SHA-256 of its model.sig; one byte of an external data file
 changed fails naming that file; a signed file missing, a file the signature
@@ -24,6 +25,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -199,3 +202,17 @@ def test_a_folder_of_more_files_than_a_model_may_have_fails_unlisted(sandbox: Sa
     result = checked(sandbox, folder, signer)
     assert (result.status, codes(result)) == ("fail", [("signed-file-unreadable", ".")])
     assert "more than" in result.findings[0].message
+
+
+def test_a_folder_signed_by_model_signings_own_command_passes(sandbox: Sandbox, tmp_path: Path) -> None:
+    """`model_signing sign key`, the command an author runs (a process: the command is the point)."""
+    folder = tmp_path / "model"
+    shutil.copytree(SAMPLES / "external", folder)
+    signer = make_signer(tmp_path / "keys")
+    command = Path(sys.executable).with_name("model_signing")
+    signing = ["sign", "key", "--private_key", str(signer.private_key), "--signature", str(folder / SIGNATURE), str(folder)]
+    done = subprocess.run([str(command), *signing],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = checked(sandbox, folder, signer)
+    assert (result.status, result.signer_fingerprint) == ("pass", signer.fingerprint), codes(result)
