@@ -7,7 +7,8 @@ passes, with the signer's key fingerprint (SHA-256 of its SubjectPublicKeyInfo,
 DER) and the SHA-256 of its model.sig; one byte of an external data file
 changed fails naming that file; a signed file missing, a file the signature
 does not list, a key not trusted fail, each saying so; git's files are ignored
-as model-signing ignores them; a signer certified by a trusted CA passes. A
+as model-signing ignores them; files hashed with BLAKE2 or BLAKE3, or in
+shards, are checked as model-signing hashed them; a signer certified by a trusted CA passes. A
 folder without a model.sig is `skipped` (the verdict then `incomplete`), or
 fails under `--require-signature`. A hostile model.sig (not JSON, a JSON of
 the wrong types, a valid bundle's fields swapped, a megabyte and more, a link)
@@ -216,3 +217,23 @@ def test_a_folder_signed_by_model_signings_own_command_passes(sandbox: Sandbox, 
     assert done.returncode == 0, done.stderr
     result = checked(sandbox, folder, signer)
     assert (result.status, result.signer_fingerprint) == ("pass", signer.fingerprint), codes(result)
+
+
+@pytest.mark.parametrize(("algorithm", "shard_size"), [("blake2", 0), ("blake3", 0), ("sha256", 1000)])
+def test_other_hashes_and_shards_are_checked_as_model_signing_made_them(
+    sandbox: Sandbox, tmp_path: Path, algorithm: str, shard_size: int
+) -> None:
+    folder = tmp_path / "model"
+    shutil.copytree(SAMPLES / "external", folder)
+    signer = make_signer(tmp_path / "keys")
+    sign(folder, signer, algorithm, shard_size)
+    signed = checked(sandbox, folder, signer)
+    assert signed.status == "pass", [finding.message for finding in signed.findings]
+    weights = bytearray((folder / "weights.bin").read_bytes())
+    weights[5000] ^= 1  # in the sixth shard of 1000 bytes
+    (folder / "weights.bin").write_bytes(bytes(weights))
+    changed = checked(sandbox, folder, signer)
+    assert changed.status == "fail"
+    assert [finding.field_path for finding in changed.findings] == ["weights.bin"]
+    if shard_size:
+        assert "weights.bin:5000:6000" in changed.findings[0].message

@@ -78,12 +78,18 @@ def certificate_signer(folder: Path) -> Signer:
     return Signer(signer.private_key, signer.public_key, signer.fingerprint, leaf_path, ca_path)
 
 
-def sign(folder: Path, signer: Signer) -> Path:
-    """Sign `folder` as `model_signing sign key` (or `sign certificate`) does; its model.sig."""
+def sign(folder: Path, signer: Signer, algorithm: str = "sha256", shard_size: int = 0) -> Path:
+    """Sign `folder` as `model_signing sign key` (or `sign certificate`) does, its files hashed whole with
+    `algorithm` (model-signing's default: sha256), or in shards of `shard_size` bytes; its model.sig."""
     from model_signing import hashing, signing
 
     signature = folder / SIGNATURE
-    config = signing.Config().set_hashing_config(hashing.Config().set_ignored_paths(paths=[SIGNATURE], ignore_git_paths=True))
+    hashed = hashing.Config().set_ignored_paths(paths=[SIGNATURE], ignore_git_paths=True)
+    if shard_size:
+        hashed.use_shard_serialization(hashing_algorithm=algorithm, shard_size=shard_size, ignore_paths=[folder / SIGNATURE])
+    elif algorithm != "sha256":
+        hashed.use_file_serialization(hashing_algorithm=algorithm, ignore_paths=[folder / SIGNATURE])
+    config = signing.Config().set_hashing_config(hashed)
     if signer.certificate is not None:
         assert signer.ca_certificate is not None
         config.use_certificate_signer(

@@ -344,5 +344,5 @@ def _differences(actual: Any, expected: Any, unreadable: set[str], result: Stage
             _error(result, FILE_MISSING, f"{name} is signed, and the model's folder does not hold it", place)
         elif name not in signed:
             _error(result, FILE_EXTRA, f"{name} is in the model's folder, and the signature does not list it", place)
-        elif had[name] != signed[name]:
+        elif had[name].digest_value != signed[name].digest_value:  # hashed as the serialization says: its name aside
             _error(result, FILE_CHANGED, f"{name} is not the file signed: its {signed[name].algorithm} differs", place)
