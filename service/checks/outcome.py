@@ -8,7 +8,10 @@ makes the verdict `incomplete`, never `pass`. `parse_checks` reads `schema,shape
 request or a setting gives it; `parse_dims` the smoke run's `NAME:VALUE` and
 `INPUT[AXIS]:VALUE` bindings (`parse_dims_text`, comma-separated), and `DimensionBindingError` is one the model has
 no place for; `BINDING_SOURCES`, where a smoke run's binding came from, and
-`DEFAULT_SECOND_DIM`, the value its second run gives the dimensions left unbound.
+`DEFAULT_SECOND_DIM`, the value its second run gives the dimensions left unbound;
+which worker runs each stage (`IN_IMPORT_WORKER`, `IN_CHECK_WORKER`,
+`IN_SIGNATURE_WORKER`), and the `signature` stage's file (`SIGNATURE_FILE`, at most
+`MAX_SIGNATURE_BYTES`) and the paths it leaves out as model-signing does (`GIT_PATHS`).
 """
 
 from __future__ import annotations
