@@ -14,6 +14,7 @@ fails under `--require-signature`. A hostile model.sig (not JSON, a JSON of
 the wrong types, a valid bundle's fields swapped, a megabyte and more, a link)
 fails cleanly, its reason named, never a traceback nor an `incomplete`; so
 does a folder of more files than a model may have (`--max-external-files`).
+Without the `signing` extra the stage is `incomplete`, naming the extra.
 
 Why a process: the stage runs in a real sandboxed worker (its fork server a
 child of this process), the files opened through the front end's file broker.
@@ -35,8 +36,11 @@ import pytest
 from support.service_harness import SAMPLES, started_sandbox
 from support.signed_folders import SIGNATURE, Signer, certificate_signer, make_signer, sign, signed_model_folder
 
+from importer.source import confined_descriptor
 from service.checks.outcome import StageResult, verdict
 from service.checks.signature_worker import SignaturePolicy, SignedFolder, signature_results
+from service.checks.stages.model_signature import signature_stage
+from service.sandbox.protocol import WorkerJob
 from service.sandbox.supervisor import Sandbox
 
 
@@ -237,3 +241,13 @@ def test_other_hashes_and_shards_are_checked_as_model_signing_made_them(
     assert [finding.field_path for finding in changed.findings] == ["weights.bin"]
     if shard_size:
         assert "weights.bin:5000:6000" in changed.findings[0].message
+
+
+def test_without_the_signing_extra_the_stage_is_incomplete_naming_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The stage's function itself (no worker needed), where model-signing cannot be imported."""
+    for module in ("model_signing", "model_signing._signing", "model_signing._signing.sign_sigstore_pb"):
+        monkeypatch.setitem(sys.modules, module, None)
+    job = WorkerJob("signature", 1 << 30, 10, 10, directory=str(tmp_path), folder_files=((SIGNATURE, SIGNATURE),))
+    result = signature_stage(job, confined_descriptor)
+    assert result.status == "incomplete" and "`signing` extra" in result.reason
+    assert verdict([result]) == "incomplete"
