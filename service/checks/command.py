@@ -180,7 +180,7 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
     catalog = scratch / "catalog"
     with ThreadPoolExecutor(max_workers=2) as beside:
         checking = beside.submit(check_worker_results, sandbox, job)
-        folder = SignedFolder(str(model.parent))
+        folder = SignedFolder(str(model.parent), model.name)
         verifying = (
             beside.submit(signature_results, sandbox, job, folder, SignaturePolicy.of(sandbox.settings))
             if "signature" in job.checks

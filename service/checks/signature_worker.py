@@ -43,10 +43,12 @@ FOLDER_UNREADABLE = "signed-file-unreadable"  # an entry of the folder that is n
 
 @dataclass(frozen=True, slots=True)
 class SignedFolder:
-    """The folder the `signature` stage verifies: `directory` (absolute), and its files as
-    (the name the signer gave it, its path below `directory`); None: every file below `directory`, listed."""
+    """The folder the `signature` stage verifies: `directory` (absolute), the model's name in it (which the
+    signature must cover), and its files as (the name the signer gave it, its path below `directory`); None:
+    every file below `directory`, listed."""
 
     directory: str
+    model: str
     files: tuple[tuple[str, str], ...] | None = None
     refused: tuple[tuple[str, str], ...] = ()  # (name, why): files of the signed folder the source could not bring
 
@@ -163,8 +165,8 @@ def signature_results(
         return [_with_refusals(result, listing).finish()]
     signature_job = replace(
         job, task="signature", directory=os.path.abspath(folder.directory), external_dir=None, checks=("signature",), dims=(),
-        soft_dims=(), folder_files=files, trusted_signers=trusted, max_external_files=len(files), hash_sources=False,
-        mapped_files=(), memory=sandbox.settings.worker_memory,
+        soft_dims=(), folder_files=files, signed_model=folder.model, trusted_signers=trusted, max_external_files=len(files),
+        hash_sources=False, mapped_files=(), memory=sandbox.settings.worker_memory,
     )  # fmt: skip
     reports, outcome = sandbox.run_checks(signature_job, control)
     log.info("%s", outcome.logged("signature", job.display_name))

@@ -45,7 +45,7 @@ async def signed_version_folder(
     fetched |= {posixpath.normpath(posixpath.join(beside, location)): f"external/{location}" for location in locations}
     listed, refused = await _files(folder, budget.max_files + 2)
     if SIGNATURE_FILE not in listed:
-        return SignedFolder(str(area.files), tuple(fetched.items()), tuple(refused)), []
+        return SignedFolder(str(area.files), model, tuple(fetched.items()), tuple(refused)), []
     files, transient = dict(fetched), []
     for path, size in listed.items():
         if path in fetched:
@@ -65,7 +65,7 @@ async def signed_version_folder(
         budget.take(got.size, what)
         files[path] = area.relative_to_files(target)
         transient.append(target)
-    return SignedFolder(str(area.files), tuple(sorted(files.items())), tuple(refused)), transient
+    return SignedFolder(str(area.files), model, tuple(sorted(files.items())), tuple(refused)), transient
 
 
 async def _files(folder: ArtifactFolder, max_files: int) -> tuple[dict[str, int], list[tuple[str, str]]]:

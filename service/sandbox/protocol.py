@@ -99,6 +99,7 @@ class WorkerJob:
     cgroups: tuple[tuple[str, str], ...] = ()  # the worker's own cgroups (service.sandbox.cgroups): (controller, its cgroup.procs)
     # task "signature": the files of the model's folder, each as (its name in the signed folder, its path below `directory`)
     folder_files: tuple[tuple[str, str], ...] = ()
+    signed_model: str = ""  # task "signature": the model's name in the signed folder: a signature that leaves it out fails
     trusted_signers: str = ""  # task "signature": the PEM public keys and certificates of --trusted-signers (not secret)
     model_bytes: int = 0  # the model file and its external data (staged sizes): what sizes a check worker's memory
     asked_at: float = 0.0  # time.monotonic() when the front end asked for the worker: its profile's "fork" starts there

@@ -13,7 +13,8 @@ folder without a model.sig is `skipped` (the verdict then `incomplete`), or
 fails under `--require-signature`. A hostile model.sig (not JSON, a JSON of
 the wrong types, a valid bundle's fields swapped, a megabyte and more, a link)
 fails cleanly, its reason named, never a traceback nor an `incomplete`; so
-does a folder of more files than a model may have (`--max-external-files`).
+does a folder of more files than a model may have (`--max-external-files`), and
+a signature that leaves the model file itself out.
 Without the `signing` extra the stage is `incomplete`, naming the extra.
 
 Why a process: the stage runs in a real sandboxed worker (its fork server a
@@ -54,7 +55,7 @@ def checked(sandbox: Sandbox, folder: Path, signer: Signer | Path | None, requir
     """The stage's one result on `folder`, trusting `signer`'s public key (or a PEM file given as a path)."""
     trusted = signer if isinstance(signer, Path) or signer is None else signer.public_key
     job = sandbox.job("import", directory=str(folder), model="model.onnx", display_name="model.onnx", checks=("signature",))
-    (result,) = signature_results(sandbox, job, SignedFolder(str(folder)), SignaturePolicy(trusted, required))
+    (result,) = signature_results(sandbox, job, SignedFolder(str(folder), "model.onnx"), SignaturePolicy(trusted, required))
     return result
 
 
@@ -251,3 +252,16 @@ def test_without_the_signing_extra_the_stage_is_incomplete_naming_it(monkeypatch
     result = signature_stage(job, confined_descriptor)
     assert result.status == "incomplete" and "`signing` extra" in result.reason
     assert verdict([result]) == "incomplete"
+
+
+def test_a_signature_that_leaves_the_model_out_fails(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Signed by a trusted key, its `ignore_paths` naming the model file: the model's bytes would go unchecked."""
+    from model_signing import hashing, signing
+
+    folder = tmp_path / "model"
+    shutil.copytree(SAMPLES / "external", folder)
+    signer = make_signer(tmp_path / "keys")
+    hashed = hashing.Config().set_ignored_paths(paths=[SIGNATURE, "model.onnx"])
+    signing.Config().set_hashing_config(hashed).use_elliptic_key_signer(private_key=signer.private_key).sign(folder, folder / SIGNATURE)
+    result = checked(sandbox, folder, signer)
+    assert (result.status, codes(result)) == ("fail", [("unsigned-file", "model.onnx")])

@@ -1,6 +1,6 @@
 """The `signature` stage, run in a worker of its own: the model folder's OpenSSF model signature verified.
 
-Owns `signature_stage(job, opener)`. The folder's `model.sig` (as `model_signing sign`
+Owns `signature_stage(job, opener)` and `load_library`. The folder's `model.sig` (as `model_signing sign`
 writes it: a Sigstore bundle holding a DSSE envelope over an in-toto statement whose
 predicate lists each file of the folder with its digest) is read from a descriptor
 the file broker opens (at most MAX_SIGNATURE_BYTES), parsed and verified by
@@ -16,7 +16,8 @@ serialization does not ignore (its `ignore_paths`, git's files, `model.sig`) is
 opened through the broker and hashed from its descriptor with model-signing's
 own hash engines (`_hashing.memory`), into a manifest of the same serialization
 (whole files, or shards), and the two compared: a changed, missing or extra
-file is an error naming it, and so is a file the broker will not open.
+file is an error naming it, and so is a file the broker will not open, and a
+signature whose `ignore_paths` leave the model file itself out (`WorkerJob.signed_model`).
 model-signing's public `verifying.Config.verify` reads both from paths, which a
 worker does not have: this calls the verifiers and manifest types it calls,
 with the bytes read here.
@@ -41,7 +42,7 @@ import os
 import pathlib
 import stat
 from collections.abc import Callable, Iterator
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from importer import ModelImportError
 from importer.source import ConfinedOpener
@@ -79,10 +80,6 @@ class _Bytes:
         return self._data.decode(encoding)
 
 
-def _as_path(data: bytes) -> pathlib.Path:
-    return cast(pathlib.Path, _Bytes(data))
-
-
 def _error(result: StageResult, code: str, message: str, place: str = SIGNATURE_FILE) -> StageResult:
     result.add(Finding("signature", "error", code, message, field_path=place))
     return result
@@ -115,7 +112,7 @@ def signature_stage(job: WorkerJob, opener: ConfinedOpener) -> StageResult:
         return _error(result, SIGNATURE_UNREADABLE, f"{SIGNATURE_FILE} cannot be read: {_described(error)}").finish()
     result.signature_sha256 = hashlib.sha256(data).hexdigest()
     try:
-        signature = sign_sigstore_pb.Signature.read(_as_path(data))
+        signature = sign_sigstore_pb.Signature.read(_Bytes(data))
     except Exception as error:  # hostile bytes: whatever the parser raises is the signature's fault
         return _error(result, SIGNATURE_MALFORMED, f"{SIGNATURE_FILE} is not a model signature bundle: {_described(error)}").finish()
     verified = _verified(signature, job.trusted_signers, result)
@@ -189,7 +186,7 @@ def _verified(signature: Any, trusted_text: str, result: StageResult) -> tuple[A
     candidates = []
     for pem in keys:
         try:
-            verifier = sign_ec_key.Verifier(_as_path(pem))
+            verifier = sign_ec_key.Verifier(_Bytes(pem))
         except (ValueError, TypeError, AttributeError):
             continue  # a key model-signing does not sign with (not an EC key of its curves)
         public_key = serialization.load_pem_public_key(pem)
@@ -231,7 +228,7 @@ def _verified_by_chain(signature: Any, chain: Any, certificates: list[bytes], re
         _error(result, SIGNATURE_UNTRUSTED, f"{SIGNATURE_FILE} is signed with a certificate, and --trusted-signers holds none")
         return None
     try:
-        verifier = sign_certificate.Verifier([_as_path(b"".join(certificates))])
+        verifier = sign_certificate.Verifier([_Bytes(b"".join(certificates))])
         verifier._verify_signed_content(signature)  # the chain to a trusted certificate, and the signature by its leaf
         public_key = x509.load_der_x509_certificate(chain.certificates[0].raw_bytes).public_key()
     except Exception as error:  # an untrusted chain, a certificate not for signing, a bad signature
@@ -280,6 +277,9 @@ def _compare_files(job: WorkerJob, opener: ConfinedOpener, expected: Any, result
         _error(result, SIGNATURE_MALFORMED, f"{SIGNATURE_FILE}: {_described(error)}")
         return
     ignore_paths = [pathlib.PurePosixPath(path) for path in (*given, *GIT_PATHS, SIGNATURE_FILE)]
+    if job.signed_model and _ignored(job.signed_model, ignore_paths):  # signed, but not the model: its bytes unchecked
+        message = f"the signature leaves the model file {job.signed_model} out (its ignore_paths): the model is not signed"
+        _error(result, FILE_EXTRA, message, job.signed_model)
     items: list[Any] = []
     unreadable: set[str] = set()
     for name, path in job.folder_files:

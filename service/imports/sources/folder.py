@@ -43,7 +43,7 @@ class FolderPath:
             expected_model=(resolved.device, resolved.inode),
             hash_in_worker=True,
             record_files=self._recorded,
-            signed_folder=SignedFolder(folder),
+            signed_folder=SignedFolder(folder, name),
         )
 
     async def settle(self, error: BaseException | None) -> None:

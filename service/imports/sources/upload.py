@@ -87,7 +87,7 @@ class Upload:
         files += [(staged.location, area.relative_to_files(staged.path)) for staged in self.externals]
         if self.signature is not None:
             files.append((SIGNATURE_FILE, area.relative_to_files(self.signature.path)))
-        return SignedFolder(str(area.files), tuple(files))
+        return SignedFolder(str(area.files), self.display_name, tuple(files))
 
 
 def display_name_of(filename: str) -> str:
