@@ -72,7 +72,8 @@ _TABLE: Final[tuple[Rule, ...]] = (
     Rule("signed-file-missing", "signature", "error", "A file the signature lists is not in the model's folder (nor sent beside "
          "the model).", "Refuse the version, or send the whole signed folder."),
     Rule("unsigned-file", "signature", "error", "A file of the model's folder that the signature does not list (and does not "
-         "ignore, as model-signing ignores git's files and `model.sig`).", "Refuse the version, or sign the folder as it is."),
+         "ignore, as model-signing ignores git's files and `model.sig`); or the model file itself, left out by the signature's "
+         "`ignore_paths`.", "Refuse the version, or sign the folder as it is."),
     Rule("signed-file-unreadable", "signature", "error", "An entry of the model's folder that is not a regular file inside it "
          "(a link, a device), or a folder with more files than `--max-external-files` (plus the model and its signature).",
          "Refuse the version; sign and send a folder of plain files."),
