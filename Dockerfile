@@ -48,9 +48,10 @@ WORKDIR /src
 # The dependencies' wheels first, from pyproject.toml alone, so that a change to
 # the code reuses this layer: the `fleet` extra's (obstore, psycopg[binary] with
 # its own libpq, psycopg-pool: the image also serves a fleet, --store s3://...
-# with --database postgresql://..., compose.fleet.yaml), the `runtime`
+# with --database postgresql://..., compose.fleet.yaml) and the `runtime`
 # extra's (onnx and onnxruntime: the shape, runtime and smoke check stages) and
-# the `signing` extra's (model-signing and pyOpenSSL: the signature check stage).
+# the `signing` extra's (model-signing, cryptography: signed attestations with
+# --signing-key, and `onnx-import verify` in an init container).
 # --only-binary refuses any dependency that would need a compiler. pip's cache
 # is a cache mount: it speeds up rebuilds and never becomes a layer.
 COPY pyproject.toml ./

@@ -207,6 +207,15 @@ install_postgres() {
         echo "note: no PostgreSQL (/usr/lib/postgresql/*/bin/initdb: Debian's postgresql, installed as root); the fleet tests will be skipped"
 }
 
+# The OCI gate's tests (tests/service/process/test_registry_oci.py) run Debian's
+# docker-registry (CNCF distribution 2.8) on the loopback, notifying the service.
+install_oci_registry() {
+    [ -x /usr/bin/docker-registry ] && return
+    echo "installing Debian's docker-registry for the OCI gate's tests"
+    apt_install docker-registry ||
+        echo "note: no /usr/bin/docker-registry (Debian's docker-registry, installed as root); the OCI gate's tests will be skipped"
+}
+
 # The SARIF reports' tests validate them with Microsoft's SARIF Multitool
 # (tests/support/sarif_multitool.py), an npm package installed into
 # .cache/sarif-multitool: npm from Debian's nodejs and npm, as root.
@@ -329,6 +338,7 @@ run_tests() {
     install_browser
     install_curl
     install_postgres
+    install_oci_registry
     install_sarif_multitool &  # npm's download (about 19 s) beside ruff and mypy; the last install, so no apt-get overlaps it
     local sarif_install=$!
     stage_end

@@ -8,6 +8,7 @@ worker's, on the model's folder: `signature_worker`), what an import asks
 and how its workers' reports become its runs (`requested`), each tenant's
 own runs (`runs`, `tenant_runs`), the findings kept in a model's catalogue
 (`findings`) and the reports made from them (`report`, `sarif`, `junit`;
+`local_attestation`, a local run's signed attestation;
 `bindings_text`, the smoke runs' bindings as one line for a registry's tags);
 `command` is the `onnx-import` console script, which runs the stages in the
 same workers without a server.
@@ -15,6 +16,7 @@ same workers without a server.
 May import: `importer`, `service.settings`, `service.errors`,
 `service.sandbox` (the front-end side: the supervisor, the protocol),
 `service.tasks`' catalogue format, `service.store` (the front-end side:
-the runs and findings it keeps). `stages/` runs in the fork and imports
+the runs and findings it keeps), `service.attestation` (`command`'s
+`--attest` and `verify`: `local_attestation`). `stages/` runs in the fork and imports
 none of the front-end side. Never `service.api` or `service.imports`.
 """

@@ -4,6 +4,8 @@
                               [--dim NAME:VALUE ...] [--format json|sarif|junit] [--output FILE]
                               [--max-loop-trips N] [--smoke-cpu-seconds S] [--smoke-second-dim N]
                               [--max-tensor-bytes SIZE] [--trusted-signers FILE] [--require-signature]
+                              [--attest FILE --signing-key KEY]
+    onnx-import verify PATH --attestation FILE --public-key FILE...
 
 Each PATH is a model file or a folder (every `.onnx` file under it, its
 external data found beside it). Every model runs through the same sandboxed
@@ -27,7 +29,10 @@ artifact per model, named by its path relative to the working directory) or
 JUnit (`service.checks.junit`); a refused model is a result there. Exit
 status: the worst model's, 0 pass, 1 fail, 2 refused (the importer refused
 the file: its typed error is the result) or incomplete (a stage did not
-finish), 64 a usage error.
+finish), 64 a usage error. With `--attest FILE --signing-key KEY` (one
+model), the run's attestation is written to FILE, signed with KEY
+(`service.checks.local_attestation`); `verify` checks one where the model
+is deployed (`service.attestation.verify_command`).
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from importer.limits import MAX_TENSOR_BYTES
+from service.attestation.verify_command import add_parser as add_verify_parser
+from service.attestation.verify_command import verify
 from service.checks.junit import junit_log
 from service.checks.outcome import (
     DEFAULT_CHECKS,
@@ -100,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--require-signature", action="store_true", help="the signature check fails a model folder without a model.sig")
     check.add_argument("--smoke-second-dim", default="2", help="the second smoke run's value of every dimension left unbound, "
                        "after the run at 1 (default 2; 1: one run only)")  # fmt: skip
+    check.add_argument("--attest", type=Path, metavar="FILE", help="write the run's signed attestation (a Sigstore bundle) here: "
+                       "one model, with --signing-key")  # fmt: skip
+    check.add_argument("--signing-key", type=Path, metavar="KEY", help="PEM private key (ECDSA P-256 or Ed25519) --attest signs with")
+    add_verify_parser(commands)
     return parser
 
 
@@ -217,10 +228,15 @@ def _document(model: ModelChecks) -> dict[str, object]:
 
 def check(args: argparse.Namespace) -> tuple[int, str]:
     """Run the stages on every model; the exit status and the report's text."""
+    from service.checks.local_attestation import local_attester, model_subjects, write_attestation
     from service.sandbox.supervisor import Sandbox
     from service.settings import load_settings
 
     paths = models_of(args.paths)
+    if (args.attest is None) != (args.signing_key is None):
+        raise ChecksError("--attest and --signing-key go together")
+    if args.attest is not None and len(paths) != 1:
+        raise ChecksError(f"--attest signs one model's run: {len(paths)} models are named")
     args.stages = parse_checks(args.checks or DEFAULT_CHECKS)
     args.dims = parse_dims(args.dim)
     models: list[ModelChecks] = []
@@ -233,12 +249,19 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
         flags += ["--smoke-second-dim", args.smoke_second_dim, "--max-tensor-bytes", args.max_tensor_bytes]
         flags += ["--trusted-signers", args.trusted_signers] if args.trusted_signers else []
         flags += ["--require-signature"] if args.require_signature else []
-        sandbox = Sandbox(load_settings(flags, environ={}))
+        settings = load_settings(flags, environ={})
+        attester = local_attester(args.signing_key, settings) if args.attest is not None else None  # the key read before any worker
+        sandbox = Sandbox(settings)
         sandbox.start()
         for index, path in enumerate(paths):
             work = Path(scratch) / f"model-{index}"
             work.mkdir()
             models.append(check_model(sandbox, path, args, work))
+        if attester is not None:
+            job = sandbox.job("externals", directory=str(paths[0].resolve().parent), model=paths[0].resolve().name,
+                              display_name=paths[0].name, allow_hard_links=True,
+                              external_dir=str(args.external_data_dir.resolve()) if args.external_data_dir else None)  # fmt: skip
+            write_attestation(attester, model_subjects(sandbox, job), models[0], paths[0], args.attest)
     status = exit_status(models)
     if args.format == "sarif":
         base = Path.cwd().as_uri().rstrip("/") + "/"
@@ -254,6 +277,8 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "verify":
+        return verify(args)
     try:
         status, text = check(args)
     except (ChecksError, SettingsError) as error:

@@ -9,6 +9,7 @@ request or a setting gives it; `parse_dims` the smoke run's `NAME:VALUE` and
 `INPUT[AXIS]:VALUE` bindings (`parse_dims_text`, comma-separated), and `DimensionBindingError` is one the model has
 no place for; `BINDING_SOURCES`, where a smoke run's binding came from, and
 `DEFAULT_SECOND_DIM`, the value its second run gives the dimensions left unbound;
+`DEFAULT_CHECKS` and `GATE_CHECKS`, the stages an import and a registry gate run unless told;
 which worker runs each stage (`IN_IMPORT_WORKER`, `IN_CHECK_WORKER`,
 `IN_SIGNATURE_WORKER`), and the `signature` stage's file (`SIGNATURE_FILE`, at most
 `MAX_SIGNATURE_BYTES`) and the paths it leaves out as model-signing does (`GIT_PATHS`).
@@ -36,6 +37,8 @@ HANDED_OVER: Final[Weights] = "handed over"  # ... or was given them from the im
 IN_IMPORT_WORKER: Final[frozenset[str]] = frozenset({"schema", "security"})  # our own code, in the import's worker
 IN_CHECK_WORKER: Final[frozenset[str]] = frozenset({"shape", "runtime", "smoke"})  # onnx and onnxruntime, in a worker of their own
 IN_SIGNATURE_WORKER: Final[frozenset[str]] = frozenset({"signature"})  # model-signing, on the model's folder, in a worker of its own
+# What a registry gate runs unless told otherwise: every stage but `signature`, which only a signed folder passes.
+GATE_CHECKS: Final = ",".join(stage for stage in STAGES if stage not in IN_SIGNATURE_WORKER)
 SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")  # a digest as the `signature` stage reports it
 SIGNATURE_FILE: Final = "model.sig"  # the `signature` stage's file, in the model's folder, as `model_signing sign` writes it
 MAX_SIGNATURE_BYTES: Final = 1 << 20  # a model.sig larger than this is refused unread

@@ -74,15 +74,16 @@ async def run_worker(parts: ImportParts, place: Place, job: WorkerJob, destinati
     return outcome.result(job.display_name)
 
 
-async def run_check_worker(parts: ImportParts, place: Place, job: WorkerJob) -> list[StageResult]:
+async def run_check_worker(parts: ImportParts, place: Place, job: WorkerJob, listed: tuple[str, ...] | None = None) -> list[StageResult]:
     """The check worker's stages of `job`, if it asks any (or binds dimensions),
-    in a worker slot of their own; BadInput for a binding the model has no place for."""
+    in a worker slot of their own (`listed`: the external locations the model
+    names, where a worker has listed them already); BadInput for a binding the model has no place for."""
     if not any(stage in IN_CHECK_WORKER for stage in job.checks) and not job.dims:
         return []
     memory = parts.sandbox.worker_memory(job.model_bytes)
     async with place.slot(memory.cap if memory.sized and memory.fits else 0):
         try:
-            return await ended_with_its_task(lambda control: check_worker_results(parts.sandbox, job, control))
+            return await ended_with_its_task(lambda control: check_worker_results(parts.sandbox, job, control, listed))
         except DimensionBindingError as error:
             raise BadInput(bounded(str(error), 400)) from None  # the request's names, which may be long
 
@@ -102,10 +103,11 @@ async def run_workers(
     job: WorkerJob,
     destinations: list[Path],
     max_bytes: int | None,
+    listed: tuple[str, ...] | None = None,
     signed_folder: SignedFolder | None = None,
 ) -> tuple[WorkerHeader, list[StageResult]]:
-    """The import worker, the check worker and the signature worker of `job`, side by side (see the module comment);
-    `signed_folder`: the model's folder, which the `signature` stage verifies."""
+    """The import worker, the check worker and the signature worker of `job`, side by side (see the module comment;
+    `listed`: run_check_worker's; `signed_folder`: the model's folder, which the `signature` stage verifies)."""
     ended: dict[str, Any] = {}
 
     async def run(key: str, work: Callable[[], Awaitable[Any]]) -> None:
@@ -115,7 +117,7 @@ async def run_workers(
             ended[key] = error
 
     async with anyio.create_task_group() as group:
-        group.start_soon(run, "checks", lambda: run_check_worker(parts, place, job))
+        group.start_soon(run, "checks", lambda: run_check_worker(parts, place, job, listed))
         group.start_soon(run, "signature", lambda: run_signature_worker(parts, place, job, signed_folder))
         await run("import", lambda: run_worker(parts, place, job, destinations, max_bytes))
     for key in ("import", "checks", "signature"):

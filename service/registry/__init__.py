@@ -1,4 +1,4 @@
-"""The MLflow registry gate (POST /hooks/mlflow): signed deliveries, models fetched through MLflow only, checks, verdicts written back.
+"""The registry gates: MLflow's (POST /hooks/mlflow: verdicts as version tags) and an OCI registry's (POST /hooks/oci: as referrers).
 
 May import: `service.imports`, `service.checks`, `service.store`, `service.tasks` (the
 catalogue's format), `service.settings`, `service.background` and `service.errors`.

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import anyio.to_thread
@@ -64,7 +64,7 @@ OVERLOADED_WAITS = (5.0, 10.0, 20.0, 30.0, 60.0)  # seconds waited for import ca
 REFUSED_KINDS = {"Malformed", "InvalidModel", "Unsupported", "ExternalData"}  # importer refusals: the model, not the service
 
 
-def _classified(error: Exception, what: str) -> tuple[str, str]:
+def classified(error: Exception, what: str) -> tuple[str, str]:
     """(verdict, reason) of a validation, or one file's, cut short by `error`: refused (the
     version or the model) or incomplete (the service or MLflow could not end it)."""
     if isinstance(error, Refused | MlflowRefused):
@@ -80,6 +80,19 @@ def _classified(error: Exception, what: str) -> tuple[str, str]:
         return "incomplete", f"{type(error).__name__}: {error.detail}"
     log.error("mlflow: the validation of %s broke", what, exc_info=error)  # a bug of ours: still a verdict, never silence
     return "incomplete", f"internal error: {type(error).__name__}"
+
+
+async def with_capacity(run: Callable[[], Awaitable[Imported]], what: str) -> Imported:
+    """`run()`, again after each of OVERLOADED_WAITS while the service has no import capacity (Overloaded)."""
+    for wait in (*OVERLOADED_WAITS, None):
+        try:
+            return await run()
+        except Overloaded:
+            if wait is None:
+                raise
+            log.info("%s: no import capacity; again in %.0f s", what, wait)
+            await asyncio.sleep(wait)
+    raise AssertionError("unreachable")
 
 
 def webhook_secret(settings: Settings) -> str:
@@ -131,7 +144,7 @@ class RegistryHook:
             self.pending.keep(WriteBack(name, version, not_imported("incomplete", "the service stopped during the validation")))
             raise
         except Exception as error:
-            tags = not_imported(*_classified(error, f"{name} version {version}"))
+            tags = not_imported(*classified(error, f"{name} version {version}"))
             verdict = tags[VERDICT]
         else:
             verdict, tags = version_tags(checked, self._report_link)
@@ -150,19 +163,12 @@ class RegistryHook:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            return file_not_imported(path, *_classified(error, files.display_name(path)))
+            return file_not_imported(path, *classified(error, files.display_name(path)))
         return file_imported(path, result.summary, result.model_id)
 
     async def _imported(self, files: VersionFiles, path: str) -> Imported:
-        for wait in (*OVERLOADED_WAITS, None):
-            try:
-                return await import_file(self.parts, files, path, self.parts.settings.mlflow_tenant, self.checks)
-            except Overloaded:
-                if wait is None:
-                    raise
-                log.info("mlflow: no import capacity for %s; again in %.0f s", files.display_name(path), wait)
-                await asyncio.sleep(wait)
-        raise AssertionError("unreachable")
+        tenant = self.parts.settings.mlflow_tenant
+        return await with_capacity(lambda: import_file(self.parts, files, path, tenant, self.checks), f"mlflow: {files.display_name(path)}")
 
     async def _compared(self, name: str, version: str, model_id: str) -> dict[str, str]:
         """The tags comparing the version with the one holding the alias (none

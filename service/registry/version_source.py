@@ -135,6 +135,8 @@ class RegistryFile:
             digests=digests,
             parts=set(named),
             kept_bytes=kept,
+            model_name=self.path,  # as in the version's folder, its external files beside it
+            resource_uri=self.display_name,  # models:/NAME/VERSION
             signed_folder=signed_folder,
             transient=transient,
         )

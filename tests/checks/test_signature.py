@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 from support.service_harness import SAMPLES, started_sandbox
-from support.signed_folders import SIGNATURE, Signer, certificate_signer, make_signer, sign, signed_model_folder
+from support.signed_folders import SIGNATURE, Algorithm, Signer, certificate_signer, make_signer, sign, signed_model_folder
 
 from importer.source import confined_descriptor
 from service.checks.outcome import StageResult, verdict
@@ -226,7 +226,7 @@ def test_a_folder_signed_by_model_signings_own_command_passes(sandbox: Sandbox, 
 
 @pytest.mark.parametrize(("algorithm", "shard_size"), [("blake2", 0), ("blake3", 0), ("sha256", 1000)])
 def test_other_hashes_and_shards_are_checked_as_model_signing_made_them(
-    sandbox: Sandbox, tmp_path: Path, algorithm: str, shard_size: int
+    sandbox: Sandbox, tmp_path: Path, algorithm: Algorithm, shard_size: int
 ) -> None:
     folder = tmp_path / "model"
     shutil.copytree(SAMPLES / "external", folder)
@@ -256,12 +256,9 @@ def test_without_the_signing_extra_the_stage_is_incomplete_naming_it(monkeypatch
 
 def test_a_signature_that_leaves_the_model_out_fails(sandbox: Sandbox, tmp_path: Path) -> None:
     """Signed by a trusted key, its `ignore_paths` naming the model file: the model's bytes would go unchecked."""
-    from model_signing import hashing, signing
-
     folder = tmp_path / "model"
     shutil.copytree(SAMPLES / "external", folder)
     signer = make_signer(tmp_path / "keys")
-    hashed = hashing.Config().set_ignored_paths(paths=[SIGNATURE, "model.onnx"])
-    signing.Config().set_hashing_config(hashed).use_elliptic_key_signer(private_key=signer.private_key).sign(folder, folder / SIGNATURE)
+    sign(folder, signer, ignore=("model.onnx",))
     result = checked(sandbox, folder, signer)
     assert (result.status, codes(result)) == ("fail", [("unsigned-file", "model.onnx")])

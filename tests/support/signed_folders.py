@@ -17,6 +17,7 @@ import hashlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -78,18 +79,22 @@ def certificate_signer(folder: Path) -> Signer:
     return Signer(signer.private_key, signer.public_key, signer.fingerprint, leaf_path, ca_path)
 
 
-def sign(folder: Path, signer: Signer, algorithm: str = "sha256", shard_size: int = 0) -> Path:
+Algorithm = Literal["sha256", "blake2", "blake3"]  # model-signing's hashes
+
+
+def sign(folder: Path, signer: Signer, algorithm: Algorithm = "sha256", shard_size: int = 0, ignore: tuple[str, ...] = ()) -> Path:
     """Sign `folder` as `model_signing sign key` (or `sign certificate`) does, its files hashed whole with
-    `algorithm` (model-signing's default: sha256), or in shards of `shard_size` bytes; its model.sig."""
+    `algorithm` (model-signing's default: sha256), or in shards of `shard_size` bytes, the paths `ignore` left out
+    (`--ignore-paths`); its model.sig."""
     from model_signing import hashing, signing
 
     signature = folder / SIGNATURE
-    hashed = hashing.Config().set_ignored_paths(paths=[SIGNATURE], ignore_git_paths=True)
+    hashed = hashing.Config().set_ignored_paths(paths=[SIGNATURE, *ignore], ignore_git_paths=True)  # type: ignore[no-untyped-call]
     if shard_size:
         hashed.use_shard_serialization(hashing_algorithm=algorithm, shard_size=shard_size, ignore_paths=[folder / SIGNATURE])
     elif algorithm != "sha256":
         hashed.use_file_serialization(hashing_algorithm=algorithm, ignore_paths=[folder / SIGNATURE])
-    config = signing.Config().set_hashing_config(hashed)
+    config = signing.Config().set_hashing_config(hashed)  # type: ignore[no-untyped-call]
     if signer.certificate is not None:
         assert signer.ca_certificate is not None
         config.use_certificate_signer(

@@ -42,7 +42,7 @@ import os
 import pathlib
 import stat
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from importer import ModelImportError
 from importer.source import ConfinedOpener
@@ -80,6 +80,11 @@ class _Bytes:
         return self._data.decode(encoding)
 
 
+def _as_path(data: bytes) -> pathlib.Path:
+    """`data` where model-signing takes a path to read (it calls only `read_text` or `read_bytes`)."""
+    return cast(pathlib.Path, _Bytes(data))
+
+
 def _error(result: StageResult, code: str, message: str, place: str = SIGNATURE_FILE) -> StageResult:
     result.add(Finding("signature", "error", code, message, field_path=place))
     return result
@@ -112,7 +117,7 @@ def signature_stage(job: WorkerJob, opener: ConfinedOpener) -> StageResult:
         return _error(result, SIGNATURE_UNREADABLE, f"{SIGNATURE_FILE} cannot be read: {_described(error)}").finish()
     result.signature_sha256 = hashlib.sha256(data).hexdigest()
     try:
-        signature = sign_sigstore_pb.Signature.read(_Bytes(data))
+        signature = sign_sigstore_pb.Signature.read(_as_path(data))
     except Exception as error:  # hostile bytes: whatever the parser raises is the signature's fault
         return _error(result, SIGNATURE_MALFORMED, f"{SIGNATURE_FILE} is not a model signature bundle: {_described(error)}").finish()
     verified = _verified(signature, job.trusted_signers, result)
@@ -186,7 +191,7 @@ def _verified(signature: Any, trusted_text: str, result: StageResult) -> tuple[A
     candidates = []
     for pem in keys:
         try:
-            verifier = sign_ec_key.Verifier(_Bytes(pem))
+            verifier = sign_ec_key.Verifier(_as_path(pem))
         except (ValueError, TypeError, AttributeError):
             continue  # a key model-signing does not sign with (not an EC key of its curves)
         public_key = serialization.load_pem_public_key(pem)
@@ -228,7 +233,7 @@ def _verified_by_chain(signature: Any, chain: Any, certificates: list[bytes], re
         _error(result, SIGNATURE_UNTRUSTED, f"{SIGNATURE_FILE} is signed with a certificate, and --trusted-signers holds none")
         return None
     try:
-        verifier = sign_certificate.Verifier([_Bytes(b"".join(certificates))])
+        verifier = sign_certificate.Verifier([_as_path(b"".join(certificates))])
         verifier._verify_signed_content(signature)  # the chain to a trusted certificate, and the signature by its leaf
         public_key = x509.load_der_x509_certificate(chain.certificates[0].raw_bytes).public_key()
     except Exception as error:  # an untrusted chain, a certificate not for signing, a bad signature
@@ -256,7 +261,8 @@ def _ignored(name: str, ignore_paths: list[pathlib.PurePosixPath]) -> bool:
     """model-signing's own test of a path against the paths a signature ignores (relative paths here, as pure paths)."""
     from model_signing._serialization import serialization as model_serialization
 
-    return bool(model_serialization.should_ignore(pathlib.PurePosixPath(name), ignore_paths))
+    pure = cast(list[pathlib.Path], ignore_paths)  # it calls `is_relative_to` alone, which pure paths have
+    return model_serialization.should_ignore(cast(pathlib.Path, pathlib.PurePosixPath(name)), pure)
 
 
 def _compare_files(job: WorkerJob, opener: ConfinedOpener, expected: Any, result: StageResult) -> None:

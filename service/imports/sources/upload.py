@@ -73,6 +73,7 @@ class Upload:
             parts={staged.location for staged in self.externals},
             kept_bytes=self.size,
             model_bytes=self.size,
+            model_name=self.display_name,  # the model part's file name (before the form's `name` replaces the display name)
             signed_folder=self.signed_folder(area),
             transient=[self.signature.path] if self.signature is not None else [],
         )

@@ -269,6 +269,10 @@ MIGRATIONS: list[Migration] = [
             "CREATE TABLE onnx_registry_claims (name {key} PRIMARY KEY, holder {key} NOT NULL, until {time} NOT NULL)",
         ],
     ),
+    Migration(
+        "12: each holding's latest attestation (a Sigstore bundle's JSON, service.attestation; '' for none)",
+        ["ALTER TABLE onnx_holdings ADD COLUMN attestation {text} NOT NULL DEFAULT ''"],
+    ),
 ]
 
 # A local store's SQLite history before this list (`PRAGMA user_version`): its

@@ -23,6 +23,7 @@ stages, its finding naming the binding (issue 56).
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -194,6 +195,16 @@ def test_every_stage_runs_a_model_with_external_data(client: httpx.Client) -> No
     assert summary["verdict"] == "pass"
     minimal_root = "minimal-root" in client.get("/readyz").json()["worker_sandbox"]  # a mount namespace: the files bound
     assert summary["checks"]["runtime"]["weights"] == ("mapped" if minimal_root else "handed over"), summary["checks"]["runtime"]
+
+
+def test_a_model_read_in_place_has_its_external_files_listed_once(client: httpx.Client, caplog: pytest.LogCaptureFixture) -> None:
+    """The listing that sizes the check worker's memory also names the files it binds: one short worker, not two."""
+    with caplog.at_level(logging.INFO, logger="service"):
+        response = client.post(f"/models?checks={ALL}", json={"path": "external/model.onnx"})
+    assert response.status_code in (200, 201), response.text
+    assert response.json()["verdict"] == "pass", response.json()["checks"]
+    listings = [record.getMessage() for record in caplog.records if record.getMessage().startswith("externals of ")]
+    assert len(listings) == 1, listings
 
 
 @pytest.mark.parametrize("op_type", ["Range", "ConstantOfShape", "Expand"])
