@@ -75,8 +75,8 @@ def signing(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Iterat
     weights = bytearray((root / "changed" / "weights.bin").read_bytes())
     weights[10] ^= 1
     (root / "changed" / "weights.bin").write_bytes(bytes(weights))
-    args = ("--api-keys", str(base / "keys.toml"), "--signing-key", str(key_file), "--verify-keys", str(older_file))
-    args += ("--trusted-signers", str(author.public_key))
+    args = ("--api-keys", str(base / "keys.toml"), "--signing-key", str(key_file), "--verify-keys", str(older_file),
+            "--trusted-signers", str(author.public_key))  # fmt: skip
     with serving_over_asgi(base / "store", root, *args, "--verifier-id", "https://checks.example/onnx") as server:
         yield Signing(server, root, key, key_file, older, *headers)
 
