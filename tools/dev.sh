@@ -95,7 +95,7 @@ pip_install() {
 # The editable install (about a minute when compiled, a few seconds pure),
 # redone only when its inputs or the build asked for changed since the last
 # one, or when it lacks what the command needs: `serve` installs what serving
-# needs (the check stages' onnxruntime, the fleet store's clients), `test` and
+# needs (the check stages' onnxruntime and model-signing, the fleet store's clients), `test` and
 # `setup` the test and lint toolchain too (a superset: `serve` after it
 # installs nothing).
 setup() {

@@ -23,7 +23,7 @@ Verification Summary v1 (`https://slsa.dev/verification_summary/v1`):
 - `verifiedLevels`: one per stage, `ONNX_IMPORT_STAGE_<STAGE>_<STATUS>`
   (`ONNX_IMPORT_STAGE_SMOKE_PASS`);
 - `inputAttestations`: the model's own signature where the `signature` stage
-  verified one: `{"uri": "model.sig", "digest": {"sha256": ...}}`, read from
+  checked one (its level says whether it verified): `{"uri": "model.sig", "digest": {"sha256": ...}}`, read from
   that stage's `signature_sha256` (and its `signer_fingerprint`, kept in the
   policy document).
 
@@ -67,6 +67,7 @@ VERDICT_SETTINGS: Final = (
     "worker_memory_share",
     "worker_cpu_seconds",
     "worker_timeout",
+    "require_signature",  # the signature stage: a model without a model.sig fails rather than skips
 )
 RUNTIME_DISTRIBUTIONS: Final = ("onnx", "onnxruntime")
 
@@ -142,7 +143,7 @@ def policy_document(run: CheckedRun) -> dict[str, object]:
 
 
 def input_attestations(results: Sequence[StageResult]) -> list[dict[str, object]]:
-    """The model's own signature, where a stage verified one (its `signature_sha256`)."""
+    """The model's own signature, where the signature stage checked one (its `signature_sha256`)."""
     found: list[dict[str, object]] = []
     for result in results:
         digest = getattr(result, "signature_sha256", "")

@@ -3,7 +3,8 @@
 Owns the vocabulary every side shares (`outcome`: stages, statuses,
 `Finding`, `StageResult`, the verdict; `rules`: every finding's code), the
 stages themselves (`stages/`, which run inside a sandboxed worker), a check
-worker's run as the front end sees it (`check_worker`), what an import asks
+worker's run as the front end sees it (`check_worker`; the signature
+worker's, on the model's folder: `signature_worker`), what an import asks
 and how its workers' reports become its runs (`requested`), each tenant's
 own runs (`runs`, `tenant_runs`), the findings kept in a model's catalogue
 (`findings`) and the reports made from them (`report`, `sarif`, `junit`;

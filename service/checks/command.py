@@ -3,7 +3,8 @@
     onnx-import check PATH... [--external-data-dir DIR] [--checks schema,shape,...]
                               [--dim NAME:VALUE ...] [--format json|sarif|junit] [--output FILE]
                               [--max-loop-trips N] [--smoke-cpu-seconds S] [--smoke-second-dim N]
-                              [--max-tensor-bytes SIZE] [--attest FILE --signing-key KEY]
+                              [--max-tensor-bytes SIZE] [--trusted-signers FILE] [--require-signature]
+                              [--attest FILE --signing-key KEY]
     onnx-import verify PATH --attestation FILE --public-key FILE...
     onnx-import verify oci://REGISTRY/REPOSITORY@DIGEST --public-key FILE... [--credentials FILE] [--output DIR]
 
@@ -19,7 +20,10 @@ and bounds (`--max-loop-trips`, the security check's bound on a Loop's
 constant trip count; `--smoke-cpu-seconds`, each smoke run's CPU budget;
 `--smoke-second-dim`, the value the second smoke run gives every dimension
 left unbound, 1 for one run only; `--max-tensor-bytes`, the largest tensor
-in external data, the specification's 2^31-1 bytes unless raised).
+in external data, the specification's 2^31-1 bytes unless raised). The
+`signature` stage (asked by `--checks`) verifies the model folder's `model.sig`
+against `--trusted-signers` in a signature worker beside them
+(`service.checks.signature_worker`), `--require-signature` failing a folder without one.
 One report for all (`service.checks.report`): JSON (one model file named:
 its object; else a list), SARIF (`service.checks.sarif`: one run, an
 artifact per model, named by its path relative to the working directory) or
@@ -102,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-tensor-bytes", default=str(MAX_TENSOR_BYTES), help="largest tensor in external data (4GiB, say): "
                        "from 2^31-1, the default, up to 2^60; a tensor in the model file keeps 2^31-1")  # fmt: skip
     check.add_argument("--smoke-cpu-seconds", default="3", help="CPU-seconds each smoke run may use (default 3)")
+    check.add_argument("--trusted-signers", help="PEM file of the public keys and CA certificates the signature check trusts")
+    check.add_argument("--require-signature", action="store_true", help="the signature check fails a model folder without a model.sig")
     check.add_argument("--smoke-second-dim", default="2", help="the second smoke run's value of every dimension left unbound, "
                        "after the run at 1 (default 2; 1: one run only)")  # fmt: skip
     check.add_argument("--attest", type=Path, metavar="FILE", help="write the run's signed attestation (a Sigstore bundle) here: "
@@ -165,6 +171,7 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
     (as the service runs them: the check worker reads none of the import's
     answers); the import's refusal, if any, is the model's answer."""
     from service.checks.check_worker import check_worker_results, model_and_external_bytes
+    from service.checks.signature_worker import SignaturePolicy, SignedFolder, signature_results
 
     model = path.resolve()
     name = shown(path)
@@ -185,8 +192,14 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
         found = listed.header.external_files if listed.status == "ok" and listed.header is not None else []  # refused: said below
         job = replace(job, model_bytes=model_and_external_bytes(job.directory, job.model, job.external_dir, found))
     catalog = scratch / "catalog"
-    with ThreadPoolExecutor(max_workers=1) as beside:
+    with ThreadPoolExecutor(max_workers=2) as beside:
         checking = beside.submit(check_worker_results, sandbox, job)
+        folder = SignedFolder(str(model.parent), model.name)
+        verifying = (
+            beside.submit(signature_results, sandbox, job, folder, SignaturePolicy.of(sandbox.settings))
+            if "signature" in job.checks
+            else None
+        )
         outcome = sandbox.run(job, [catalog, scratch / "converted"])
         if outcome.status == "error" and outcome.error is not None:  # the importer refused the file
             checking.exception()  # waited for; whatever it found is not the answer
@@ -195,7 +208,7 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
             checking.exception()
             reason = f"the import's worker ended without an answer ({outcome.status}): {outcome.detail or 'no detail'}"
             return ModelChecks(name, [incomplete(stage, reason) for stage in args.stages], uri=uri)
-        checked = checking.result()  # a dimension binding the model has no place for raises here
+        checked = checking.result() + (verifying.result() if verifying else [])  # a dimension binding with no place raises here
     results: list[StageResult] = [report.result() for report in outcome.header.checks]
     findings = _findings(catalog)
     results += checked
@@ -237,6 +250,8 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
         flags += ["--worker-timeout", args.worker_timeout]
         flags += ["--max-loop-trips", args.max_loop_trips, "--smoke-cpu-seconds", args.smoke_cpu_seconds]
         flags += ["--smoke-second-dim", args.smoke_second_dim, "--max-tensor-bytes", args.max_tensor_bytes]
+        flags += ["--trusted-signers", args.trusted_signers] if args.trusted_signers else []
+        flags += ["--require-signature"] if args.require_signature else []
         settings = load_settings(flags, environ={})
         attester = local_attester(args.signing_key, settings) if args.attest is not None else None  # the key read before any worker
         sandbox = Sandbox(settings)

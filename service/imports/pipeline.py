@@ -23,7 +23,8 @@ version, a model the store holds), and each step is written here once:
    external files listed by a worker first), each in a
    worker slot of the import's place (`service.imports.workers`), within
    the bytes the import may add to the store (`--max-import-bytes`, less
-   what it keeps of the staged bytes); a graph render runs the `graph` task;
+   what it keeps of the staged bytes), and for the `signature` stage a worker
+   on the folder the source staged (`Staged.signed_folder`); a graph render runs the `graph` task;
 4. **checks and catalogue**: every stage's result becomes this run's
    `CheckRuns`, their findings and inferred types added to the catalogue
    (`service.checks.requested`); an upload's part no tensor uses is
@@ -130,7 +131,10 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         hash_sources = staged.hash_in_worker or (stored and parts.attester is not None)  # a recheck's attestation: its files' digests
         job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, soft_dims=checks.soft_dims,
                    summary_items=SUMMARY_TENSORS, hash_sources=hash_sources, model_bytes=model_bytes)  # fmt: skip
-        header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes, staged.external_locations)
+        destinations = [area.catalog, area.converted]
+        header, checked = await run_workers(parts, place, job, destinations, max_bytes, staged.external_locations, staged.signed_folder)
+        for path in staged.transient:  # read by the workers; never stored
+            await anyio.to_thread.run_sync(functools.partial(path.unlink, missing_ok=True))
         runs = await complete_checks(job, header, area.catalog, checked)
         if staged.record is not None:  # a stored model, checked again
             check_sources(staged.record, header)

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
+from service.checks.signature_worker import SignedFolder
 from service.errors import BadInput, UploadTooLarge
 from service.imports.naming import Naming
 from service.sandbox.protocol import SourceReport
@@ -106,6 +108,8 @@ class Staged:
     # external files named beside it ("": the display name's last part), and its URI ("": the service's /models/ID).
     model_name: str = ""
     resource_uri: str = ""
+    signed_folder: SignedFolder | None = None  # the folder the `signature` stage verifies (its model.sig): None, a source without one
+    transient: list[Path] = field(default_factory=list)  # files staged for the workers alone (an upload's model.sig): not kept
 
     def named(self, naming: Naming) -> None:
         """`naming`'s name and label over what the source staged (the display name its name, where given)."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from importer.limits import MAX_TENSOR_BYTES, MAX_TENSOR_BYTES_CEILING
-from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks, parse_dims_text
+from service.checks.outcome import DEFAULT_CHECKS, GATE_CHECKS, STAGES, ChecksError, parse_checks, parse_dims_text
 from service.settings.kinds import (
     A_SHARE,
     FRACTION,
@@ -312,6 +312,17 @@ class Settings:
         "registry): after a run at 1, a run at this value (each within --smoke-cpu-seconds); both must pass. 1: one run only",
         rule=within(1, 1_000_000),
     )  # fmt: skip
+    trusted_signers: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH,
+        "PEM file of the public keys (EC P-256, P-384, P-521) and CA certificates the signature check trusts: a model folder's "
+        "model.sig (OpenSSF model signing) verified by none of them fails it. Not secret; read again for each check",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none (no signer trusted)",
+    )  # fmt: skip
+    require_signature: bool = setting(
+        False, SWITCH,
+        "the signature check fails a model whose folder holds no model.sig (without it: skipped, and the verdict incomplete)",
+        shown="off",
+    )  # fmt: skip
     header_timeout: float = setting(
         10.0, SECONDS, "seconds a client may take to send a request's headers; then the connection is closed", rule=within(0.1, 3600.0)
     )
@@ -374,7 +385,7 @@ class Settings:
         rule=Rule(lambda name: bool(name) and len(name) <= 200 and name.isprintable(), "must be a tenant name"),
     )  # fmt: skip
     mlflow_checks: str = setting(
-        ",".join(STAGES), TEXT, f"check stages the MLflow hook runs on each new model version: any of {', '.join(STAGES)}",
+        GATE_CHECKS, TEXT, f"check stages the MLflow hook runs on each new model version: any of {', '.join(STAGES)}",
         rule=Rule(_parses(parse_checks), f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
     )  # fmt: skip
     mlflow_dims: str = setting(
@@ -412,7 +423,7 @@ class Settings:
         rule=Rule(lambda name: bool(name) and len(name) <= 200 and name.isprintable(), "must be a tenant name"),
     )  # fmt: skip
     oci_checks: str = setting(
-        ",".join(STAGES), TEXT, f"check stages the OCI hook runs on each pushed ONNX artifact: any of {', '.join(STAGES)}",
+        GATE_CHECKS, TEXT, f"check stages the OCI hook runs on each pushed ONNX artifact: any of {', '.join(STAGES)}",
         rule=Rule(_parses(parse_checks), f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
     )  # fmt: skip
     harbor_token: str = setting(

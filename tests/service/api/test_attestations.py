@@ -6,7 +6,11 @@ the Sigstore bundle's media type, which verifies with nothing but
 `cryptography` and the service's public key, its subjects the SHA-256 of the
 model's files and its result PASSED, or FAILED for a model that fails a
 stage; a recheck replaces it with the tenant's runs as they now stand;
-another tenant never sees it; `/readyz` shows the keys' fingerprints; the
+another tenant never sees it; a folder signed with model-signing
+(`model.sig`) passes the `signature` stage, its attestation PASSED with the
+signature among its input attestations and the model's files (not the
+signature) as its subjects, and the same folder with one byte of an external
+file changed is attested FAILED; `/readyz` shows the keys' fingerprints; the
 private key appears in no log line, no /metrics and no problem; a service
 without a key says so."""
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +30,8 @@ from cryptography.hazmat.primitives import serialization
 from onnx import TensorProto, helper
 from support.asgi_service import AsgiService, serving_over_asgi
 from support.attestations import PrivateKey, key_material, key_pair, statement_checked_by_hand
-from support.service_harness import assert_problem, copy_samples
+from support.service_harness import SAMPLES, assert_problem, copy_samples
+from support.signed_folders import SIGNATURE, make_signer, sign
 
 from service.access.keys import new_key
 
@@ -62,7 +68,15 @@ def signing(tmp_path_factory: pytest.TempPathFactory, store_kind: str) -> Iterat
         headers.append({"Authorization": f"Bearer {secret}"})
     (base / "keys.toml").write_text("".join(tables))
     root = copy_samples(base / "root")
-    args = ("--api-keys", str(base / "keys.toml"), "--signing-key", str(key_file), "--verify-keys", str(older_file))
+    author = make_signer(base / "author")
+    for name in ("signed", "changed"):  # the external-data sample signed by its author; then one byte changed in `changed`
+        shutil.copytree(SAMPLES / "external", root / name)
+        sign(root / name, author)
+    weights = bytearray((root / "changed" / "weights.bin").read_bytes())
+    weights[10] ^= 1
+    (root / "changed" / "weights.bin").write_bytes(bytes(weights))
+    args = ("--api-keys", str(base / "keys.toml"), "--signing-key", str(key_file), "--verify-keys", str(older_file),
+            "--trusted-signers", str(author.public_key))  # fmt: skip
     with serving_over_asgi(base / "store", root, *args, "--verifier-id", "https://checks.example/onnx") as server:
         yield Signing(server, root, key, key_file, older, *headers)
 
@@ -95,6 +109,24 @@ def test_a_path_import_is_attested_and_verifies_with_the_public_key_alone(signin
     assert head.status_code == 200 and head.headers["content-type"] == BUNDLE and head.content == b""
     assert predicate["verifier"]["id"] == "https://checks.example/onnx"
     assert predicate["resourceUri"] == f"/models/{model_id}"
+
+
+def test_a_signed_folder_is_attested_with_its_signature_and_a_changed_one_failed(signing: Signing) -> None:
+    verdicts = {}
+    for name in ("signed", "changed"):
+        with signing.server.client() as client:
+            response = client.post("/models?checks=signature,schema", json={"path": f"{name}/model.onnx"}, headers=signing.alice)
+        assert response.status_code in (200, 201), response.text
+        assert response.json()["checks"]["signature"]["status"] == ("pass" if name == "signed" else "fail")
+        statement = attestation(signing, response.json()["id"], signing.alice)
+        folder = signing.root / name
+        model_files = {path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+                       for path in folder.rglob("*") if path.is_file() and path.name != SIGNATURE}  # fmt: skip
+        assert {subject["name"]: subject["digest"]["sha256"] for subject in statement["subject"]} == model_files
+        signature = {"uri": SIGNATURE, "digest": {"sha256": hashlib.sha256((folder / SIGNATURE).read_bytes()).hexdigest()}}
+        assert statement["predicate"]["inputAttestations"] == [signature]
+        verdicts[name] = statement["predicate"]["verificationResult"]
+    assert verdicts == {"signed": "PASSED", "changed": "FAILED"}
 
 
 def test_an_upload_and_its_recheck_are_attested(signing: Signing) -> None:

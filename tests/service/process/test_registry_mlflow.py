@@ -23,14 +23,16 @@ tagged fail, its reason naming the binding; a version whose real source is a
 file:// path is refused with the reason; forged, unsigned and stale
 deliveries are 401 and change nothing; a replayed delivery is not validated
 twice; a signed delivery whose `source` names a local file is not fetched
-from there (MLflow's record of the version is, and it is refused); and a
-verdict MLflow could not take while it was down is written once it is back,
-its attestation with it. The services sign (`--signing-key`): each version's
-attestation is logged beside its folder and tagged; downloaded through
-MLflow, it verifies with `cryptography` alone and with `onnx-import verify`
-(its subjects the version's files, its resource `models:/NAME/VERSION`,
-PASSED), a failing version's says FAILED, and the models of one version have
-one each.
+from there (MLflow's record of the version is, and it is refused); a version
+whose folder is signed (`model.sig`) passes the `signature` stage of a
+service that checks signatures, and one with a file changed after signing
+fails it; and a verdict MLflow could not take while it was down is written
+once it is back, its attestation with it. The services sign
+(`--signing-key`): each version's attestation is logged beside its folder
+and tagged; downloaded through MLflow, it verifies with `cryptography` alone
+and with `onnx-import verify` (its subjects the version's files, its
+resource `models:/NAME/VERSION`, PASSED), a failing version's says FAILED,
+and the models of one version have one each.
 
 Why a process: MLflow is a real server process (`mlflow server`, its artifact
 proxy) that delivers its own signed webhooks to the service over TCP, and the
@@ -44,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -62,7 +65,8 @@ from support.attestations import key_pair, statement_checked_by_hand
 from support.batch_models import baked_batch
 from support.faults import FaultPlan
 from support.mlflow_server import MlflowServer
-from support.service_harness import ServiceProcess, model_id_of
+from support.service_harness import SAMPLES, ServiceProcess, model_id_of
+from support.signed_folders import Signer, make_signer, sign
 from support.small_models import summed_external_model, weight_model
 from support.tcp_proxy import TcpProxy
 
@@ -192,8 +196,33 @@ def signing(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
+def signer(tmp_path_factory: pytest.TempPathFactory) -> Signer:
+    return make_signer(tmp_path_factory.mktemp("keys"))
+
+
+@pytest.fixture(scope="module")
+def signed(mlflow_server: MlflowServer, signer: Signer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Versions whose folder is signed (model_signing's API), registered before the webhook exists: `signed`, as signed
+    (a model, its external data, one in a subfolder, a README); `signed-changed`, its README changed after signing."""
+    versions = {}
+    for name in ("signed", "signed-changed"):
+        folder = tmp_path_factory.mktemp(name) / "model"
+        shutil.copytree(SAMPLES / "external", folder)
+        (folder / "README.md").write_bytes(b"a signed model\n")
+        sign(folder, signer)
+        if name == "signed-changed":
+            (folder / "README.md").write_bytes(b"changed after signing\n")
+        versions[name] = register_folder(mlflow_server, folder, name, {})
+    return versions
+
+
+@pytest.fixture(scope="module")
 def service(
-    mlflow_server: MlflowServer, quiet: dict[str, str], signing: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+    mlflow_server: MlflowServer,
+    quiet: dict[str, str],
+    signing: tuple[Path, Path],
+    signed: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ServiceProcess]:
     # the hook's tenant is the default, mlflow: the anonymous caller reads its reports through the tags' links alone
     folder = tmp_path_factory.mktemp("service")
@@ -432,6 +461,28 @@ def test_a_delivery_naming_a_local_file_fetches_what_mlflow_records(
     assert tags[VERDICT] == "refused", tags
     assert "is a local path" in tags["onnx_import.reason"] and str(local) not in tags["onnx_import.reason"]
     assert alias_version(mlflow_server, "quiet-file") is None
+
+
+def test_a_signed_version_passes_the_signature_stage_and_a_changed_file_fails_it(
+    mlflow_server: MlflowServer, service: ServiceProcess, signed: dict[str, str], signer: Signer, tmp_path: Path
+) -> None:
+    """A service of its own that checks signatures (--mlflow-checks with `signature`, --trusted-signers), given the
+    deliveries by hand: the gate fetches the folder's model.sig and other files through MLflow's proxy."""
+    checking = ServiceProcess(
+        tmp_path / "store", tmp_path, "--mlflow-url", mlflow_server.url, "--mlflow-checks", "signature,schema",
+        "--trusted-signers", str(signer.public_key), env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET},
+    ).start()  # fmt: skip
+    try:
+        for name, verdict in (("signed", "pass"), ("signed-changed", "fail")):
+            body, headers = delivery(name, signed[name], f"runs:/x/{name}")
+            assert httpx.post(checking.url + "/hooks/mlflow", content=body, headers=headers).status_code == 202
+            tags = tags_when_validated(mlflow_server, name, signed[name])
+            assert tags[VERDICT] == verdict, tags
+            assert tags["onnx_import.checks"] == f"signature={verdict},schema=pass", tags
+    finally:
+        checking.stop()
+    assert alias_version(mlflow_server, "signed") == signed["signed"]
+    assert alias_version(mlflow_server, "signed-changed") is None
 
 
 def test_a_verdict_mlflow_missed_while_down_is_written_when_it_is_back(

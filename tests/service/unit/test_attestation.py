@@ -88,21 +88,14 @@ def test_a_failed_or_incomplete_run_is_failed(tmp_path: Path, results: list[Stag
     assert predicate["verifiedLevels"] == [f"ONNX_IMPORT_STAGE_{level}" for level in levels]
 
 
-class SignatureStageResult(StageResult):
-    """A stage result as the signature stage gives it (the fields the attestation reads, where present)."""
-
-    signature_sha256 = "dd" * 32
-    signer_fingerprint = "ee" * 32
-
-
 def test_the_models_own_signature_is_an_input_attestation(tmp_path: Path) -> None:
     signer, public = attester(tmp_path)
-    signed = SignatureStageResult("schema", "pass")
+    signed = StageResult("signature", "pass", signature_sha256="dd" * 32, signer_fingerprint="ee" * 32)  # as the signature stage gives it
     predicate = statement_checked_by_hand(signer.attest([Subject("m.onnx", "cc" * 32, model=True)], [signed], "/models/x"), public)[
         "predicate"
     ]
     assert predicate["inputAttestations"] == [{"uri": "model.sig", "digest": {"sha256": "dd" * 32}}]
-    assert predicate["onnxImportPolicy"]["stages"]["schema"]["signer_fingerprint"] == "ee" * 32
+    assert predicate["onnxImportPolicy"]["stages"]["signature"]["signer_fingerprint"] == "ee" * 32
 
 
 def test_verifying_takes_any_key_of_a_rotation_and_refuses_another(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from in_process import import_parts
 from support.attestations import key_pair, statement_checked_by_hand
+from support.memory_artifacts import MemoryFolder
 from support.small_models import summed_external_model
 
 from service.attestation.attester import attester_for
@@ -33,32 +34,10 @@ from service.imports.answers import Imported
 from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.imports.sources.stored import StoredModel
-from service.registry.folders import ObjectMissing
 from service.registry.hook import RegistryHook
 from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused
 from service.registry.sources import Refused
 from service.registry.version_source import RegistryFile, VersionFiles, import_file
-
-
-class MemoryFolder:
-    """A version's artifacts, by path; every download asked is noted."""
-
-    where = "memory"
-
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.files = files
-        self.downloads: list[str] = []
-
-    async def listing(self) -> list[dict[str, Any]]:
-        return [{"path": name, "is_dir": False, "file_size": len(data)} for name, data in self.files.items()]
-
-    async def download(self, path: str, target: Path, max_bytes: int) -> Fetched:
-        self.downloads.append(path)
-        if path not in self.files:
-            raise ObjectMissing(f"no {path!r}")
-        data = self.files[path]
-        target.write_bytes(data)
-        return Fetched(len(data), hashlib.sha256(data).hexdigest())
 
 
 @pytest.fixture
