@@ -10,7 +10,14 @@ at most `--max-external-files`; each is matched by name beside the model in
 the tree (a location confined as any external data location is) and linked in,
 within `--max-upload-total`. A named file the artifact lacks refuses the
 model. Its display name is `oci://HOST/REPOSITORY@DIGEST`, and `/PATH` after
-it for an artifact with several models. Its attestation (`service.imports.attesting`)
+it for an artifact with several models. The folder the `signature` stage
+verifies (`SignedFolder`, as a path import's: the tree is a folder on this
+machine, every file of it listed) is the nearest folder of the tree holding a
+`model.sig`, from the model's own up to the artifact's root (`model_signing
+sign` writes it at the root of the folder it signs: a layer annotated
+`model.sig`, or a tar layer's member beside the model's folder), the model
+named by its path below it; without one, the model's own folder, where the
+stage is skipped (or fails under `--require-signature`). Its attestation (`service.imports.attesting`)
 names the model `oci://HOST/REPOSITORY@DIGEST` (`resource_uri`), and its files
 by their paths in the artifact (the model's path, its external files beside it),
 as `onnx-import verify oci://...` finds them in the pulled artifact.
@@ -27,6 +34,8 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from service.checks.outcome import SIGNATURE_FILE
+from service.checks.signature_worker import SignedFolder
 from service.errors import PathRefused
 from service.imports.sources.upload import check_location
 from service.imports.staging import Staged, Staging
@@ -77,10 +86,22 @@ class ArtifactFile:
             kept_bytes=budget.used,
             model_name=self.path,  # as in the artifact, its external files beside it
             resource_uri=self.resource_uri,
+            signed_folder=signed_folder(self.tree, self.path),
         )
 
     async def settle(self, error: BaseException | None) -> None:
         pass
+
+
+def signed_folder(tree: ArtifactTree, path: str) -> SignedFolder:
+    """The folder of the tree the `signature` stage verifies for the model at `path` (see the module comment)."""
+    model_folder = folder = posixpath.dirname(path)
+    while posixpath.join(folder, SIGNATURE_FILE) not in tree.sizes:
+        if not folder:
+            folder = model_folder  # no model.sig: the stage says so of the model's own folder
+            break
+        folder = posixpath.dirname(folder)
+    return SignedFolder(str(tree.root / folder), posixpath.relpath(path, folder or "."))
 
 
 def _linked(source: Path, target: Path) -> str:

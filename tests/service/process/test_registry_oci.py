@@ -14,8 +14,10 @@ listed under the tag `sha256-<hex>`, its layer the verdict JSON and its
 subject the artifact, and the referrer's own push (and the index's) is not
 validated in turn; a broken model's artifact gets a `refused` referrer; a tar
 layer whose member is `../NAME` or an absolute path, or a layer whose path
-annotation is `../NAME`, is refused and nothing is written outside the work area; and a replayed event, or the same manifest
-pushed again under another tag, runs nothing.
+annotation is `../NAME`, is refused and nothing is written outside the work area; a replayed event, or the same manifest
+pushed again under another tag, runs nothing; and, on a registry of its own notifying a service that checks
+signatures, an artifact holding a folder signed with model_signing (its `model.sig` a layer of its own, or a tar
+layer's member) passes the `signature` stage, and one byte of its external data layer changed fails it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import httpx
 import pytest
 from support.oci_registry import MISSING, OciRegistryServer, modelpack_config, oras_push, referrer_of, registry_available
 from support.service_harness import ServiceProcess
+from support.signed_folders import SAMPLE_FILES, SIGNATURE, signed_model_folder
 from support.small_models import external_weight_model
 
 pytestmark = pytest.mark.skipif(not registry_available(), reason=MISSING)
@@ -40,6 +43,7 @@ pytest.importorskip("oras", reason="the oras test dependency is not installed")
 TOKEN = "the-notifications-token"
 WEIGHT_RAW = "application/vnd.cncf.model.weight.v1.raw"
 WEIGHT_TAR = "application/vnd.cncf.model.weight.v1.tar"
+DOC_RAW = "application/vnd.cncf.model.doc.v1.raw"
 FILEPATH = "org.cncf.model.filepath"
 VERDICT_JSON = "application/vnd.onnx-import.verdict.v1+json"
 EVENTS = "application/vnd.docker.distribution.events.v1+json"
@@ -177,3 +181,45 @@ def test_a_replayed_event_runs_nothing(registry: OciRegistryServer, service: Ser
         time.sleep(0.1)
     assert service.log.read_text().count(said) == 1
     assert len([entry for entry in registry.referrers_by_tag("models/replayed", digest) if entry["artifactType"] == VERDICT_JSON]) == 1
+
+
+def test_a_signed_artifact_passes_the_signature_stage_and_a_changed_external_layer_fails_it(tmp_path: Path) -> None:
+    """A registry and a service of their own (--oci-checks with `signature`, --trusted-signers): the sample folder
+    (a model, its external data, one file in a subfolder) signed with model_signing's API, pushed as a ModelPack
+    artifact of raw layers (model.sig one of them), as one tar layer of the folder below `net/`, and as raw layers
+    with one byte of the external data layer changed after signing."""
+    pytest.importorskip("model_signing", reason="the signing extra is not installed")
+    folder, signer = signed_model_folder(tmp_path / "signed")
+    registry = OciRegistryServer(tmp_path / "registry")
+    registry.folder.mkdir()
+    service = ServiceProcess(
+        tmp_path / "store", tmp_path, "--oci-registry", registry.url, "--oci-checks", "schema,signature",
+        "--trusted-signers", str(signer.public_key), env={"ONNX_SERVICE_OCI_WEBHOOK_SECRET": TOKEN},
+    )  # fmt: skip
+    try:
+        service.start()
+        registry.start(service.url + "/hooks/oci", TOKEN)
+        raw = [(folder / name, WEIGHT_RAW, {FILEPATH: name}) for name in SAMPLE_FILES]
+        raw.append((folder / SIGNATURE, DOC_RAW, {FILEPATH: SIGNATURE}))
+        archive = tmp_path / "net.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.add(folder, "net")
+        weights = bytearray((folder / "weights.bin").read_bytes())
+        weights[7] ^= 1
+        changed = file_in(tmp_path / "changed", "weights.bin", bytes(weights))
+        pushes = {
+            "models/signed": (raw, "pass"),
+            "models/signed-tar": ([(archive, WEIGHT_TAR, {FILEPATH: "net/model.onnx"})], "pass"),
+            "models/signed-changed": ([*raw[:1], (changed, WEIGHT_RAW, {FILEPATH: "weights.bin"}), *raw[2:]], "fail"),
+        }
+        for repository, (layers, expected) in pushes.items():
+            digest = oras_push(registry, f"{repository}:v1", layers, modelpack_config(tmp_path))
+            referrer = verdict_referrer(registry, repository, digest)
+            annotations = referrer["annotations"]
+            assert annotations["org.onnx-import.verdict"] == expected, (repository, referrer)
+            assert annotations["org.onnx-import.stages"] == f"signature={expected},schema=pass", (repository, referrer)
+        reason = verdict_of(registry, "models/signed-changed", referrer)[1]["reason"]
+        assert "weights.bin" in reason, reason
+    finally:
+        service.stop()
+        registry.stop()
