@@ -7,7 +7,9 @@ its `Attester` only. The workers never receive it: their fork server is a
 fresh interpreter the front end execs before any request (multiprocessing's
 forkserver; `service.sandbox.supervisor`), and a job carries the model's
 files, never the service's keys. The key's fingerprint, and those of the
-`--verify-keys` still in force (rotation), are what `/readyz` shows.
+`--verify-keys` still in force (rotation), are what `/readyz` shows. The
+settings its attestations' policy names (`statement.verdict_settings`) are
+taken then too, once: `--trusted-signers` by the fingerprints of what it holds.
 
 `load_attester` raises `SettingsError` naming the file (never a byte of
 the key) when it cannot sign, and naming the `signing` extra when its
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from service.attestation.statement import CheckedRun, Subject, statement_of, verdict_settings
 from service.checks.outcome import StageResult
+from service.checks.signature_worker import trusted_signers_text
 from service.settings import Settings
 from service.settings.kinds import SettingsError
 
@@ -41,7 +44,7 @@ class Attester:
     key: SigningKey
     verify_keys: Sequence[PublicKey]  # older keys whose attestations still verify (rotation)
     verifier_id: str
-    settings: Mapping[str, object]  # the verdict settings' values (`statement.VERDICT_SETTINGS`)
+    settings: Mapping[str, object]  # the verdict settings' values (`statement.verdict_settings`), taken at start
 
     @property
     def verify_fingerprints(self) -> list[str]:
@@ -71,7 +74,7 @@ def attester_for(key_file: Path, verify_keys_file: Path | None, verifier_id: str
         import model_signing._signing.sign_sigstore_pb  # noqa: F401
         import sigstore_models.bundle.v1  # noqa: F401
 
-        from service.attestation.signing_keys import KeyProblem, SigningKey, public_keys_in
+        from service.attestation.signing_keys import KeyProblem, SigningKey, public_keys_in, trusted_signer_fingerprints
     except ImportError:
         raise SettingsError(EXTRA_MISSING) from None
     try:
@@ -82,8 +85,12 @@ def attester_for(key_file: Path, verify_keys_file: Path | None, verifier_id: str
         older = public_keys_in(verify_keys_file) if verify_keys_file is not None else []
     except KeyProblem as error:
         raise SettingsError(f"--verify-keys {error}") from None
+    try:
+        trusted = trusted_signer_fingerprints(trusted_signers_text(settings.trusted_signers))
+    except OSError as error:
+        raise SettingsError(f"--trusted-signers {settings.trusted_signers}: cannot be read ({error.strerror})") from None
     values = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
-    return Attester(key, older, verifier_id, verdict_settings(values))
+    return Attester(key, older, verifier_id, verdict_settings(values, trusted))
 
 
 def load_attester(settings: Settings) -> Attester | None:

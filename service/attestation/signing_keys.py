@@ -1,4 +1,4 @@
-"""The keys attestations are signed and verified with: `SigningKey`, `public_keys_in`, `fingerprint`.
+"""Keys: attestations', and the trusted signers': `SigningKey`, `public_keys_in`, `fingerprint`, `trusted_signer_fingerprints`.
 
 A signing key is a PEM private key, ECDSA on P-256 or Ed25519 (PKCS#8 or
 the traditional EC form; unencrypted: it comes from a file or a mounted
@@ -9,7 +9,9 @@ Public keys are PEM `PUBLIC KEY` blocks, one file holding one or several
 (rotation: the keys an older attestation was signed with keep verifying).
 A key's fingerprint is the SHA-256 of its SubjectPublicKeyInfo (DER), in
 hex: what `/readyz` shows, what the bundle's `publicKey.hint` carries, and
-`openssl pkey -pubin -outform DER | sha256sum` prints.
+`openssl pkey -pubin -outform DER | sha256sum` prints. The trusted signers
+(the PEM public keys and CA certificates the `signature` stage verifies model
+signatures with) are named by the same fingerprint, a certificate by its key's.
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ import re
 from pathlib import Path
 from typing import Final
 
+from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
+
+from service.checks.stages.model_signature import trusted_pems
 
 PublicKey = ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey
 PEM_PUBLIC_KEY: Final = re.compile(rb"-----BEGIN PUBLIC KEY-----.+?-----END PUBLIC KEY-----", re.DOTALL)
@@ -32,9 +38,28 @@ class KeyProblem(ValueError):
     """A key file that cannot serve: its message names the file, never the key's bytes."""
 
 
-def fingerprint(key: PublicKey) -> str:
+def fingerprint(key: PublicKeyTypes) -> str:
     """SHA-256 of the key's SubjectPublicKeyInfo (DER), hex."""
     return hashlib.sha256(key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)).hexdigest()
+
+
+def trusted_signer_fingerprints(text: str) -> dict[str, list[str]]:
+    """The fingerprints of `--trusted-signers`' PEM text (as the signature stage reads its blocks): its public keys'
+    (`keys`) and its certificates' keys (`certificates`), each sorted, once each; a block that does not load, which
+    trusts nothing, is left out."""
+    keys, certificates = trusted_pems(text)
+    found: dict[str, set[str]] = {"keys": set(), "certificates": set()}
+    for pem in keys:
+        try:
+            found["keys"].add(fingerprint(serialization.load_pem_public_key(pem)))
+        except (ValueError, UnsupportedAlgorithm):
+            continue
+    for pem in certificates:
+        try:
+            found["certificates"].add(fingerprint(x509.load_pem_x509_certificate(pem).public_key()))
+        except (ValueError, UnsupportedAlgorithm):
+            continue
+    return {kind: sorted(prints) for kind, prints in found.items()}
 
 
 def public_pem(key: PublicKey) -> bytes:

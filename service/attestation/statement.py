@@ -1,4 +1,4 @@
-"""The in-toto Statement of a check run: `Subject`, `CheckedRun`, `statement_of`, `VERDICT_SETTINGS`.
+"""The in-toto Statement of a check run: `Subject`, `CheckedRun`, `statement_of`, `VERDICT_SETTINGS`, `verdict_settings`.
 
 The Statement (`https://in-toto.io/Statement/v1`) names every file of the
 model as a subject: its name relative to the model's folder, `/`-separated,
@@ -17,7 +17,9 @@ Verification Summary v1 (`https://slsa.dev/verification_summary/v1`):
   (its canonical JSON: keys sorted, no spaces): the stages run, each with its
   status, the versions of the code it ran and the smoke run's dimension
   bindings; the onnx and onnxruntime versions; the settings that decide a
-  verdict (`VERDICT_SETTINGS`) and their SHA-256;
+  verdict (`VERDICT_SETTINGS`, and `--trusted-signers` as `TRUSTED_SIGNERS`:
+  the fingerprints of the keys and certificates it holds, as the service read
+  it at its start, not its path) and their SHA-256;
 - `verificationResult`: `PASSED` when the verdict is pass, else `FAILED`
   (a fail, and an incomplete verdict too);
 - `verifiedLevels`: one per stage, `ONNX_IMPORT_STAGE_<STAGE>_<STATUS>`
@@ -69,6 +71,9 @@ VERDICT_SETTINGS: Final = (
     "worker_timeout",
     "require_signature",  # the signature stage: a model without a model.sig fails rather than skips
 )
+# The settings' entry of --trusted-signers, which decides the signature stage's verdict: not its path but what it
+# trusts, `{"keys": [...], "certificates": [...]}`, each the SHA-256 of a key's SubjectPublicKeyInfo (DER), sorted.
+TRUSTED_SIGNERS: Final = "trusted_signers"
 RUNTIME_DISTRIBUTIONS: Final = ("onnx", "onnxruntime")
 
 
@@ -96,9 +101,12 @@ def canonical_json(document: object) -> bytes:
     return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def verdict_settings(values: Mapping[str, object]) -> dict[str, object]:
-    """`VERDICT_SETTINGS`' values out of a run's settings (a `Settings`' fields, by name)."""
-    return {name: values[name] for name in VERDICT_SETTINGS}
+def verdict_settings(values: Mapping[str, object], trusted_signers: Mapping[str, Sequence[str]]) -> dict[str, object]:
+    """`VERDICT_SETTINGS`' values out of a run's settings (a `Settings`' fields, by name), and the fingerprints of
+    the trusted signers (`signing_keys.trusted_signer_fingerprints`) as `TRUSTED_SIGNERS`."""
+    settings: dict[str, object] = {name: values[name] for name in VERDICT_SETTINGS}
+    settings[TRUSTED_SIGNERS] = {kind: list(prints) for kind, prints in trusted_signers.items()}
+    return settings
 
 
 def _version(distribution: str) -> str:

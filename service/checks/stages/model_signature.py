@@ -1,6 +1,7 @@
 """The `signature` stage, run in a worker of its own: the model folder's OpenSSF model signature verified.
 
-Owns `signature_stage(job, opener)` and `load_library`. The folder's `model.sig` (as `model_signing sign`
+Owns `signature_stage(job, opener)`, `load_library` and `trusted_pems` (the blocks of `--trusted-signers` it
+trusts). The folder's `model.sig` (as `model_signing sign`
 writes it: a Sigstore bundle holding a DSSE envelope over an in-toto statement whose
 predicate lists each file of the folder with its digest) is read from a descriptor
 the file broker opens (at most MAX_SIGNATURE_BYTES), parsed and verified by
@@ -144,8 +145,9 @@ def _read_signature(job: WorkerJob, opener: ConfinedOpener) -> bytes:
     return data
 
 
-def _trusted(text: str) -> tuple[list[bytes], list[bytes]]:
-    """The PEM public keys and the PEM certificates of the trusted signers' text, each block as it stands."""
+def trusted_pems(text: str) -> tuple[list[bytes], list[bytes]]:
+    """The PEM public keys and the PEM certificates of the trusted signers' text, each block as it stands (what the
+    stage trusts; the attestations' policy names them by this too: `service.attestation.signing_keys`)."""
     keys: list[bytes] = []
     certificates: list[bytes] = []
     block: list[str] = []
@@ -178,7 +180,7 @@ def _verified(signature: Any, trusted_text: str, result: StageResult) -> tuple[A
     from cryptography.hazmat.primitives import serialization
     from model_signing._signing import sign_ec_key
 
-    keys, certificates = _trusted(trusted_text)
+    keys, certificates = trusted_pems(trusted_text)
     material = signature.bundle.verification_material
     chain = getattr(material, "x509_certificate_chain", None)
     if chain is not None and getattr(chain, "certificates", None):

@@ -1,7 +1,8 @@
 """The attestation of a check run (service/attestation), at its lowest layer: the
 Statement and its predicate from stage results, the bundle signed with either
 key kind and read back by nothing but `cryptography` and this test's own DSSE
-pre-authentication encoding, the keys a signing key may be (and how a refused
+pre-authentication encoding, the trusted signers its policy names (by their
+keys' fingerprints, taken at start), the keys a signing key may be (and how a refused
 one is named), a signing key that never shows or pickles itself, and a
 plain install (without the `signing` extra) that runs and refuses
 `--signing-key` naming the extra."""
@@ -18,15 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from support.attestations import key_pair, statement_checked_by_hand
+from support.signed_folders import certificate_signer, make_signer
 
 from service.attestation.attester import Attester, attester_for
 from service.attestation.bundle import BundleRefused, verified_statement
 from service.attestation.signing_keys import KeyProblem, PublicKey, SigningKey, public_keys_in, public_pem
-from service.attestation.statement import VERDICT_SETTINGS, Subject
+from service.attestation.statement import TRUSTED_SIGNERS, VERDICT_SETTINGS, Subject
 from service.checks.outcome import StageResult
 from service.settings import load_settings
 from service.settings.kinds import SettingsError
@@ -63,11 +66,35 @@ def test_a_passing_run_is_signed_and_reads_back_with_cryptography_alone(tmp_path
     assert predicate["policy"]["digest"]["sha256"] == hashlib.sha256(canonical).hexdigest()
     assert set(policy["stages"]) == {"schema", "shape", "smoke"} and policy["stages"]["smoke"]["bindings"] == [{"batch": 1}]
     assert set(policy["versions"]) == {"onnx", "onnxruntime"}
-    assert set(policy["settings"]) == set(VERDICT_SETTINGS)
+    assert set(policy["settings"]) == {*VERDICT_SETTINGS, TRUSTED_SIGNERS}
+    assert policy["settings"][TRUSTED_SIGNERS] == {"keys": [], "certificates": []}  # no --trusted-signers: none trusted
     settings = json.dumps(policy["settings"], sort_keys=True, separators=(",", ":")).encode()
     assert policy["settings_sha256"] == hashlib.sha256(settings).hexdigest()
     assert "inputAttestations" not in predicate  # no signature stage verified one
     assert json.loads(bundle)["verificationMaterial"]["publicKey"]["hint"] == signer.key.fingerprint
+
+
+def test_the_policy_names_the_trusted_signers_by_their_keys_fingerprints(tmp_path: Path) -> None:
+    """--trusted-signers decides the signature stage's verdict: the policy's settings name what it trusts, each public
+    key and each CA certificate's key by the SHA-256 of its SubjectPublicKeyInfo (DER: `openssl pkey -pubin -outform
+    DER | sha256sum`), a block that does not load left out; the settings' digest differs from an untrusting service's."""
+    private, public, _ = key_pair(tmp_path, "p256")
+    author, issued = make_signer(tmp_path / "author"), certificate_signer(tmp_path / "ca")
+    assert issued.ca_certificate is not None
+    trusted = tmp_path / "signers.pem"
+    broken = b"-----BEGIN PUBLIC KEY-----\nbm90IGEga2V5\n-----END PUBLIC KEY-----\n"
+    trusted.write_bytes(author.public_key.read_bytes() + issued.ca_certificate.read_bytes() + broken + author.public_key.read_bytes())
+    ca_key = x509.load_pem_x509_certificate(issued.ca_certificate.read_bytes()).public_key()
+    ca_fingerprint = hashlib.sha256(ca_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo))
+    key = serialization.load_pem_public_key(public.read_bytes())
+    policies = []
+    for flags in (["--trusted-signers", str(trusted)], []):
+        signer = attester_for(private, None, "id", load_settings(flags, environ={}))
+        bundle = signer.attest([Subject("m.onnx", "cc" * 32, model=True)], PASSING, "/models/x")
+        policies.append(statement_checked_by_hand(bundle, key)["predicate"]["onnxImportPolicy"])
+    assert policies[0]["settings"][TRUSTED_SIGNERS] == {"keys": [author.fingerprint], "certificates": [ca_fingerprint.hexdigest()]}
+    assert policies[1]["settings"][TRUSTED_SIGNERS] == {"keys": [], "certificates": []}
+    assert policies[0]["settings_sha256"] != policies[1]["settings_sha256"]
 
 
 @pytest.mark.parametrize(
