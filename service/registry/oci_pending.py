@@ -1,4 +1,4 @@
-"""The OCI gate's verdicts still to attach, kept on disk: `KeptVerdict`, `PendingVerdicts`, `keeps_for_later`.
+"""The OCI gate's verdicts still to attach, kept on disk: `KeptVerdict` (`kept_referrer`), `PendingVerdicts`, `keeps_for_later`.
 
 A verdict referrer the registry did not take when it was due (it did not
 answer past the client's retries, answered 429 or 5xx, or refused the
