@@ -13,7 +13,9 @@ pushes it. A referrer the registry refuses otherwise (400: it will not take
 it) is dropped, logged. A validation that could not start (the manifest
 unread for the same reasons) or that the service's shutdown cut off is kept
 as one to run again (`KeptVerdict.validate_again`): the hook starts it anew
-when it drains (at the next start, within a tick), without a new event.
+when it drains (at the next start, within a tick), without a new event,
+once the manifest is read again (so that while the registry is down the
+kept validations wait, not one started each per tick).
 """
 
 from __future__ import annotations
@@ -91,20 +93,18 @@ class PendingVerdicts:
                 log.error("oci: %s is dropped: the service's registry is %s now", verdict.described(), registry.host)
                 return Outcome.DROPPED
             if verdict.validate_again:
-                await validate_again(verdict)
-                return Outcome.WRITTEN
-            return await _attached(registry, verdict)
+                return await _tried(registry, verdict, lambda: _handed(verdict, validate_again))
+            return await _tried(registry, verdict, lambda: _attached(registry, verdict))
 
         return await self.kept.drain(attempt)
 
 
-async def _attached(registry: OciRegistry, verdict: KeptVerdict) -> Outcome:
+async def _tried(registry: OciRegistry, verdict: KeptVerdict, then: Callable[[], Awaitable[Outcome]]) -> Outcome:
+    """`then()` once the artifact's manifest is read again (it is still there, and the registry answers);
+    else what its failure, or `then`'s, says of the kept verdict."""
     try:
-        await registry.manifest(verdict.repository, verdict.digest)  # the artifact is still there
-        if await has_verdict(registry, verdict.repository, verdict.digest):
-            log.info("oci: %s has a verdict referrer by now: the kept one is dropped", verdict.described())
-            return Outcome.DROPPED
-        referrer = await attach(registry, verdict.repository, verdict.subject, verdict.tags, verdict.document, verdict.signed_bundles())
+        await registry.manifest(verdict.repository, verdict.digest)
+        return await then()
     except (OciRefused, OciUnavailable) as error:
         if not keeps_for_later(error):
             log.error("oci: %s was refused (%s); dropped", verdict.described(), error)
@@ -114,5 +114,17 @@ async def _attached(registry: OciRegistry, verdict: KeptVerdict) -> Outcome:
     except TooLarge as error:
         log.error("oci: %s is dropped: %s", verdict.described(), error)
         return Outcome.DROPPED
+
+
+async def _handed(verdict: KeptVerdict, validate_again: Callable[[KeptVerdict], Awaitable[None]]) -> Outcome:
+    await validate_again(verdict)
+    return Outcome.WRITTEN
+
+
+async def _attached(registry: OciRegistry, verdict: KeptVerdict) -> Outcome:
+    if await has_verdict(registry, verdict.repository, verdict.digest):
+        log.info("oci: %s has a verdict referrer by now: the kept one is dropped", verdict.described())
+        return Outcome.DROPPED
+    referrer = await attach(registry, verdict.repository, verdict.subject, verdict.tags, verdict.document, verdict.signed_bundles())
     log.info("oci: %s is attached: verdict referrer %s", verdict.described(), referrer)
     return Outcome.WRITTEN

@@ -9,7 +9,7 @@ MockTransport, distribution 2.8's answers: no referrers API, the `sha256-<hex>` 
   refused (400); so is one whose artifact has a verdict referrer by then, one kept for another registry, and
   one past the bounds;
 - the hook keeps the referrer whose push the registry misses when the verdict is due, and a validation the
-  service's shutdown cuts off is run again by the next drain, without a new event.
+  service's shutdown cuts off is run again by the next drain the registry answers, without a new event.
 """
 
 from __future__ import annotations
@@ -252,7 +252,11 @@ def test_a_validation_the_shutdown_cuts_off_runs_again_at_the_next_drain(tmp_pat
 
     async def restarted() -> None:
         hook = Checked(tmp_path, registry, rows)
-        await hook.tick()  # the next start's first tick
+        registry.state = "down"
+        await hook.tick()  # the next start's first tick, the registry down: nothing started, the validation still kept
+        assert hook.tasks == {} and len(hook.pending.waiting()) == 1
+        registry.state = "up"
+        await hook.tick()
         assert hook.pending.waiting() == []
         await asyncio.gather(*hook.tasks)
         assert hook.validations == 1 and len(registry.verdicts_of(digest)) == 1
