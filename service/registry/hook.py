@@ -40,8 +40,9 @@ from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.registry.alias import AliasRule
 from service.registry.deliveries import Deliveries
+from service.registry.kept import AUTH_REFUSALS
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable, version_tag
-from service.registry.pending import AUTH_REFUSALS, PendingWrites, WriteBack, write_back
+from service.registry.pending import PendingWrites, WriteBack, write_back
 from service.registry.signature import verify_delivery
 from service.registry.sources import Refused
 from service.registry.under_way import UnderWay

@@ -22,8 +22,13 @@ imported model's attestation, the tenant's latest (`Store.attestation`) when
 it names this artifact (its resourceUri `oci://HOST/REPOSITORY@DIGEST`; a
 concurrent import of the same model from another artifact may have replaced
 it: that model is then left out, and `onnx-import verify` refuses the
-artifact). The background loop prunes old markers.
-A validation under way when the service stops gets no referrer.
+artifact). A referrer the registry does not take when it is due (it does
+not answer, or refuses the service's credentials) is kept and pushed later
+by the background loop (`service.registry.oci_pending`), which prunes old
+markers too. A validation under way when the service stops, or one whose
+manifest could not be read for the same reasons, is kept to run again: the
+next start (or another front end) runs it within a tick, without a new
+event (the delivery marker stays: the kept validation is the retry).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import hmac
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -48,6 +54,7 @@ from service.registry.deliveries import Deliveries
 from service.registry.hook import LOOP_SECONDS, classified, with_capacity
 from service.registry.oci_api import MANIFEST_TYPES, OciRefused, OciRegistry, OciUnavailable, TooLarge, valid_reference
 from service.registry.oci_artifact import Layer, onnx_layers, subject_of
+from service.registry.oci_pending import KeptVerdict, PendingVerdicts, keeps_for_later, kept_referrer
 from service.registry.oci_pull import ArtifactTree, pull_tree
 from service.registry.oci_source import ArtifactFile
 from service.registry.oci_verdict import attach, has_verdict, verdict_document
@@ -112,6 +119,7 @@ class OciHook:
         self.secret = webhook_secret(settings).encode()
         self.registry = registry or OciRegistry(settings.oci_registry, settings.oci_credentials)
         self.deliveries = Deliveries(parts.store.registry_rows())
+        self.pending = PendingVerdicts(Path(settings.local_root) / "registry" / "oci-pending")
         self.checks = CheckRequest(parse_checks(settings.oci_checks))
         self.tasks: dict[asyncio.Task[None], Pushed] = {}
 
@@ -136,7 +144,18 @@ class OciHook:
     def name_of(self, pushed: Pushed) -> str:
         return f"oci://{self.registry.host}/{pushed.repository}@{pushed.digest}"
 
+    def _again(self, pushed: Pushed) -> KeptVerdict:
+        return KeptVerdict(self.registry.host, pushed.repository, pushed.digest, validate_again=True)
+
     async def validate(self, pushed: Pushed) -> None:
+        try:
+            await self._validated(pushed)
+        except asyncio.CancelledError:  # the service stops: run again at the next start (unless its referrer is kept)
+            log.warning("oci: the validation of %s is kept to run again: the service stops", self.name_of(pushed))
+            self.pending.keep(self._again(pushed), replace=False)
+            raise
+
+    async def _validated(self, pushed: Pushed) -> None:
         repository, digest = pushed.repository, pushed.digest
         try:
             manifest = await self.registry.manifest(repository, digest)
@@ -154,6 +173,9 @@ class OciHook:
                 return
         except (OciRefused, OciUnavailable, TooLarge) as error:
             log.warning("oci: %s could not be read (event %s): %s", self.name_of(pushed), pushed.event_id, error)
+            if not isinstance(error, TooLarge) and keeps_for_later(error):
+                log.warning("oci: the validation of %s is kept to run again", self.name_of(pushed))
+                self.pending.keep(self._again(pushed))
             return
         log.info("oci: validating %s as tenant %s", self.name_of(pushed), self.parts.settings.oci_tenant)
         bundles: dict[str, bytes] = {}
@@ -161,11 +183,19 @@ class OciHook:
         said = f" ({tags.get(REASON, '')[:200]})" if tags[VERDICT] != "pass" else ""
         log.info("oci: %s: %s%s", self.name_of(pushed), tags[VERDICT], said)
         subject = subject_of(manifest.media_type, digest, len(manifest.body), document)
+        verdict = verdict_document(tags, self.registry.host, repository, digest)
+        kept = kept_referrer(self.registry.host, repository, digest, subject, tags, verdict, bundles)
         try:
-            verdict = verdict_document(tags, self.registry.host, repository, digest)
             referrer = await attach(self.registry, repository, subject, tags, verdict, bundles)
+        except asyncio.CancelledError:  # the service stops while the registry is retried: kept, not lost
+            self.pending.keep(kept)
+            raise
         except (OciRefused, OciUnavailable) as error:
-            log.error("oci: the verdict of %s could not be attached: %s", self.name_of(pushed), error)
+            if not keeps_for_later(error):
+                log.error("oci: the verdict of %s could not be attached: %s", self.name_of(pushed), error)
+                return
+            log.warning("oci: the verdict of %s is kept to attach later: %s", self.name_of(pushed), error)
+            self.pending.keep(kept)
             return
         log.info("oci: %s: verdict referrer %s", self.name_of(pushed), referrer)
 
@@ -224,17 +254,22 @@ class OciHook:
         settings = self.parts.settings
         return self.parts.links.report_link(settings.public_url, settings.oci_tenant, model_ids)
 
+    async def _validate_again(self, kept: KeptVerdict) -> None:
+        log.info("oci: validating %s again (kept)", f"oci://{kept.key()}")
+        self.start(Pushed(kept.repository, kept.digest, "kept"))
+
     async def tick(self) -> None:
         try:
+            await self.pending.drain(self.registry, self._validate_again)
             await anyio.to_thread.run_sync(self.deliveries.prune)
         except Exception:  # the loop goes on: the next tick tries again
-            log.exception("oci: pruning the delivery markers broke")
+            log.exception("oci: the background loop's kept verdicts or markers broke")
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The background loop while the block runs; then validations under way are stopped."""
+        """The background loop while the block runs; then validations under way are stopped (kept to run again)."""
         try:
-            async with every(LOOP_SECONDS, self.tick, "oci-prune"):
+            async with every(LOOP_SECONDS, self.tick, "oci-pending"):
                 yield
         finally:
             for task in list(self.tasks):

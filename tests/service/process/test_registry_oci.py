@@ -15,7 +15,9 @@ subject the artifact, and the referrer's own push (and the index's) is not
 validated in turn; a broken model's artifact gets a `refused` referrer; a tar
 layer whose member is `../NAME` or an absolute path, or a layer whose path
 annotation is `../NAME`, is refused and nothing is written outside the work area; a replayed event, or the same manifest
-pushed again under another tag, runs nothing; and, on a registry of its own notifying a service that checks
+pushed again under another tag, runs nothing; a verdict due while the
+registry is stopped is attached once it is started again, without a new
+event; and, on a registry of its own notifying a service that checks
 signatures, an artifact holding a folder signed with model_signing (its `model.sig` a layer of its own, or a tar
 layer's member) passes the `signature` stage, and one byte of its external data layer changed fails it.
 """
@@ -32,6 +34,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.faults import FaultPlan
 from support.oci_registry import MISSING, OciRegistryServer, modelpack_config, oras_push, referrer_of, registry_available
 from support.service_harness import ServiceProcess
 from support.signed_folders import SAMPLE_FILES, SIGNATURE, signed_model_folder
@@ -82,9 +85,23 @@ def file_in(folder: Path, name: str, data: bytes) -> Path:
     return path
 
 
-def verdict_referrer(registry: OciRegistryServer, repository: str, digest: str) -> dict[str, Any]:
+def push_event(registry: OciRegistryServer, repository: str, digest: str, event_id: str) -> dict[str, Any]:
+    """A manifest push's event as the registry sends it (its URL elsewhere: the service never follows it)."""
+    return {"id": event_id, "timestamp": "2026-12-05T00:00:00Z", "action": "push",
+            "target": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "repository": repository,
+                       "url": f"http://elsewhere.invalid/v2/{repository}/manifests/{digest}", "tag": "v1"},
+            "request": {"host": registry.host, "method": "PUT"}, "actor": {}, "source": {"addr": registry.host}}  # fmt: skip
+
+
+def notify(service: ServiceProcess, events: list[dict[str, Any]]) -> httpx.Response:
+    """`events` posted to the service's hook as the registry posts them."""
+    return httpx.post(service.url + "/hooks/oci", content=json.dumps({"events": events}),
+                      headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": EVENTS}, timeout=30)  # fmt: skip
+
+
+def verdict_referrer(registry: OciRegistryServer, repository: str, digest: str, timeout: float = 90.0) -> dict[str, Any]:
     """The gate's referrer of `digest` (the verdict JSON: the service has no signing key), once it is there."""
-    return referrer_of(registry, repository, digest, VERDICT_JSON)
+    return referrer_of(registry, repository, digest, VERDICT_JSON, timeout)
 
 
 def verdict_of(registry: OciRegistryServer, repository: str, referrer: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -166,12 +183,8 @@ def test_a_replayed_event_runs_nothing(registry: OciRegistryServer, service: Ser
     verdict_referrer(registry, "models/replayed", digest)
     said = f"oci: validating oci://{registry.host}/models/replayed@{digest}"
     assert service.log.read_text().count(said) == 1
-    event = {"id": "replayed-event", "timestamp": "2026-12-05T00:00:00Z", "action": "push",
-             "target": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "repository": "models/replayed",
-                        "url": "http://elsewhere.invalid/v2/models/replayed/manifests/" + digest, "tag": "v1"},
-             "request": {"host": registry.host, "method": "PUT"}, "actor": {}, "source": {"addr": registry.host}}  # fmt: skip
-    answer = httpx.post(service.url + "/hooks/oci", content=json.dumps({"events": [event, event]}),
-                        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": EVENTS}, timeout=30)  # fmt: skip
+    event = push_event(registry, "models/replayed", digest, "replayed-event")
+    answer = notify(service, [event, event])
     assert answer.status_code == 200 and answer.json()["duplicates"] == 2, answer.text
     delivered = service.log.read_text().count("POST /hooks/oci 200")
     oras_push(registry, "models/replayed:v2", layers, modelpack_config(tmp_path))  # the same manifest under another tag
@@ -181,6 +194,41 @@ def test_a_replayed_event_runs_nothing(registry: OciRegistryServer, service: Ser
         time.sleep(0.1)
     assert service.log.read_text().count(said) == 1
     assert len([entry for entry in registry.referrers_by_tag("models/replayed", digest) if entry["artifactType"] == VERDICT_JSON]) == 1
+
+
+def test_a_verdict_due_while_the_registry_is_stopped_is_attached_once_it_is_back(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The registry stopped while the workers check the model (held 3 s each by a test fault), so it is
+    down when the verdict referrer is due: the service keeps it, and once the registry is started again (the
+    same port and storage) the referrer appears without a new event, the artifact validated once. A registry
+    and a service of its own: the registry sends no notifications (the one event is posted by hand), so
+    nothing but the kept verdict can bring the referrer."""
+    folder = tmp_path_factory.mktemp("oci-down")
+    registry = OciRegistryServer(folder / "registry")
+    registry.folder.mkdir()
+    service = ServiceProcess(folder / "store", folder, "--oci-registry", registry.url,
+                             env={"ONNX_SERVICE_OCI_WEBHOOK_SECRET": TOKEN, **FaultPlan(worker_sleep=3).env()})  # fmt: skip
+    try:
+        registry.start(None)
+        service.start()
+        model = file_in(folder, "model.onnx", external_weight_model("weights.bin", 64))
+        weights = file_in(folder, "weights.bin", bytes(256))
+        layers = [(model, WEIGHT_RAW, {FILEPATH: "model.onnx"}), (weights, WEIGHT_RAW, {FILEPATH: "weights.bin"})]
+        digest = oras_push(registry, "models/kept:v1", layers, modelpack_config(folder))
+        assert notify(service, [push_event(registry, "models/kept", digest, "kept-event")]).status_code == 202
+        deadline = time.monotonic() + 60
+        while not service.sleeping_workers():  # the layers are pulled: a worker checks the model
+            assert time.monotonic() < deadline, service.log.read_text()[-2000:]
+            time.sleep(0.02)
+        registry.stop()
+        service.wait_for_log(f"oci: the verdict of oci://{registry.host}/models/kept@{digest} is kept to attach later", timeout=90)
+        registry.start(None)
+        referrer = verdict_referrer(registry, "models/kept", digest, timeout=60)
+        assert referrer["annotations"]["org.onnx-import.verdict"] == "pass", referrer
+        service.wait_for_log("is attached: verdict referrer", timeout=10)
+        assert service.log.read_text().count(f"oci: validating oci://{registry.host}/models/kept@{digest}") == 1
+    finally:
+        service.stop()
+        registry.stop()
 
 
 def test_a_signed_artifact_passes_the_signature_stage_and_a_changed_external_layer_fails_it(tmp_path: Path) -> None:
