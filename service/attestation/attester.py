@@ -9,7 +9,10 @@ forkserver; `service.sandbox.supervisor`), and a job carries the model's
 files, never the service's keys. The key's fingerprint, and those of the
 `--verify-keys` still in force (rotation), are what `/readyz` shows. The
 settings its attestations' policy names (`statement.verdict_settings`) are
-taken then too, once: `--trusted-signers` by the fingerprints of what it holds.
+taken then too, once; but for `--trusted-signers`, named by the fingerprints
+of what it holds, read again for each attestation as the signature stage
+reads it again for each check (a file replaced takes effect in both, so an
+attestation never names a trust its stage did not run under).
 
 `load_attester` raises `SettingsError` naming the file (never a byte of
 the key) when it cannot sign, and naming the `signing` extra when its
@@ -44,7 +47,8 @@ class Attester:
     key: SigningKey
     verify_keys: Sequence[PublicKey]  # older keys whose attestations still verify (rotation)
     verifier_id: str
-    settings: Mapping[str, object]  # the verdict settings' values (`statement.verdict_settings`), taken at start
+    settings: Mapping[str, object]  # the settings' values, taken at start (`verdict_settings` picks and adds the trust)
+    trusted_signers: Path | None = None  # --trusted-signers, read for each attestation
 
     @property
     def verify_fingerprints(self) -> list[str]:
@@ -59,8 +63,20 @@ class Attester:
         verified at `time_verified` (when its latest stage ran; default now)."""
         from service.attestation.bundle import signed_bundle
 
-        run = CheckedRun(subjects, results, resource_uri, self.settings, time_verified or datetime.now(UTC))
+        settings = verdict_settings(self.settings, self.trust())
+        run = CheckedRun(subjects, results, resource_uri, settings, time_verified or datetime.now(UTC))
         return signed_bundle(statement_of(run, self.verifier_id), self.key)
+
+
+    def trust(self) -> dict[str, list[str]]:
+        """The fingerprints of what --trusted-signers holds now (`signing_keys.trusted_signer_fingerprints`); none where
+        it cannot be read now (the signature stage, reading it too, then trusts no one either)."""
+        from service.attestation.signing_keys import trusted_signer_fingerprints
+
+        try:
+            return trusted_signer_fingerprints(trusted_signers_text(self.trusted_signers))
+        except OSError:
+            return trusted_signer_fingerprints("")
 
 
 def default_verifier_id(public_url: str) -> str:
@@ -74,7 +90,7 @@ def attester_for(key_file: Path, verify_keys_file: Path | None, verifier_id: str
         import model_signing._signing.sign_sigstore_pb  # noqa: F401
         import sigstore_models.bundle.v1  # noqa: F401
 
-        from service.attestation.signing_keys import KeyProblem, SigningKey, public_keys_in, trusted_signer_fingerprints
+        from service.attestation.signing_keys import KeyProblem, SigningKey, public_keys_in
     except ImportError:
         raise SettingsError(EXTRA_MISSING) from None
     try:
@@ -86,11 +102,11 @@ def attester_for(key_file: Path, verify_keys_file: Path | None, verifier_id: str
     except KeyProblem as error:
         raise SettingsError(f"--verify-keys {error}") from None
     try:
-        trusted = trusted_signer_fingerprints(trusted_signers_text(settings.trusted_signers))
+        trusted_signers_text(settings.trusted_signers)
     except OSError as error:
         raise SettingsError(f"--trusted-signers {settings.trusted_signers}: cannot be read ({error.strerror})") from None
     values = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
-    return Attester(key, older, verifier_id, verdict_settings(values, trusted))
+    return Attester(key, older, verifier_id, values, settings.trusted_signers)
 
 
 def load_attester(settings: Settings) -> Attester | None:

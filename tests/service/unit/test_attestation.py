@@ -97,6 +97,23 @@ def test_the_policy_names_the_trusted_signers_by_their_keys_fingerprints(tmp_pat
     assert policies[0]["settings_sha256"] != policies[1]["settings_sha256"]
 
 
+def test_a_trusted_signers_file_replaced_while_the_service_runs_is_the_trust_the_next_attestation_names(tmp_path: Path) -> None:
+    """The signature stage reads --trusted-signers again for each check; so does the attestation, or it would name a
+    trust its stage did not run under."""
+    private, public, _ = key_pair(tmp_path, "p256")
+    first, second = make_signer(tmp_path / "first"), make_signer(tmp_path / "second")
+    trusted = tmp_path / "signers.pem"
+    trusted.write_bytes(first.public_key.read_bytes())
+    signer = attester_for(private, None, "id", load_settings(["--trusted-signers", str(trusted)], environ={}))
+    key = serialization.load_pem_public_key(public.read_bytes())
+    named = []
+    for holding in (first, second):
+        trusted.write_bytes(holding.public_key.read_bytes())
+        bundle = signer.attest([Subject("m.onnx", "cc" * 32, model=True)], PASSING, "/models/x")
+        named.append(statement_checked_by_hand(bundle, key)["predicate"]["onnxImportPolicy"]["settings"][TRUSTED_SIGNERS]["keys"])
+    assert named == [[first.fingerprint], [second.fingerprint]]
+
+
 @pytest.mark.parametrize(
     ("results", "levels"),
     [
