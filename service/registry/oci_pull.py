@@ -14,6 +14,12 @@ FIFO refuses the artifact. Files are created exclusively, never through a
 link (none can exist: the tree is new and nothing makes one), so nothing is
 written outside the tree; two layers naming one path refuse it too. A
 zstd-compressed layer is refused (no decompressor in the service).
+Python's `tarfile` reads in the front end, so what it would hold in memory
+is bounded before it reads it (`BoundedMember`): a pax or GNU long-name
+header past `MAX_TAR_HEADER` bytes, and a sparse member (its map of
+extension blocks), refuse the artifact; and an archive has at most
+`MAX_TAR_FOLDERS` folder entries beside its files (the reader keeps every
+member it has read).
 
 Limits, the import's: every byte written at most `--max-upload-total` (each
 blob counted as it is fetched, each member before it is written), at most
@@ -42,6 +48,8 @@ from service.registry.oci_api import OciRefused, OciRegistry, TooLarge
 from service.registry.oci_artifact import Layer, is_onnx_path
 from service.registry.sources import MAX_MODEL_FILES, Refused
 
+MAX_TAR_HEADER = 64 << 10  # bytes of a pax extended or GNU long-name header (a long path: a few kB)
+MAX_TAR_FOLDERS = 4096  # folder entries of one archive, beside its files (each kept by the reader)
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 TAR_MAGIC_AT = 257  # "ustar" in a POSIX or GNU tar header
@@ -138,12 +146,30 @@ def _take_layer(tree: ArtifactTree, layer: Layer, blob: Path, size: int) -> None
     os.rename(blob, tree.add(layer.path, size, what))
 
 
+class BoundedMember(tarfile.TarInfo):
+    """A tar member whose header `tarfile` reads only within bounds: a pax or GNU long-name header of at most
+    `MAX_TAR_HEADER` bytes (read whole into memory otherwise), and no sparse member (its map grows with the archive)."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise Refused(f"the tar member {self.name[:200]!r} is sparse: only files and folders are unpacked")
+        extended = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
+        if self.type in extended and self.size > MAX_TAR_HEADER:
+            raise Refused(f"a tar header of {self.size} bytes: at most {MAX_TAR_HEADER} are read")
+        member: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]
+        return member
+
+
 def _unpack(tree: ArtifactTree, blob: Path, what: str) -> None:
     """The archive's members into the tree, each checked before anything of it is written (see the module comment)."""
-    with tarfile.open(blob, mode="r|*") as archive:
+    folders = 0
+    with tarfile.open(blob, mode="r|*", tarinfo=BoundedMember) as archive:
         for member in archive:
             name = member.name.rstrip("/")
             if member.isdir():
+                folders += 1
+                if folders > MAX_TAR_FOLDERS:
+                    raise Refused(f"{what} has more than {MAX_TAR_FOLDERS} folder entries")
                 if name in ("", "."):
                     continue
                 try:

@@ -129,6 +129,34 @@ def test_layers_the_gate_cannot_read_are_refused(tmp_path: Path) -> None:
         _pulled(tmp_path / "d", [(b"weights", RAW, "weights.bin")])
 
 
+def _raw_header(name: str, kind: bytes, size: int) -> bytes:
+    """One tar header block of `kind` claiming `size` bytes of data, then that many bytes (zeros) and the padding."""
+    member = tarfile.TarInfo(name)
+    member.type, member.size = kind, size
+    return member.tobuf(tarfile.USTAR_FORMAT) + bytes(size + (-size % tarfile.BLOCKSIZE))
+
+
+@pytest.mark.parametrize(
+    ("kind", "size", "said"),
+    [
+        (tarfile.XHDTYPE, 4 << 20, "a tar header of 4194304 bytes"),  # a pax header tarfile would read whole into memory
+        (tarfile.GNUTYPE_LONGNAME, 4 << 20, "a tar header of 4194304 bytes"),
+        (tarfile.GNUTYPE_SPARSE, 0, "is sparse"),
+    ],
+)
+def test_a_tar_header_the_reader_would_hold_in_memory_refuses_the_artifact(tmp_path: Path, kind: bytes, size: int, said: str) -> None:
+    """The front end unpacks tar layers with Python's tarfile: what it would read into memory is bounded first."""
+    archive = _raw_header("x", kind, size) + _tar(_member("model.onnx"))
+    with pytest.raises(Refused, match=said):
+        _pulled(tmp_path, [(archive, TAR, "model.onnx")])
+
+
+def test_an_archive_of_endless_folder_entries_is_refused(tmp_path: Path) -> None:
+    folders = [_member(f"d{number}", tarfile.DIRTYPE) for number in range(4097)]  # the reader keeps each member it read
+    with pytest.raises(Refused, match="more than 4096 folder entries"):
+        _pulled(tmp_path, [(_tar(*folders, _member("model.onnx")), TAR, "model.onnx")])
+
+
 def test_the_imports_limits_hold(tmp_path: Path) -> None:
     with pytest.raises(UploadTooLarge, match="--max-upload-total"):
         _pulled(tmp_path / "a", [(b"m" * 600, RAW, "model.onnx"), (b"w" * 600, RAW, "weights.bin")], max_upload=1000, max_upload_total=1000)
