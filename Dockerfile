@@ -49,12 +49,14 @@ WORKDIR /src
 # the code reuses this layer: the `fleet` extra's (obstore, psycopg[binary] with
 # its own libpq, psycopg-pool: the image also serves a fleet, --store s3://...
 # with --database postgresql://..., compose.fleet.yaml) and the `runtime`
-# extra's (onnx and onnxruntime: the shape, runtime and smoke check stages).
+# extra's (onnx and onnxruntime: the shape, runtime and smoke check stages) and
+# the `signing` extra's (model-signing, cryptography: signed attestations with
+# --signing-key, and `onnx-import verify` in an init container).
 # --only-binary refuses any dependency that would need a compiler. pip's cache
 # is a cache mount: it speeds up rebuilds and never becomes a layer.
 COPY pyproject.toml ./
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python -c 'import tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; extras = project["optional-dependencies"]; print("\n".join(project["dependencies"] + extras["fleet"] + extras["runtime"]))' >/tmp/requirements.txt \
+    python -c 'import tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; extras = project["optional-dependencies"]; print("\n".join(project["dependencies"] + extras["fleet"] + extras["runtime"] + extras["signing"]))' >/tmp/requirements.txt \
     && python -m pip wheel --only-binary=:all: --wheel-dir /wheels -r /tmp/requirements.txt
 # Then what the project's wheel is built from (.dockerignore keeps the rest
 # out): its metadata, its build backend (tools/build_backend.py: setuptools,
@@ -94,7 +96,7 @@ LABEL org.opencontainers.image.title="onnx-import-service" \
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python -m venv --without-pip /opt/venv \
     && python -m pip --python /opt/venv/bin/python install --no-cache-dir --no-index --find-links=/wheels \
-        "onnx-import-service[fleet,runtime]" \
+        "onnx-import-service[fleet,runtime,signing]" \
     && find /opt/venv -depth -type d -path '*/site-packages/numpy/*' -name tests -exec rm -rf {} + \
     && rm -rf /opt/venv/lib/python*/site-packages/onnx/backend/test \
         /opt/venv/lib/python*/site-packages/onnxruntime/transformers \

@@ -10,9 +10,11 @@ outermost; `X-Content-Type-Options: nosniff` on every response;
 `Tus-Resumable` on those under `/uploads`; a client gone mid-request logged
 once at INFO), the routers
 (`service.api.routes`: models, tensors, diagnostics, diffs, report links,
-resumable uploads, health, hooks (the MLflow registry's webhook,
-`service.registry`), and ui: the explorer at `/` and the offline `/docs`
+resumable uploads, health, hooks (the MLflow registry's webhook and an
+OCI registry's notifications, `service.registry`), Harbor's scanner adapter, and ui: the explorer at `/` and the offline `/docs`
 and `/redoc`), the report links' key read when the store opens,
+the attestations' signing key (`--signing-key`, read once as the app is
+made, before its sandbox starts: `service.attestation.attester`),
 the sweep of expired resumable uploads, and the OpenAPI document with
 problems under `application/problem+json`.
 """
@@ -37,9 +39,23 @@ from service.access.keys import KeyFileError, KeyRing
 from service.api.nosniff import NoSniffMiddleware
 from service.api.openapi import openapi_with_problems
 from service.api.problems import DisconnectMiddleware, install_problem_handlers
-from service.api.routes import diagnostics, diff, health, links, models, resumable_uploads, shapes, tensors, ui, webhooks
+from service.api.routes import (
+    attestations,
+    diagnostics,
+    diff,
+    harbor,
+    health,
+    links,
+    models,
+    resumable_uploads,
+    shapes,
+    tensors,
+    ui,
+    webhooks,
+)
 from service.api.state import Service
 from service.api.tus import TusHeaderMiddleware
+from service.attestation.attester import load_attester
 from service.background import every
 from service.errors import StorageUnavailable
 from service.imports.admission import Admission
@@ -49,7 +65,9 @@ from service.imports.report_links import ReportLinks
 from service.observability.metrics import Metrics
 from service.observability.readiness import ReadinessProbe
 from service.observability.request_log import RequestLogMiddleware
+from service.registry.harbor_scanner import HarborScanner, harbor_token
 from service.registry.hook import RegistryHook
+from service.registry.oci_hook import OciHook
 from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.backends import open_data_root, open_store
@@ -70,6 +88,7 @@ def create_app(
     sandbox = sandbox or Sandbox(settings)
     keys = KeyRing(settings.api_keys)  # a broken key file refuses the start (KeyFileError)
     report_links = ReportLinks.for_settings(settings, store)  # a link key file without a fit key refuses the start (SettingsError)
+    attester = load_attester(settings)  # --signing-key, read once here (before the fork server starts); SettingsError if it cannot sign
     if shared_dir is None:
         private_dir = places_dir = Path(tempfile.mkdtemp(prefix="onnx-import-places-"))
     else:
@@ -80,8 +99,9 @@ def create_app(
     )
     metrics = Metrics(store, lambda: admission)
 
-    def share_places() -> None:  # the share holds between the tenants that may import (and the MLflow hook's)
-        admission.share_between(len(keys.importing_tenants() | ({settings.mlflow_tenant} if settings.mlflow_url else set())))
+    def share_places() -> None:  # the share holds between the tenants that may import (and the registry hooks')
+        hooks = {settings.mlflow_tenant} if settings.mlflow_url else set()
+        admission.share_between(len(keys.importing_tenants() | hooks | ({settings.oci_tenant} if settings.oci_registry else set())))
 
     share_places()
 
@@ -110,7 +130,7 @@ def create_app(
         remote = store_is_remote(settings)
         opening = StoreOpening(open_storage, store.close) if remote else StoreOpening.done()
         readiness = ReadinessProbe(sandbox, store, opening)
-        parts = ImportParts(settings, store, sandbox, admission, data_root, report_links, steps)
+        parts = ImportParts(settings, store, sandbox, admission, data_root, report_links, steps, attester)
         diffs = Diffs(settings.local_root / "diffs")
         app.state.service = Service(parts, diffs, keys, metrics, readiness, opening=opening)
         if not remote:
@@ -133,10 +153,14 @@ def create_app(
                     f"{len(keys.keys)} API keys" if not keys.anonymous else "anonymous (no API keys)",
                 )  # fmt: skip
                 hook = app.state.registry_hook = RegistryHook(parts, diffs) if settings.mlflow_url else None
+                oci_hook = app.state.oci_hook = OciHook(parts) if settings.oci_registry else None
+                scanner = app.state.harbor_scanner = HarborScanner(parts) if harbor_token(settings) else None
                 async with (
                     readiness.running(),
                     sweeping(app.state.service, min(60.0, settings.upload_expiry / 4)),
                     hook.running() if hook is not None else contextlib.nullcontext(),
+                    oci_hook.running() if oci_hook is not None else contextlib.nullcontext(),
+                    scanner.running() if scanner is not None else contextlib.nullcontext(),
                 ):
                     yield
         finally:  # the opening has ended: nothing opens the store any more
@@ -162,12 +186,14 @@ def create_app(
     app.include_router(tensors.router)  # first: a request is matched against the routes in order, and tensor GETs are the most frequent
     app.include_router(models.router)
     app.include_router(diagnostics.router)
+    app.include_router(attestations.router)
     app.include_router(diff.router)
     app.include_router(links.router)
     app.include_router(shapes.router)
     app.include_router(resumable_uploads.router)
     app.include_router(health.router)
     app.include_router(webhooks.router)
+    app.include_router(harbor.router)
     app.include_router(ui.router)
     app.openapi = lambda: openapi_with_problems(app)  # type: ignore[method-assign]
     return app

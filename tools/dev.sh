@@ -95,12 +95,12 @@ pip_install() {
 # The editable install (about a minute when compiled, a few seconds pure),
 # redone only when its inputs or the build asked for changed since the last
 # one, or when it lacks what the command needs: `serve` installs what serving
-# needs (the check stages' onnxruntime, the fleet store's clients), `test` and
+# needs (the check stages' onnxruntime and model-signing, the fleet store's clients), `test` and
 # `setup` the test and lint toolchain too (a superset: `serve` after it
 # installs nothing).
 setup() {
     local need=${1:-test} extras
-    case "$need" in serve) extras=runtime,fleet ;; *) need=test extras=test,dev,runtime ;; esac
+    case "$need" in serve) extras=runtime,fleet,signing ;; *) need=test extras=test,dev,runtime,signing ;; esac
     if [ ! -x .venv/bin/python ]; then
         "$(pick_python)" -m venv .venv
     fi
@@ -205,6 +205,15 @@ install_postgres() {
     echo "installing Debian's postgresql for the fleet store's tests"
     apt_install postgresql ||
         echo "note: no PostgreSQL (/usr/lib/postgresql/*/bin/initdb: Debian's postgresql, installed as root); the fleet tests will be skipped"
+}
+
+# The OCI gate's tests (tests/service/process/test_registry_oci.py) run Debian's
+# docker-registry (CNCF distribution 2.8) on the loopback, notifying the service.
+install_oci_registry() {
+    [ -x /usr/bin/docker-registry ] && return
+    echo "installing Debian's docker-registry for the OCI gate's tests"
+    apt_install docker-registry ||
+        echo "note: no /usr/bin/docker-registry (Debian's docker-registry, installed as root); the OCI gate's tests will be skipped"
 }
 
 # The SARIF reports' tests validate them with Microsoft's SARIF Multitool
@@ -329,6 +338,7 @@ run_tests() {
     install_browser
     install_curl
     install_postgres
+    install_oci_registry
     install_sarif_multitool &  # npm's download (about 19 s) beside ruff and mypy; the last install, so no apt-get overlaps it
     local sarif_install=$!
     stage_end

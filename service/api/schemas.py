@@ -361,3 +361,15 @@ class Readiness(BaseModel):
     tenants_busy: int = Field(description="tenants holding an import or receiving place now (none is named)")
     yours: TenantPlaces | None = Field(None, description="with credentials: the caller's tenant's own places now")
     store_free_bytes: int = Field(description="free bytes on the store's file system (below --store-min-free: not ready)")
+    worker_memory_budget_bytes: int = Field(
+        description="memory the workers sized to a large model may reserve in all (--worker-memory-share of the machine's"
+        " or the service's cgroup's memory; 0: no budget)"
+    )
+    worker_memory_reserved_bytes: int = Field(description="of that budget, what the sized workers running now reserve")
+    signing_key: str | None = Field(
+        description="SHA-256 (hex) of the DER SubjectPublicKeyInfo of the key attestations are signed with (--signing-key); "
+        "null: none are signed"
+    )
+    verify_keys: list[str] = Field(
+        description="the same fingerprints of the older public keys whose attestations still verify (--verify-keys: rotation)"
+    )

@@ -6,11 +6,10 @@ Runs the stages of a job that need onnx or onnxruntime (`shape`, `runtime`,
 fail closed, `incomplete` with the reason the worker did not deliver it (it
 crashed, ran out of memory, CPU or time, or could not read the model).
 Where `runtime` or `smoke` is asked, a worker of task "externals" first
-reads which external data files the model names (the model file alone), and
-the check worker binds those for onnxruntime (`WorkerJob.mapped_files`,
-`service.sandbox.worker.bound_files`); a job whose files such a worker
-listed already (`WorkerJob.listed_externals`, to size its memory) binds
-those, without a second list.
+reads which external data files the model names (the model file alone;
+unless the caller has such a listing already), and the check worker binds
+those for onnxruntime (`WorkerJob.mapped_files`,
+`service.sandbox.worker.bound_files`).
 A job with dimension bindings runs the worker even when it asks for none of
 those stages: the bindings are read against the model there, and one the
 model has no place for raises DimensionBindingError (a usage error).
@@ -65,9 +64,12 @@ def check_worker_memory(sandbox: Sandbox, job: WorkerJob) -> WorkerMemory:
     return sandbox.worker_memory(job.model_bytes, mapped)
 
 
-def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerControl | None = None) -> list[StageResult]:
+def check_worker_results(
+    sandbox: Sandbox, job: WorkerJob, control: WorkerControl | None = None, listed: tuple[str, ...] | None = None
+) -> list[StageResult]:
     """Run `job`'s check-worker stages (blocking; call from a thread); raise
-    DimensionBindingError for a binding of `job.dims` the model has no place for."""
+    DimensionBindingError for a binding of `job.dims` the model has no place for.
+    `listed`: the external locations the model names, where a worker listed them already."""
     wanted = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
     if not wanted and not job.dims:
         return []
@@ -80,7 +82,7 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerContro
             "checks of %r: memory cap %s (sized to its %s)", job.display_name[:100], shown_size(memory.cap), shown_size(job.model_bytes)
         )
     check_job = replace(
-        job, task="checks", hash_sources=False, memory=memory.cap, mapped_files=_external_files(sandbox, job, wanted, control)
+        job, task="checks", hash_sources=False, memory=memory.cap, mapped_files=_external_files(sandbox, job, wanted, control, listed)
     )
     reports, outcome = sandbox.run_checks(check_job, control)
     log.info("%s", outcome.logged("checks", job.display_name))
@@ -103,17 +105,19 @@ def check_worker_results(sandbox: Sandbox, job: WorkerJob, control: WorkerContro
             for result in results]  # fmt: skip
 
 
-def _external_files(sandbox: Sandbox, job: WorkerJob, wanted: list[Stage], control: WorkerControl | None) -> tuple[str, ...]:
+def _external_files(
+    sandbox: Sandbox, job: WorkerJob, wanted: list[Stage], control: WorkerControl | None, listed: tuple[str, ...] | None
+) -> tuple[str, ...]:
     """The external files the model names, as a sandboxed worker reads them
-    (task "externals": the model file only), for the check worker to bind for
-    onnxruntime (or as one listed them already: `job.listed_externals`);
-    none where no stage hands the model to onnxruntime, where the workers
-    have no minimal root to bind them in, or where that worker could not
-    tell (the check worker then hands the weights over)."""
+    (task "externals": the model file only; `listed`, where one did already),
+    for the check worker to bind for onnxruntime; none where no stage hands
+    the model to onnxruntime, where the workers have no minimal root to bind
+    them in, or where that worker could not tell (the check worker then
+    hands the weights over)."""
     if ("runtime" not in wanted and "smoke" not in wanted) or MINIMAL_ROOT not in sandbox.worker_sandbox:
         return ()  # no stage for onnxruntime, or no mount namespace to bind files in (the last probe's walls)
-    if job.listed_externals is not None:
-        return job.listed_externals
+    if listed is not None:
+        return listed
     outcome = sandbox.run(replace(job, task="externals", hash_sources=False), [], control=control)
     log.info("%s", outcome.logged("externals", job.display_name))
     if outcome.status != "ok" or outcome.header is None:

@@ -3,7 +3,10 @@
     onnx-import check PATH... [--external-data-dir DIR] [--checks schema,shape,...]
                               [--dim NAME:VALUE ...] [--format json|sarif|junit] [--output FILE]
                               [--max-loop-trips N] [--smoke-cpu-seconds S] [--smoke-second-dim N]
-                              [--max-tensor-bytes SIZE]
+                              [--max-tensor-bytes SIZE] [--trusted-signers FILE] [--require-signature]
+                              [--attest FILE --signing-key KEY]
+    onnx-import verify PATH --attestation FILE --public-key FILE...
+    onnx-import verify oci://REGISTRY/REPOSITORY@DIGEST --public-key FILE... [--credentials FILE] [--output DIR]
 
 Each PATH is a model file or a folder (every `.onnx` file under it, its
 external data found beside it). Every model runs through the same sandboxed
@@ -17,14 +20,21 @@ and bounds (`--max-loop-trips`, the security check's bound on a Loop's
 constant trip count; `--smoke-cpu-seconds`, each smoke run's CPU budget;
 `--smoke-second-dim`, the value the second smoke run gives every dimension
 left unbound, 1 for one run only; `--max-tensor-bytes`, the largest tensor
-in external data, the specification's 2^31-1 bytes unless raised).
+in external data, the specification's 2^31-1 bytes unless raised). The
+`signature` stage (asked by `--checks`) verifies the model folder's `model.sig`
+against `--trusted-signers` in a signature worker beside them
+(`service.checks.signature_worker`), `--require-signature` failing a folder without one.
 One report for all (`service.checks.report`): JSON (one model file named:
 its object; else a list), SARIF (`service.checks.sarif`: one run, an
 artifact per model, named by its path relative to the working directory) or
 JUnit (`service.checks.junit`); a refused model is a result there. Exit
 status: the worst model's, 0 pass, 1 fail, 2 refused (the importer refused
 the file: its typed error is the result) or incomplete (a stage did not
-finish), 64 a usage error.
+finish), 64 a usage error. With `--attest FILE --signing-key KEY` (one
+model), the run's attestation is written to FILE, signed with KEY
+(`service.checks.local_attestation`); `verify` checks one where the model
+is deployed (`service.attestation.verify_command`), and `verify oci://...` an
+OCI artifact and its verdict referrer (`service.registry.oci_verify`).
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from importer.limits import MAX_TENSOR_BYTES
+from service.attestation.verify_command import add_parser as add_verify_parser
+from service.attestation.verify_command import verify
 from service.checks.junit import junit_log
 from service.checks.outcome import (
     DEFAULT_CHECKS,
@@ -59,6 +71,7 @@ from service.checks.sarif import artifact_uri, sarif_log
 from service.settings.kinds import SettingsError
 
 if TYPE_CHECKING:
+    from service.attestation.signing_keys import PublicKey
     from service.sandbox.supervisor import Sandbox
 
 EXIT_USAGE = 64
@@ -98,8 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-tensor-bytes", default=str(MAX_TENSOR_BYTES), help="largest tensor in external data (4GiB, say): "
                        "from 2^31-1, the default, up to 2^60; a tensor in the model file keeps 2^31-1")  # fmt: skip
     check.add_argument("--smoke-cpu-seconds", default="3", help="CPU-seconds each smoke run may use (default 3)")
+    check.add_argument("--trusted-signers", help="PEM file of the public keys and CA certificates the signature check trusts")
+    check.add_argument("--require-signature", action="store_true", help="the signature check fails a model folder without a model.sig")
     check.add_argument("--smoke-second-dim", default="2", help="the second smoke run's value of every dimension left unbound, "
                        "after the run at 1 (default 2; 1: one run only)")  # fmt: skip
+    check.add_argument("--attest", type=Path, metavar="FILE", help="write the run's signed attestation (a Sigstore bundle) here: "
+                       "one model, with --signing-key")  # fmt: skip
+    check.add_argument("--signing-key", type=Path, metavar="KEY", help="PEM private key (ECDSA P-256 or Ed25519) --attest signs with")
+    add_verify_parser(commands)
     return parser
 
 
@@ -157,6 +176,7 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
     (as the service runs them: the check worker reads none of the import's
     answers); the import's refusal, if any, is the model's answer."""
     from service.checks.check_worker import check_worker_results, model_and_external_bytes
+    from service.checks.signature_worker import SignaturePolicy, SignedFolder, signature_results
 
     model = path.resolve()
     name = shown(path)
@@ -172,14 +192,21 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
         checks=args.stages,
         dims=args.dims,
     )
+    known: tuple[str, ...] | None = None  # the external files listed, which the check worker binds without a second list
     if any(stage in IN_CHECK_WORKER for stage in job.checks):  # the check worker's memory, sized to the model
         listed = sandbox.run(replace(job, task="externals"), [], 0)
         found = listed.header.external_files if listed.status == "ok" and listed.header is not None else []  # refused: said below
-        size = model_and_external_bytes(job.directory, job.model, job.external_dir, found)
-        job = replace(job, model_bytes=size, listed_externals=tuple(found) if listed.status == "ok" else None)
+        known = tuple(found) if listed.status == "ok" and listed.header is not None else None
+        job = replace(job, model_bytes=model_and_external_bytes(job.directory, job.model, job.external_dir, found))
     catalog = scratch / "catalog"
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        checking = beside.submit(check_worker_results, sandbox, job)
+    with ThreadPoolExecutor(max_workers=2) as beside:
+        checking = beside.submit(check_worker_results, sandbox, job, listed=known)
+        folder = SignedFolder(str(model.parent), model.name)
+        verifying = (
+            beside.submit(signature_results, sandbox, job, folder, SignaturePolicy.of(sandbox.settings))
+            if "signature" in job.checks
+            else None
+        )
         outcome = sandbox.run(job, [catalog, scratch / "converted"])
         if outcome.status == "error" and outcome.error is not None:  # the importer refused the file
             checking.exception()  # waited for; whatever it found is not the answer
@@ -188,7 +215,7 @@ def check_model(sandbox: Sandbox, path: Path, args: argparse.Namespace, scratch:
             checking.exception()
             reason = f"the import's worker ended without an answer ({outcome.status}): {outcome.detail or 'no detail'}"
             return ModelChecks(name, [incomplete(stage, reason) for stage in args.stages], uri=uri)
-        checked = checking.result()  # a dimension binding the model has no place for raises here
+        checked = checking.result() + (verifying.result() if verifying else [])  # a dimension binding with no place raises here
     results: list[StageResult] = [report.result() for report in outcome.header.checks]
     findings = _findings(catalog)
     results += checked
@@ -211,10 +238,15 @@ def _document(model: ModelChecks) -> dict[str, object]:
 
 def check(args: argparse.Namespace) -> tuple[int, str]:
     """Run the stages on every model; the exit status and the report's text."""
+    from service.checks.local_attestation import local_attester, model_subjects, write_attestation
     from service.sandbox.supervisor import Sandbox
     from service.settings import load_settings
 
     paths = models_of(args.paths)
+    if (args.attest is None) != (args.signing_key is None):
+        raise ChecksError("--attest and --signing-key go together")
+    if args.attest is not None and len(paths) != 1:
+        raise ChecksError(f"--attest signs one model's run: {len(paths)} models are named")
     args.stages = parse_checks(args.checks or DEFAULT_CHECKS)
     args.dims = parse_dims(args.dim)
     models: list[ModelChecks] = []
@@ -226,12 +258,21 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
         flags += ["--worker-timeout", args.worker_timeout]
         flags += ["--max-loop-trips", args.max_loop_trips, "--smoke-cpu-seconds", args.smoke_cpu_seconds]
         flags += ["--smoke-second-dim", args.smoke_second_dim, "--max-tensor-bytes", args.max_tensor_bytes]
-        sandbox = Sandbox(load_settings(flags, environ={}))
+        flags += ["--trusted-signers", args.trusted_signers] if args.trusted_signers else []
+        flags += ["--require-signature"] if args.require_signature else []
+        settings = load_settings(flags, environ={})
+        attester = local_attester(args.signing_key, settings) if args.attest is not None else None  # the key read before any worker
+        sandbox = Sandbox(settings)
         sandbox.start()
         for index, path in enumerate(paths):
             work = Path(scratch) / f"model-{index}"
             work.mkdir()
             models.append(check_model(sandbox, path, args, work))
+        if attester is not None:
+            job = sandbox.job("externals", directory=str(paths[0].resolve().parent), model=paths[0].resolve().name,
+                              display_name=paths[0].name, allow_hard_links=True,
+                              external_dir=str(args.external_data_dir.resolve()) if args.external_data_dir else None)  # fmt: skip
+            write_attestation(attester, model_subjects(sandbox, job), models[0], paths[0], args.attest)
     status = exit_status(models)
     if args.format == "sarif":
         base = Path.cwd().as_uri().rstrip("/") + "/"
@@ -245,8 +286,17 @@ def check(args: argparse.Namespace) -> tuple[int, str]:
     return status, text
 
 
+def verify_artifact(args: argparse.Namespace, keys: list[PublicKey]) -> int:
+    """`verify oci://...`: the OCI side's (`service.registry.oci_verify`), loaded only when an artifact is named."""
+    from service.registry.oci_verify import verify_artifact as verify_oci
+
+    return verify_oci(args, keys)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "verify":
+        return verify(args, verify_artifact)
     try:
         status, text = check(args)
     except (ChecksError, SettingsError) as error:

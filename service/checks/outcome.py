@@ -8,7 +8,11 @@ makes the verdict `incomplete`, never `pass`. `parse_checks` reads `schema,shape
 request or a setting gives it; `parse_dims` the smoke run's `NAME:VALUE` and
 `INPUT[AXIS]:VALUE` bindings (`parse_dims_text`, comma-separated), and `DimensionBindingError` is one the model has
 no place for; `BINDING_SOURCES`, where a smoke run's binding came from, and
-`DEFAULT_SECOND_DIM`, the value its second run gives the dimensions left unbound.
+`DEFAULT_SECOND_DIM`, the value its second run gives the dimensions left unbound;
+`DEFAULT_CHECKS` and `GATE_CHECKS`, the stages an import and a registry gate run unless told;
+which worker runs each stage (`IN_IMPORT_WORKER`, `IN_CHECK_WORKER`,
+`IN_SIGNATURE_WORKER`), and the `signature` stage's file (`SIGNATURE_FILE`, at most
+`MAX_SIGNATURE_BYTES`) and the paths it leaves out as model-signing does (`GIT_PATHS`).
 """
 
 from __future__ import annotations
@@ -20,18 +24,26 @@ from typing import Any, Final, Literal
 
 from importer.diagnostics import Diagnostic, bounded
 
-Stage = Literal["schema", "shape", "runtime", "smoke", "security"]
+Stage = Literal["signature", "schema", "shape", "runtime", "smoke", "security"]
 Status = Literal["pass", "fail", "incomplete", "skipped"]
 Severity = Literal["error", "warning"]
 Verdict = Literal["pass", "fail", "incomplete"]
 
-STAGES: Final[tuple[Stage, ...]] = ("schema", "security", "shape", "runtime", "smoke")  # the order they run in
+STAGES: Final[tuple[Stage, ...]] = ("signature", "schema", "security", "shape", "runtime", "smoke")  # the order they run in
 DEFAULT_CHECKS: Final = "schema,shape,security"
 Weights = Literal["", "mapped", "handed over"]
 MAPPED: Final[Weights] = "mapped"  # the runtime stage: onnxruntime opened and mapped the model's external files itself
 HANDED_OVER: Final[Weights] = "handed over"  # ... or was given them from the importer's memory (no mount namespace)
 IN_IMPORT_WORKER: Final[frozenset[str]] = frozenset({"schema", "security"})  # our own code, in the import's worker
 IN_CHECK_WORKER: Final[frozenset[str]] = frozenset({"shape", "runtime", "smoke"})  # onnx and onnxruntime, in a worker of their own
+IN_SIGNATURE_WORKER: Final[frozenset[str]] = frozenset({"signature"})  # model-signing, on the model's folder, in a worker of its own
+# What a registry gate runs unless told otherwise: every stage but `signature`, which only a signed folder passes.
+GATE_CHECKS: Final = ",".join(stage for stage in STAGES if stage not in IN_SIGNATURE_WORKER)
+SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")  # a digest as the `signature` stage reports it
+SIGNATURE_FILE: Final = "model.sig"  # the `signature` stage's file, in the model's folder, as `model_signing sign` writes it
+MAX_SIGNATURE_BYTES: Final = 1 << 20  # a model.sig larger than this is refused unread
+# The folder's paths model-signing's verification always leaves out (`model_signing.hashing.Config.hash`, ignore_git_paths).
+GIT_PATHS: Final = (".git", ".gitattributes", ".github", ".gitignore")
 MAX_FINDINGS_PER_STAGE: Final = 1000  # past this a stage counts its findings but lists no more
 # Where a smoke run's binding came from, in the order they take precedence (a later one fills only what is left).
 BindingSource = Literal["request", "model", "registry", "default"]
@@ -123,7 +135,10 @@ class StageResult:
     came from (BINDING_SOURCES). `weights`: the runtime stage's way of
     giving onnxruntime the model's external data ("mapped": its session
     from the path over the bound files; "handed over": from the importer's
-    memory; "": no external data)."""
+    memory; "": no external data). `signature_sha256` and
+    `signer_fingerprint`: the `signature` stage's, the SHA-256 (hex) of the
+    model's `model.sig` and of its signer's public key (the DER of its
+    SubjectPublicKeyInfo), once that key verified it ("" otherwise)."""
 
     stage: Stage
     status: Status = "pass"
@@ -136,6 +151,8 @@ class StageResult:
     bindings: list[dict[str, int]] = field(default_factory=list)  # `smoke`: each run's dimensions, in run order
     binding_sources: dict[str, BindingSource] = field(default_factory=dict)  # `smoke`: where each dimension's binding came from
     weights: Weights = ""  # `runtime`: how onnxruntime got the model's external weights (MAPPED, HANDED_OVER)
+    signature_sha256: str = ""  # `signature`: SHA-256 of the model.sig file checked
+    signer_fingerprint: str = ""  # `signature`: SHA-256 of the signer's public key (SubjectPublicKeyInfo, DER) that verified it
 
     def add(self, finding: Finding) -> None:
         if finding.severity == "error":
@@ -160,6 +177,10 @@ class StageResult:
             entry["binding_sources"] = dict(self.binding_sources)
         if self.weights:
             entry["weights"] = self.weights
+        if self.signature_sha256:
+            entry["signature_sha256"] = self.signature_sha256
+        if self.signer_fingerprint:
+            entry["signer_fingerprint"] = self.signer_fingerprint
         return entry
 
     @classmethod
@@ -190,6 +211,8 @@ def results_of(summary: Mapping[str, Any]) -> list[StageResult]:
                     bindings=_bindings_of(entry.get("bindings")),
                     binding_sources=_sources_of(entry.get("binding_sources")),
                     weights=_weights_of(entry.get("weights")),
+                    signature_sha256=_digest_of(entry.get("signature_sha256")),
+                    signer_fingerprint=_digest_of(entry.get("signer_fingerprint")),
                 )
             )
     return results
@@ -199,13 +222,16 @@ def _weights_of(given: object) -> Weights:
     return MAPPED if given == MAPPED else HANDED_OVER if given == HANDED_OVER else ""
 
 
+def _digest_of(given: object) -> str:
+    """A summary's SHA-256 in hex; anything else is none."""
+    return given if isinstance(given, str) and SHA256_HEX.fullmatch(given) else ""
+
+
 def _bindings_of(listed: object) -> list[dict[str, int]]:
     """A summary's `bindings` (a list of maps of dimension to value); anything else is none."""
     if not isinstance(listed, list):
         return []
-    return [
-        {str(key): value for key, value in run.items() if isinstance(value, int)} for run in listed if isinstance(run, Mapping)
-    ]
+    return [{str(key): value for key, value in run.items() if isinstance(value, int)} for run in listed if isinstance(run, Mapping)]
 
 
 def _sources_of(given: object) -> dict[str, BindingSource]:
@@ -282,9 +308,7 @@ def parse_dims(values: Sequence[str]) -> tuple[tuple[str, int], ...]:
     for value in values:
         name, colon, number = value.rpartition(":")
         if not colon or not name or not (number.isascii() and number.isdigit()) or len(number) > 12:
-            raise ChecksError(
-                f"a dimension is bound as NAME:VALUE or INPUT[AXIS]:VALUE, with VALUE a whole number: not {value[:100]!r}"
-            )
+            raise ChecksError(f"a dimension is bound as NAME:VALUE or INPUT[AXIS]:VALUE, with VALUE a whole number: not {value[:100]!r}")
         target, axis = dim_target(name)
         if axis is not None:
             if not target:

@@ -52,6 +52,31 @@ _TABLE: Final[tuple[Rule, ...]] = (
         "with the error's kind and field path.",
         "Refuse the version. The message names the rule broken and the place; fix the exporter or the file and export again.",
     ),
+    # signature (service/checks/stages/model_signature.py; the folder's listing: service/checks/signature_worker.py)
+    Rule("signature-required", "signature", "error",
+         "The model's folder holds no `model.sig`, and `--require-signature` asks every model for one.",
+         "Refuse the version, or have its author sign the folder (`model_signing sign`) and send it with its `model.sig`."),
+    Rule("signature-unreadable", "signature", "error",
+         "`model.sig` cannot be read: larger than 1 MiB, or not a regular file.",
+         "Refuse the version; a model-signing bundle is a few KB."),
+    Rule("signature-malformed", "signature", "error",
+         "`model.sig` is not a Sigstore bundle model-signing reads, or its signed statement is not a model-signing manifest "
+         "(its predicate, its serialization or its list of files refused by the library).",
+         "Refuse the version; sign the folder again with `model_signing sign`."),
+    Rule("signature-untrusted", "signature", "error",
+         "No key or certificate chain of `--trusted-signers` verifies `model.sig`: an unknown signer, a changed bundle, or a "
+         "keyless Sigstore signature (which needs the network to verify).",
+         "Refuse the version, or, once the signer is known, add their public key (or their CA's certificate) to `--trusted-signers`."),
+    Rule("signed-file-changed", "signature", "error", "A file of the folder is not the one signed: its digest differs from the "
+         "manifest's. Placed at the file's path.", "Refuse the version: the bytes are not those the signer signed."),
+    Rule("signed-file-missing", "signature", "error", "A file the signature lists is not in the model's folder (nor sent beside "
+         "the model).", "Refuse the version, or send the whole signed folder."),
+    Rule("unsigned-file", "signature", "error", "A file of the model's folder that the signature does not list (and does not "
+         "ignore, as model-signing ignores git's files and `model.sig`); or the model file itself, left out by the signature's "
+         "`ignore_paths`.", "Refuse the version, or sign the folder as it is."),
+    Rule("signed-file-unreadable", "signature", "error", "An entry of the model's folder that is not a regular file inside it "
+         "(a link, a device), or a folder with more files than `--max-external-files` (plus the model and its signature).",
+         "Refuse the version; sign and send a folder of plain files."),
     # schema: the operator check (importer/check.py)
     Rule("unknown-op", "schema", "error", "No operator of this name exists in the node's domain at any opset version.", _SCHEMA_ACTION),
     Rule("op-not-yet-defined", "schema", "error", "The operator exists, but only from an opset version newer than the model imports.",

@@ -18,6 +18,7 @@ read once from the installed metadata.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 from collections.abc import Iterable, Sequence
@@ -34,6 +35,7 @@ SERVICE_DISTRIBUTION: Final = "onnx-import-service"
 # The code each stage runs: ours for schema and security, onnx's strict shape
 # inference for shape, an onnxruntime session for runtime and smoke.
 STAGE_CODE: Final[dict[Stage, tuple[str, ...]]] = {
+    "signature": (SERVICE_DISTRIBUTION, "model-signing"),
     "schema": (SERVICE_DISTRIBUTION,),
     "security": (SERVICE_DISTRIBUTION,),
     "shape": ("onnx",),
@@ -41,6 +43,9 @@ STAGE_CODE: Final[dict[Stage, tuple[str, ...]]] = {
     "smoke": ("onnxruntime",),
 }
 BOUND_STAGES: Final[frozenset[Stage]] = frozenset({"smoke"})  # the stages that read `?dim=` bindings
+# The stages whose answer depends on more than the model's bytes: `signature` reads the
+# model's folder and its model.sig, which the model's id does not cover; run again each time asked.
+FOLDER_STAGES: Final[frozenset[Stage]] = frozenset({"signature"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,8 @@ class StageRun(BaseModel):
     binding_sources: dict[str, BindingSource] = Field(default_factory=dict)  # where each of them came from
     seconds: float = 0.0  # how long the stage took (the reports' stage times)
     weights: Weights = ""  # `runtime`: how onnxruntime got the external weights (StageResult.weights)
+    signature_sha256: str = ""  # `signature`: the model.sig checked (StageResult.signature_sha256)
+    signer_fingerprint: str = ""  # `signature`: the key that verified it (StageResult.signer_fingerprint)
 
     def entry(self) -> dict[str, object]:
         entry: dict[str, object] = {"status": self.status, "errors": self.errors, "warnings": self.warnings}
@@ -85,6 +92,10 @@ class StageRun(BaseModel):
             entry["binding_sources"] = dict(self.binding_sources)
         if self.weights:
             entry["weights"] = self.weights
+        if self.signature_sha256:
+            entry["signature_sha256"] = self.signature_sha256
+        if self.signer_fingerprint:
+            entry["signer_fingerprint"] = self.signer_fingerprint
         entry["seconds"] = self.seconds
         return entry
 
@@ -92,6 +103,7 @@ class StageRun(BaseModel):
         return StageResult(
             stage, self.status, reason=self.reason, errors=self.errors, warnings=self.warnings, seconds=self.seconds,
             bindings=[dict(run) for run in self.bindings], binding_sources=dict(self.binding_sources), weights=self.weights,
+            signature_sha256=self.signature_sha256, signer_fingerprint=self.signer_fingerprint,
         )  # fmt: skip
 
     def asked(self) -> SmokeAsked:
@@ -118,6 +130,14 @@ class CheckRuns(BaseModel):
 
     def verdict(self) -> str:
         return verdict(self.results())
+
+    def verified_at(self) -> datetime | None:
+        """When the latest of these runs began (None: no run, or no time a run gave reads as one)."""
+        times = []
+        for run in self.stages.values():
+            with contextlib.suppress(ValueError):
+                times.append(datetime.fromisoformat(run.ran_at))
+        return max(times, default=None)
 
     def findings_of(self, severity: str | None = None, stage: str | None = None) -> list[dict[str, Any]]:
         return [
@@ -166,6 +186,8 @@ def _stage_run(result: StageResult, smoke: SmokeAsked, ran_at: str) -> StageRun:
         binding_sources=dict(result.binding_sources),
         seconds=round(max(result.seconds, 0.0), 3),
         weights=result.weights,
+        signature_sha256=result.signature_sha256,
+        signer_fingerprint=result.signer_fingerprint,
     )
 
 
@@ -181,9 +203,12 @@ def merged(earlier: CheckRuns | None, later: CheckRuns) -> CheckRuns:
 
 def stages_missing(runs: CheckRuns | None, asked: Sequence[Stage], smoke: SmokeAsked) -> tuple[Stage, ...]:
     """The stages of a request this tenant has not run on the model (a smoke run
-    asked other bindings, or another second binding, counts as not run); `smoke` brings `runtime`."""
+    asked other bindings, or another second binding, counts as not run, and so does every one of
+    FOLDER_STAGES); `smoke` brings `runtime`."""
     had = runs.stages if runs is not None else {}
-    missing = {stage for stage in asked if stage not in had or (stage in BOUND_STAGES and had[stage].asked() != smoke)}
+    missing = {
+        stage for stage in asked if stage not in had or stage in FOLDER_STAGES or (stage in BOUND_STAGES and had[stage].asked() != smoke)
+    }
     if "smoke" in missing:
         missing.add("runtime")
     return tuple(stage for stage in STAGES if stage in missing)

@@ -18,6 +18,7 @@ a Request or build a Response, and they raise typed errors
 maps to problems.
 
 May import: `service.store`, `service.sandbox`, `service.checks` (the stages
-asked, their runs, the check worker), `service.tasks` (the catalogue's format),
+asked, their runs, the check worker), `service.attestation` (a run's signed
+attestation, `attesting`), `service.tasks` (the catalogue's format),
 `service.settings`, `service.errors`. Never `service.api`.
 """

@@ -338,6 +338,11 @@ class Admission:
         """MiB the sized workers running hold, every process's."""
         return self.memory.total()
 
+    @property
+    def memory_in_bytes(self) -> tuple[int, int]:
+        """The memory budget and what the sized workers running reserve of it now, in bytes (for /readyz and /metrics)."""
+        return self.memory_budget * MIB, self.memory_reserved * MIB
+
     async def wait_for_slot(self, place: Place, memory: int = 0) -> None:
         """Take a worker slot for `place` once it is the best claim, here and elsewhere,
         and (`memory` MiB, a sized worker's) once the memory budget has that much free."""

@@ -2,7 +2,8 @@
 
 Owns `ImportParts`: the settings, the store, the sandbox, the fair
 admission (`service.imports.admission`), the data root, the links to
-reports (`service.imports.report_links`), what is added at
+reports (`service.imports.report_links`), the attester that signs each
+check run's verdict (`service.attestation`; none without `--signing-key`), what is added at
 the pipeline's steps (`ImportSteps`; nothing in the service) and the graph
 renders under way in this process. Also `read`, which runs a read of the
 store where it costs least. The app builds one
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 
@@ -27,6 +28,9 @@ from service.sandbox.supervisor import Sandbox
 from service.settings import Settings
 from service.store.data_root import DataRoot
 from service.store.model_store import Store
+
+if TYPE_CHECKING:
+    from service.attestation.attester import Attester
 
 T = TypeVar("T")
 
@@ -51,6 +55,7 @@ class ImportParts:
     data_root: DataRoot  # where server-side models are read from (--data-root: a folder or a bucket)
     links: ReportLinks  # the capability links to a tenant's reports, made (the registry's tags) and opened (/links/TOKEN)
     steps: ImportSteps | None = None  # awaited at the pipeline's steps (None: nothing added)
+    attester: Attester | None = None  # signs each check run's attestation (--signing-key; None: none signed)
     graph_renders: dict[tuple[str, str], asyncio.Future[Any]] = field(default_factory=dict)  # (model id, tenant)
 
     async def read(self, call: Callable[[], T]) -> T:

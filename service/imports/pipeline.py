@@ -23,7 +23,8 @@ version, a model the store holds), and each step is written here once:
    external files listed by a worker first), each in a
    worker slot of the import's place (`service.imports.workers`), within
    the bytes the import may add to the store (`--max-import-bytes`, less
-   what it keeps of the staged bytes); a graph render runs the `graph` task;
+   what it keeps of the staged bytes), and for the `signature` stage a worker
+   on the folder the source staged (`Staged.signed_folder`); a graph render runs the `graph` task;
 4. **checks and catalogue**: every stage's result becomes this run's
    `CheckRuns`, their findings and inferred types added to the catalogue
    (`service.checks.requested`); an upload's part no tensor uses is
@@ -34,7 +35,10 @@ version, a model the store holds), and each step is written here once:
    `service.imports.identity`); content the tenant holds already keeps these
    runs over its earlier ones, and takes the name and label this import
    gave, if it gave any (`service.imports.naming`); a recheck keeps them; a
-   render adds the graph document. The app's `ImportSteps`, if any, are awaited before the commit
+   render adds the graph document. Where the service signs, the tenant's
+   runs as they now stand are attested over the files' digests and the
+   bundle kept (`service.imports.attesting`; a recheck's worker hashes the
+   files it reads for it). The app's `ImportSteps`, if any, are awaited before the commit
    and between the content's upload and its record;
 6. **answer**: `Imported` (the id, whether the model is new for the tenant,
    its summary as this tenant sees it), and the source settles (keeps or
@@ -66,6 +70,7 @@ from service.checks.tenant_runs import keep_runs
 from service.errors import MODEL_GONE, ImportTooLarge, NotFound, StoreFull
 from service.imports.admission import Place
 from service.imports.answers import Imported, held_again, rename, stored_summary
+from service.imports.attesting import sign_held, sign_run
 from service.imports.identity import in_store, known_id, read_id, worker_reports
 from service.imports.naming import Naming
 from service.imports.parts import ImportParts
@@ -122,17 +127,19 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         max_bytes = limit - staged.kept_bytes
         if isinstance(source, StoredModel) and source.render:
             return await _render(parts, place, tenant, staged, area, max_bytes)
-        model_bytes, listed = (
-            await _model_bytes(parts, place, staged) if any(stage in IN_CHECK_WORKER for stage in checks.stages) else (0, None)
-        )
+        model_bytes = await _model_bytes(parts, place, staged) if any(stage in IN_CHECK_WORKER for stage in checks.stages) else 0
+        hash_sources = staged.hash_in_worker or (stored and parts.attester is not None)  # a recheck's attestation: its files' digests
         job = _job(parts, "import", staged, checks=checks.stages, dims=checks.dims, soft_dims=checks.soft_dims,
-                   summary_items=SUMMARY_TENSORS, hash_sources=staged.hash_in_worker, model_bytes=model_bytes,
-                   listed_externals=listed)  # fmt: skip
-        header, checked = await run_workers(parts, place, job, [area.catalog, area.converted], max_bytes)
+                   summary_items=SUMMARY_TENSORS, hash_sources=hash_sources, model_bytes=model_bytes)  # fmt: skip
+        destinations = [area.catalog, area.converted]
+        header, checked = await run_workers(parts, place, job, destinations, max_bytes, staged.external_locations, staged.signed_folder)
+        for path in staged.transient:  # read by the workers; never stored
+            await anyio.to_thread.run_sync(functools.partial(path.unlink, missing_ok=True))
         runs = await complete_checks(job, header, area.catalog, checked)
         if staged.record is not None:  # a stored model, checked again
             check_sources(staged.record, header)
             await keep_runs(parts.store, tenant, staged.model_id, runs)
+            await sign_run(parts, tenant, staged.model_id, staged, {report.key: report.sha256 for report in header.sources})
             return Imported(staged.model_id, False, await stored_summary(parts, tenant, staged.model_id, staged.display_name))
         return await _commit_new(parts, tenant, staged, header, runs, area)
 
@@ -151,15 +158,15 @@ async def _listed_externals(parts: ImportParts, place: Place, area: ModelFolder,
     return (await run_worker(parts, place, job, [], 0)).external_files
 
 
-async def _model_bytes(parts: ImportParts, place: Place, staged: Staged) -> tuple[int, tuple[str, ...] | None]:
+async def _model_bytes(parts: ImportParts, place: Place, staged: Staged) -> int:
     """The model file and its external data, in bytes (what sizes the check worker's memory): as staged, or, for a
     model read in place, its file and the external files a sandboxed worker lists (a name it cannot stat counts 0:
-    the import worker refuses it); and those files, where listed (the check worker binds them without a second list)."""
+    the import worker refuses it); that listing is kept in `staged.external_locations`, for the check worker."""
     if staged.model_bytes is not None:
-        return staged.model_bytes, None
+        return staged.model_bytes
     listed = (await run_worker(parts, place, _job(parts, "externals", staged), [], 0)).external_files
-    size = await anyio.to_thread.run_sync(model_and_external_bytes, staged.directory, staged.model, staged.external_dir, listed)
-    return size, tuple(listed)
+    staged.external_locations = tuple(listed)
+    return await anyio.to_thread.run_sync(model_and_external_bytes, staged.directory, staged.model, staged.external_dir, listed)
 
 
 def _job(parts: ImportParts, task: Task, staged: Staged, **details: object) -> WorkerJob:
@@ -186,7 +193,9 @@ async def _held_with_every_stage(parts: ImportParts, tenant: str, staged: Staged
         return None  # checked like new: neither the status nor the time says another tenant holds it
     await rename(parts, tenant, model_id, staged.naming)
     with contextlib.suppress(NotFound):  # evicted or deleted meanwhile: imported as new
-        return Imported(model_id, False, await stored_summary(parts, tenant, model_id, staged.display_name))
+        held = Imported(model_id, False, await stored_summary(parts, tenant, model_id, staged.display_name))
+        await sign_held(parts, tenant, model_id, staged)
+        return held
     return None
 
 
@@ -217,10 +226,12 @@ async def _commit_new(
         await anyio.to_thread.run_sync(parts.store.refresh_sources, model_id, files)
     if parts.steps is not None:
         await parts.steps.before_commit(model_id)
-    if (again := await held_again(parts, tenant, model_id, staged.display_name, runs, staged.naming)) is not None:  # held already
-        return again
-    owner = TenantRecord(tenant=tenant, input=staged.display_name, created_ns=time.time_ns(), label=staged.naming.label or "")
-    return await commit(parts, area, model_id, header, files, owner, staged.model_sha256(reports), runs)
+    imported = await held_again(parts, tenant, model_id, staged.display_name, runs, staged.naming)  # held already
+    if imported is None:
+        owner = TenantRecord(tenant=tenant, input=staged.display_name, created_ns=time.time_ns(), label=staged.naming.label or "")
+        imported = await commit(parts, area, model_id, header, files, owner, staged.model_sha256(reports), runs)
+    await sign_run(parts, tenant, model_id, staged, {key: staged.digests.get(key) or report.sha256 for key, report in reports.items()})
+    return imported
 
 
 async def commit(

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
+from service.checks.signature_worker import SignedFolder
 from service.errors import BadInput, UploadTooLarge
 from service.imports.naming import Naming
 from service.sandbox.protocol import SourceReport
@@ -96,11 +98,18 @@ class Staged:
     parts: set[str] = field(default_factory=set)  # external parts the client sent: each must be used
     kept_bytes: int = 0  # bytes staged that the store keeps (an upload's): counted in --max-import-bytes
     model_bytes: int | None = None  # the model file and its external data, where staging knows them: the check worker's memory
+    external_locations: tuple[str, ...] | None = None  # what the model names, where a worker has listed it (None: not yet)
     record_files: RecordFiles | None = None  # each file read as the record keeps it (None: in the store, as staged)
     copies: bool = False  # the staged files are copies of what the record names: removed before the commit
     model_id: str = ""  # a stored model's id ("stored")
     record: StoredRecord | None = None  # a stored model's record: the files its worker must find again
     naming: Naming = field(default_factory=Naming)  # the name and label the client gave (its name is `display_name`)
+    # Where its attestation says the model is (service.imports.attesting): the model file's path in its folder, its
+    # external files named beside it ("": the display name's last part), and its URI ("": the service's /models/ID).
+    model_name: str = ""
+    resource_uri: str = ""
+    signed_folder: SignedFolder | None = None  # the folder the `signature` stage verifies (its model.sig): None, a source without one
+    transient: list[Path] = field(default_factory=list)  # files staged for the workers alone (an upload's model.sig): not kept
 
     def named(self, naming: Naming) -> None:
         """`naming`'s name and label over what the source staged (the display name its name, where given)."""

@@ -48,6 +48,9 @@ class _NowCollector(Collector):
             yield GaugeMetricFamily(PREFIX + "imports_running", "Import workers running now", value=admission.running)
             yield GaugeMetricFamily(PREFIX + "imports_waiting", "Imports waiting for a worker (queue depth)", value=admission.waiting)
             yield GaugeMetricFamily(PREFIX + "uploads_receiving", "Uploads whose bodies are arriving", value=admission.receiving_now)
+            budget, reserved = admission.memory_in_bytes
+            yield GaugeMetricFamily(PREFIX + "worker_memory_budget_bytes", "Memory sized workers may reserve (0: none)", value=budget)
+            yield GaugeMetricFamily(PREFIX + "worker_memory_reserved_bytes", "Memory the sized workers running reserve now", value=reserved)
             yield from _tenant_places(admission)
         try:
             models = self.store.model_count()

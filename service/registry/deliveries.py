@@ -1,6 +1,7 @@
-"""Which deliveries the MLflow hook has taken, shared by every front end of every replica: `Deliveries`.
+"""Which deliveries the registry hooks have taken, shared by every front end of every replica: `Deliveries`.
 
-A marker per delivery id (its SHA-256, so any id makes a key) in the shared
+A marker per delivery id (the MLflow hook's; the OCI hook's is the
+registry, repository and manifest digest), its SHA-256, so any id makes a key, in the shared
 SQL index (`service.store.sql.registry_rows`: SQLite alone, PostgreSQL in a
 fleet), inserted once: of all the processes and replicas given the same
 delivery, exactly one inserts its marker and validates; a replay to any of

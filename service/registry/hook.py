@@ -8,8 +8,10 @@ route has answered 202 already), the validation itself
 checked in turn, each import waiting for capacity on its own; then the
 verdict's tags, `service.registry.verdict`, with the comparison to the
 version holding the alias, their report and diff links made by the parts'
-`ReportLinks` so that they open without an API key; then the alias, moved only to a version that
-passes and only forward, `service.registry.alias`), and the
+`ReportLinks` so that they open without an API key; where the service
+signs, each model's attestation, logged beside the version's folder,
+`service.registry.version_attestations`; then the alias, moved only to a
+version that passes and only forward, `service.registry.alias`), and the
 background loop (`running`) that writes kept verdicts (`PendingWrites`),
 gives the verdict incomplete to validations whose process died (`UnderWay`)
 and prunes old delivery markers. Its other state is under the service's local root
@@ -24,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import anyio.to_thread
@@ -38,8 +40,9 @@ from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
 from service.registry.alias import AliasRule
 from service.registry.deliveries import Deliveries
+from service.registry.kept import AUTH_REFUSALS
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable, version_tag
-from service.registry.pending import AUTH_REFUSALS, PendingWrites, WriteBack, write_back
+from service.registry.pending import PendingWrites, WriteBack, write_back
 from service.registry.signature import verify_delivery
 from service.registry.sources import Refused
 from service.registry.under_way import UnderWay
@@ -54,6 +57,7 @@ from service.registry.verdict import (
     not_imported,
     version_tags,
 )
+from service.registry.version_attestations import version_attestations
 from service.registry.version_source import VersionFiles, import_file, version_files
 from service.settings import Settings
 
@@ -64,7 +68,7 @@ OVERLOADED_WAITS = (5.0, 10.0, 20.0, 30.0, 60.0)  # seconds waited for import ca
 REFUSED_KINDS = {"Malformed", "InvalidModel", "Unsupported", "ExternalData"}  # importer refusals: the model, not the service
 
 
-def _classified(error: Exception, what: str) -> tuple[str, str]:
+def classified(error: Exception, what: str) -> tuple[str, str]:
     """(verdict, reason) of a validation, or one file's, cut short by `error`: refused (the
     version or the model) or incomplete (the service or MLflow could not end it)."""
     if isinstance(error, Refused | MlflowRefused):
@@ -80,6 +84,19 @@ def _classified(error: Exception, what: str) -> tuple[str, str]:
         return "incomplete", f"{type(error).__name__}: {error.detail}"
     log.error("mlflow: the validation of %s broke", what, exc_info=error)  # a bug of ours: still a verdict, never silence
     return "incomplete", f"internal error: {type(error).__name__}"
+
+
+async def with_capacity(run: Callable[[], Awaitable[Imported]], what: str) -> Imported:
+    """`run()`, again after each of OVERLOADED_WAITS while the service has no import capacity (Overloaded)."""
+    for wait in (*OVERLOADED_WAITS, None):
+        try:
+            return await run()
+        except Overloaded:
+            if wait is None:
+                raise
+            log.info("%s: no import capacity; again in %.0f s", what, wait)
+            await asyncio.sleep(wait)
+    raise AssertionError("unreachable")
 
 
 def webhook_secret(settings: Settings) -> str:
@@ -124,6 +141,7 @@ class RegistryHook:
         settings = self.parts.settings
         log.info("mlflow: validating %s version %s as tenant %s", name, version, settings.mlflow_tenant)
         alias = ""
+        artifacts: dict[str, str] = {}
         try:
             files = await version_files(self.parts, self.api, name, version)
             checked = [await self._file_checked(files, path) for path in files.paths]
@@ -131,17 +149,19 @@ class RegistryHook:
             self.pending.keep(WriteBack(name, version, not_imported("incomplete", "the service stopped during the validation")))
             raise
         except Exception as error:
-            tags = not_imported(*_classified(error, f"{name} version {version}"))
+            tags = not_imported(*classified(error, f"{name} version {version}"))
             verdict = tags[VERDICT]
         else:
             verdict, tags = version_tags(checked, self._report_link)
+            artifacts, attestation = await version_attestations(self.parts, files, checked)
+            tags |= attestation
             first = next((file for file in checked if file.model_id), None)
             if first is not None:
                 tags |= await self._compared(name, version, first.model_id)
             alias = settings.mlflow_alias if verdict == "pass" else ""
         said = f" ({tags.get(REASON, '')[:200]})" if verdict != "pass" else ""
         log.info("mlflow: %s version %s: %s%s", name, version, verdict, said)
-        await self.write(WriteBack(name, version, tags, alias))
+        await self.write(WriteBack(name, version, tags, alias, artifacts=artifacts))
 
     async def _file_checked(self, files: VersionFiles, path: str) -> FileVerdict:
         """One file of the version imported and checked: its verdict (refused or incomplete, with the reason, if it could not be)."""
@@ -150,19 +170,12 @@ class RegistryHook:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            return file_not_imported(path, *_classified(error, files.display_name(path)))
+            return file_not_imported(path, *classified(error, files.display_name(path)))
         return file_imported(path, result.summary, result.model_id)
 
     async def _imported(self, files: VersionFiles, path: str) -> Imported:
-        for wait in (*OVERLOADED_WAITS, None):
-            try:
-                return await import_file(self.parts, files, path, self.parts.settings.mlflow_tenant, self.checks)
-            except Overloaded:
-                if wait is None:
-                    raise
-                log.info("mlflow: no import capacity for %s; again in %.0f s", files.display_name(path), wait)
-                await asyncio.sleep(wait)
-        raise AssertionError("unreachable")
+        tenant = self.parts.settings.mlflow_tenant
+        return await with_capacity(lambda: import_file(self.parts, files, path, tenant, self.checks), f"mlflow: {files.display_name(path)}")
 
     async def _compared(self, name: str, version: str, model_id: str) -> dict[str, str]:
         """The tags comparing the version with the one holding the alias (none

@@ -2,7 +2,8 @@
 
 Owns the few calls the gate makes (a model version, a registered model's
 alias, a run, a logged model, an artifact folder's listing and a file of it
-through the server's artifact proxy, a version's tag, an alias; `version_tag`
+through the server's artifact proxy, a file written there (`upload`: an
+attestation, within `MAX_UPLOAD`), a version's tag, an alias; `version_tag`
 reads one of a version's tags), with
 MLflow's auth conventions (`MLFLOW_TRACKING_TOKEN` as a Bearer token, or
 `MLFLOW_TRACKING_USERNAME` and `MLFLOW_TRACKING_PASSWORD` as Basic), spoken
@@ -33,6 +34,7 @@ log = logging.getLogger("service")
 BACKOFF = (0.5, 1.0, 2.0, 4.0)  # seconds before each retry of a call MLflow did not answer
 TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 MAX_JSON = 8 << 20  # bytes of one JSON answer
+MAX_UPLOAD = 1 << 20  # bytes of one file the gate writes (an attestation: a few KiB)
 
 
 class MlflowUnavailable(Exception):
@@ -91,11 +93,15 @@ class MlflowApi:
     async def close(self) -> None:
         await self.client.aclose()
 
-    async def _call(self, method: str, path: str, *, params: dict[str, str] | None = None, body: dict[str, Any] | None = None) -> Any:
-        """One JSON call, retried while MLflow does not answer."""
+    async def _call(
+        self, method: str, path: str, *, params: dict[str, str] | None = None, body: dict[str, Any] | None = None,
+        content: bytes | None = None,
+    ) -> Any:  # fmt: skip
+        """One call (a JSON `body`, or bytes as they are: `content`) answered in JSON, retried while MLflow does not answer."""
+        headers = {"Content-Type": "application/octet-stream"} if content is not None else None
         for attempt in range(len(self.backoff) + 1):
             try:
-                response = await self.client.request(method, path, params=params, json=body)
+                response = await self.client.request(method, path, params=params, json=body, content=content, headers=headers)
             except httpx.TransportError as error:
                 problem = f"{type(error).__name__}: {error}"
             else:
@@ -169,6 +175,12 @@ class MlflowApi:
                     digest.update(chunk)
                     out.write(chunk)
         return Fetched(size, digest.hexdigest())
+
+    async def upload(self, path: str, data: bytes) -> None:
+        """`data` as the proxy's file at `path` (replacing one there: written again, the same bytes); TooLarge past MAX_UPLOAD."""
+        if len(data) > MAX_UPLOAD:
+            raise TooLarge(f"{len(data)} bytes to write, more than {MAX_UPLOAD}")
+        await self._call("PUT", "/api/2.0/mlflow-artifacts/artifacts/" + quote(path, safe="/"), content=data)
 
     async def set_tag(self, name: str, version: str, key: str, value: str) -> None:
         body = {"name": name, "version": version, "key": key, "value": value}

@@ -72,7 +72,8 @@ def _folder(uri: str, api: MlflowApi, data_root: DataRoot | None, what: str) -> 
     raise Refused(f"{what} {uri[:200]!r}: the scheme {parts.scheme[:20]!r} is not fetched (only mlflow-artifacts, through MLflow)")
 
 
-def _below(folder: ArtifactFolder, path: str) -> ArtifactFolder:
+def folder_below(folder: ArtifactFolder, path: str) -> ArtifactFolder:
+    """The folder at `path` (confined already) below `folder`."""
     if isinstance(folder, ProxyFolder):
         return ProxyFolder(folder.api, f"{folder.path}/{path}")
     assert isinstance(folder, BucketFolder)
@@ -90,7 +91,7 @@ async def artifact_folder(api: MlflowApi, version: dict[str, Any], data_root: Da
         if not run_id:
             raise Refused(f"the source {source[:200]!r} names no run")
         base = _folder(await api.run_artifact_uri(run_id), api, data_root, f"run {run_id[:64]}'s artifact location")
-        return _below(base, confined(below, "the source's path")) if below else base
+        return folder_below(base, confined(below, "the source's path")) if below else base
     if parts.scheme == "models":
         if parts.netloc:
             raise Refused(f"the source {source[:200]!r} names another registry")

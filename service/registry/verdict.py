@@ -29,7 +29,8 @@ An imported version is compared with the one that holds the alias
 (what changed, in counts, or why it was not compared) and
 `onnx_import.diff_url` (a link to the comparison, as the report's): the
 first file's models. `onnx_import.alias` is written with the alias
-(`service.registry.alias`).
+(`service.registry.alias`), `onnx_import.attestation` with the version's
+attestations (`service.registry.version_attestations`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from service.errors import bounded
 
 PREFIX = "onnx_import."
 VERDICT, MODEL_ID, REPORT, CHECKS, REASON = (PREFIX + key for key in ("verdict", "model_id", "report", "checks", "reason"))
-FILES, BINDINGS, ALIAS = (PREFIX + key for key in ("files", "bindings", "alias"))
+FILES, BINDINGS, ALIAS, ATTESTATION = (PREFIX + key for key in ("files", "bindings", "alias", "attestation"))
 COMPARED_WITH, DIFF, DIFF_URL = (PREFIX + key for key in ("compared_with", "diff", "diff_url"))
 MAX_REASON = 1000  # characters of the reason tag (of each file's part of it, for several)
 MAX_TAG = 5000  # characters of a tag's value MLflow takes

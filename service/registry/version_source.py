@@ -21,7 +21,8 @@ spellings of one file (`a.bin`, `./a.bin`) are one location, fetched once
 MLflow's artifact proxy decodes a path until it no longer changes before it
 looks it up, so `wwwwwww.bi%6E`, and any number of other spellings, would
 all fetch `wwwwwww.bin` (each spelling a file of its own to the model, each
-fetched and kept).
+fetched and kept). Where the `signature` stage is asked, the version's folder is
+fetched as its signer signed it (`service.registry.signed_version`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from service.registry.bindings import DIMS_TAG, Bindings, gate_bindings
 from service.registry.folders import ArtifactFolder, ObjectMissing
 from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused, TooLarge, version_tag
 from service.registry.mlmodel import MAX_MLMODEL, MlmodelError, signature_inputs
+from service.registry.signed_version import signed_version_folder
 from service.registry.sources import Refused, artifact_folder, model_files
 from service.tasks.catalog_format import MODEL_FILE_KEY
 
@@ -93,17 +95,18 @@ async def version_files(parts: ImportParts, api: MlflowApi, name: str, version: 
 
 async def import_file(parts: ImportParts, files: VersionFiles, path: str, tenant: str, checks: CheckRequest) -> Imported:
     """Import the model at `path` of the version for `tenant`, running `checks` with the version's bindings."""
-    source = RegistryFile(files.folder, path, files.display_name(path))
+    source = RegistryFile(files.folder, path, files.display_name(path), signed="signature" in checks.stages)
     return await pipeline.run(parts, source, tenant, dataclasses.replace(checks, soft_dims=files.soft_dims))
 
 
 class RegistryFile:
     sent_by_client = False
 
-    def __init__(self, folder: ArtifactFolder, path: str, display_name: str) -> None:
+    def __init__(self, folder: ArtifactFolder, path: str, display_name: str, signed: bool = False) -> None:
         self.folder = folder
         self.path = path  # the model's, below the folder
         self.display_name = display_name
+        self.signed = signed  # the `signature` stage is asked: the folder's model.sig and files are fetched too
 
     async def stage(self, staging: Staging) -> Staged:
         area, budget = staging.area, staging.budget
@@ -119,7 +122,9 @@ class RegistryFile:
             fetched = await _fetch(self.folder, where, area.upload_external / location, budget.left, f"external data {location!r}")
             budget.take(fetched.size, f"external data {location!r}")
             digests[location] = fetched.sha256
-        log.info("mlflow: %s fetched through MLflow: %d files, %d bytes", self.display_name, len(digests), budget.used)
+        kept = budget.used
+        signed_folder, transient = await signed_version_folder(self.folder, staging, self.path, named) if self.signed else (None, [])
+        log.info("mlflow: %s fetched through MLflow: %d files, %d bytes", self.display_name, len(digests) + len(transient), budget.used)
         return Staged(
             display_name=self.display_name,
             origin="upload",
@@ -129,7 +134,11 @@ class RegistryFile:
             allow_hard_links=True,  # the service's own copies
             digests=digests,
             parts=set(named),
-            kept_bytes=budget.used,
+            kept_bytes=kept,
+            model_name=self.path,  # as in the version's folder, its external files beside it
+            resource_uri=self.display_name,  # models:/NAME/VERSION
+            signed_folder=signed_folder,
+            transient=transient,
         )
 
     async def settle(self, error: BaseException | None) -> None:

@@ -15,7 +15,8 @@ each as frames of at most `CHUNK_BYTES`:
 
 A "checks" worker (the stages that need onnx or onnxruntime) sends instead one
 `StageReport` frame per stage as it ends, then an `ok` header with no streams:
-a worker that dies midway has still delivered the stages it finished.
+a worker that dies midway has still delivered the stages it finished. A
+"signature" worker (the `signature` stage, on the model's folder) answers the same way.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ GRAPH_COMPRESSION = 1  # zlib's level for the graph document
 GZIP_WBITS = 31  # zlib's window bits for the gzip format (RFC 1952)
 GZIP_MAGIC = b"\x1f\x8b"  # a graph document that starts so is gzip-compressed (one kept by earlier releases is plain JSON)
 DIFF_STREAMS = ("head", "changes", "index")
+SHA256_OR_NONE = "^([0-9a-f]{64})?$"  # a digest a stage report carries, in hex, or none
 CHANGED = "changed"  # ImportFailure.reason: the model file is not the one the front end checked
 
-Task = Literal["import", "graph", "probe", "externals", "checks", "diff"]
+Task = Literal["import", "graph", "probe", "externals", "checks", "diff", "signature"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,6 @@ class WorkerJob:
     expected_model: tuple[int, int] | None = None  # (device, inode) the front end resolved the model path to
     hash_sources: bool = False  # report the SHA-256 of each file read (an upload's were hashed as they arrived)
     mapped_files: tuple[str, ...] = ()  # task "checks": the external locations to bind for onnxruntime (bound_files)
-    listed_externals: tuple[str, ...] | None = None  # the external locations an "externals" worker listed already (None: not yet)
     checks: tuple[Stage, ...] = ("schema",)  # the stages asked for (service.checks.outcome.STAGES); each worker runs its own
     dims: tuple[tuple[str, int], ...] = ()  # the smoke run's bindings of symbolic dimensions (the request's: strict)
     soft_dims: tuple[tuple[str, int], ...] = ()  # a registry's bindings: used where the model has a free place for them
@@ -96,6 +97,10 @@ class WorkerJob:
     worker_uid: int = WORKER_ID  # the identity a worker started as root takes once its inputs are open
     worker_gid: int = WORKER_ID
     cgroups: tuple[tuple[str, str], ...] = ()  # the worker's own cgroups (service.sandbox.cgroups): (controller, its cgroup.procs)
+    # task "signature": the files of the model's folder, each as (its name in the signed folder, its path below `directory`)
+    folder_files: tuple[tuple[str, str], ...] = ()
+    signed_model: str = ""  # task "signature": the model's name in the signed folder: a signature that leaves it out fails
+    trusted_signers: str = ""  # task "signature": the PEM public keys and certificates of --trusted-signers (not secret)
     model_bytes: int = 0  # the model file and its external data (staged sizes): what sizes a check worker's memory
     asked_at: float = 0.0  # time.monotonic() when the front end asked for the worker: its profile's "fork" starts there
 
@@ -150,6 +155,8 @@ class StageReport(BaseModel):
     bindings: list[dict[str, int]] = Field(default_factory=list, max_length=MAX_SMOKE_RUNS)  # `smoke`: each run's dimensions
     binding_sources: dict[str, BindingSource] = Field(default_factory=dict)  # `smoke`: where each binding came from
     weights: Weights = ""  # `runtime`: "mapped" or "handed over" (StageResult.weights)
+    signature_sha256: str = Field(default="", pattern=SHA256_OR_NONE)  # `signature`: the model.sig checked
+    signer_fingerprint: str = Field(default="", pattern=SHA256_OR_NONE)  # `signature`: the key that verified it
 
     @classmethod
     def of(cls, result: StageResult, with_findings: bool = True) -> StageReport:
@@ -166,6 +173,8 @@ class StageReport(BaseModel):
             bindings=result.bindings,
             binding_sources=result.binding_sources,
             weights=result.weights,
+            signature_sha256=result.signature_sha256,
+            signer_fingerprint=result.signer_fingerprint,
         )
 
     def result(self) -> StageResult:
@@ -176,6 +185,7 @@ class StageReport(BaseModel):
         return StageResult(
             self.stage, self.status, findings, self.reason, self.errors, self.warnings, self.seconds, self.inferred,
             bindings=self.bindings, binding_sources=self.binding_sources, weights=self.weights,
+            signature_sha256=self.signature_sha256, signer_fingerprint=self.signer_fingerprint,
         )  # fmt: skip
 
 

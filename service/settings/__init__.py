@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from importer.limits import MAX_TENSOR_BYTES, MAX_TENSOR_BYTES_CEILING
-from service.checks.outcome import DEFAULT_CHECKS, STAGES, ChecksError, parse_checks, parse_dims_text
+from service.checks.outcome import DEFAULT_CHECKS, GATE_CHECKS, STAGES, ChecksError, parse_checks, parse_dims_text
 from service.settings.kinds import (
     A_SHARE,
     FRACTION,
@@ -320,6 +320,17 @@ class Settings:
         "registry): after a run at 1, a run at this value (each within --smoke-cpu-seconds); both must pass. 1: one run only",
         rule=within(1, 1_000_000),
     )  # fmt: skip
+    trusted_signers: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH,
+        "PEM file of the public keys (EC P-256, P-384, P-521) and CA certificates the signature check trusts: a model folder's "
+        "model.sig (OpenSSF model signing) verified by none of them fails it. Not secret; read again for each check",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none (no signer trusted)",
+    )  # fmt: skip
+    require_signature: bool = setting(
+        False, SWITCH,
+        "the signature check fails a model whose folder holds no model.sig (without it: skipped, and the verdict incomplete)",
+        shown="off",
+    )  # fmt: skip
     header_timeout: float = setting(
         10.0, SECONDS, "seconds a client may take to send a request's headers; then the connection is closed", rule=within(0.1, 3600.0)
     )
@@ -382,7 +393,7 @@ class Settings:
         rule=Rule(lambda name: bool(name) and len(name) <= 200 and name.isprintable(), "must be a tenant name"),
     )  # fmt: skip
     mlflow_checks: str = setting(
-        ",".join(STAGES), TEXT, f"check stages the MLflow hook runs on each new model version: any of {', '.join(STAGES)}",
+        GATE_CHECKS, TEXT, f"check stages the MLflow hook runs on each new model version: any of {', '.join(STAGES)}",
         rule=Rule(_parses(parse_checks), f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
     )  # fmt: skip
     mlflow_dims: str = setting(
@@ -394,6 +405,44 @@ class Settings:
     mlflow_alias: str = setting(
         "validated", TEXT, "the registered-model alias the MLflow hook moves to a version that passes (never to one that does not)",
         rule=Rule(lambda name: bool(re.fullmatch(r"[A-Za-z0-9_-]{1,255}", name)), "must be letters, digits, _ or -"),
+    )  # fmt: skip
+    oci_registry: str = setting(
+        "", TEXT, "the OCI registry whose notifications POST /hooks/oci takes (docs/registry.md, \"OCI registries\"): a pushed "
+        "ONNX artifact is pulled from this registry only (never from a URL in the event), checked, and given a verdict referrer",
+        rule=Rule(lambda url: url == "" or (url.startswith(("http://", "https://")) and "?" not in url and "#" not in url),
+                  "must be empty or an http(s):// URL"),
+        shown="none (the hook is off)",
+    )  # fmt: skip
+    oci_credentials: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "the OCI registry's credentials: a Docker config.json (its auths entry for the registry's host), "
+        "or a file holding a bearer token",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none (anonymous)",
+    )  # fmt: skip
+    oci_webhook_secret: str = setting(
+        "", TEXT, "the bearer token the OCI registry's notifications carry (Authorization: Bearer SECRET); or --oci-webhook-secret-file",
+        shown="none", flag=False,
+    )  # fmt: skip
+    oci_webhook_secret_file: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "file holding the OCI notifications' bearer token (trailing newline ignored)",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none",
+    )  # fmt: skip
+    oci_tenant: str = setting(
+        "oci", TEXT, "the tenant the OCI hook imports and checks models as",
+        rule=Rule(lambda name: bool(name) and len(name) <= 200 and name.isprintable(), "must be a tenant name"),
+    )  # fmt: skip
+    oci_checks: str = setting(
+        GATE_CHECKS, TEXT, f"check stages the OCI hook runs on each pushed ONNX artifact: any of {', '.join(STAGES)}",
+        rule=Rule(_parses(parse_checks), f"must name check stages, comma-separated, among {', '.join(STAGES)}"),
+    )  # fmt: skip
+    harbor_token: str = setting(
+        "", TEXT, "the bearer token Harbor is registered with (its scanner's Authorization: Bearer TOKEN), which turns the Harbor "
+        "scanner on at /harbor/api/v1 (docs/registry.md, \"Harbor\"); or --harbor-token-file. Needs --oci-registry: the one "
+        "registry its scans pull from",
+        shown="none (the scanner is off)", flag=False,
+    )  # fmt: skip
+    harbor_token_file: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "file holding the bearer token Harbor is registered with (trailing newline ignored)",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none",
     )  # fmt: skip
     link_days: int = setting(
         90, INT, "days a report link the service writes elsewhere (the MLflow report and diff tags: /links/TOKEN) opens for, "
@@ -410,6 +459,22 @@ class Settings:
     link_key_file: Path | None = setting(  # noqa: RUF009
         None, OPTIONAL_PATH, "file holding the report links' keys, one per line (the first signs, every one opens)",
         rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none (the key kept in the index)",
+    )  # fmt: skip
+    signing_key: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "file holding the PEM private key (ECDSA P-256 or Ed25519, unencrypted: a file or a mounted secret only "
+        "the service reads) that signs each check run's attestation (GET /models/{id}/attestation, docs/attestations.md); read "
+        "once at start, never by a worker. Needs the signing extra",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none (no attestations)",
+    )  # fmt: skip
+    verify_keys: Path | None = setting(  # noqa: RUF009
+        None, OPTIONAL_PATH, "file of PEM public keys whose attestations still verify beside --signing-key's (key rotation: the "
+        "keys signed with before); /readyz lists their fingerprints",
+        rule=Rule(lambda path: path is None or path.is_file(), "must be a file"), shown="none",
+    )  # fmt: skip
+    verifier_id: str = setting(
+        "", TEXT, "the service's identity in its attestations (the verifier.id of their SLSA verification summary)",
+        rule=Rule(lambda name: len(name) <= 1000 and name.isprintable(), "must be printable text"),
+        shown="--public-url, else onnx-import-service@HOSTNAME",
     )  # fmt: skip
     log_level: str = setting("info", LEVEL, f"{', '.join(LOG_LEVELS)}; debug also logs each request", rule=one_of(*LOG_LEVELS))
     log_format: str = setting(
@@ -455,10 +520,19 @@ class Settings:
             raise SettingsError("--store-backend memory keeps everything in a temporary folder: give it neither s3:// nor --database")
         if self.max_upload_total < self.max_upload:
             raise SettingsError("--max-upload-total must be at least --max-upload")
+        if self.verify_keys is not None and self.signing_key is None:
+            raise SettingsError("--verify-keys names the keys that verify beside --signing-key's: give --signing-key too")
         if self.mlflow_url and not (self.mlflow_webhook_secret or self.mlflow_webhook_secret_file):
             raise SettingsError(
                 "--mlflow-url needs the webhook's secret: ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET or --mlflow-webhook-secret-file"
             )
+        if self.oci_registry and not (self.oci_webhook_secret or self.oci_webhook_secret_file):
+            raise SettingsError(
+                "--oci-registry needs the notifications' token: ONNX_SERVICE_OCI_WEBHOOK_SECRET or --oci-webhook-secret-file"
+            )
+        if (self.harbor_token or self.harbor_token_file) and not self.oci_registry:
+            raise SettingsError("the Harbor scanner (ONNX_SERVICE_HARBOR_TOKEN or --harbor-token-file) needs --oci-registry: "
+                                "the registry its scans pull from")  # fmt: skip
 
     @property
     def store_bucket(self) -> tuple[str, str] | None:

@@ -40,3 +40,7 @@ class ModelFolder:
     def relative(self, path: Path) -> str:
         """`path` (inside this folder) as the record stores it."""
         return str(path.relative_to(self.root))
+
+    def relative_to_files(self, path: Path) -> str:
+        """`path` (inside `files`) relative to it, "/"-separated."""
+        return path.relative_to(self.files).as_posix()

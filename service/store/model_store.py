@@ -9,7 +9,8 @@ and the local `WorkArea`. Its use cases: `commit`, `release`, `add_graph`,
 consistently: see below), `summary_for` (the summary, the tenant's own
 check runs and its record of the model, one call), `listing` (a page of
 the tenant's models with theirs, one query) and a tenant's check runs
-(`checks`, `update_checks`, read-change-write under the index's lock) and
+(`checks`, `update_checks`, read-change-write under the index's lock), its
+latest attestation of it (`attestation`, `keep_attestation`) and
 the name and label it gave a model (`rename`, under the same lock); the
 lookups the routes make besides are single reads of the index (`visible`,
 `visible_record`, `holding`, ...); the MLflow gate's rows are
@@ -325,6 +326,14 @@ class Store:
                 return None
             document = change(self.index.checks(tenant, model_id))
             return document if self.index.keep_checks(tenant, model_id, document) else None
+
+    def attestation(self, tenant: str, model_id: str) -> bytes | None:
+        """The tenant's latest attestation of the model (a Sigstore bundle's JSON, `service.attestation`), None if none."""
+        return self.index.attestation(tenant, model_id)
+
+    def keep_attestation(self, tenant: str, model_id: str, bundle: bytes) -> bool:
+        """Replace the tenant's attestation of the model; False if it no longer holds it (a single row's update)."""
+        return self.index.keep_attestation(tenant, model_id, bundle)
 
     def summary_for(self, tenant: str, model_id: str) -> TenantView:
         """What a tenant's view of a stored model is made of: the stored summary,

@@ -11,7 +11,10 @@ the graph document (`graph_document`); a diff task compares two graph
 documents (`compare`); task "externals" reports the external files the
 model names; a check worker (task "checks") narrows its file policy to the
 code once its inputs are mapped, and runs the stages that need onnx and
-onnxruntime (`service.checks.stages.in_worker`). It never writes a file and
+onnxruntime (`service.checks.stages.in_worker`); a signature worker (task
+"signature") opens no model: it verifies the folder's model.sig and hashes the
+files the job lists, each opened through the file broker
+(`service.checks.stages.in_worker`). It never writes a file and
 never opens one except through the importer. The entry that forks, walls
 and ends the worker is `service.sandbox.worker.main`.
 """
@@ -31,7 +34,8 @@ from importer import ErrorKind, Limits, ModelImportError, OnnxModel, load_opened
 from importer.data_owner import DataOwner
 from importer.op_schemas import schema_table
 from importer.source import ConfinedOpener, confined_descriptor
-from service.checks.stages.in_worker import import_stages, send_checks
+from service.checks.stages.in_worker import import_stages, send_checks, send_signature
+from service.checks.stages.model_signature import load_library
 from service.sandbox.protocol import (
     CHANGED,
     CHUNK_BYTES,
@@ -62,8 +66,11 @@ def open_input(connection: Connection, job: WorkerJob) -> DataOwner | Literal[Fa
     """The job's model file, opened (not read) while the worker is still the
     service's user and the file in view: None for a probe; False once a
     refusal (not found, not a regular file, a file other than the one the
-    front end checked) has been sent."""
-    if job.task == "probe":
+    front end checked) has been sent; None for a signature worker too, which opens no model: it
+    loads model-signing instead, which no other worker carries (`model_signature.load_library`)."""
+    if job.task == "signature":
+        load_library()
+    if job.task in ("probe", "signature"):
         return None
     limits = job_limits(job)
     try:
@@ -123,6 +130,9 @@ def run_task(
         compare.send_diff(connection, documents or compare.open_documents(job), job.diff, isolation)
         return
     steps = steps or Steps()
+    if job.task == "signature":
+        send_signature(connection, job, isolation, external_opener, steps)
+        return
     model_path = os.path.join(job.directory, job.model)  # absolute (WorkerJob): the worker's own directory is never used
     limits = job_limits(job)
     try:

@@ -10,7 +10,9 @@ name by input and axis (`--dim x[0]:2`); a binding the model has no place
 for exits 64; a model broken at batch 2 fails at the second binding, which
 `--smoke-second-dim 1` leaves out; a model whose function
 calls would inline past `--max-inlined-nodes` fails at once; an external
-tensor past 2 GiB is refused unless `--max-tensor-bytes` allows it. `python -m importer
+tensor past 2 GiB is refused unless `--max-tensor-bytes` allows it; `--checks signature`
+verifies a folder's model.sig against `--trusted-signers` (exit 0 signed, 1 changed, 1 without
+one under `--require-signature`, 64 for a trusted-signers file that is not there). `python -m importer
 check` keeps giving the operator check alone."""
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from support.past_2gib_model import past_2gib_model
 from support.sarif_multitool import multitool_errors
 from support.sarif_schema import valid_sarif
 from support.service_harness import SAMPLES
+from support.signed_folders import SIGNATURE, signed_model_folder
 from support.small_models import unnamed_reshape
 from support.training_info_model import FIELD_PATH as TRAINING_FIELD_PATH
 from support.training_info_model import training_info_model
@@ -249,3 +252,22 @@ def test_a_batch_baked_into_a_reshape_fails_at_the_second_binding_unless_set_to_
     done = run("check", model, "--checks", "smoke", "--smoke-second-dim", "1")
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["checks"]["smoke"]["bindings"] == [{"batch": 1}]
+
+
+def test_the_signature_stage_verifies_a_signed_folder(tmp_path: Path) -> None:
+    folder, signer = signed_model_folder(tmp_path)
+    trust = ("--checks", "signature,schema", "--trusted-signers", signer.public_key)
+    done = run("check", folder / "model.onnx", *trust)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["checks"]["signature"]["signer_fingerprint"] == signer.fingerprint
+    weights = bytearray((folder / "weights.bin").read_bytes())
+    weights[0] ^= 1
+    (folder / "weights.bin").write_bytes(bytes(weights))
+    changed = run("check", folder / "model.onnx", *trust)
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    assert [item["field_path"] for item in json.loads(changed.stdout)["diagnostics"]] == ["weights.bin"]
+    (folder / SIGNATURE).unlink()
+    assert run("check", folder / "model.onnx", *trust).returncode == 2  # skipped: incomplete
+    assert run("check", folder / "model.onnx", *trust, "--require-signature").returncode == 1
+    missing = run("check", folder / "model.onnx", "--checks", "signature", "--trusted-signers", tmp_path / "nosuch.pem")
+    assert missing.returncode == 64 and "--trusted-signers" in missing.stderr

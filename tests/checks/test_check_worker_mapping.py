@@ -174,9 +174,8 @@ def test_files_listed_already_are_bound_without_a_second_list(sandbox: Sandbox, 
 
     monkeypatch.setattr(sandbox, "run", counted)
     listed = ("weights.bin", "more/bias.bin")
-    job = sandbox.job("checks", directory=str(inputs), model="model.onnx", display_name="model.onnx", checks=("runtime", "smoke"),
-                      listed_externals=listed)  # fmt: skip
-    runtime, smoke = check_worker_results(sandbox, job)
+    job = sandbox.job("checks", directory=str(inputs), model="model.onnx", display_name="model.onnx", checks=("runtime", "smoke"))
+    runtime, smoke = check_worker_results(sandbox, job, listed=listed)
     assert (runtime.status, smoke.status) == ("pass", "pass"), (runtime, smoke)
     assert tasks == ["checks"], tasks
     assert runtime.weights == ("mapped" if "mount-namespace" in sandbox.probe().split("+") else "handed over"), runtime

@@ -34,9 +34,11 @@ from service.checks.stages import shape
 from service.sandbox.protocol import ImportFailure, Task, WorkerJob
 from service.sandbox.supervisor import WorkerOutcome
 
-STAGE_MODULES = {
-    stage: REPO / "service" / "checks" / "stages" / f"{stage}.py" for stage in ("security", "shape", "runtime", "smoke")
-}
+STAGE_MODULES = {stage: [REPO / "service" / "checks" / "stages" / f"{stage}.py"] for stage in ("security", "shape", "runtime", "smoke")}
+STAGE_MODULES["signature"] = [  # the stage's module, and the front end's findings about the folder's listing
+    REPO / "service" / "checks" / "stages" / "model_signature.py",
+    REPO / "service" / "checks" / "signature_worker.py",
+]
 
 CALLBACK = Finding("security", "error", "python-callback-op", "PyOp runs Python", "cb", "PyOp", "", "ModelProto.graph.node[2]", 120)
 DOMAIN = Finding("schema", "warning", "domain-not-checked", "com.x has no schemas", None, None, "com.x", "ModelProto.opset_import[1]", 40)
@@ -80,8 +82,8 @@ def test_the_docs_code_tables_are_the_rules_table() -> None:
 def test_every_code_a_stage_reports_has_a_rule_and_every_rule_is_reported() -> None:
     assert {code.value for code in Code} == {code for code, rule in RULES.items() if rule.stage == "schema"}
     assert {shape.SHAPE_INFERENCE_ERROR, shape.DECLARED_TYPE_CONFLICT, shape.DECLARED_SHAPE_CONFLICT} <= set(RULES)
-    for stage, module in STAGE_MODULES.items():
-        source = module.read_text(encoding="utf-8")
+    for stage, modules in STAGE_MODULES.items():
+        source = "".join(module.read_text(encoding="utf-8") for module in modules)
         written = {code for code in re.findall(r'"([a-z]+(?:-[a-z0-9]+)+)"', source) if code in RULES}
         listed = {code for code, rule in RULES.items() if rule.stage == stage}
         assert listed <= written, f"rules of {stage} its module never writes: {sorted(listed - written)}"

@@ -1228,7 +1228,7 @@ def test_the_verdict_each_stage_and_their_findings_marked_on_the_graph(server: S
     expect(security.locator(".stage-status")).to_contain_text("fail")
     expect(security.locator(".errors")).to_have_text("2")  # the Range's output size, the hidden character
     expect(security.locator(".warnings")).to_have_text("1")  # the custom domain
-    expect(page.locator("#tab-summary")).to_contain_text("Not run at this import: schema, runtime, smoke.")
+    expect(page.locator("#tab-summary")).to_contain_text("Not run at this import: signature, schema, runtime, smoke.")
 
     # listed a stage at a time, each finding labelled with its node; the name's override shown escaped
     shape_found = page.locator("#diagnostics section[data-stage=shape] tr.diagnostic")

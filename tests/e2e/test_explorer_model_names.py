@@ -3,7 +3,7 @@ against a real server (the fixtures and steps of support/explorer_browser.py:
 only loopback requests, no uncaught script error).
 
 A user relies on: the list's verdict saying which stages it covers
-(`pass · 3 of 5 stages`, the stages named in its title), so the same bytes'
+(`pass · 3 of 6 stages`, the stages named in its title), so the same bytes'
 `pass` with three stages is not taken for one with five; an upload carrying
 the name and label typed above the drop zone, listed and shown under them
 (and offered by them in the Diff tab);
@@ -63,11 +63,11 @@ def test_the_list_says_which_stages_a_verdict_covers(server: ServiceProcess, wat
     five = imported(server, batched_model("five stages"), f"?checks={EVERY_STAGE}")
     page = open_explorer(watched, server)
     for summary, ran, title in (
-        (three, 3, "ran: schema (pass), security (pass), shape (pass); not run: runtime, smoke"),
-        (five, 5, "ran: schema (pass), security (pass), shape (pass), runtime (pass), smoke (pass)"),
+        (three, 3, "ran: schema (pass), security (pass), shape (pass); not run: signature, runtime, smoke"),
+        (five, 5, "ran: schema (pass), security (pass), shape (pass), runtime (pass), smoke (pass); not run: signature"),
     ):
         badge = page.locator(f"#models li[data-id='{summary['id']}'] .stage-status")
-        expect(badge).to_have_text(f"✓ pass · {ran} of 5 stages")
+        expect(badge).to_have_text(f"✓ pass · {ran} of 6 stages")
         expect(badge).to_have_attribute("title", title)
 
 

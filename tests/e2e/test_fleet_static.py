@@ -118,8 +118,8 @@ def test_the_service_image_has_the_fleet_extra() -> None:
     dockerfile = read_dockerfile(DOCKERFILE)
     builder = " ".join(i.arguments for i in dockerfile.stage("builder").all("RUN"))
     runtime = " ".join(i.arguments for i in dockerfile.runtime.all("RUN"))
-    assert 'extras["fleet"] + extras["runtime"]' in builder, "stage 1 builds the fleet and runtime extras' wheels"
-    assert '"onnx-import-service[fleet,runtime]"' in runtime, "the runtime installs them"
+    assert 'extras["fleet"] + extras["runtime"] + extras["signing"]' in builder, "stage 1 builds those extras' wheels"
+    assert '"onnx-import-service[fleet,runtime,signing]"' in runtime, "the runtime installs them"
 
 
 # --- the compose file

@@ -41,12 +41,25 @@ ABSENT_FROM_CONFIGMAP = {
     "ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": "a secret: from a Secret or the host's environment, never a ConfigMap (docs/registry.md)",
     "ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET_FILE": "names a mounted Secret, only where the MLflow hook is on (docs/registry.md)",
     "ONNX_SERVICE_MLFLOW_TENANT": "only meaningful with the MLflow hook on; its default serves (docs/registry.md)",
-    "ONNX_SERVICE_MLFLOW_CHECKS": "only meaningful with the MLflow hook on; its default (all five stages) serves",
+    "ONNX_SERVICE_MLFLOW_CHECKS": "only meaningful with the MLflow hook on; its default (every stage but signature) serves",
+    "ONNX_SERVICE_TRUSTED_SIGNERS": "names a mounted file of the signers' public keys, only where signatures are checked (docs/checks.md)",
+    "ONNX_SERVICE_REQUIRE_SIGNATURE": "only where signatures are checked and every model must have one (docs/checks.md)",
     "ONNX_SERVICE_MLFLOW_ALIAS": "only meaningful with the MLflow hook on; its default (validated) serves",
     "ONNX_SERVICE_MLFLOW_DIMS": "only meaningful with the MLflow hook on; a model family's bindings (docs/registry.md)",
+    "ONNX_SERVICE_OCI_REGISTRY": "the OCI hook is off unless a registry is named: docs/registry.md sets it where one is",
+    "ONNX_SERVICE_OCI_CREDENTIALS": "names a mounted Secret, only where the OCI hook is on (docs/registry.md)",
+    "ONNX_SERVICE_OCI_WEBHOOK_SECRET": "a secret: from a Secret or the host's environment, never a ConfigMap (docs/registry.md)",
+    "ONNX_SERVICE_OCI_WEBHOOK_SECRET_FILE": "names a mounted Secret, only where the OCI hook is on (docs/registry.md)",
+    "ONNX_SERVICE_OCI_TENANT": "only meaningful with the OCI hook on; its default serves (docs/registry.md)",
+    "ONNX_SERVICE_OCI_CHECKS": "only meaningful with the OCI hook on; its default (every stage but signature) serves",
+    "ONNX_SERVICE_HARBOR_TOKEN": "a secret: from a Secret or the host's environment, never a ConfigMap (docs/registry.md)",
+    "ONNX_SERVICE_HARBOR_TOKEN_FILE": "names a mounted Secret, only where the Harbor scanner is on (docs/registry.md)",
     "ONNX_SERVICE_PUBLIC_URL": "the address clients reach depends on the cluster's ingress: set where it is known (docs/registry.md)",
     "ONNX_SERVICE_LINK_DAYS": "its default (90 days) serves; set where report links should last otherwise (docs/registry.md)",
     "ONNX_SERVICE_LINK_KEY": "a secret: from a Secret or the host's environment, never a ConfigMap (docs/registry.md)",
+    "ONNX_SERVICE_SIGNING_KEY": "names a mounted Secret, only where attestations are signed (docs/attestations.md)",
+    "ONNX_SERVICE_VERIFY_KEYS": "names a mounted file of older public keys, only after a key rotation (docs/attestations.md)",
+    "ONNX_SERVICE_VERIFIER_ID": "its default (the public URL, else the host's name) serves; set where it should read otherwise",
     "ONNX_SERVICE_LINK_KEY_FILE": "names a mounted Secret; without it the key the service keeps in its index serves (docs/registry.md)",
 }
 
@@ -97,6 +110,8 @@ def test_configmap_sets_declared_settings_and_misses_only_the_listed_ones() -> N
 # Settings with no flag, each with its reason.
 VARIABLE_ONLY = {
     "ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": "a secret in a command line is shown by ps: its variable, or --mlflow-webhook-secret-file",
+    "ONNX_SERVICE_OCI_WEBHOOK_SECRET": "a secret in a command line is shown by ps: its variable, or --oci-webhook-secret-file",
+    "ONNX_SERVICE_HARBOR_TOKEN": "a secret in a command line is shown by ps: its variable, or --harbor-token-file",
     "ONNX_SERVICE_LINK_KEY": "a secret in a command line is shown by ps: its variable, or --link-key-file",
 }
 

@@ -9,6 +9,8 @@ declares), reshaped to [2, -1], for the smoke run's bindings by input and axis.
 in the external file `location` (any text: one outside the rules too).
 `summed_external_model(*locations)`: one float weight per location, each the
 first 4 bytes of the file it names, summed (a model of many external files).
+`wrong_output_type()`: a Relu of a float input whose output is declared int64:
+it imports, and its shape stage fails (a model that is checked and FAILED).
 """
 
 from __future__ import annotations
@@ -78,4 +80,16 @@ def summed_external_model(*locations: str) -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     data: bytes = model.SerializeToString()
+    return data
+
+
+def wrong_output_type() -> bytes:
+    """x: float [batch, 2] through a Relu to y, declared int64: the shape stage finds the declared type wrong."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "wrong_type",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, ["batch", 2])],
+    )
+    data: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     return data

@@ -8,5 +8,6 @@ May import: `service.api`, `service.imports`, `service.store`, `service.checks`,
 `service.registry` (the webhook's gate), `service.access`, `service.observability`,
 `service.sandbox` (the supervisor's status, for readiness),
 `service.settings`, `service.errors`, `service.tasks` (the catalogue's format,
-the graph document's shape). Never `service.server`.
+the graph document's shape), `service.attestation` (the bundle's media type).
+Never `service.server`.
 """

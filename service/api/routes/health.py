@@ -81,7 +81,10 @@ async def readyz(request: Request, service: StartingServiceDep) -> Response:
         "tenant_receiving_places": admission.tenant_limit(admission.max_receiving),
         "tenants_busy": len(admission.busy_tenants()),
         "store_free_bytes": free,
+        "signing_key": attester.key.fingerprint if (attester := service.imports.attester) is not None else None,
+        "verify_keys": attester.verify_fingerprints if attester is not None else [],
     }
+    readiness["worker_memory_budget_bytes"], readiness["worker_memory_reserved_bytes"] = admission.memory_in_bytes
     principal = service.keys.principal(request.headers.get("authorization"))
     if principal is not None:  # the caller's own places; never another tenant's
         own = admission.for_tenant(principal.tenant)

@@ -1,4 +1,4 @@
-"""Webhooks of model registries: `POST /hooks/mlflow` (on with `--mlflow-url`).
+"""Webhooks of model registries: `POST /hooks/mlflow` (on with `--mlflow-url`) and `POST /hooks/oci` (on with `--oci-registry`).
 
 Reads the delivery (at most 64 KiB), has the hook check its signature and
 timestamp (401 otherwise, nothing changed) and mark its delivery id in
@@ -7,6 +7,13 @@ validates nothing), then parses the payload: a
 `model_version` `created` event starts the version's validation in the
 background and answers 202 at once; any other signed event answers 200,
 ignored. The validation and its write-back are `service.registry`'s.
+
+`POST /hooks/oci` takes a CNCF distribution registry's notification
+envelope (at most 64 KiB): its bearer token first (401 otherwise), then each
+manifest push is marked in the shared index (a replay answers 200 and runs
+nothing) and validated in the background (202 when any is); a malformed
+event is skipped with its reason, never a refusal of the whole envelope
+(the registry would send it again and again).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from service.api.openapi import problem_responses
 from service.api.problems import ProblemError
 from service.api.request_body import MAX_JSON_BODY, body_chunks
 from service.registry.hook import RegistryHook
+from service.registry.oci_hook import BadEnvelope, OciHook, pushed_manifests
 from service.registry.signature import Unsigned
 
 router = APIRouter(tags=["hooks"])
@@ -82,3 +90,42 @@ async def mlflow_hook(request: Request, parts: ImportsDep) -> JSONResponse:
         return JSONResponse({"status": "ignored", "detail": "only model_version.created events are validated"}, status_code=200)
     hook.start(*version)
     return JSONResponse({"status": "accepted", "name": version[0], "version": version[1]}, status_code=202)
+
+
+@router.post(
+    "/hooks/oci",
+    status_code=202,
+    summary="An OCI registry's notification envelope (docs/registry.md, OCI registries)",
+    responses={
+        200: {"description": "no manifest push to validate: replays, or events the hook does not validate"},
+        **problem_responses(400, 401, 404, 413),
+    },
+)
+async def oci_hook(request: Request, parts: ImportsDep) -> JSONResponse:
+    hook: OciHook | None = getattr(request.app.state, "oci_hook", None)
+    if hook is None:
+        raise ProblemError("not-found", "the OCI hook is off (--oci-registry)")
+    try:
+        hook.authorize(request.headers.get("authorization"))
+    except Unsigned as error:
+        raise ProblemError("unauthorized", f"not a notification of the OCI registry: {error}") from None
+    body = bytearray()
+    async for chunk in body_chunks(request, parts.settings.body_timeout, 0):
+        body += chunk
+        if len(body) > MAX_JSON_BODY:
+            raise ProblemError("payload-too-large", f"a notification is at most {MAX_JSON_BODY} bytes")
+    try:
+        pushes, skipped = pushed_manifests(json.loads(body))
+    except ValueError:
+        raise ProblemError("bad-request", "the notification's body is not JSON") from None
+    except BadEnvelope as error:
+        raise ProblemError("bad-request", str(error)) from None
+    accepted, duplicates = [], 0
+    for pushed in pushes:
+        if await hook.take(pushed):
+            hook.start(pushed)
+            accepted.append({"repository": pushed.repository, "digest": pushed.digest})
+        else:
+            duplicates += 1
+    answer = {"status": "accepted" if accepted else "ignored", "accepted": accepted, "duplicates": duplicates, "skipped": skipped}
+    return JSONResponse(answer, status_code=202 if accepted else 200)

@@ -25,13 +25,20 @@ offset as the operator check does:
   unbound at `--smoke-second-dim`; each stopped past its CPU budget
   (`--smoke-cpu-seconds`, `cpu_budget`).
 
-The last three import onnx or onnxruntime (the `runtime` extra) and run in a
+- `model_signature.signature_stage(job, opener)`: the model folder's OpenSSF
+  model signature (`model.sig`) verified by model-signing (the `signing`
+  extra) against the trusted signers the job carries, and each file of the
+  folder, opened by the file broker, against the digests it signs. Reads no
+  model: a signature worker of its own; without the extra, `incomplete`.
+
+The shape, runtime and smoke stages import onnx or onnxruntime (the `runtime` extra) and run in a
 check worker of their own (`in_worker`), so that a crash or a limit there makes the
 stage `incomplete` and leaves the import whole; without the extra they are
 `incomplete`, saying which package is missing.
 
 May import: `importer`, `service.checks.outcome` (the findings' vocabulary),
-`service.sandbox.protocol`, `service.tasks.steps`, and onnx and onnxruntime
-inside the stages that run them. Never the front end (`service.api`,
+`service.sandbox.protocol`, `service.tasks.steps`, onnx and onnxruntime
+inside the stages that run them, and model-signing and cryptography (the
+signature stage). Never the front end (`service.api`,
 `service.imports`, `service.store`): it runs in the fork.
 """

@@ -178,9 +178,7 @@ def _add_lenient(model: importer.OnnxModel, bindings: Bindings, dims: Mapping[st
             bindings.sources[dimension_key(None, *place)] = source
 
 
-def _free_place(
-    shapes: Mapping[str, tuple[int | str | None, ...] | None], symbolic: set[str], key: str
-) -> str | tuple[str, int] | None:
+def _free_place(shapes: Mapping[str, tuple[int | str | None, ...] | None], symbolic: set[str], key: str) -> str | tuple[str, int] | None:
     """What `key` names among the made inputs' dimensions: a symbolic one's
     name, an axis without a name, or None (no such place, or a fixed dimension)."""
     target, axis = dim_target(key)

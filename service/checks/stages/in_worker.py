@@ -28,6 +28,9 @@ Before any stage, the request's dimension bindings (`job.dims`) are placed in th
 (`dim_bindings.resolve_bindings`): one the model has no place for is sent as
 an `error` header of kind DIMENSION_BINDING and no stage runs (a usage
 error: the front end answers 400, `onnx-import check` exits 64).
+A signature worker (task "signature") runs `signature` alone, on the files of
+the model's folder its job lists, opened through the file broker
+(`service.checks.stages.model_signature`), and reads no model: `send_signature`.
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 from importer import OnnxModel, check_model
+from importer.source import ConfinedOpener
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, Finding, Stage, StageResult, incomplete
 from service.checks.stages.dim_bindings import resolve_bindings
+from service.checks.stages.model_signature import signature_stage
 from service.checks.stages.runtime import runtime_stage
 from service.checks.stages.security import (
     LOOP_TRIP_COUNT,
@@ -226,5 +231,15 @@ def send_checks(
             loaded = result
         send(result)
         steps.done(stage)
+    header = WorkerHeader(status="ok", isolation=isolation, steps=steps.taken)
+    connection.send_bytes(header.model_dump_json(exclude_defaults=True).encode())
+
+
+def send_signature(connection: Connection, job: WorkerJob, isolation: str, opener: ConfinedOpener, steps: Steps) -> None:
+    """The `signature` stage's report (a frame as a check worker sends it), then the header with `steps`;
+    `opener` opens the folder's files (the file broker)."""
+    result = _guarded("signature", lambda: signature_stage(job, opener))
+    connection.send_bytes(StageReport.of(result).model_dump_json().encode())
+    steps.done("signature")
     header = WorkerHeader(status="ok", isolation=isolation, steps=steps.taken)
     connection.send_bytes(header.model_dump_json(exclude_defaults=True).encode())

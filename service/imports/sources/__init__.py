@@ -16,7 +16,8 @@ the graph render); the MLflow registry's versions are
 May import: `service.imports.staging`, `service.imports.parts`,
 `service.imports.naming` (the name and label a client gives), `service.store`,
 `service.sandbox`'s protocol, `service.tasks` (the catalogue's format),
-`service.errors`. Never `service.api`.
+`service.errors`, `service.checks` (the folder the `signature` stage verifies,
+and its file's name). Never `service.api`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ of another; the display name is the model upload's `name` metadata, else
 its `filename` (its base name), and its `label` metadata the model's label
 (`service.imports.sources.upload_metadata`; the import request's own `name`
 and `label` win over both). The uploads' bytes are hard-linked into the work area and
-imported as a multipart upload is: the same limits, tenancy and answers.
+imported as a multipart upload is: the same limits, tenancy and answers (an
+`external_data` entry `model.sig` is the folder's signature, as a multipart part of that name).
 
 `settle`: the uploads are removed once the import answered or refused their
 content (a bad model, an unused external file, too many bytes), and kept
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from service.checks.outcome import SIGNATURE_FILE
 from service.errors import BadInput, DomainError, ImportFailed, ImportTooLarge, PathRefused, UploadIncomplete, UploadTooLarge, bounded
 from service.imports.sources.upload import StagedFile, Upload, check_location, display_name_of
 from service.imports.sources.upload_metadata import metadata_pairs, naming_of_metadata
@@ -65,7 +67,11 @@ class ResumableUploadsSource:
         upload.naming = naming_of_metadata(metadata_pairs(model.metadata))
         upload.model = await self._linked(self.model_upload, area.upload_model, upload.display_name)
         for location, upload_id in sorted(locations.items()):
-            upload.externals.append(await self._linked(upload_id, area.upload_external / location, location))
+            staged = await self._linked(upload_id, area.upload_external / location, location)
+            if location == SIGNATURE_FILE:  # the folder's signature, as a multipart upload's `model.sig` part
+                upload.signature = staged
+            else:
+                upload.externals.append(staged)
         return upload.staged(area)
 
     async def settle(self, error: BaseException | None) -> None:

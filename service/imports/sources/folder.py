@@ -7,13 +7,15 @@ the worker opens the very file the path resolved to (it checks the device
 and inode) and its external data beside it, and reports each file's
 identity and SHA-256, from which the id is made (origin "path") and the
 record names each file by its path below the data root (`in_store` false),
-so that tensors are served from it while it is the one recorded.
+so that tensors are served from it while it is the one recorded. Its
+folder is the one the `signature` stage verifies (its model.sig, every file in it).
 """
 
 from __future__ import annotations
 
 import os
 
+from service.checks.signature_worker import SignedFolder
 from service.errors import ImportFailed
 from service.imports.staging import Staged, Staging
 from service.sandbox.protocol import ImportFailure, SourceReport
@@ -41,6 +43,7 @@ class FolderPath:
             expected_model=(resolved.device, resolved.inode),
             hash_in_worker=True,
             record_files=self._recorded,
+            signed_folder=SignedFolder(folder, name),
         )
 
     async def settle(self, error: BaseException | None) -> None:

@@ -10,7 +10,8 @@ last ones, each byte once. Parts: exactly one `model` (the .onnx file), any
 number of `external_data` parts whose file names are the relative locations
 the model names (subfolders allowed; the lexical rules of
 docs/import-rules.md section 5, also on percent-decoded forms), each of which
-the model must use, and at most one text field `name` and one `label` (the
+the model must use (but `model.sig`, the folder's OpenSSF model signature, which
+the `signature` stage verifies), and at most one text field `name` and one `label` (the
 model's display name and label, `service.imports.naming`; each read into
 memory, refused past `MAX_FIELD_BYTES`). Running byte counts: the model part past
 `--max-upload`, or the body past `--max-upload-total`, is `UploadTooLarge`
@@ -38,6 +39,7 @@ from pathlib import Path
 import anyio
 from python_multipart.multipart import MultipartParser, parse_options_header
 
+from service.checks.outcome import SIGNATURE_FILE
 from service.errors import BadInput, DomainError, UploadTooLarge, bounded
 from service.imports.naming import LIMITS, MAX_FIELD_BYTES, Naming, named
 from service.imports.sources.body_pipe import BodyPipe
@@ -107,13 +109,16 @@ class _PartWriter:
             if not filename:
                 raise BadInput("an 'external_data' part needs a file name: the location the model names")
             location = check_location(filename)
-            if self.named is not None and location not in self.named:
-                raise unused_parts([location])
             if location in self.locations:
                 raise BadInput(f"two 'external_data' parts for {bounded(repr(location), 200)}")
             self.locations.add(location)
             self.current = StagedFile(location, self.upload.external_dir / location)
-            self.upload.externals.append(self.current)
+            if location == SIGNATURE_FILE:  # the folder's signature: no tensor's file, checked by the signature stage
+                self.upload.signature = self.current
+            elif self.named is not None and location not in self.named:
+                raise unused_parts([location])
+            else:
+                self.upload.externals.append(self.current)
         else:
             raise BadInput(f"unknown part {bounded(repr(name.decode('latin-1')), 100)}: only 'model', 'external_data', 'name' and 'label'")
         self.fd = _create(self.current.path, self.upload.model_path.parent)

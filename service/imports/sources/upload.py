@@ -9,7 +9,10 @@ external part's file name as a location: relative, no `..`, at most
 `MAX_LOCATION_DEPTH` folders deep; `PathRefused` otherwise). `Upload.staged`
 is what the pipeline is handed: the store keeps these bytes (origin
 "upload"), and every part must be used by the model's tensors (else
-`unused_parts`, the one refusal of those that are not).
+`unused_parts`, the one refusal of those that are not), except `model.sig`: the
+folder's OpenSSF model signature (`signature`), which the `signature` stage verifies
+against the files as the client named them (`SignedFolder`) and which is removed
+once the workers have ended (`Staged.transient`): the store keeps the model, not its signature.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.checks.outcome import SIGNATURE_FILE
+from service.checks.signature_worker import SignedFolder
 from service.errors import BadInput, PathRefused, bounded
 from service.imports.naming import Naming
 from service.imports.staging import Staged
@@ -45,11 +50,12 @@ class Upload:
     display_name: str = DEFAULT_DISPLAY_NAME
     model: StagedFile | None = None
     externals: list[StagedFile] = field(default_factory=list)
+    signature: StagedFile | None = None  # the folder's model.sig, where the client sent it (never a tensor's file)
     naming: Naming = field(default_factory=Naming)  # the form's `name` and `label` fields, where sent
 
     @property
     def size(self) -> int:
-        """Bytes received in all: the model and every external part."""
+        """Bytes the store keeps: the model and every external part (not the signature)."""
         return sum(staged.size for staged in [self.model, *self.externals] if staged is not None)
 
     def staged(self, area: ModelFolder) -> Staged:
@@ -67,9 +73,22 @@ class Upload:
             parts={staged.location for staged in self.externals},
             kept_bytes=self.size,
             model_bytes=self.size,
+            model_name=self.display_name,  # the model part's file name (before the form's `name` replaces the display name)
+            signed_folder=self.signed_folder(area),
+            transient=[self.signature.path] if self.signature is not None else [],
         )
         staged.named(self.naming)
         return staged
+
+    def signed_folder(self, area: ModelFolder) -> SignedFolder:
+        """The folder as its signer saw it: the model under its part's file name, each external part at its location,
+        and the signature, where sent; each at its place in `area`."""
+        assert self.model is not None
+        files = [(self.display_name, area.relative_to_files(area.upload_model))]
+        files += [(staged.location, area.relative_to_files(staged.path)) for staged in self.externals]
+        if self.signature is not None:
+            files.append((SIGNATURE_FILE, area.relative_to_files(self.signature.path)))
+        return SignedFolder(str(area.files), self.display_name, tuple(files))
 
 
 def display_name_of(filename: str) -> str:

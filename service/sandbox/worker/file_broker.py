@@ -32,7 +32,7 @@ from service.sandbox.protocol import WorkerJob
 
 MAX_REQUEST_BYTES: Final = 16 << 10
 MAX_ANSWER_BYTES: Final = 16 << 10
-READS_EXTERNAL_DATA: Final = ("import", "graph", "checks")  # the tasks that bind a model's external data
+READS_EXTERNAL_DATA: Final = ("import", "graph", "checks", "signature")  # the tasks that open files of the model's folder
 
 
 class FileBroker:

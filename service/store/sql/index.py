@@ -307,7 +307,7 @@ class SqlIndex:
         return _is_id(model_id) and self.database.one(query, (tenant_key(tenant), model_id)) is not None
 
     def let_go(self, tenant: str, model_id: str) -> bool:
-        """The holding goes, and its graph mark and check runs with it (one row)."""
+        """The holding goes, and its graph mark, check runs and attestation with it (one row)."""
         if not _is_id(model_id):
             return False
         query = "DELETE FROM onnx_holdings WHERE tenant_key = %s AND model_id = %s"
@@ -390,6 +390,19 @@ class SqlIndex:
             return False
         query = "UPDATE onnx_holdings SET checks = %s WHERE tenant_key = %s AND model_id = %s"
         return self.database.change(query, (document.decode(), tenant_key(tenant), model_id)) == 1
+
+    def attestation(self, tenant: str, model_id: str) -> bytes | None:
+        if not _is_id(model_id):
+            return None
+        query = "SELECT attestation FROM onnx_holdings WHERE tenant_key = %s AND model_id = %s"
+        row = self.database.one(query, (tenant_key(tenant), model_id))
+        return None if row is None or not row[0] else str(row[0]).encode()
+
+    def keep_attestation(self, tenant: str, model_id: str, bundle: bytes) -> bool:
+        if not _is_id(model_id):
+            return False
+        query = "UPDATE onnx_holdings SET attestation = %s WHERE tenant_key = %s AND model_id = %s"
+        return self.database.change(query, (bundle.decode(), tenant_key(tenant), model_id)) == 1
 
     # --- secrets every process and replica shares
 

@@ -50,6 +50,11 @@ release since reads. The tables, all named `onnx_*`:
     onnx_registry_claims  the MLflow gate's claims (a registered model's
                     alias, moved by one holder at a time): the key, the
                     holder's token and the end of its lease
+    onnx_harbor_scans  the Harbor scanner's scans: the scan id, its state
+                    (running, done, error), its body (the report's JSON, or
+                    the error's message), when it was asked for (it expires
+                    from then) and the lease of the process running it (a
+                    running scan whose lease lapsed died with its process)
     onnx_schema     one row: the version
 
 The records are JSON in text columns (read with one parse, written as the
@@ -267,6 +272,18 @@ MIGRATIONS: list[Migration] = [
             "CREATE TABLE onnx_registry_deliveries (id {key} PRIMARY KEY, taken {time_now})",
             "CREATE INDEX onnx_registry_deliveries_by_taken ON onnx_registry_deliveries (taken)",
             "CREATE TABLE onnx_registry_claims (name {key} PRIMARY KEY, holder {key} NOT NULL, until {time} NOT NULL)",
+        ],
+    ),
+    Migration(
+        "12: each holding's latest attestation (a Sigstore bundle's JSON, service.attestation; '' for none)",
+        ["ALTER TABLE onnx_holdings ADD COLUMN attestation {text} NOT NULL DEFAULT ''"],
+    ),
+    Migration(
+        "13: the Harbor scanner's scans (service.registry.harbor_scanner), answered by any replica until they expire",
+        [
+            "CREATE TABLE onnx_harbor_scans (id {key} PRIMARY KEY, state {text} NOT NULL, body {text} NOT NULL DEFAULT '',"
+            " created {time_now}, until {time} NOT NULL)",
+            "CREATE INDEX onnx_harbor_scans_by_created ON onnx_harbor_scans (created)",
         ],
     ),
 ]

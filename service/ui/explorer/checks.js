@@ -1,17 +1,18 @@
-// The check stages (schema, security, shape, runtime, smoke): which ones an
+// The check stages (signature, schema, security, shape, runtime, smoke): which ones an
 // import from this page asks for (the checkboxes of the open panel: nothing is
 // sent, and the server runs its --default-checks, until the user changes
 // one), and the open model's verdict and each stage's status, counts and
 // reason, in the summary, and a listed model's verdict with the stages it
-// covers (`pass · 3 of 5 stages`). Every status is said in words, its colour and mark
+// covers (`pass · 3 of 6 stages`). Every status is said in words, its colour and mark
 // only repeat it. A summary stored before the stages has neither `checks` nor
 // `verdict`: the operator check's counts are shown as the schema stage's.
 
 import { $, el, number, visible } from "./dom.js";
 
-export const STAGES = ["schema", "security", "shape", "runtime", "smoke"]; // the order they run in
+export const STAGES = ["signature", "schema", "security", "shape", "runtime", "smoke"]; // the order they run in
 const DOCUMENTED_DEFAULT = ["schema", "shape", "security"]; // --default-checks unless the server is told otherwise
 const WHAT = {
+  signature: "the folder's model.sig (OpenSSF model signing) against the trusted signers",
   schema: "every node against its operator's schema",
   security: "what a registry acts on: static output sizes, custom domains, hidden characters…",
   shape: "strict type and shape inference",

@@ -3,7 +3,8 @@ the test process over ASGI, its workers real): a model that would need more
 than a worker may take (`--worker-memory-share`) answers `incomplete` for
 the stages of the check worker, without one, its reason naming the memory
 it needs and the settings, while the import itself stands; a run that runs
-out of memory names the cap it ran under and the setting that raises it.
+out of memory names the cap it ran under and the setting that raises it;
+/readyz and /metrics tell the operator the budget and what is reserved of it.
 """
 
 from __future__ import annotations
@@ -73,6 +74,22 @@ def test_a_run_out_of_memory_names_the_cap_it_ran_under(tmp_path: Path, data_roo
     assert "(the check worker's cap was 38" in smoke["reason"], smoke
     assert "MiB: --worker-memory-per-model-byte 1000 × its 39" in smoke["reason"], smoke
     assert smoke["reason"].endswith("raise --worker-memory-per-model-byte or --worker-memory)"), smoke
+
+
+def test_readyz_and_metrics_show_the_memory_budget_the_share_gives(tmp_path: Path, data_root: Path) -> None:
+    budgets = {}
+    for share in ("10%", "20%"):
+        store = tmp_path / f"store-{share}"
+        with serving_over_asgi(store, data_root, "--worker-memory-share", share) as service, service.client() as session:
+            ready = session.get("/readyz").json()
+            metrics = session.get("/metrics").text
+        budget = ready["worker_memory_budget_bytes"]
+        assert ready["worker_memory_reserved_bytes"] == 0, ready  # no sized worker runs
+        gauges = dict(line.split(" ", 1) for line in metrics.splitlines() if line.startswith("onnx_import_worker_memory"))
+        assert float(gauges["onnx_import_worker_memory_budget_bytes"]) == budget, gauges
+        assert float(gauges["onnx_import_worker_memory_reserved_bytes"]) == 0, gauges
+        budgets[share] = budget
+    assert budgets["10%"] > 0 and 1.98 < budgets["20%"] / budgets["10%"] < 2.02, budgets  # the share of one memory
 
 
 @pytest.fixture

@@ -346,6 +346,7 @@ def test_openapi_documents_every_route_and_response(client: httpx.Client) -> Non
         ("/models/{model_id}", "get"): {"200", "404"},
         ("/models/{model_id}/graph", "get"): {"200", "404"},
         ("/models/{model_id}/checks", "post"): {"200", "400", "404", "409", "503"},
+        ("/models/{model_id}/attestation", "get"): {"200", "404"},
         ("/models/{model_id}/tensors/{name}", "get"): {"200", "206", "304", "404", "409", "410", "415", "416", "422"},
         ("/models/{model_id}/tensors", "get"): {"200", "400", "404", "422"},
         ("/models", "get"): {"200", "400", "422"},

@@ -23,8 +23,16 @@ tagged fail, its reason naming the binding; a version whose real source is a
 file:// path is refused with the reason; forged, unsigned and stale
 deliveries are 401 and change nothing; a replayed delivery is not validated
 twice; a signed delivery whose `source` names a local file is not fetched
-from there (MLflow's record of the version is, and it is refused); and a
-verdict MLflow could not take while it was down is written once it is back.
+from there (MLflow's record of the version is, and it is refused); a version
+whose folder is signed (`model.sig`) passes the `signature` stage of a
+service that checks signatures, and one with a file changed after signing
+fails it; and a verdict MLflow could not take while it was down is written
+once it is back, its attestation with it. The services sign
+(`--signing-key`): each version's attestation is logged beside its folder
+and tagged; downloaded through MLflow, it verifies with `cryptography` alone
+and with `onnx-import verify` (its subjects the version's files, its
+resource `models:/NAME/VERSION`, PASSED), a failing version's says FAILED,
+and the models of one version have one each.
 
 Why a process: MLflow is a real server process (`mlflow server`, its artifact
 proxy) that delivers its own signed webhooks to the service over TCP, and the
@@ -35,7 +43,12 @@ does), and the validations are counted in the service's log.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -46,11 +59,14 @@ import httpx
 import numpy as np
 import onnx
 import pytest
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from onnx import TensorProto, helper, numpy_helper
+from support.attestations import key_pair, statement_checked_by_hand
 from support.batch_models import baked_batch
 from support.faults import FaultPlan
 from support.mlflow_server import MlflowServer
-from support.service_harness import ServiceProcess, model_id_of
+from support.service_harness import SAMPLES, ServiceProcess, model_id_of
+from support.signed_folders import Signer, make_signer, sign
 from support.small_models import summed_external_model, weight_model
 from support.tcp_proxy import TcpProxy
 
@@ -61,6 +77,9 @@ mlflow = pytest.importorskip("mlflow", reason="the mlflow test dependency is not
 
 SECRET = "the-webhook-secret"
 VERDICT = "onnx_import.verdict"
+ATTESTATION = "onnx_import.attestation"
+COMMAND = Path(sys.executable).with_name("onnx-import")
+MLFLOW = Path(sys.executable).with_name("mlflow")
 
 
 def range_bomb() -> bytes:
@@ -129,6 +148,22 @@ def delivery(name: str, version: str, source: str, *, secret: str = SECRET, at: 
     return body, headers
 
 
+def attested(server: MlflowServer, tags: dict[str, str], public: Path, into: Path) -> tuple[Path, dict[str, Any]]:
+    """The version's attestation downloaded through MLflow (the tag's URI, as `mlflow artifacts download -u` takes it),
+    and its Statement, the signature checked with `cryptography` alone and the service's public key."""
+    local = Path(mlflow.artifacts.download_artifacts(artifact_uri=tags[ATTESTATION], dst_path=str(into), tracking_uri=server.url))
+    return local, statement_checked_by_hand(local.read_bytes(), load_pem_public_key(public.read_bytes()))
+
+
+def downloaded(server: MlflowServer, uri: str, into: Path) -> Path:
+    """`mlflow artifacts download -u URI -d INTO`, as a user runs it (MLFLOW_TRACKING_URI names the server): where it put it."""
+    environ = {**os.environ, "MLFLOW_TRACKING_URI": server.url}
+    done = subprocess.run([str(MLFLOW), "artifacts", "download", "-u", uri, "-d", str(into)], capture_output=True, text=True,
+                          env=environ, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
 def validations_logged(service: ServiceProcess, name: str) -> int:
     return service.log.read_text().count(f"mlflow: validating {name} version")
 
@@ -154,12 +189,47 @@ def quiet(mlflow_server: MlflowServer, tmp_path_factory: pytest.TempPathFactory)
 
 
 @pytest.fixture(scope="module")
-def service(mlflow_server: MlflowServer, quiet: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+def signing(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The services' signing key and its public key (PEM files)."""
+    private, public, _ = key_pair(tmp_path_factory.mktemp("keys"), "p256")
+    return private, public
+
+
+@pytest.fixture(scope="module")
+def signer(tmp_path_factory: pytest.TempPathFactory) -> Signer:
+    return make_signer(tmp_path_factory.mktemp("keys"))
+
+
+@pytest.fixture(scope="module")
+def signed(mlflow_server: MlflowServer, signer: Signer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Versions whose folder is signed (model_signing's API), registered before the webhook exists: `signed`, as signed
+    (a model, its external data, one in a subfolder, a README); `signed-changed`, its README changed after signing."""
+    versions = {}
+    for name in ("signed", "signed-changed"):
+        folder = tmp_path_factory.mktemp(name) / "model"
+        shutil.copytree(SAMPLES / "external", folder)
+        (folder / "README.md").write_bytes(b"a signed model\n")
+        sign(folder, signer)
+        if name == "signed-changed":
+            (folder / "README.md").write_bytes(b"changed after signing\n")
+        versions[name] = register_folder(mlflow_server, folder, name, {})
+    return versions
+
+
+@pytest.fixture(scope="module")
+def service(
+    mlflow_server: MlflowServer,
+    quiet: dict[str, str],
+    signing: tuple[Path, Path],
+    signed: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ServiceProcess]:
     # the hook's tenant is the default, mlflow: the anonymous caller reads its reports through the tags' links alone
     folder = tmp_path_factory.mktemp("service")
     service = ServiceProcess(
-        folder / "store", folder, "--mlflow-url", mlflow_server.url, env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET}
-    ).start()
+        folder / "store", folder, "--mlflow-url", mlflow_server.url, "--signing-key", str(signing[0]),
+        env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET},
+    ).start()  # fmt: skip
     try:
         client_of(mlflow_server).create_webhook(
             "onnx-import", service.url + "/hooks/mlflow", events=["model_version.created"], secret=SECRET
@@ -186,6 +256,34 @@ def test_a_passing_version_is_tagged_pass_and_given_the_alias(mlflow_server: Mlf
     assert "onnx_import.compared_with" not in tags and "onnx_import.diff" not in tags  # no version held the alias before
 
 
+def test_a_versions_attestation_is_logged_beside_it_and_verifies_with_the_services_key(
+    mlflow_server: MlflowServer, service: ServiceProcess, signing: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """As a deployer fetches it (docs/registry.md): the tag's URI and the version downloaded with MLflow's command
+    line, the attestation's signature checked by hand; its subjects are the version's files by name and SHA-256, its
+    resource the version, its result PASSED. The version's folder holds the model's files only, and `onnx-import
+    verify` accepts it."""
+    files = {"model.onnx": summed_external_model("w.bin"), "w.bin": np.float32(5).tobytes()}
+    (tmp_path / "logged").mkdir()
+    version = register_folder(mlflow_server, tmp_path / "logged", "gate-attested", files)
+    tags = tags_when_validated(mlflow_server, "gate-attested", version)
+    assert tags[VERDICT] == "pass", tags
+    assert tags[ATTESTATION].startswith("mlflow-artifacts:/"), tags
+    assert tags[ATTESTATION].endswith(f"/artifacts/model.onnx-import/gate-attested/v{version}/model.onnx.sigstore.json"), tags
+    attestation = downloaded(mlflow_server, tags[ATTESTATION], tmp_path / "attestation")
+    statement = statement_checked_by_hand(attestation.read_bytes(), load_pem_public_key(signing[1].read_bytes()))
+    assert {subject["name"]: subject["digest"]["sha256"] for subject in statement["subject"]} == {
+        name: hashlib.sha256(data).hexdigest() for name, data in files.items()
+    }
+    assert statement["predicate"]["resourceUri"] == f"models:/gate-attested/{version}"
+    assert statement["predicate"]["verificationResult"] == "PASSED"
+    model = downloaded(mlflow_server, f"models:/gate-attested/{version}", tmp_path / "deployed")
+    assert sorted(path.name for path in model.iterdir()) == ["model.onnx", "w.bin"]  # nothing added to the model's folder
+    command = [str(COMMAND), "verify", str(model), "--attestation", str(attestation), "--public-key", str(signing[1])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")  # mlflow.onnx.log_model's own warnings about type hints
 def test_a_version_logged_with_external_data_passes(mlflow_server: MlflowServer, service: ServiceProcess) -> None:
     mlflow.set_tracking_uri(mlflow_server.url)
@@ -206,7 +304,7 @@ def test_a_version_logged_with_external_data_passes(mlflow_server: MlflowServer,
 
 
 def test_a_failing_version_is_tagged_fail_and_never_given_the_alias(
-    mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path
+    mlflow_server: MlflowServer, service: ServiceProcess, signing: tuple[Path, Path], tmp_path: Path
 ) -> None:
     passing = register_folder(mlflow_server, tmp_path, "gate-fail", {"model.onnx": weight_model(3)})
     assert tags_when_validated(mlflow_server, "gate-fail", passing)[VERDICT] == "pass"
@@ -225,6 +323,10 @@ def test_a_failing_version_is_tagged_fail_and_never_given_the_alias(
     diff = httpx.get(service.url + tags["onnx_import.diff_url"], timeout=60).json()
     assert (diff["a"]["id"], diff["b"]["id"]) == (before, tags["onnx_import.model_id"])
     assert not diff["identical"] and tags["onnx_import.diff"] == diff_said(diff), (tags, diff["counts"])
+    _, statement = attested(mlflow_server, tags, signing[1], tmp_path / "attestation")  # its attestation says so
+    assert statement["predicate"]["verificationResult"] == "FAILED"
+    assert "ONNX_IMPORT_STAGE_SECURITY_FAIL" in statement["predicate"]["verifiedLevels"]
+    assert statement["predicate"]["resourceUri"] == f"models:/gate-fail/{failing}"
 
 
 def test_a_version_that_runs_at_batch_1_but_not_at_2_fails_naming_the_binding(
@@ -270,8 +372,11 @@ def test_a_slow_version_1_passing_after_a_fast_version_2_leaves_the_alias_on_2(
     assert fast["onnx_import.alias"] == "moved here (no version held it)"
 
 
-def test_an_encoder_and_decoders_in_one_version_each_pass(mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path) -> None:
-    """Hugging Face Optimum's layout, logged file by file into one folder: every .onnx file is checked and reported."""
+def test_an_encoder_and_decoders_in_one_version_each_pass(
+    mlflow_server: MlflowServer, service: ServiceProcess, signing: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Hugging Face Optimum's layout, logged file by file into one folder: every .onnx file is checked and reported,
+    and attested: the tag names a folder holding an attestation per file."""
     client = client_of(mlflow_server)
     run = client.create_run(client.get_experiment_by_name("Default").experiment_id)
     names = ["encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"]
@@ -298,6 +403,15 @@ def test_an_encoder_and_decoders_in_one_version_each_pass(mlflow_server: MlflowS
     for entry in files:
         assert f"gate-optimum/{version}/{entry['file']}" in runs[entry["model_id"]]  # each run names its file (a URI: models%3A/...)
     assert alias_version(mlflow_server, "gate-optimum") == version
+    folder = Path(
+        mlflow.artifacts.download_artifacts(artifact_uri=tags[ATTESTATION], dst_path=str(tmp_path / "a"), tracking_uri=mlflow_server.url)
+    )
+    assert sorted(path.name for path in folder.iterdir()) == sorted(f"{name}.sigstore.json" for name in names)
+    public = load_pem_public_key(signing[1].read_bytes())
+    for name in names:
+        statement = statement_checked_by_hand((folder / f"{name}.sigstore.json").read_bytes(), public)
+        assert statement["predicate"]["resourceUri"] == f"models:/gate-optimum/{version}/{name}"
+        assert [subject["name"] for subject in statement["subject"]] == [name]
 
 
 def test_a_version_whose_source_is_a_local_path_is_refused(mlflow_server: MlflowServer, service: ServiceProcess, tmp_path: Path) -> None:
@@ -349,14 +463,37 @@ def test_a_delivery_naming_a_local_file_fetches_what_mlflow_records(
     assert alias_version(mlflow_server, "quiet-file") is None
 
 
-def test_a_verdict_mlflow_missed_while_down_is_written_when_it_is_back(
-    mlflow_server: MlflowServer, quiet: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+def test_a_signed_version_passes_the_signature_stage_and_a_changed_file_fails_it(
+    mlflow_server: MlflowServer, service: ServiceProcess, signed: dict[str, str], signer: Signer, tmp_path: Path
 ) -> None:
+    """A service of its own that checks signatures (--mlflow-checks with `signature`, --trusted-signers), given the
+    deliveries by hand: the gate fetches the folder's model.sig and other files through MLflow's proxy."""
+    checking = ServiceProcess(
+        tmp_path / "store", tmp_path, "--mlflow-url", mlflow_server.url, "--mlflow-checks", "signature,schema",
+        "--trusted-signers", str(signer.public_key), env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET},
+    ).start()  # fmt: skip
+    try:
+        for name, verdict in (("signed", "pass"), ("signed-changed", "fail")):
+            body, headers = delivery(name, signed[name], f"runs:/x/{name}")
+            assert httpx.post(checking.url + "/hooks/mlflow", content=body, headers=headers).status_code == 202
+            tags = tags_when_validated(mlflow_server, name, signed[name])
+            assert tags[VERDICT] == verdict, tags
+            assert tags["onnx_import.checks"] == f"signature={verdict},schema=pass", tags
+    finally:
+        checking.stop()
+    assert alias_version(mlflow_server, "signed") == signed["signed"]
+    assert alias_version(mlflow_server, "signed-changed") is None
+
+
+def test_a_verdict_mlflow_missed_while_down_is_written_when_it_is_back(
+    mlflow_server: MlflowServer, quiet: dict[str, str], signing: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The verdict and its attestation, kept while MLflow is away, are written once it is back."""
     folder = tmp_path_factory.mktemp("restart-service")
     version = quiet["restarted"]
     with TcpProxy(mlflow_server.port) as mlflow_link:
         service = ServiceProcess(
-            folder / "store", folder, "--mlflow-url", mlflow_link.url,
+            folder / "store", folder, "--mlflow-url", mlflow_link.url, "--signing-key", str(signing[0]),
             env={"ONNX_SERVICE_MLFLOW_WEBHOOK_SECRET": SECRET, **FaultPlan(worker_sleep=3).env()},
         )  # fmt: skip
         try:
@@ -372,5 +509,7 @@ def test_a_verdict_mlflow_missed_while_down_is_written_when_it_is_back(
             assert tags[VERDICT] == "pass", tags
             assert alias_version(mlflow_server, "restarted") == version
             service.wait_for_log("the kept verdict of restarted version 1 is written", timeout=10)  # logged after the alias is set
+            _, statement = attested(mlflow_server, tags, signing[1], folder / "attestation")
+            assert statement["predicate"]["resourceUri"] == f"models:/restarted/{version}"
         finally:
             service.stop()

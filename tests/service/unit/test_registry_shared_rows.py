@@ -154,3 +154,30 @@ def test_two_validations_ending_at_once_on_two_replicas_leave_the_alias_on_the_n
         said = asyncio.run(_both(rules, registry, versions))
         assert registry.held == "2", (versions, said, registry.moves)
         assert "kept on version 2 (newer)" in said or registry.moves == ["1", "2"], (said, registry.moves)
+
+
+def test_a_harbor_scan_is_answered_by_any_replica_its_lease_lapses_and_it_expires(indexes: tuple[SqlIndex, SqlIndex]) -> None:
+    """The Harbor scanner's scans: begun by one replica, read by another; running while its process renews
+    its lease, then done (its report) or error; a lease not renewed lapses (its process died); old scans go."""
+    runner, other = (index.registry_rows() for index in indexes)
+    runner.begin_scan("scan-1", 60)
+    runner.begin_scan("scan-2", 0.2)
+    found = other.scan("scan-1")
+    assert found is not None and (found.state, found.body, found.lapsed) == ("running", "", False)
+    time.sleep(0.3)
+    lapsed = other.scan("scan-2")
+    assert lapsed is not None and lapsed.lapsed
+    runner.renew_scans(["scan-2"], 60)
+    renewed = other.scan("scan-2")
+    assert renewed is not None and not renewed.lapsed
+    runner.end_scan("scan-1", "done", '{"vulnerabilities":[]}')
+    runner.end_scan("scan-2", "error", "the registry did not answer")
+    assert other.scan("scan-1") == type(found)("done", '{"vulnerabilities":[]}', False)
+    ended = other.scan("scan-2")
+    assert ended is not None and (ended.state, ended.body) == ("error", "the registry did not answer")
+    runner.renew_scans(["scan-2"], 0)  # an ended scan's lease is not renewed: it stays ended
+    assert other.scan("scan-2") == ended
+    assert other.scan("never-asked") is None
+    assert other.prune_scans(60) == 0 and other.scan("scan-1") is not None
+    time.sleep(0.3)
+    assert other.prune_scans(0.2) == 2 and other.scan("scan-1") is None and other.scan("scan-2") is None

@@ -6,12 +6,15 @@ location holding a percent sign is refused, since MLflow's artifact proxy
 would decode it), within the byte budget; a version of several files
 imports each with its own external data, named by the version and the
 file, and the version's verdict is its worst file's (the hook over an
-MLflow of this test). The in-process sandbox reads the model (its external
+MLflow of this test); a version's attestation names its files as in its
+folder and the model `models:/NAME/VERSION`, and a recheck keeps naming
+them so. The in-process sandbox reads the model (its external
 locations, then the import)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -19,40 +22,22 @@ from typing import Any
 
 import pytest
 from in_process import import_parts
+from support.attestations import key_pair, statement_checked_by_hand
+from support.memory_artifacts import MemoryFolder
 from support.small_models import summed_external_model
 
+from service.attestation.attester import attester_for
 from service.checks.requested import CheckRequest
 from service.errors import UploadTooLarge
 from service.imports import pipeline
 from service.imports.answers import Imported
 from service.imports.diffs import Diffs
 from service.imports.parts import ImportParts
-from service.registry.folders import ObjectMissing
+from service.imports.sources.stored import StoredModel
 from service.registry.hook import RegistryHook
 from service.registry.mlflow_api import Fetched, MlflowApi, MlflowRefused
 from service.registry.sources import Refused
 from service.registry.version_source import RegistryFile, VersionFiles, import_file
-
-
-class MemoryFolder:
-    """A version's artifacts, by path; every download asked is noted."""
-
-    where = "memory"
-
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.files = files
-        self.downloads: list[str] = []
-
-    async def listing(self) -> list[dict[str, Any]]:
-        return [{"path": name, "is_dir": False, "file_size": len(data)} for name, data in self.files.items()]
-
-    async def download(self, path: str, target: Path, max_bytes: int) -> Fetched:
-        self.downloads.append(path)
-        if path not in self.files:
-            raise ObjectMissing(f"no {path!r}")
-        data = self.files[path]
-        target.write_bytes(data)
-        return Fetched(len(data), hashlib.sha256(data).hexdigest())
 
 
 @pytest.fixture
@@ -179,3 +164,29 @@ def test_a_version_is_as_good_as_its_worst_file(tmp_path: Path) -> None:
     assert api.tags["2"]["onnx_import.verdict"] == "pass" and api.moves == ["2"]
     assert api.tags["2"]["onnx_import.alias"] == "moved here (no version held it)"
     assert api.tags["2"]["onnx_import.model_id"] == files[0]["model_id"]  # the same decoder: the same content
+
+
+def test_a_versions_attestation_names_its_files_in_the_folder_and_its_models_uri(tmp_path: Path) -> None:
+    """The subjects are named as in the version's artifact folder (the model's path, its external data beside it),
+    with the SHA-256 of what was fetched; the resource is `models:/NAME/VERSION`."""
+    private, _, key = key_pair(tmp_path, "p256")
+    parts = import_parts(tmp_path)
+    parts = dataclasses.replace(parts, attester=attester_for(private, None, "test", parts.settings))
+    model, weights = summed_external_model("w.bin"), b"\3" * 4
+    folder = MemoryFolder({"onnx/model.onnx": model, "onnx/w.bin": weights})
+    imported = asyncio.run(pipeline.run(parts, RegistryFile(folder, "onnx/model.onnx", "models:/m/4"), "mlflow"))
+    bundle = parts.store.attestation("mlflow", imported.model_id)
+    assert bundle is not None
+    statement = statement_checked_by_hand(bundle, key.public_key())
+    assert {subject["name"]: subject["digest"]["sha256"] for subject in statement["subject"]} == {
+        "onnx/model.onnx": hashlib.sha256(model).hexdigest(),
+        "onnx/w.bin": hashlib.sha256(weights).hexdigest(),
+    }
+    assert statement["predicate"]["resourceUri"] == "models:/m/4"
+    assert parts.store.attestation("someone-else", imported.model_id) is None
+    asyncio.run(pipeline.run(parts, StoredModel(parts, "mlflow", imported.model_id), "mlflow", CheckRequest(("security",))))
+    again = parts.store.attestation("mlflow", imported.model_id)
+    assert again is not None and again != bundle
+    rechecked = statement_checked_by_hand(again, key.public_key())
+    assert rechecked["subject"] == statement["subject"] and rechecked["predicate"]["resourceUri"] == "models:/m/4"  # named as before
+    assert "ONNX_IMPORT_STAGE_SECURITY_PASS" in rechecked["predicate"]["verifiedLevels"]

@@ -196,9 +196,11 @@ def test_holdings_from_before_labels_migrate_without_one(database: str) -> None:
         first.add_record(model, 10)
         first.hold(TenantRecord(tenant="alice", input="kept", created_ns=5), model.id)
         first.database.change("ALTER TABLE onnx_holdings DROP COLUMN label")
-        for later in MIGRATIONS[before + 1 :]:  # the tables the migrations after the label's made
+        for later in MIGRATIONS[before + 1 :]:  # the tables and columns the migrations after the label's made
             for table in re.findall(r"CREATE TABLE (\w+)", " ".join(later.statements)):
                 first.database.change(f"DROP TABLE {table}")
+            for table, column in re.findall(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", " ".join(later.statements)):
+                first.database.change(f"ALTER TABLE {table} DROP COLUMN {column}")
         first.database.change("UPDATE onnx_schema SET version = %s", (before,))
     finally:
         first.close()

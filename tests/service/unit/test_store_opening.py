@@ -167,6 +167,7 @@ def test_an_app_whose_store_does_not_open_serves_liveness_and_503s_then_becomes_
             client.get("/models"),
             client.post("/uploads", headers={"Tus-Resumable": "1.0.0", "Upload-Length": "10"}),
             client.post("/hooks/mlflow", content=b"{}"),
+            client.post("/hooks/oci", content=b"{}"),
         ):
             assert (refused.status_code, refused.json()["type"]) == (503, PROBLEMS + "storage-unavailable"), refused.text
             assert DATABASE_DOWN in refused.json()["detail"]
