@@ -41,7 +41,8 @@ def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def test_the_check_worker_is_sized_to_the_model_and_its_external_data(tmp_path: Path) -> None:
     model = external_weighted_relu(tmp_path)
     assert model.stat().st_size < 1000
-    sizing = ("--worker-memory", "256MiB", "--worker-memory-per-model-byte", "1000")
+    # its external data counts at the mapped multiple where files are bound for onnxruntime, else at the model's: both 1000
+    sizing = ("--worker-memory", "256MiB", "--worker-memory-per-model-byte", "1000", "--worker-memory-per-mapped-byte", "1000")
     fits = run("check", model, "--checks", "schema,runtime,smoke", *sizing)
     assert fits.returncode == 0, fits.stdout + fits.stderr
     past = run("check", model, "--checks", "schema,runtime,smoke", *sizing, "--worker-memory-share", "0.1%")
@@ -51,5 +52,5 @@ def test_the_check_worker_is_sized_to_the_model_and_its_external_data(tmp_path: 
     for stage in ("runtime", "smoke"):
         reason = checks[stage]["reason"]
         assert checks[stage]["status"] == "incomplete", checks[stage]
-        assert "the model needs about 38" in reason and "MiB of worker memory (1000 × its 39" in reason, reason
+        assert "the model needs about 38" in reason and "MiB of worker memory (1000 × its" in reason and "391 KiB" in reason, reason
         assert "--worker-memory-share 0.1% of the machine's" in reason, reason
