@@ -51,7 +51,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 
-from service.background import every
+from service.background import every, stopped
 from service.checks.outcome import parse_checks
 from service.checks.requested import CheckRequest
 from service.errors import BadInput, ImportFailed, Overloaded, UploadTooLarge
@@ -63,6 +63,7 @@ from service.registry.oci_api import OciRefused, OciRegistry, OciUnavailable, To
 from service.registry.oci_artifact import onnx_layers
 from service.registry.oci_pull import ArtifactTree, pull_tree
 from service.registry.oci_source import ArtifactFile
+from service.registry.shared_secrets import bearer_of, secret_text
 from service.registry.sources import Refused
 from service.settings import Settings
 from service.store.sql.registry_rows import ScanRow
@@ -97,11 +98,7 @@ class ScanRequest:
 
 def harbor_token(settings: Settings) -> str:
     """The token from its variable, else its file (one trailing newline dropped); "" when the scanner is off."""
-    if settings.harbor_token:
-        return settings.harbor_token
-    if settings.harbor_token_file is None:
-        return ""
-    return settings.harbor_token_file.read_text().removesuffix("\n")
+    return secret_text(settings.harbor_token, settings.harbor_token_file)
 
 
 def _origin(url: str) -> tuple[str, str, int | None, str]:
@@ -167,8 +164,8 @@ class HarborScanner:
 
     def authorize(self, authorization: str | None) -> bool:
         """The header carries the bearer token Harbor is registered with."""
-        scheme, _, given = (authorization or "").partition(" ")
-        return scheme.lower() == "bearer" and bool(given) and hmac.compare_digest(given.strip().encode(), self.token)
+        token = bearer_of(authorization)
+        return token is not None and hmac.compare_digest(token, self.token)
 
     async def accept(self, request: ScanRequest) -> str:
         """The scan written as running (shared by every replica) and started; its id."""
@@ -274,8 +271,4 @@ class HarborScanner:
             async with every(LOOP_SECONDS, self.tick, "harbor-scans"):
                 yield
         finally:
-            for task in list(self.tasks):
-                task.cancel()
-            for task in list(self.tasks):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await stopped(self.tasks)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from service.background import every
+from service.background import every, stopped
 from service.checks.outcome import parse_checks
 from service.checks.requested import CheckRequest
 from service.errors import BadInput, DomainError, ImportFailed, ImportTooLarge, Overloaded, UploadTooLarge
@@ -43,6 +43,7 @@ from service.registry.deliveries import Deliveries
 from service.registry.kept import AUTH_REFUSALS
 from service.registry.mlflow_api import MlflowApi, MlflowRefused, MlflowUnavailable, version_tag
 from service.registry.pending import PendingWrites, WriteBack, write_back
+from service.registry.shared_secrets import secret_text
 from service.registry.signature import verify_delivery
 from service.registry.sources import Refused
 from service.registry.under_way import UnderWay
@@ -101,10 +102,7 @@ async def with_capacity(run: Callable[[], Awaitable[Imported]], what: str) -> Im
 
 def webhook_secret(settings: Settings) -> str:
     """The secret from its variable, else its file (one trailing newline dropped)."""
-    if settings.mlflow_webhook_secret:
-        return settings.mlflow_webhook_secret
-    assert settings.mlflow_webhook_secret_file is not None
-    return settings.mlflow_webhook_secret_file.read_text().removesuffix("\n")
+    return secret_text(settings.mlflow_webhook_secret, settings.mlflow_webhook_secret_file)
 
 
 class RegistryHook:
@@ -239,9 +237,5 @@ class RegistryHook:
             async with every(LOOP_SECONDS, self.tick, "mlflow-pending"):
                 yield
         finally:
-            for task in list(self.tasks):
-                task.cancel()
-            for task in list(self.tasks):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await stopped(self.tasks)
             await self.api.close()

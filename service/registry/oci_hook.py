@@ -45,7 +45,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from service.background import every
+from service.background import every, stopped
 from service.checks.outcome import parse_checks
 from service.checks.requested import CheckRequest
 from service.imports import pipeline
@@ -58,6 +58,7 @@ from service.registry.oci_pending import KeptVerdict, PendingVerdicts, keeps_for
 from service.registry.oci_pull import ArtifactTree, pull_tree
 from service.registry.oci_source import ArtifactFile
 from service.registry.oci_verdict import attach, has_verdict, verdict_document
+from service.registry.shared_secrets import bearer_of, secret_text
 from service.registry.signature import Unsigned
 from service.registry.sources import Refused
 from service.registry.verdict import REASON, VERDICT, FileVerdict, file_imported, file_not_imported, not_imported, version_tags
@@ -106,10 +107,7 @@ def pushed_manifests(envelope: Any) -> tuple[list[Pushed], list[str]]:
 
 def webhook_secret(settings: Settings) -> str:
     """The secret from its variable, else its file (one trailing newline dropped)."""
-    if settings.oci_webhook_secret:
-        return settings.oci_webhook_secret
-    assert settings.oci_webhook_secret_file is not None
-    return settings.oci_webhook_secret_file.read_text().removesuffix("\n")
+    return secret_text(settings.oci_webhook_secret, settings.oci_webhook_secret_file)
 
 
 class OciHook:
@@ -125,10 +123,10 @@ class OciHook:
 
     def authorize(self, authorization: str | None) -> None:
         """Return if the header carries the notifications' bearer token; else Unsigned."""
-        scheme, _, given = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not given:
+        token = bearer_of(authorization)
+        if token is None:
             raise Unsigned("the notification lacks Authorization: Bearer TOKEN")
-        if not hmac.compare_digest(given.strip().encode(), self.secret):
+        if not hmac.compare_digest(token, self.secret):
             raise Unsigned("the notification's bearer token is not the hook's")
 
     async def take(self, pushed: Pushed) -> bool:
@@ -272,9 +270,5 @@ class OciHook:
             async with every(LOOP_SECONDS, self.tick, "oci-pending"):
                 yield
         finally:
-            for task in list(self.tasks):
-                task.cancel()
-            for task in list(self.tasks):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await stopped(self.tasks)
             await self.registry.close()
