@@ -1,7 +1,8 @@
 """Reading a request body from a client that may be slow on purpose.
 
 Owns `read_json` (a small JSON body, at most 64 KiB, validated against a
-schema) and `body_chunks(request, idle_timeout, min_rate)`: the body's chunks as
+schema), `small_body` (such a body's bytes, for a caller that checks them
+itself: a webhook's signature, Harbor's scan request) and `body_chunks(request, idle_timeout, min_rate)`: the body's chunks as
 they arrive, but a body silent for `idle_timeout` seconds, or averaging less
 than `min_rate` bytes per second once it has run `idle_timeout` seconds (a
 slow start is forgiven for as long as silence is), ends the request with 408
@@ -53,14 +54,21 @@ async def body_chunks(request: Request, idle_timeout: float, min_rate: int) -> A
         yield chunk
 
 
-async def read_json(request: Request, schema: type[Schema], idle_timeout: float) -> Schema:
-    """A JSON body of at most MAX_JSON_BODY bytes, validated (422 otherwise)."""
+async def small_body(request: Request, idle_timeout: float) -> bytes | None:
+    """The body, if it is at most MAX_JSON_BODY bytes; None once it is past them (read no further)."""
     body = bytearray()
     async for chunk in body_chunks(request, idle_timeout, 0):
         body += chunk
         if len(body) > MAX_JSON_BODY:
-            raise ProblemError("payload-too-large", f"a JSON request body is at most {MAX_JSON_BODY} bytes")
+            return None
+    return bytes(body)
+
+
+async def read_json(request: Request, schema: type[Schema], idle_timeout: float) -> Schema:
+    """A JSON body of at most MAX_JSON_BODY bytes, validated (422 otherwise)."""
+    if (body := await small_body(request, idle_timeout)) is None:
+        raise ProblemError("payload-too-large", f"a JSON request body is at most {MAX_JSON_BODY} bytes")
     try:
-        return schema.model_validate_json(bytes(body))
+        return schema.model_validate_json(body)
     except ValidationError as error:
         raise RequestValidationError(error.errors(include_url=False, include_input=False)) from None

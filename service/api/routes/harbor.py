@@ -27,7 +27,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from service.api.dependencies import ImportsDep
-from service.api.request_body import MAX_JSON_BODY, body_chunks
+from service.api.request_body import MAX_JSON_BODY, small_body
 from service.registry.harbor_report import (
     ERROR_TYPE,
     METADATA_TYPE,
@@ -86,11 +86,8 @@ async def harbor_metadata(request: Request, parts: ImportsDep) -> Response:
 async def harbor_scan(request: Request, parts: ImportsDep) -> Response:
     if (refused := _refused(request)) is not None:
         return refused
-    body = bytearray()
-    async for chunk in body_chunks(request, parts.settings.body_timeout, 0):
-        body += chunk
-        if len(body) > MAX_JSON_BODY:
-            return error(400, f"a scan request is at most {MAX_JSON_BODY} bytes")
+    if (body := await small_body(request, parts.settings.body_timeout)) is None:
+        return error(400, f"a scan request is at most {MAX_JSON_BODY} bytes")
     try:
         parsed: Any = json.loads(body)
     except ValueError:

@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 from service.api.dependencies import ImportsDep
 from service.api.openapi import problem_responses
 from service.api.problems import ProblemError
-from service.api.request_body import MAX_JSON_BODY, body_chunks
+from service.api.request_body import MAX_JSON_BODY, small_body
 from service.registry.hook import RegistryHook
 from service.registry.oci_hook import BadEnvelope, OciHook, pushed_manifests
 from service.registry.signature import Unsigned
@@ -71,21 +71,18 @@ async def mlflow_hook(request: Request, parts: ImportsDep) -> JSONResponse:
     hook: RegistryHook | None = getattr(request.app.state, "registry_hook", None)
     if hook is None:
         raise ProblemError("not-found", "the MLflow hook is off (--mlflow-url)")
-    body = bytearray()
-    async for chunk in body_chunks(request, parts.settings.body_timeout, 0):
-        body += chunk
-        if len(body) > MAX_JSON_BODY:
-            raise ProblemError("payload-too-large", f"a delivery is at most {MAX_JSON_BODY} bytes")
+    if (body := await small_body(request, parts.settings.body_timeout)) is None:
+        raise ProblemError("payload-too-large", f"a delivery is at most {MAX_JSON_BODY} bytes")
     headers = request.headers
     try:
         first = await hook.take(
-            headers.get("x-mlflow-delivery-id"), headers.get("x-mlflow-timestamp"), headers.get("x-mlflow-signature"), bytes(body)
+            headers.get("x-mlflow-delivery-id"), headers.get("x-mlflow-timestamp"), headers.get("x-mlflow-signature"), body
         )
     except Unsigned as error:
         raise ProblemError("unauthorized", f"not a delivery of the MLflow webhook: {error}") from None
     if not first:
         return JSONResponse({"status": "duplicate", "detail": "this delivery was taken already"}, status_code=200)
-    version = _version_of(bytes(body))
+    version = _version_of(body)
     if version is None:
         return JSONResponse({"status": "ignored", "detail": "only model_version.created events are validated"}, status_code=200)
     hook.start(*version)
@@ -109,11 +106,8 @@ async def oci_hook(request: Request, parts: ImportsDep) -> JSONResponse:
         hook.authorize(request.headers.get("authorization"))
     except Unsigned as error:
         raise ProblemError("unauthorized", f"not a notification of the OCI registry: {error}") from None
-    body = bytearray()
-    async for chunk in body_chunks(request, parts.settings.body_timeout, 0):
-        body += chunk
-        if len(body) > MAX_JSON_BODY:
-            raise ProblemError("payload-too-large", f"a notification is at most {MAX_JSON_BODY} bytes")
+    if (body := await small_body(request, parts.settings.body_timeout)) is None:
+        raise ProblemError("payload-too-large", f"a notification is at most {MAX_JSON_BODY} bytes")
     try:
         pushes, skipped = pushed_manifests(json.loads(body))
     except ValueError:
