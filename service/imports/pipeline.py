@@ -111,13 +111,17 @@ async def _run(parts: ImportParts, source: Source, tenant: str, checks: CheckReq
         if source.sent_by_client:  # received under a receiving place, then queued
             async with parts.admission.receiving(tenant):
                 await make_room(parts, tenant)
-                staged = await source.stage(Staging(area, budget, functools.partial(listed_outside_the_queue, parts, tenant)))
+                staging = Staging(area, budget, functools.partial(listed_outside_the_queue, parts, tenant))
+                staged = await source.stage(staging)
             place = await stack.enter_async_context(parts.admission.admitted(tenant))
         else:
             place = await stack.enter_async_context(parts.admission.admitted(tenant))
             if not stored:
                 await make_room(parts, tenant)
-            staged = await source.stage(Staging(area, budget, functools.partial(_listed_externals, parts, place)))
+            staging = Staging(area, budget, functools.partial(_listed_externals, parts, place))
+            staged = await source.stage(staging)
+        if staged.external_locations is None:  # what the source had a worker list, if it did
+            staged.external_locations = staging.listed
         staged.named(naming)
         limit = parts.settings.max_import_bytes
         if staged.kept_bytes > limit:
@@ -159,13 +163,14 @@ async def _listed_externals(parts: ImportParts, place: Place, area: ModelFolder,
 
 
 async def _model_bytes(parts: ImportParts, place: Place, staged: Staged) -> int:
-    """The model file and its external data, in bytes (what sizes the check worker's memory): as staged, or, for a
-    model read in place, its file and the external files a sandboxed worker lists (a name it cannot stat counts 0:
-    the import worker refuses it); that listing is kept in `staged.external_locations`, for the check worker."""
+    """The model file and its external data, in bytes (what sizes the check worker's memory): as staged, or its file
+    and the external files a sandboxed worker listed (while staging, else now, for a model read in place: kept in
+    `staged.external_locations`, for the check worker; a name it cannot stat counts 0: the import worker refuses it)."""
     if staged.model_bytes is not None:
         return staged.model_bytes
-    listed = (await run_worker(parts, place, _job(parts, "externals", staged), [], 0)).external_files
-    staged.external_locations = tuple(listed)
+    listed = staged.external_locations
+    if listed is None:
+        listed = staged.external_locations = tuple((await run_worker(parts, place, _job(parts, "externals", staged), [], 0)).external_files)
     return await anyio.to_thread.run_sync(model_and_external_bytes, staged.directory, staged.model, staged.external_dir, listed)
 
 

@@ -3,7 +3,9 @@
 Owns `Staging` (what a source is given to stage with: the request's work
 folder, the byte budget every source counts against, and a way to ask a
 sandboxed worker which external files a model names, so that the front end
-never parses model bytes) and `Staged` (what a source holds once staged:
+never parses model bytes, the answer kept as `Staging.listed` for the
+pipeline: the check worker binds those files and is sized to them without a
+second listing) and `Staged` (what a source holds once staged:
 where the model and its external data are for the worker, the name the
 client knows it by (and the name and label it gave, if any:
 `service.imports.naming`), what is known of each file already (an
@@ -76,7 +78,14 @@ class Staging:
 
     area: ModelFolder  # the request's work folder
     budget: Budget
-    list_externals: ListExternals  # a sandboxed worker's list of the external locations the area's model names (its refusal)
+    lister: ListExternals  # a sandboxed worker's list of the external locations the area's model names (its refusal)
+    listed: tuple[str, ...] | None = None  # that list, once a source has asked for it
+
+    async def list_externals(self, area: ModelFolder, display_name: str) -> list[str]:
+        """The external locations the model staged in `area` names, as a sandboxed worker reads them (kept: `listed`)."""
+        locations = await self.lister(area, display_name)
+        self.listed = tuple(locations)
+        return locations
 
 
 RecordFiles = Callable[[dict[str, SourceReport]], dict[str, SourceFile]]

@@ -59,7 +59,6 @@ class BucketObject:
             record_files=self._recorded,
             copies=True,
             model_bytes=sum(fetched.size for fetched in self.fetched.values()),
-            external_locations=tuple(named),
         )
 
     async def settle(self, error: BaseException | None) -> None:

@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,16 @@ def test_two_spellings_of_one_location_are_one_file_fetched_once(imports: Import
     assert folder.downloads == ["model.onnx", "w.bin"]
     record = imports.store.read_record(imported.model_id)
     assert record is not None and set(record.files) == {"model", "w.bin"}
+
+
+def test_the_listing_that_fetched_the_external_data_sizes_the_check_worker(imports: ImportParts, caplog: pytest.LogCaptureFixture) -> None:
+    """A worker lists the locations the version's model names to fetch them; sizing the check worker's memory (a
+    check-worker stage asked) takes that listing, not a second worker's."""
+    folder = MemoryFolder({"model.onnx": summed_external_model("w.bin"), "w.bin": b"\0" * 4})
+    with caplog.at_level(logging.INFO, logger="service"):
+        asyncio.run(pipeline.run(imports, RegistryFile(folder, "model.onnx", "models:/m/1"), "mlflow", CheckRequest(("schema", "shape"))))
+    listings = [record.getMessage() for record in caplog.records if record.getMessage().startswith("externals of ")]
+    assert len(listings) == 1, listings
 
 
 def test_a_location_holding_a_percent_sign_is_refused_before_anything_is_fetched_for_it(imports: ImportParts) -> None:
