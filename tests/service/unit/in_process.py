@@ -3,7 +3,8 @@ protocol, run in a thread of the test process. No fork, no walls, no limits,
 and the test keeps its own identity: what it tests is the front end around
 the worker (the import use case, the store, the routes), not the sandbox,
 which the process tests cover. `import_parts` is the pipeline's parts over it:
-a temporary store, the bundled samples as the data root."""
+a temporary store, the bundled samples as the data root; `served_app` the
+whole application over it, for starlette's TestClient."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import multiprocessing
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from fastapi.testclient import TestClient
+
+from service.app import create_app
 from service.imports.admission import Admission
 from service.imports.parts import ImportParts
 from service.imports.report_links import ReportLinks
@@ -90,3 +94,13 @@ def import_parts(tmp_path: Path, **settings: Any) -> ImportParts:
     (tmp_path / "places").mkdir()
     admission = Admission(chosen.workers, 4, 4, tmp_path / "places", chosen.tenant_share)
     return ImportParts(chosen, store, sandbox, admission, open_data_root(chosen), ReportLinks.for_settings(chosen, store))
+
+
+def served_app(tmp_path: Path, **settings: Any) -> Iterator[TestClient]:
+    """The whole application with `settings` over the in-process sandbox (a temporary store, `--store-backend
+    memory`, the bundled samples as the data root, one worker), started and stopped around the client it yields."""
+    chosen = Settings(
+        data_root=str(SAMPLES), store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0, **settings
+    )
+    with TestClient(create_app(chosen, InProcessSandbox(chosen))) as client:
+        yield client

@@ -18,11 +18,8 @@ import numpy as np
 import onnx
 import pytest
 from fastapi.testclient import TestClient
-from in_process import InProcessSandbox
+from in_process import served_app
 from onnx import numpy_helper
-
-from service.app import create_app
-from service.settings import Settings
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLES = REPO / "testdata" / "samples"
@@ -37,17 +34,9 @@ def problem(response: Any, status: int, slug: str) -> dict[str, Any]:
     return body
 
 
-def serve(tmp_path: Path, **settings: Any) -> Iterator[TestClient]:
-    chosen = Settings(
-        data_root=str(SAMPLES), store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0, **settings
-    )
-    with TestClient(create_app(chosen, InProcessSandbox(chosen))) as client:
-        yield client
-
-
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    yield from serve(tmp_path)
+    yield from served_app(tmp_path)
 
 
 def upload(client: TestClient, path: Path, **headers: str) -> Any:
@@ -112,7 +101,7 @@ def test_tenants_see_only_their_own_models(tmp_path: Path) -> None:
         f'[[key]]\nsha256 = "{hashlib.sha256(secret).hexdigest()}"\ntenant = "{tenant}"\nscopes = ["import", "read", "delete"]\n'
         for tenant, secret in (("alice", b"alice-secret"), ("bob", b"bob-secret"))
     ))  # fmt: skip
-    for client in serve(tmp_path, api_keys=keys):
+    for client in served_app(tmp_path, api_keys=keys):
         alice = {"Authorization": "Bearer alice-secret"}
         bob = {"Authorization": "Bearer bob-secret"}
         problem(client.get("/models"), 401, "unauthorized")
@@ -127,14 +116,14 @@ def test_tenants_see_only_their_own_models(tmp_path: Path) -> None:
 
 
 def test_a_tenant_over_its_quota_gets_507(tmp_path: Path) -> None:
-    for client in serve(tmp_path, tenant_max_models=1):
+    for client in served_app(tmp_path, tenant_max_models=1):
         assert upload(client, SAMPLES / "add.onnx").status_code == 201
         body = problem(upload(client, SAMPLES / "if_subgraph.onnx"), 507, "tenant-quota-exceeded")
         assert body["limit"] == "tenant_max_models"
 
 
 def test_an_import_over_its_byte_cap_gets_413(tmp_path: Path) -> None:
-    for client in serve(tmp_path, max_import_bytes=1 << 20, max_upload=4 << 20):
+    for client in served_app(tmp_path, max_import_bytes=1 << 20, max_upload=4 << 20):
         body = problem(client.post("/models", files={"model": ("big.onnx", b"\0" * ((1 << 20) + 1))}), 413, "payload-too-large")
         assert body["limit"] == "max_import_bytes"
 

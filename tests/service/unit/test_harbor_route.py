@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from in_process import InProcessSandbox
+from in_process import served_app
 
-from service.app import create_app
 from service.registry.harbor_scanner import harbor_token, same_registry
 from service.settings import Settings
 from service.settings.kinds import SettingsError
@@ -29,17 +28,9 @@ HARBOR_REPORT = "application/vnd.scanner.adapter.vuln.report.harbor+json; versio
 REPORT = "/harbor/api/v1/scan/{}/report"
 
 
-def _serve(tmp_path: Path, **settings: Any) -> Iterator[TestClient]:
-    chosen = Settings(
-        data_root=str(SAMPLES), store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0, **settings
-    )
-    with TestClient(create_app(chosen, InProcessSandbox(chosen))) as client:
-        yield client
-
-
 @pytest.fixture
 def scanner(tmp_path: Path) -> Iterator[TestClient]:
-    yield from _serve(tmp_path, oci_registry="http://127.0.0.1:9", oci_webhook_secret="hook", harbor_token=TOKEN)
+    yield from served_app(tmp_path, oci_registry="http://127.0.0.1:9", oci_webhook_secret="hook", harbor_token=TOKEN)
 
 
 def _error(response: Any, status: int) -> str:
@@ -50,7 +41,7 @@ def _error(response: Any, status: int) -> str:
 
 
 def test_the_scanner_is_off_without_a_token(tmp_path: Path) -> None:
-    for client in _serve(tmp_path, oci_registry="http://127.0.0.1:9", oci_webhook_secret="hook"):
+    for client in served_app(tmp_path, oci_registry="http://127.0.0.1:9", oci_webhook_secret="hook"):
         for response in (client.get("/harbor/api/v1/metadata"), client.post("/harbor/api/v1/scan", content=b"{}")):
             assert "ONNX_SERVICE_HARBOR_TOKEN" in _error(response, 404)
 

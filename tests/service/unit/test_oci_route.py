@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from in_process import InProcessSandbox
+from in_process import served_app
 
-from service.app import create_app
 from service.registry.oci_hook import webhook_secret
 from service.settings import Settings
 from service.settings.kinds import SettingsError
@@ -31,17 +30,9 @@ MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 DIGEST = "sha256:" + "ab" * 32
 
 
-def _serve(tmp_path: Path, **settings: Any) -> Iterator[TestClient]:
-    chosen = Settings(
-        data_root=str(SAMPLES), store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0, **settings
-    )
-    with TestClient(create_app(chosen, InProcessSandbox(chosen))) as client:
-        yield client
-
-
 @pytest.fixture
 def hooked(tmp_path: Path) -> Iterator[TestClient]:
-    yield from _serve(tmp_path, oci_registry="http://127.0.0.1:9", oci_webhook_secret=TOKEN)  # no registry answers: nothing is pulled
+    yield from served_app(tmp_path, oci_registry="http://127.0.0.1:9", oci_webhook_secret=TOKEN)  # no registry answers: nothing is pulled
 
 
 def _event(action: str = "push", media_type: str = MANIFEST, repository: str = "models/net", digest: str = DIGEST) -> dict[str, Any]:
@@ -65,7 +56,7 @@ def _problem(response: Any, status: int, slug: str) -> str:
 
 
 def test_the_hook_is_off_without_an_oci_registry(tmp_path: Path) -> None:
-    for client in _serve(tmp_path):
+    for client in served_app(tmp_path):
         assert "--oci-registry" in _problem(_post(client, {"events": []}), 404, "not-found")
 
 

@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from in_process import InProcessSandbox
+from in_process import served_app
 
-from service.app import create_app
 from service.registry.hook import webhook_secret
 from service.registry.signature import signature_of
 from service.settings import Settings
@@ -28,17 +27,9 @@ SAMPLES = Path(__file__).resolve().parents[3] / "testdata" / "samples"
 SECRET = "route-secret"
 
 
-def _serve(tmp_path: Path, **settings: Any) -> Iterator[TestClient]:
-    chosen = Settings(
-        data_root=str(SAMPLES), store=str(tmp_path / "store"), store_backend="memory", workers=1, store_min_free=0, **settings
-    )
-    with TestClient(create_app(chosen, InProcessSandbox(chosen))) as client:
-        yield client
-
-
 @pytest.fixture
 def hooked(tmp_path: Path) -> Iterator[TestClient]:
-    yield from _serve(tmp_path, mlflow_url="http://127.0.0.1:9", mlflow_webhook_secret=SECRET)
+    yield from served_app(tmp_path, mlflow_url="http://127.0.0.1:9", mlflow_webhook_secret=SECRET)
 
 
 def _signed(payload: Any) -> tuple[bytes, dict[str, str]]:
@@ -57,7 +48,7 @@ def _problem(response: Any, status: int, slug: str) -> str:
 
 
 def test_the_hook_is_off_without_an_mlflow_url(tmp_path: Path) -> None:
-    for client in _serve(tmp_path):
+    for client in served_app(tmp_path):
         assert "--mlflow-url" in _problem(client.post("/hooks/mlflow", content=b"{}"), 404, "not-found")
 
 
