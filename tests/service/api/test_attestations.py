@@ -27,11 +27,11 @@ from typing import Any
 import onnx
 import pytest
 from cryptography.hazmat.primitives import serialization
-from onnx import TensorProto, helper
 from support.asgi_service import AsgiService, serving_over_asgi
 from support.attestations import PrivateKey, key_material, key_pair, statement_checked_by_hand
 from support.service_harness import SAMPLES, assert_problem, copy_samples
 from support.signed_folders import SIGNATURE, make_signer, sign
+from support.small_models import wrong_output_type
 
 from service.access.keys import new_key
 
@@ -147,20 +147,9 @@ def test_an_upload_and_its_recheck_are_attested(signing: Signing) -> None:
     assert "ONNX_IMPORT_STAGE_SMOKE_PASS" in levels and "ONNX_IMPORT_STAGE_SCHEMA_PASS" in levels  # the runs as they now stand
 
 
-def failing_model() -> bytes:
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
-        "wrong_type",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2])],
-        [helper.make_tensor_value_info("y", TensorProto.INT64, ["batch", 2])],
-    )
-    data: bytes = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    return data
-
-
 def test_a_failing_model_is_attested_failed(signing: Signing) -> None:
     with signing.server.client() as client:
-        response = client.post("/models", files={"model": ("wrong.onnx", failing_model())}, headers=signing.alice)
+        response = client.post("/models", files={"model": ("wrong.onnx", wrong_output_type())}, headers=signing.alice)
     assert response.status_code in (200, 201) and response.json()["verdict"] == "fail", response.text
     predicate = attestation(signing, response.json()["id"], signing.alice)["predicate"]
     assert predicate["verificationResult"] == "FAILED" and "ONNX_IMPORT_STAGE_SHAPE_FAIL" in predicate["verifiedLevels"]
