@@ -61,7 +61,7 @@ from service.registry.harbor_report import CONSUMED_TYPES, ScannedFile, vulnerab
 from service.registry.hook import LOOP_SECONDS, OVERLOADED_WAITS, classified, with_capacity
 from service.registry.oci_api import OciRefused, OciRegistry, OciUnavailable, TooLarge, valid_reference
 from service.registry.oci_artifact import onnx_layers
-from service.registry.oci_pull import ArtifactTree, pull_tree
+from service.registry.oci_pull import ArtifactTree, pulled_in_time
 from service.registry.oci_source import ArtifactFile
 from service.registry.shared_secrets import bearer_of, secret_text
 from service.registry.sources import Refused
@@ -220,14 +220,7 @@ class HarborScanner:
                 log.info("harbor: %s is no ONNX artifact: nothing to report", self.name_of(request))
                 return vulnerability_report(request.artifact, [])
             with self.parts.store.work_folder() as folder:
-                try:
-                    with anyio.fail_after(settings.worker_timeout):
-                        tree = await pull_tree(registry, request.repository, layers, folder.root, settings.max_upload_total,
-                                               settings.max_external_files)  # fmt: skip
-                except TimeoutError:
-                    raise Refused(
-                        f"the artifact's layers were not pulled within {settings.worker_timeout:.0f} s (--worker-timeout)"
-                    ) from None
+                tree = await pulled_in_time(registry, request.repository, layers, folder.root, settings)
                 files = [await self._file_scanned(request, tree, path) for path in tree.models]
         except (Refused, UploadTooLarge, BadInput) as error:
             return vulnerability_report(request.artifact, [], refusal=classified(error, self.name_of(request))[1])

@@ -55,7 +55,7 @@ from service.registry.hook import LOOP_SECONDS, classified, with_capacity
 from service.registry.oci_api import MANIFEST_TYPES, OciRefused, OciRegistry, OciUnavailable, TooLarge, valid_reference
 from service.registry.oci_artifact import Layer, onnx_layers, subject_of
 from service.registry.oci_pending import KeptVerdict, PendingVerdicts, keeps_for_later, kept_referrer
-from service.registry.oci_pull import ArtifactTree, pull_tree
+from service.registry.oci_pull import ArtifactTree, pulled_in_time
 from service.registry.oci_source import ArtifactFile
 from service.registry.oci_verdict import attach, has_verdict, verdict_document
 from service.registry.shared_secrets import bearer_of, secret_text
@@ -203,14 +203,7 @@ class OciHook:
         settings = self.parts.settings
         try:
             with self.parts.store.work_folder() as folder:
-                try:
-                    with anyio.fail_after(settings.worker_timeout):
-                        tree = await pull_tree(self.registry, pushed.repository, layers, folder.root, settings.max_upload_total,
-                                               settings.max_external_files)  # fmt: skip
-                except TimeoutError:
-                    raise Refused(
-                        f"the artifact's layers were not pulled within {settings.worker_timeout:.0f} s (--worker-timeout)"
-                    ) from None
+                tree = await pulled_in_time(self.registry, pushed.repository, layers, folder.root, settings)
                 checked = [await self._file_checked(pushed, tree, path) for path in tree.models]
                 for verdict in checked:
                     if verdict.model_id and (bundle := await self._attestation(pushed, verdict.model_id)) is not None:

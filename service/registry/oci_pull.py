@@ -1,4 +1,4 @@
-"""An artifact's layers pulled into a work folder as its file tree: `pull_tree`, `ArtifactTree`.
+"""An artifact's layers pulled into a work folder as its file tree: `pull_tree` (`pulled_in_time`: the service's), `ArtifactTree`.
 
 Each layer (`service.registry.oci_artifact.Layer`) is fetched from the
 registry by its digest (`service.registry.oci_api`), checked against it,
@@ -25,7 +25,8 @@ Limits, the import's: every byte written at most `--max-upload-total` (each
 blob counted as it is fetched, each member before it is written), at most
 `--max-external-files` files besides the models, and at most
 `MAX_MODEL_FILES` `.onnx` files (`service.registry.sources`). The caller
-bounds the time (the hook: `--worker-timeout`). Past a limit the artifact is
+bounds the time: the service's gate and scanner within `--worker-timeout`
+(`pulled_in_time`, a `Refused` past it). Past a limit the artifact is
 `UploadTooLarge` or `BadInput` naming the setting; a refused layer is `Refused`.
 """
 
@@ -47,6 +48,7 @@ from service.imports.sources.upload import check_location
 from service.registry.oci_api import OciRefused, OciRegistry, TooLarge
 from service.registry.oci_artifact import Layer, is_onnx_path
 from service.registry.sources import MAX_MODEL_FILES, Refused
+from service.settings import Settings
 
 MAX_TAR_HEADER = 64 << 10  # bytes of a pax extended or GNU long-name header (a long path: a few kB)
 MAX_TAR_FOLDERS = 4096  # folder entries of one archive, beside its files (each kept by the reader)
@@ -125,6 +127,15 @@ async def pull_tree(
     if not tree.models:
         raise Refused("the artifact's layers hold no .onnx file")
     return tree
+
+
+async def pulled_in_time(registry: OciRegistry, repository: str, layers: list[Layer], folder: Path, settings: Settings) -> ArtifactTree:
+    """`pull_tree` within the import's limits and `--worker-timeout` (the OCI gate's and the Harbor scanner's pull)."""
+    try:
+        with anyio.fail_after(settings.worker_timeout):
+            return await pull_tree(registry, repository, layers, folder, settings.max_upload_total, settings.max_external_files)
+    except TimeoutError:
+        raise Refused(f"the artifact's layers were not pulled within {settings.worker_timeout:.0f} s (--worker-timeout)") from None
 
 
 def _take_layer(tree: ArtifactTree, layer: Layer, blob: Path, size: int) -> None:
