@@ -8,8 +8,9 @@ crashed, ran out of memory, CPU or time, or could not read the model).
 Where `runtime` or `smoke` is asked, a worker of task "externals" first
 reads which external data files the model names (the model file alone;
 unless the caller has such a listing already), and the check worker binds
-those for onnxruntime (`WorkerJob.mapped_files`,
-`service.sandbox.worker.bound_files`).
+the model file and those for onnxruntime (`WorkerJob.bind_for_runtime`,
+`WorkerJob.mapped_files`, `service.sandbox.worker.bound_files`); a model
+whose weights are inline has its file alone bound.
 A job with dimension bindings runs the worker even when it asks for none of
 those stages: the bindings are read against the model there, and one the
 model has no place for raises DimensionBindingError (a usage error).
@@ -81,9 +82,9 @@ def check_worker_results(
         log.info(
             "checks of %r: memory cap %s (sized to its %s)", job.display_name[:100], shown_size(memory.cap), shown_size(job.model_bytes)
         )
-    check_job = replace(
-        job, task="checks", hash_sources=False, memory=memory.cap, mapped_files=_external_files(sandbox, job, wanted, control, listed)
-    )
+    bind = _binds_for_runtime(sandbox, wanted)
+    external = _external_files(sandbox, job, control, listed) if bind else ()
+    check_job = replace(job, task="checks", hash_sources=False, memory=memory.cap, bind_for_runtime=bind, mapped_files=external)
     reports, outcome = sandbox.run_checks(check_job, control)
     log.info("%s", outcome.logged("checks", job.display_name))
     if outcome.error is not None and outcome.error.kind == DIMENSION_BINDING:
@@ -105,17 +106,18 @@ def check_worker_results(
             for result in results]  # fmt: skip
 
 
-def _external_files(
-    sandbox: Sandbox, job: WorkerJob, wanted: list[Stage], control: WorkerControl | None, listed: tuple[str, ...] | None
-) -> tuple[str, ...]:
+def _binds_for_runtime(sandbox: Sandbox, wanted: list[Stage]) -> bool:
+    """Whether the check worker binds its files for onnxruntime: not where no
+    stage hands the model to onnxruntime, nor where the workers have no
+    minimal root to bind them in (the last probe's walls)."""
+    return ("runtime" in wanted or "smoke" in wanted) and MINIMAL_ROOT in sandbox.worker_sandbox
+
+
+def _external_files(sandbox: Sandbox, job: WorkerJob, control: WorkerControl | None, listed: tuple[str, ...] | None) -> tuple[str, ...]:
     """The external files the model names, as a sandboxed worker reads them
     (task "externals": the model file only; `listed`, where one did already),
-    for the check worker to bind for onnxruntime; none where no stage hands
-    the model to onnxruntime, where the workers have no minimal root to bind
-    them in, or where that worker could not tell (the check worker then
-    hands the weights over)."""
-    if ("runtime" not in wanted and "smoke" not in wanted) or MINIMAL_ROOT not in sandbox.worker_sandbox:
-        return ()  # no stage for onnxruntime, or no mount namespace to bind files in (the last probe's walls)
+    for the check worker to bind for onnxruntime; none where that worker
+    could not tell (the check worker then hands the weights over)."""
     if listed is not None:
         return listed
     outcome = sandbox.run(replace(job, task="externals", hash_sources=False), [], control=control)

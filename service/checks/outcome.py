@@ -32,7 +32,7 @@ Verdict = Literal["pass", "fail", "incomplete"]
 STAGES: Final[tuple[Stage, ...]] = ("signature", "schema", "security", "shape", "runtime", "smoke")  # the order they run in
 DEFAULT_CHECKS: Final = "schema,shape,security"
 Weights = Literal["", "mapped", "handed over"]
-MAPPED: Final[Weights] = "mapped"  # the runtime stage: onnxruntime opened and mapped the model's external files itself
+MAPPED: Final[Weights] = "mapped"  # the runtime stage: onnxruntime opened and mapped the model's files itself
 HANDED_OVER: Final[Weights] = "handed over"  # ... or was given them from the importer's memory (no mount namespace)
 IN_IMPORT_WORKER: Final[frozenset[str]] = frozenset({"schema", "security"})  # our own code, in the import's worker
 IN_CHECK_WORKER: Final[frozenset[str]] = frozenset({"shape", "runtime", "smoke"})  # onnx and onnxruntime, in a worker of their own
@@ -134,8 +134,8 @@ class StageResult:
     one without a name) to its value; `binding_sources` says where each
     came from (BINDING_SOURCES). `weights`: the runtime stage's way of
     giving onnxruntime the model's external data ("mapped": its session
-    from the path over the bound files; "handed over": from the importer's
-    memory; "": no external data). `signature_sha256` and
+    over the bound files, a model's large inline weights too; "handed over":
+    from the importer's memory; "": neither). `signature_sha256` and
     `signer_fingerprint`: the `signature` stage's, the SHA-256 (hex) of the
     model's `model.sig` and of its signer's public key (the DER of its
     SubjectPublicKeyInfo), once that key verified it ("" otherwise)."""
@@ -150,7 +150,7 @@ class StageResult:
     inferred: str = ""  # `shape`: the JSON list of {name, type} of the values the model does not declare
     bindings: list[dict[str, int]] = field(default_factory=list)  # `smoke`: each run's dimensions, in run order
     binding_sources: dict[str, BindingSource] = field(default_factory=dict)  # `smoke`: where each dimension's binding came from
-    weights: Weights = ""  # `runtime`: how onnxruntime got the model's external weights (MAPPED, HANDED_OVER)
+    weights: Weights = ""  # `runtime`: how onnxruntime got the model's external (or large inline) weights (MAPPED, HANDED_OVER)
     signature_sha256: str = ""  # `signature`: SHA-256 of the model.sig file checked
     signer_fingerprint: str = ""  # `signature`: SHA-256 of the signer's public key (SubjectPublicKeyInfo, DER) that verified it
 

@@ -85,7 +85,8 @@ class WorkerJob:
     max_tensor_bytes: int = MAX_TENSOR_BYTES  # the largest tensor in external data (--max-tensor-bytes)
     expected_model: tuple[int, int] | None = None  # (device, inode) the front end resolved the model path to
     hash_sources: bool = False  # report the SHA-256 of each file read (an upload's were hashed as they arrived)
-    mapped_files: tuple[str, ...] = ()  # task "checks": the external locations to bind for onnxruntime (bound_files)
+    bind_for_runtime: bool = False  # task "checks": bind the model file (and `mapped_files`) for onnxruntime to open (bound_files)
+    mapped_files: tuple[str, ...] = ()  # task "checks": the external locations to bind beside it
     checks: tuple[Stage, ...] = ("schema",)  # the stages asked for (service.checks.outcome.STAGES); each worker runs its own
     dims: tuple[tuple[str, int], ...] = ()  # the smoke run's bindings of symbolic dimensions (the request's: strict)
     soft_dims: tuple[tuple[str, int], ...] = ()  # a registry's bindings: used where the model has a free place for them

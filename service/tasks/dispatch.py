@@ -112,7 +112,7 @@ def run_task(
     freeze: Callable[[], None] = gc.freeze,
     steps: Steps | None = None,
     documents: tuple[int, int] | None = None,
-    mapped: frozenset[str] = frozenset(),
+    mapped: frozenset[str] | None = None,
 ) -> None:
     """Read the job's model (`opened`, else opened here), its external data
     files opened by `external_opener` (through the front end's file broker,
@@ -122,8 +122,9 @@ def run_task(
     model is read, `freeze` keeps the cyclic collector off its objects for
     the worker's life (in-process tests, whose process lives on, pass a no-op).
     `steps` (the worker's profile so far) is sent with the answer. `mapped`:
-    the external locations bound for onnxruntime to open by name (the
-    runtime stage then makes its session from the model's path). A diff
+    where the model file is bound for onnxruntime to open by name, the
+    external locations bound beside it (the runtime stage then makes its
+    session over those files); None where nothing is bound. A diff
     job compares its two graph documents (`documents`, else opened here) instead."""
     if job.task == "diff":
         assert job.diff is not None

@@ -12,8 +12,10 @@ broker checked it changes nothing the worker reads (swapped before the
 bind, it is not bound: the weights are handed over); and the check worker's
 runtime and smoke stages pass over the bound files, saying so (`weights`:
 "mapped"), listing them with an `externals` worker of their own unless a
-job's files were listed already. Where the kernel gives no mount namespace
-the worker hands the weights over and says that instead.
+job's files were listed already. A model whose weights are inline has its
+file alone bound, its weights mapped where they lie in it, behind the same
+walls. Where the kernel gives no mount namespace the worker hands the
+weights over and says that instead.
 
 Why a process: walls: the binds, Landlock's rules and the seccomp filter
 exist only in a real worker, and the swap races the front end's broker.
@@ -23,11 +25,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper
 from support.faults import FaultSandbox as Sandbox  # the test-only worker entry: jobs with test_code
 from support.service_harness import SAMPLES, started_sandbox
 from support.worker_walls import public_copy
@@ -66,6 +72,39 @@ result = repr({{
     "hard link": tried(lambda: os.link(weights, os.path.join(folder, "linked.bin"))),
     "other file": tried(lambda: read(os.path.join(folder, "other.bin"))),
     "outside": tried(lambda: read(os.path.join(os.path.dirname(folder), {outside!r}))),
+    "list": tried(lambda: os.listdir(folder)),
+}})
+"""
+
+INLINE_ATTACKS = """
+import os
+import importer
+from service.checks.stages.runtime import runtime_stage
+folder = {folder!r}
+model = os.path.join(folder, "inline.onnx")
+
+def tried(attempt):
+    try:
+        attempt()
+    except OSError as error:
+        return type(error).__name__
+    return "done"
+
+def read(path):
+    with open(path, "rb") as file:
+        file.read(1)
+
+def session():
+    with importer.load_model(model) as loaded:
+        return runtime_stage(loaded, frozenset())[0].weights
+
+result = repr({{
+    "read model": tried(lambda: read(model)),
+    "session": session(),
+    "write": tried(lambda: open(model, "r+b").close()),
+    "rename": tried(lambda: os.rename(model, model + ".moved")),
+    "hard link": tried(lambda: os.link(model, os.path.join(folder, "linked.onnx"))),
+    "other file": tried(lambda: read(os.path.join(folder, "other.bin"))),
     "list": tried(lambda: os.listdir(folder)),
 }})
 """
@@ -127,6 +166,52 @@ def test_onnxruntime_opens_the_bound_files_and_nothing_else(sandbox: Sandbox, in
     assert seen["list"] == "PermissionError", seen  # the folder is there, but Landlock grants no listing
     assert seen["other file"] == "FileNotFoundError", seen  # not bound: not in the worker's root at all
     assert sorted(path.name for path in inputs.iterdir()) == ["model.onnx", "more", "other.bin", "weights.bin"]
+
+
+@pytest.fixture
+def inline() -> Iterator[Path]:
+    """A model whose 256 KiB weight is inline (over ASIDE_BYTES), in a folder any user may reach, beside another file."""
+    weight = helper.make_tensor("W", TensorProto.FLOAT, [256, 256], np.ones((256, 256), np.float32).tobytes(), raw=True)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm")], "inline",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 256])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", 256])], [weight],
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory() as made:
+        path = Path(made) / "inline.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        with public_copy(path) as folder:
+            (folder / "other.bin").write_bytes(b"not the model's")
+            (folder / "other.bin").chmod(0o644)
+            yield folder
+
+
+def test_an_inline_models_file_is_bound_alone_and_its_weights_mapped_in_place(sandbox: Sandbox, inline: Path) -> None:
+    """A check job for the runtime stage binds the model file even when it names no external file: onnxruntime maps
+    its inline weights where they lie in it (`weights`: "mapped"), and the walls hold against that file as against
+    bound external files: no write, rename or link, no other file, no listing."""
+    if not sandbox.landlock_abi:
+        pytest.skip("Landlock is unavailable here: the file policy cannot be shown")
+    code = INLINE_ATTACKS.format(folder=str(inline))
+    job = sandbox.job("checks", directory=str(inline), model="inline.onnx", display_name="inline.onnx", bind_for_runtime=True, test_code=code)
+    header = sandbox.run_probe(job, timeout=60.0)
+    if "mount-namespace" not in header.isolation.split("+"):
+        assert not _mapped(header.isolation), header.isolation  # no mount namespace: nothing bound, the weights handed over
+        return
+    assert _mapped(header.isolation), header.isolation
+    seen: dict[str, str] = eval(header.test_result or "")
+    assert (seen["read model"], seen["session"]) == ("done", "mapped"), seen
+    for attack in ("write", "rename", "hard link", "other file", "list"):
+        assert seen[attack] != "done", (attack, seen)
+    assert seen["other file"] == "FileNotFoundError", seen  # not bound: not in the worker's root at all
+    assert sorted(path.name for path in inline.iterdir()) == ["inline.onnx", "other.bin"]
+
+
+def test_the_runtime_and_smoke_stages_pass_over_an_inline_models_bound_file(sandbox: Sandbox, inline: Path) -> None:
+    job = sandbox.job("checks", directory=str(inline), model="inline.onnx", display_name="inline.onnx", checks=("runtime", "smoke"))
+    runtime, smoke = check_worker_results(sandbox, job)
+    assert (runtime.status, smoke.status) == ("pass", "pass"), (runtime, smoke)
+    assert runtime.weights == ("mapped" if "mount-namespace" in sandbox.probe().split("+") else ""), runtime
 
 
 def test_a_file_swapped_after_its_check_changes_nothing_the_worker_reads(

@@ -16,7 +16,8 @@
   session computes what onnxruntime computes from the files.
 - Given the locations the check worker bound (every one the model names),
   the session is made from the model's path instead (`weights`: "mapped");
-  the hand-over says "handed over".
+  the hand-over says "handed over". With the model file bound and its
+  weights inline, the large ones are mapped where they lie in the file.
 - The session is confined as the worker needs it (one thread each way, no
   spinning, sequential, CPU only); without onnxruntime, on a closed model or
   on memory exhaustion the stage is `incomplete` (fail closed).
@@ -267,10 +268,8 @@ def test_with_every_external_file_mapped_the_session_is_made_from_the_path(tmp_p
             assert smoke_stage(session, model, {}).status == "pass"
 
 
-def test_large_inline_weights_are_handed_over_from_memory_not_copied(tmp_path: Path) -> None:
-    """A model of inline weights (one over the 64 KiB of ASIDE_BYTES, one under it, one of int64): onnxruntime
-    gets a copy of the model's bytes without the large one's values, which it takes from the importer's mapping;
-    the session computes what onnxruntime's own load of the file computes."""
+def _inline_model(folder: Path) -> Path:
+    """A model of inline weights: one over the 64 KiB of ASIDE_BYTES ("W"), one under it, one of int64."""
     rng = np.random.default_rng(3)
     large = numpy_helper.from_array(rng.normal(0, 1, (64, 512)).astype(np.float32), "W")  # 128 KiB
     small = numpy_helper.from_array(rng.normal(0, 1, 512).astype(np.float32), "B")
@@ -286,9 +285,16 @@ def test_large_inline_weights_are_handed_over_from_memory_not_copied(tmp_path: P
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 256])],
         [large, small, shape],
     )
-    path = tmp_path / "inline.onnx"
+    path = folder / "inline.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    x = rng.normal(0, 1, (1, 64)).astype(np.float32)
+    return path
+
+
+def test_large_inline_weights_are_handed_over_from_memory_not_copied(tmp_path: Path) -> None:
+    """onnxruntime gets a copy of the model's bytes without the large weight's values, which it takes from the
+    importer's mapping; the session computes what onnxruntime's own load of the file computes."""
+    path = _inline_model(tmp_path)
+    x = np.random.default_rng(4).normal(0, 1, (1, 64)).astype(np.float32)
     [expected] = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"X": x})
     with importer.load_model(path) as model:
         aside = weights_set_aside(model, lambda tensor: True)
@@ -307,6 +313,34 @@ def test_large_inline_weights_are_handed_over_from_memory_not_copied(tmp_path: P
         live: Any = session
         [actual] = live.run(None, {"X": x})
     np.testing.assert_array_equal(actual, expected)
+
+
+def test_with_the_model_file_bound_inline_weights_are_mapped_where_they_lie(tmp_path: Path) -> None:
+    """Where the check worker has bound the model file (no external data: `mapped` empty), the large inline weight
+    is named to onnxruntime as external data in the model file itself, at its raw data's offset and length, and
+    onnxruntime maps it there (`weights`: "mapped"); the session computes what onnxruntime's own load of the file
+    computes, and the smoke run passes. With a copy of the model's bytes only (the file gone), nothing names it."""
+    path = _inline_model(tmp_path)
+    x = np.random.default_rng(4).normal(0, 1, (1, 64)).astype(np.float32)
+    [expected] = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"X": x})
+    original = onnx.load(str(path))
+    with importer.load_model(path) as model:
+        aside = weights_set_aside(model, lambda tensor: True, in_file=path.name)
+        assert aside is not None
+        weight = onnx.ModelProto.FromString(aside[0]).graph.initializer[0]
+        named = {entry.key: entry.value for entry in weight.external_data}
+        assert (weight.name, weight.data_location, named["location"]) == ("W", TensorProto.EXTERNAL, "inline.onnx"), weight
+        offset, length = int(named["offset"]), int(named["length"])
+        assert path.read_bytes()[offset : offset + length] == original.graph.initializer[0].raw_data
+        result, session = runtime_stage(model, frozenset())
+        assert (result.status, result.weights) == ("pass", "mapped"), result
+        live: Any = session
+        [actual] = live.run(None, {"X": x})
+        assert smoke_stage(session, model, {}).status == "pass"
+    np.testing.assert_array_equal(actual, expected)
+    with importer.load_model_bytes(path.read_bytes()) as copied:
+        result, _ = runtime_stage(copied)
+        assert (result.status, result.weights) == ("pass", ""), result
 
 
 def _externalize(tensor: TensorProto, folder: Path, name: str) -> None:

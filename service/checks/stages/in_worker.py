@@ -160,10 +160,10 @@ def _refusal_reason(finding: Finding) -> str:
 
 
 def _stage_runner(
-    stage: Stage, model: OnnxModel, job: WorkerJob, session: list[object | None], mapped: frozenset[str]
+    stage: Stage, model: OnnxModel, job: WorkerJob, session: list[object | None], mapped: frozenset[str] | None
 ) -> Callable[[], StageResult]:
     """The function that runs `stage`; `session` passes the runtime stage's session to the smoke run;
-    `mapped`: the external locations onnxruntime may open by name."""
+    `mapped`: where the model file is bound for onnxruntime, the external locations bound beside it."""
     if stage == "shape":
         return lambda: shape_stage(model)
     if stage == "runtime":
@@ -197,12 +197,13 @@ def send_checks(
     job: WorkerJob,
     isolation: str,
     steps: Steps | None = None,
-    mapped: frozenset[str] = frozenset(),
+    mapped: frozenset[str] | None = None,
 ) -> None:
     """Run the check worker's stages of `job`, sending each result as it ends
     (the worker has narrowed its file policy already: `confinement.narrow_to_code`),
     then the header with `steps`, the worker's profile, each stage a step.
-    `mapped`: the external locations bound for onnxruntime (the runtime stage's session from the path)."""
+    `mapped`: where the model file is bound for onnxruntime, the external locations bound beside it
+    (the runtime stage's session over those files); None where nothing is bound."""
     stages = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
     steps = steps or Steps()
     try:

@@ -1,16 +1,25 @@
 """The `runtime` stage: will onnxruntime load the model?
 
-Owns `runtime_stage`. Where the check worker has bound the model's external
-data files for onnxruntime (`service.sandbox.worker.bound_files`: the
-inodes checked, read-only, beside the model file, and Landlock granting
-those files alone), and every tensor's location is among them, onnxruntime
-makes its session from the model's path, as a user would, and maps its
-external files itself: no copy of the weights (the result's `weights` is
-"mapped"). Otherwise (a host without mount namespaces, a model without
-external data) it creates an onnxruntime `InferenceSession` from the
-model's bytes with every external tensor given from the importer's own memory,
-so that onnxruntime opens no file of its own (`weights` "handed over" where
-any is):
+Owns `runtime_stage`. Where the check worker has bound the model file and
+its external data files for onnxruntime (`service.sandbox.worker.bound_files`:
+the inodes checked, read-only, at their paths, and Landlock granting those
+files alone), onnxruntime maps the weights itself, with no copy of them (the
+result's `weights` is "mapped"):
+
+- a model with external data, every tensor's location among the bound files:
+  the session is made from the model's path, as a user would;
+- a model whose large weights are inline: from the model's bytes with those
+  initializers marked as external data in the model file itself, at their
+  raw data's offset (`weights_aside` with `in_file`; onnxruntime's folder
+  for external data set to the model's): onnxruntime maps those bytes of the
+  bound file and uses them in place, where from the path it would copy the
+  file into a string and parse the weights out of it (BERT-base's 418 MiB:
+  0.27 s against 0.61 s, and 0.44 s handed over as below).
+
+Otherwise (a host without mount namespaces, a file the worker may not open
+by name) it creates an onnxruntime `InferenceSession` from the model's bytes
+with every external tensor given from the importer's own memory, so that
+onnxruntime opens no file of its own (`weights` "handed over" where any is):
 
 - initializers of the main graph with external data are handed over as
   `OrtValue`s over numpy arrays that view the importer's mapped bytes
@@ -55,6 +64,7 @@ to open a file, or on any exception it does not expect.
 from __future__ import annotations
 
 import importlib
+import os
 import posixpath
 import re
 import time
@@ -81,6 +91,7 @@ MISSING_ONNXRUNTIME: Final = "onnxruntime is not installed (install the `runtime
 MISSING_ONNX: Final = "onnx is not installed (install the `runtime` extra)"
 PROVIDERS: Final = ("CPUExecutionProvider",)
 LOG_FATAL_ONLY: Final = 4  # onnxruntime logs nothing below fatal: its exceptions carry the message
+EXTERNAL_DATA_FOLDER: Final = "session.model_external_initializers_file_folder_path"  # a session from bytes: where its files are
 
 # onnxruntime's exception class name -> our code. The classes live in
 # onnxruntime.capi.onnxruntime_pybind11_state, one per status code.
@@ -139,17 +150,18 @@ def session_options(ort: Any) -> Any:
     return options
 
 
-def runtime_stage(model: importer.OnnxModel, mapped: frozenset[str] = frozenset()) -> tuple[StageResult, object | None]:
+def runtime_stage(model: importer.OnnxModel, mapped: frozenset[str] | None = None) -> tuple[StageResult, object | None]:
     """The `runtime` stage's result and the session it made (None if none).
-    `mapped`: the external locations onnxruntime may open by name (bound
-    for it beside the model file: `service.sandbox.worker.bound_files`)."""
+    `mapped`: where the model file is bound for onnxruntime to open by name,
+    the external locations bound beside it (`service.sandbox.worker.bound_files`);
+    None where nothing is."""
     started = time.monotonic()
     result, session = _runtime_stage(model, mapped)
     result.seconds = time.monotonic() - started
     return result, session
 
 
-def _runtime_stage(model: importer.OnnxModel, mapped: frozenset[str]) -> tuple[StageResult, object | None]:
+def _runtime_stage(model: importer.OnnxModel, mapped: frozenset[str] | None) -> tuple[StageResult, object | None]:
     try:
         ort = load_onnxruntime()
     except _OnnxruntimeMissing:
@@ -157,10 +169,33 @@ def _runtime_stage(model: importer.OnnxModel, mapped: frozenset[str]) -> tuple[S
     if any(owner.closed for owner in model.owners):
         return incomplete("runtime", "the model was closed before the runtime stage"), None
     locations = external_locations(model)
-    from_path = bool(locations) and locations <= mapped
+    if mapped is not None and not locations:
+        return _weights_in_place(model, ort)
+    from_path = mapped is not None and locations <= mapped
     result, session = _session_from_path(model, ort) if from_path else _handed_over(model, ort)
     if locations and result.status != "incomplete":
         result.weights = MAPPED if from_path else HANDED_OVER  # how onnxruntime got the weights it loaded (or refused)
+    return result, session
+
+
+def _weights_in_place(model: importer.OnnxModel, ort: Any) -> tuple[StageResult, object | None]:
+    """The session over the bound model file, its large inline weights mapped
+    by onnxruntime where they lie in the file (see the module comment); from
+    the path when none is large."""
+    path = model.owners[0].name
+    aside = weights_set_aside(model, lambda tensor: True, in_file=os.path.basename(path))
+    if aside is None:
+        return _session_from_path(model, ort)
+    options = session_options(ort)
+    options.add_session_config_entry(EXTERNAL_DATA_FOLDER, os.path.dirname(path))
+    try:
+        session = ort.InferenceSession(aside[0], options, providers=list(PROVIDERS))
+    except MemoryError:
+        return incomplete("runtime", "out of memory while onnxruntime loaded the model"), None
+    except Exception as error:
+        return _load_failure(model, error), None
+    result = StageResult("runtime").finish()
+    result.weights = MAPPED
     return result, session
 
 

@@ -1,9 +1,10 @@
 """The files a check worker binds for onnxruntime: its model and the external data files the broker opened.
 
 Owns `BoundFiles` and `open_bound_files(job, model, broker)`. A check job
-that names its model's external data files (`WorkerJob.mapped_files`, the
-locations a sandboxed `externals` worker read from the model) has them
-opened by the file broker (`service.sandbox.worker.file_broker`, with the
+that asks for its files bound (`WorkerJob.bind_for_runtime`) has its model
+file opened again, and the external data files it names
+(`WorkerJob.mapped_files`, the locations a sandboxed `externals` worker read
+from the model; none for a model whose weights are inline) opened by the file broker (`service.sandbox.worker.file_broker`, with the
 importer's rules) before its walls, while the worker still holds the
 privilege to mount in its own namespace. The minimal root
 (`service.sandbox.worker.minimal_root`) then binds each descriptor's file,
@@ -75,7 +76,7 @@ class BoundFiles:
 def open_bound_files(job: WorkerJob, model: DataOwner, broker: Callable[[str, str], tuple[int, str]]) -> BoundFiles | None:
     """The model (opened again and checked to be the inode `model` holds) and
     each of `job.mapped_files` opened by `broker`; None if any is refused."""
-    if job.task != "checks" or not job.mapped_files or model.identity is None:
+    if job.task != "checks" or not (job.bind_for_runtime or job.mapped_files) or model.identity is None:
         return None
     model_path = os.path.join(job.directory, job.model)
     try:

@@ -94,7 +94,7 @@ def main(
         paths = tuple(bound.targets) if mapped else ()
         run_task(
             connection, job, isolation, opened, bound.opener(broker), narrow=lambda: confinement.narrow_to_code(paths),
-            steps=profile, mapped=bound.locations if mapped else frozenset(),
+            steps=profile, mapped=bound.locations if mapped else None,
         )  # fmt: skip
     except MemoryError:
         gc.collect()
