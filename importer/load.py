@@ -11,12 +11,12 @@ every mapping opened so far is released.
 from __future__ import annotations
 
 import os
-import posixpath
 from typing import BinaryIO, Final
 
 from importer.data_owner import DataOwner
 from importer.errors import ErrorKind, ModelImportError, ReadFailure
-from importer.external_data import ExternalDataBinder, check_location, path_of_tensor
+from importer.external_data import ExternalDataBinder, path_of_tensor
+from importer.external_scan import scan_external_locations
 from importer.gc_pause import pause_gc, resume_gc
 from importer.graph import OnnxModel, ResolvedGraph
 from importer.limits import MAX_PROTOBUF_BYTES, Limits
@@ -106,38 +106,24 @@ def load_model_stream(
 def external_locations(path: str | os.PathLike[str], *, limits: Limits | None = None) -> list[str]:
     """The external data files the model at `path` names, each once (its
     location as checked, normalized), in the order its tensors first name
-    them. Reads the model file only: a caller that must fetch those files
+    them. Reads the model file only, and of it only the fields that can hold
+    a tensor (`importer.external_scan`): a caller that must fetch those files
     first (from object storage, say) learns which, and nothing is bound or
-    resolved. Refuses what `load_model` would refuse in reading the model
-    and in checking each location (absolute, `..`, more than
-    `max_external_files`)."""
+    resolved. Refuses a location the import refuses (absolute, `..`, more
+    than `max_external_files`) and a field malformed on the way, at the
+    field path and byte offset the import gives; the rest of the model is
+    for the import to judge."""
     return opened_external_locations(open_model(path, limits=limits), limits=limits)
 
 
 def opened_external_locations(owner: DataOwner, *, limits: Limits | None = None) -> list[str]:
     """`external_locations` of the model `open_model` opened; the owner is closed."""
-    name = owner.name
-    limits = limits or _DEFAULT_LIMITS
-    was_collecting = pause_gc()
     try:
-        ctx = ReadContext(owner.parse_buffer(), owner, limits)
-        model = read_model(ctx)
-        found: dict[str, None] = {}
-        for tensor in ctx.external_tensors:
-            try:
-                location = check_location((tensor.external_data or {}).get("location", ""), tensor)
-                found.setdefault(posixpath.normpath(location))
-                if len(found) > limits.max_external_files:
-                    message = f"more than max_external_files={limits.max_external_files} external files"
-                    raise ReadFailure(ErrorKind.EXTERNAL_DATA, message, tensor.offset)
-            except ReadFailure as failure:
-                raise failure.within(path_of_tensor(model, tensor), tensor.offset) from None
-        return list(found)
+        return scan_external_locations(owner.parse_buffer(), limits or _DEFAULT_LIMITS)
     except ReadFailure as failure:
-        raise failure.to_public("ModelProto", name) from None
+        raise failure.to_public("ModelProto", owner.name) from None
     finally:
         owner.close()
-        resume_gc(was_collecting)
 
 
 def load_tensor(path: str | os.PathLike[str], *, limits: Limits | None = None) -> Tensor:

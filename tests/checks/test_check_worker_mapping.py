@@ -193,7 +193,8 @@ def test_an_inline_models_file_is_bound_alone_and_its_weights_mapped_in_place(sa
     if not sandbox.landlock_abi:
         pytest.skip("Landlock is unavailable here: the file policy cannot be shown")
     code = INLINE_ATTACKS.format(folder=str(inline))
-    job = sandbox.job("checks", directory=str(inline), model="inline.onnx", display_name="inline.onnx", bind_for_runtime=True, test_code=code)
+    names = {"model": "inline.onnx", "display_name": "inline.onnx"}
+    job = sandbox.job("checks", directory=str(inline), **names, bind_for_runtime=True, test_code=code)
     header = sandbox.run_probe(job, timeout=60.0)
     if "mount-namespace" not in header.isolation.split("+"):
         assert not _mapped(header.isolation), header.isolation  # no mount namespace: nothing bound, the weights handed over

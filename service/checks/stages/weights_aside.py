@@ -42,9 +42,7 @@ _EXTERNAL: Final = bytes([14 << 3, 1])  # data_location = EXTERNAL
 _EXTERNAL_DATA: Final = 13 << 3 | 2
 
 
-def weights_set_aside(
-    model: OnnxModel, takes: Callable[[Tensor], bool], in_file: str | None = None
-) -> tuple[bytes, list[Tensor]] | None:
+def weights_set_aside(model: OnnxModel, takes: Callable[[Tensor], bool], in_file: str | None = None) -> tuple[bytes, list[Tensor]] | None:
     """The model's bytes with its large inline initializers set aside (marked
     SET_ASIDE, or as external data at their place in `in_file`), and those
     initializers; None if none is."""
@@ -77,9 +75,7 @@ def weights_set_aside(
     return b"".join(parts), [initializers[index] for index in sorted(chosen)]
 
 
-def _graph_parts(
-    buf: Buffer, view: memoryview, start: int, stop: int, chosen: set[int], in_file: str | None
-) -> list[bytes | memoryview]:
+def _graph_parts(buf: Buffer, view: memoryview, start: int, stop: int, chosen: set[int], in_file: str | None) -> list[bytes | memoryview]:
     """The graph's fields, each chosen initializer (by its position among them) without its values."""
     parts: list[bytes | memoryview] = []
     index = 0
