@@ -34,7 +34,7 @@ from dataclasses import replace
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, Stage, StageResult, incomplete
 from service.sandbox.memory_sizing import WorkerMemory, shown_size
 from service.sandbox.protocol import WorkerJob
-from service.sandbox.supervisor import Sandbox, WorkerControl
+from service.sandbox.supervisor import ExitBeside, Sandbox, WorkerControl
 from service.sandbox.worker.confinement import MINIMAL_ROOT
 
 log = logging.getLogger("service.sandbox")
@@ -66,11 +66,16 @@ def check_worker_memory(sandbox: Sandbox, job: WorkerJob) -> WorkerMemory:
 
 
 def check_worker_results(
-    sandbox: Sandbox, job: WorkerJob, control: WorkerControl | None = None, listed: tuple[str, ...] | None = None
+    sandbox: Sandbox,
+    job: WorkerJob,
+    control: WorkerControl | None = None,
+    listed: tuple[str, ...] | None = None,
+    exit_beside: ExitBeside | None = None,
 ) -> list[StageResult]:
     """Run `job`'s check-worker stages (blocking; call from a thread); raise
     DimensionBindingError for a binding of `job.dims` the model has no place for.
-    `listed`: the external locations the model names, where a worker listed them already."""
+    `listed`: the external locations the model names, where a worker listed them already;
+    `exit_beside`: the results given before the check worker has exited (`Sandbox.run`)."""
     wanted = [stage for stage in job.checks if stage in IN_CHECK_WORKER]
     if not wanted and not job.dims:
         return []
@@ -85,7 +90,7 @@ def check_worker_results(
     bind = _binds_for_runtime(sandbox, wanted)
     external = _external_files(sandbox, job, control, listed) if bind else ()
     check_job = replace(job, task="checks", hash_sources=False, memory=memory.cap, bind_for_runtime=bind, mapped_files=external)
-    reports, outcome = sandbox.run_checks(check_job, control)
+    reports, outcome = sandbox.run_checks(check_job, control, exit_beside)
     log.info("%s", outcome.logged("checks", job.display_name))
     if outcome.error is not None and outcome.error.kind == DIMENSION_BINDING:
         raise DimensionBindingError(outcome.error.message)

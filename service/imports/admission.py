@@ -64,7 +64,7 @@ import os
 import random
 import struct
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +102,21 @@ class TenantPlaces:
         return max(0, self.admitted - self.running)
 
 
+class HeldSlot:
+    """A worker slot `Place.slot` holds: given back as its block ends, or,
+    once `given_back_by(register)` is called, when `register`'s callback is
+    called (from any thread: a worker whose answer came before its exit
+    keeps its slot and memory until it is gone)."""
+
+    __slots__ = ("register",)
+
+    def __init__(self) -> None:
+        self.register: Callable[[Callable[[], None]], None] | None = None
+
+    def given_back_by(self, register: Callable[[Callable[[], None]], None]) -> None:
+        self.register = register
+
+
 @dataclass(eq=False)
 class Place:
     """An import's place in the queue; `slot()` is a worker slot of it."""
@@ -113,17 +128,27 @@ class Place:
     first_slot: float | None = None  # time.monotonic() of its first slot
 
     @contextlib.asynccontextmanager
-    async def slot(self, memory: int = 0) -> AsyncIterator[None]:
+    async def slot(self, memory: int = 0) -> AsyncIterator[HeldSlot]:
         """A worker slot; with `memory` (bytes, a sized worker's cap) reserved from the memory budget."""
         admission = self.admission
         units = admission.memory_units(memory)
         await admission.wait_for_slot(self, units)
         self.slots_taken += 1
         self.first_slot = self.first_slot or time.monotonic()
+        held = HeldSlot()
         try:
-            yield
+            yield held
         finally:
-            admission.release_slot(self.tenant, units)
+            if held.register is None:
+                admission.release_slot(self.tenant, units)
+            else:
+                loop = asyncio.get_running_loop()
+
+                def give_back() -> None:
+                    with contextlib.suppress(RuntimeError):  # the loop has closed: the process is ending, its places with it
+                        loop.call_soon_threadsafe(admission.release_slot, self.tenant, units)
+
+                held.register(give_back)
 
 
 @dataclass

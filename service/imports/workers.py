@@ -10,7 +10,11 @@ side: none reads another's answer, so on two cores an import waits for the
 longest, not their sum; the import's error, if any, is raised first, once
 all have ended, then the check worker's; a binding the model has no place for is
 BadInput). A check worker sized above `--worker-memory` reserves its cap
-from the admission's memory budget while it runs (`Place.slot`).
+from the admission's memory budget while it runs (`Place.slot`). A check
+worker's results are given as soon as its answer is whole; its exit (the
+kernel freeing what onnxruntime held) goes on beside
+(`service.sandbox.supervisor.ExitBeside`), and its slot and memory are
+given back once it is gone.
 
 A worker runs in a thread (the supervisor's `run` blocks). When the task
 awaiting it is cancelled (its client went, `service.api.client_presence`),
@@ -37,7 +41,7 @@ from service.errors import BadInput, bounded
 from service.imports.admission import Place
 from service.imports.parts import ImportParts
 from service.sandbox.protocol import WorkerHeader, WorkerJob
-from service.sandbox.supervisor import WorkerControl
+from service.sandbox.supervisor import ExitBeside, WorkerControl
 
 log = logging.getLogger("service")
 T = TypeVar("T")
@@ -81,11 +85,15 @@ async def run_check_worker(parts: ImportParts, place: Place, job: WorkerJob, lis
     if not any(stage in IN_CHECK_WORKER for stage in job.checks) and not job.dims:
         return []
     memory = await anyio.to_thread.run_sync(check_worker_memory, parts.sandbox, job)
-    async with place.slot(memory.cap if memory.sized and memory.fits else 0):
+    exit_beside = ExitBeside()
+    async with place.slot(memory.cap if memory.sized and memory.fits else 0) as slot:
         try:
-            return await ended_with_its_task(lambda control: check_worker_results(parts.sandbox, job, control, listed))
+            return await ended_with_its_task(lambda control: check_worker_results(parts.sandbox, job, control, listed, exit_beside))
         except DimensionBindingError as error:
             raise BadInput(bounded(str(error), 400)) from None  # the request's names, which may be long
+        finally:
+            if exit_beside.started:
+                slot.given_back_by(exit_beside.then)  # answered before its exit: the slot and memory kept until it is gone
 
 
 async def run_signature_worker(parts: ImportParts, place: Place, job: WorkerJob, folder: SignedFolder | None) -> list[StageResult]:

@@ -18,7 +18,10 @@ job is) carries them; a plain `WorkerJob` runs as in the service.
   tried and the task goes on);
 - `code`: Python run in place of the task, its model open and every wall
   up; what it leaves in `result` (or the exception it raised) comes back in
-  the header's `test_result` (`ProbeAnswer`, read by `FaultSandbox.run_probe`).
+  the header's `test_result` (`ProbeAnswer`, read by `FaultSandbox.run_probe`);
+- `linger`: a check job's worker answers at once, whole (no stage run), then
+  waits that long before it exits: an exit that takes its time, as a worker's
+  holding gigabytes does.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class FaultyJob(WorkerJob):
     spin: bool = False  # ... burning CPU instead of sleeping, once its walls and limits are up
     action: str = ""  # one of ACTIONS, tried once the walls are up (try_forbidden)
     code: str = ""  # Python run in place of the task, its model open and every wall up
+    linger: float = 0.0  # a check job: answered at once, then this long before the worker exits
 
 
 def faulty(job: WorkerJob, **faults: object) -> FaultyJob:
@@ -73,6 +77,10 @@ class JobFaults:
             return False
         if job.code:
             send_header(connection, ProbeAnswer(status="probe", isolation=isolation, test_result=run_code(job.code)))
+            return True
+        if job.linger:
+            send_header(connection, WorkerHeader(status="ok", isolation=isolation))
+            time.sleep(job.linger)
             return True
         if job.action:
             try_forbidden(job)

@@ -47,7 +47,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from service.app import create_app
 from service.imports.parts import ImportSteps
 from service.sandbox.protocol import WorkerJob
-from service.sandbox.supervisor import Sandbox, WorkerControl, WorkerOutcome
+from service.sandbox.supervisor import ExitBeside, Sandbox, WorkerControl, WorkerOutcome
 from service.settings import Settings
 from support.fault_worker import FaultyJob, ProbeAnswer, faulty
 
@@ -57,7 +57,7 @@ SLEEP_HEADER = "x-test-worker-sleep"
 PAUSE_HEADER = "x-test-pause-before-commit"
 HOLD_HEADER = "x-test-pause-after-upload"
 # what a test may pass to FaultSandbox.job, and the FaultyJob field each sets
-JOB_FAULTS = {"sleep": "sleep", "spin": "spin", "test_action": "action", "test_code": "code"}
+JOB_FAULTS = {"sleep": "sleep", "spin": "spin", "test_action": "action", "test_code": "code", "linger": "linger"}
 
 
 @dataclass(frozen=True)
@@ -171,12 +171,13 @@ class FaultSandbox(Sandbox):
         max_bytes: int | None = None,
         receive: Callable[[Connection], WorkerOutcome] | None = None,
         control: WorkerControl | None = None,
+        exit_beside: ExitBeside | None = None,
     ) -> WorkerOutcome:
         if self.faults is not None and job.task == "import" and not isinstance(job, FaultyJob):
             plan = self.faults.now()
             if plan.worker_sleep:
                 job = faulty(job, sleep=plan.worker_sleep, spin=plan.spin)
-        return super().run(job, destinations, max_bytes, receive, control)
+        return super().run(job, destinations, max_bytes, receive, control, exit_beside)
 
     def run_probe(self, job: WorkerJob, timeout: float) -> ProbeAnswer:
         """A probe's header, or the answer of a job's `test_code` (its `test_result`)."""

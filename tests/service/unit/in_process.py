@@ -24,7 +24,7 @@ from service.imports.admission import Admission
 from service.imports.parts import ImportParts
 from service.imports.report_links import ReportLinks
 from service.sandbox.protocol import WorkerJob
-from service.sandbox.supervisor import Sandbox, StreamsTooLarge, WorkerControl, WorkerOutcome, receive_answer
+from service.sandbox.supervisor import ExitBeside, Sandbox, StreamsTooLarge, WorkerControl, WorkerOutcome, receive_answer
 from service.settings import Settings
 from service.store.backends import open_data_root, open_store
 from service.tasks.dispatch import run_task
@@ -53,6 +53,7 @@ class InProcessSandbox(Sandbox):
         max_bytes: int | None = None,
         receive: Callable[[Connection], WorkerOutcome] | None = None,
         control: WorkerControl | None = None,
+        exit_beside: ExitBeside | None = None,  # a thread has no exit to reap: it answers once joined
     ) -> WorkerOutcome:
         self.jobs.append(job)
         started = time.monotonic()
