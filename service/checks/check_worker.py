@@ -7,7 +7,8 @@ fail closed, `incomplete` with the reason the worker did not deliver it (it
 crashed, ran out of memory, CPU or time, or could not read the model).
 Where `runtime` or `smoke` is asked, a worker of task "externals" first
 reads which external data files the model names (the model file alone;
-unless the caller has such a listing already), and the check worker binds
+unless the caller has such a listing already, or a byte search finds that
+it names none: `names_no_external_file`), and the check worker binds
 the model file and those for onnxruntime (`WorkerJob.bind_for_runtime`,
 `WorkerJob.mapped_files`, `service.sandbox.worker.bound_files`); a model
 whose weights are inline has its file alone bound.
@@ -27,9 +28,11 @@ Shared by the service's imports and the `onnx-import` command.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Final
 
 from service.checks.outcome import DIMENSION_BINDING, IN_CHECK_WORKER, DimensionBindingError, Stage, StageResult, incomplete
 from service.sandbox.memory_sizing import WorkerMemory, shown_size
@@ -38,6 +41,27 @@ from service.sandbox.supervisor import ExitBeside, Sandbox, WorkerControl
 from service.sandbox.worker.confinement import MINIMAL_ROOT
 
 log = logging.getLogger("service.sandbox")
+
+
+QUICK_LOOK_BYTES: Final = 64 << 20  # the largest model file `names_no_external_file` reads
+_LOCATION_KEY: Final = b"location"
+
+
+def names_no_external_file(path: str) -> bool:
+    """Whether the model file at `path` certainly names no external data file:
+    every external tensor names its file in an entry whose key, `location`,
+    protobuf keeps verbatim, and these bytes are nowhere in the file. A byte
+    search, not a parse (the front end never parses model bytes), of a file
+    of at most QUICK_LOOK_BYTES: False for a larger one, one that cannot be
+    read, or one that holds the word anywhere (a sandboxed worker lists those)."""
+    try:
+        with open(path, "rb") as file:
+            if os.fstat(file.fileno()).st_size > QUICK_LOOK_BYTES:
+                return False
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                return mapped.find(_LOCATION_KEY) < 0
+    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
+        return False
 
 
 def model_and_external_bytes(directory: str, model: str, external_dir: str | None, locations: Iterable[str]) -> int:
@@ -125,6 +149,8 @@ def _external_files(sandbox: Sandbox, job: WorkerJob, control: WorkerControl | N
     could not tell (the check worker then hands the weights over)."""
     if listed is not None:
         return listed
+    if names_no_external_file(os.path.join(job.directory, job.model)):
+        return ()
     outcome = sandbox.run(replace(job, task="externals", hash_sources=False), [], control=control)
     log.info("%s", outcome.logged("externals", job.display_name))
     if outcome.status != "ok" or outcome.header is None:

@@ -62,7 +62,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from service.checks.check_worker import model_and_external_bytes
+from service.checks.check_worker import model_and_external_bytes, names_no_external_file
 from service.checks.outcome import IN_CHECK_WORKER
 from service.checks.requested import CheckRequest, complete_checks, default_checks
 from service.checks.runs import CheckRuns, SmokeAsked, merged, stages_missing
@@ -169,6 +169,8 @@ async def _model_bytes(parts: ImportParts, place: Place, staged: Staged) -> int:
     if staged.model_bytes is not None:
         return staged.model_bytes
     listed = staged.external_locations
+    if listed is None and await anyio.to_thread.run_sync(names_no_external_file, os.path.join(staged.directory, staged.model)):
+        listed = staged.external_locations = ()  # no worker needed to tell
     if listed is None:
         listed = staged.external_locations = tuple((await run_worker(parts, place, _job(parts, "externals", staged), [], 0)).external_files)
     return await anyio.to_thread.run_sync(model_and_external_bytes, staged.directory, staged.model, staged.external_dir, listed)

@@ -207,6 +207,19 @@ def test_a_model_read_in_place_has_its_external_files_listed_once(client: httpx.
     assert len(listings) == 1, listings
 
 
+def test_a_model_read_in_place_whose_bytes_name_no_location_runs_no_listing(client: httpx.Client, caplog: pytest.LogCaptureFixture) -> None:
+    """A model file in which the bytes `location` (every external tensor's key) are nowhere names no external file:
+    no listing worker is run to tell (check_worker.names_no_external_file), and its check worker binds it alone."""
+    assert b"location" not in (SAMPLES / "add.onnx").read_bytes()
+    with caplog.at_level(logging.INFO, logger="service"):
+        response = client.post(f"/models?checks={ALL}", json={"path": "add.onnx"})
+    assert response.status_code in (200, 201), response.text
+    assert response.json()["verdict"] == "pass", response.json()["checks"]
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [message for message in messages if message.startswith("externals of ")], messages
+    assert [message for message in messages if message.startswith("checks of ")], messages
+
+
 @pytest.mark.parametrize("op_type", ["Range", "ConstantOfShape", "Expand"])
 def test_a_denial_of_service_model_is_flagged_and_never_run(client: httpx.Client, models: dict[str, Path], op_type: str) -> None:
     summary = post(client, models[op_type], f"?checks={ALL}")
