@@ -343,6 +343,29 @@ def test_with_the_model_file_bound_inline_weights_are_mapped_where_they_lie(tmp_
         assert (result.status, result.weights) == ("pass", ""), result
 
 
+def test_with_the_model_file_bound_a_failure_is_the_models_and_an_odd_name_is_handed_over(tmp_path: Path) -> None:
+    """A model onnxruntime cannot load, its large weight inline and its file bound: the failure is told as the
+    hand-over tells it (the operator onnxruntime does not know, at its node), not as a fault of the copy named in the file;
+    a file name onnxruntime would not take as a location (a backslash) has its weights handed over."""
+    path = _inline_model(tmp_path)
+    proto = onnx.load(str(path))
+    proto.graph.node[1].op_type = "Frobnicate"
+    failing = tmp_path / "failing.onnx"
+    onnx.save(proto, str(failing))
+    with importer.load_model(failing) as model:
+        result, session = runtime_stage(model, frozenset())
+        handed_over, _ = runtime_stage(model)
+        assert (result.status, session) == ("fail", None), result
+        [finding] = result.findings
+        assert (finding.node_name, finding.field_path, "Frobnicate" in finding.message) == ("bias", "ModelProto.graph.node[1]", True)
+        assert result.findings == handed_over.findings
+    odd = tmp_path / "odd\\name.onnx"
+    shutil.copy(path, odd)
+    with importer.load_model(odd) as model:
+        result, session = runtime_stage(model, frozenset())
+        assert (result.status, result.weights) == ("pass", ""), result
+
+
 def _externalize(tensor: TensorProto, folder: Path, name: str) -> None:
     (folder / name).write_bytes(numpy_helper.to_array(tensor).tobytes())
     set_external_data(tensor, name)

@@ -14,7 +14,8 @@ result's `weights` is "mapped"):
   for external data set to the model's): onnxruntime maps those bytes of the
   bound file and uses them in place, where from the path it would copy the
   file into a string and parse the weights out of it (BERT-base's 418 MiB:
-  0.27 s against 0.61 s, and 0.44 s handed over as below).
+  0.27 s against 0.61 s, and 0.44 s handed over as below). A model that
+  fails to load so is tried again handed over, which tells its failure.
 
 Otherwise (a host without mount namespaces, a file the worker may not open
 by name) it creates an onnxruntime `InferenceSession` from the model's bytes
@@ -76,6 +77,7 @@ import numpy.typing as npt
 
 import importer
 from importer.element_types import DataType, has_native_numpy_dtype, raw_layout_dtype
+from importer.external_data import location_refusal
 from importer.messages import Node
 from importer.tensor import FROM_EXTERNAL, Tensor
 from importer.tensor_places import INITIALIZER, tensor_places
@@ -181,9 +183,16 @@ def _runtime_stage(model: importer.OnnxModel, mapped: frozenset[str] | None) -> 
 def _weights_in_place(model: importer.OnnxModel, ort: Any) -> tuple[StageResult, object | None]:
     """The session over the bound model file, its large inline weights mapped
     by onnxruntime where they lie in the file (see the module comment); from
-    the path when none is large."""
+    the path when none is large. A file name onnxruntime would not take as a
+    location (a backslash, say), and a load that fails (the failure is then
+    told by the weights handed over, the way every model was checked before:
+    the copy named in the file is this stage's, not the model's), hand the
+    weights over instead."""
     path = model.owners[0].name
-    aside = weights_set_aside(model, lambda tensor: True, in_file=os.path.basename(path))
+    name = os.path.basename(path)
+    if "\\" in name or location_refusal(name) is not None:
+        return _handed_over(model, ort)
+    aside = weights_set_aside(model, lambda tensor: True, in_file=name)
     if aside is None:
         return _session_from_path(model, ort)
     options = session_options(ort)
@@ -192,8 +201,8 @@ def _weights_in_place(model: importer.OnnxModel, ort: Any) -> tuple[StageResult,
         session = ort.InferenceSession(aside[0], options, providers=list(PROVIDERS))
     except MemoryError:
         return incomplete("runtime", "out of memory while onnxruntime loaded the model"), None
-    except Exception as error:
-        return _load_failure(model, error), None
+    except Exception:
+        return _handed_over(model, ort)
     result = StageResult("runtime").finish()
     result.weights = MAPPED
     return result, session
