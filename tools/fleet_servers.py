@@ -37,7 +37,8 @@ files: the temporary folder, weed's five gRPC sockets in /tmp (it always puts
 them there; `close()` removes them) and PostgreSQL's 56-byte SysV shared
 memory segment. If a server cannot be had (no PostgreSQL binaries, no weed,
 root without a `postgres` user, a server that does not start in time),
-`FleetUnavailable` says why; tests skip with that reason (tests/support/fleet.py).
+`FleetUnavailable` says why; tests skip with that reason (tests/support/fleet.py), but
+for `FleetFailed`: a server that is here and did not start is a failure.
 
     .venv/bin/python tools/fleet_servers.py   # prints `export` lines; runs until Ctrl-C
 """
@@ -74,6 +75,7 @@ from types import TracebackType
 from typing import Any
 
 STARTUP_SECONDS = 60.0
+PORT_ATTEMPTS = 3  # ports PostgreSQL is started on before the fleet is unavailable
 REGION = "us-east-1"
 DB_USER = "onnx"
 PG_SETTINGS = {  # throwaway: speed over durability, and small
@@ -90,6 +92,10 @@ PG_SETTINGS = {  # throwaway: speed over durability, and small
 
 class FleetUnavailable(RuntimeError):
     """The servers cannot be had here; the message says why."""
+
+
+class FleetFailed(FleetUnavailable):
+    """A server that is here did not start or answer: a failure, not a missing part."""
 
 
 @dataclass
@@ -137,10 +143,10 @@ class _Process:
         for path in self.leftovers:
             path.unlink(missing_ok=True)
 
-    def failure(self, what: str) -> FleetUnavailable:
+    def failure(self, what: str) -> FleetFailed:
         status = "" if self.popen is None or self.popen.poll() is None else f" (it exited with status {self.popen.returncode})"
         lines = self.log.read_text(errors="replace").splitlines()[-15:] if self.log.exists() else []
-        return FleetUnavailable(f"{self.name} {what}{status}; the end of its log:\n" + "\n".join(lines))
+        return FleetFailed(f"{self.name} {what}{status}; the end of its log:\n" + "\n".join(lines))
 
 
 class FleetServers:
@@ -166,7 +172,7 @@ class FleetServers:
             self._weed = self._prepare_weed()
             self._weed.start()  # weed boots while PostgreSQL is initialised
             self._initdb()
-            self.start_postgres()
+            self._first_start_postgres()
             self._create_role()
             self._wait_s3(create_bucket=True)
         except BaseException:
@@ -243,14 +249,31 @@ class FleetServers:
             entry = pwd.getpwnam(self._pg_user)
             os.chown(home, entry.pw_uid, entry.pw_gid)
         self._pg_data, self._pg_socket = home / "data", home
-        self.postgres_port = free_ports(1)[0]
         self._db_password = secrets.token_hex(16)
-        settings = {**PG_SETTINGS, "port": str(self.postgres_port), "unix_socket_directories": str(self._pg_socket)}
+        return self._postgres_on(free_ports(1)[0])
+
+    def _postgres_on(self, port: int) -> _Process:
+        """The PostgreSQL process (not started) listening on `port`."""
+        self.postgres_port = port
+        settings = {**PG_SETTINGS, "port": str(port), "unix_socket_directories": str(self._pg_socket)}
         command = [str(self._pg_bin / "postgres"), "-D", str(self._pg_data), *(f"-c{key}={value}" for key, value in settings.items())]
         # SIGINT: a fast shutdown (a killed postmaster leaves its SysV shared memory segment behind)
-        process = _Process("PostgreSQL", command, home, self.folder / "postgres.log", signal.SIGINT, self._pg_user)
+        process = _Process("PostgreSQL", command, self._pg_socket, self.folder / "postgres.log", signal.SIGINT, self._pg_user)
         self._processes.append(process)
         return process
+
+    def _first_start_postgres(self) -> None:
+        """`start_postgres`, on another free port when the one chosen was taken meanwhile (by another process that
+        asked the kernel for a free port between our choice and PostgreSQL's bind: "Address already in use")."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                self.start_postgres()
+                return
+            except FleetFailed as error:
+                if "Address already in use" not in str(error) or attempt == PORT_ATTEMPTS - 1:
+                    raise
+            self._processes.remove(self._postgres)
+            self._postgres = self._postgres_on(free_ports(1)[0])
 
     def _initdb(self) -> None:
         command = [
@@ -260,7 +283,7 @@ class FleetServers:
         user = as_user(self._pg_user)
         done = subprocess.run(command, capture_output=True, text=True, cwd=self._pg_socket, timeout=self.startup_seconds, **user)
         if done.returncode != 0:
-            raise FleetUnavailable(f"initdb failed (status {done.returncode}): {(done.stderr or done.stdout).strip()[-2000:]}")
+            raise FleetFailed(f"initdb failed (status {done.returncode}): {(done.stderr or done.stdout).strip()[-2000:]}")
 
     def _create_role(self) -> None:
         password = self._db_password  # hex: safe inside the literal

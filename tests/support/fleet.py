@@ -10,7 +10,8 @@ and the fault controls `stop_postgres()`, `start_postgres()`, `stop_s3()`,
 `start_s3()`; a test that stops a server starts it again before it ends.
 Where the servers cannot be had (no PostgreSQL binaries, no `weed`, root
 without a `postgres` user: `bash tools/dev.sh test` installs Debian's
-postgresql as root), the tests that use it skip with the reason.
+postgresql as root), the tests that use it skip with the reason; where one
+is here and does not start, they fail.
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def fleet_servers() -> Iterator[FleetServers]:
-    """PostgreSQL and S3 for the session (tools/fleet_servers.py); skips with the reason where they cannot be had."""
-    from fleet_servers import FleetServers, FleetUnavailable  # tools/, on the path (conftest)
+    """PostgreSQL and S3 for the session (tools/fleet_servers.py); skips with the reason where they cannot be had
+    (a missing binary or user), and fails where one that is here did not start (FleetFailed)."""
+    from fleet_servers import FleetFailed, FleetServers, FleetUnavailable  # tools/, on the path (conftest)
 
     try:
         servers = FleetServers()
+    except FleetFailed:
+        raise
     except FleetUnavailable as reason:
         pytest.skip(str(reason))
     with servers:
