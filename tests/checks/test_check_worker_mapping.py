@@ -43,11 +43,8 @@ from importer.source import confined_descriptor
 from service.checks.check_worker import check_worker_results
 from service.sandbox.worker import file_broker
 
-ATTACKS = """
-import os, onnxruntime
-from service.checks.stages.runtime import session_options
-folder = {folder!r}
-model, weights = os.path.join(folder, "model.onnx"), os.path.join(folder, "weights.bin")
+TRIED = """
+import os
 
 def tried(attempt):
     try:
@@ -59,6 +56,13 @@ def tried(attempt):
 def read(path):
     with open(path, "rb") as file:
         file.read(1)
+"""  # what the attack code below runs each attempt with (the worker runs it as text)
+
+ATTACKS = TRIED + """
+import onnxruntime
+from service.checks.stages.runtime import session_options
+folder = {folder!r}
+model, weights = os.path.join(folder, "model.onnx"), os.path.join(folder, "weights.bin")
 
 def session():
     onnxruntime.InferenceSession(model, session_options(onnxruntime), providers=["CPUExecutionProvider"])
@@ -76,23 +80,11 @@ result = repr({{
 }})
 """
 
-INLINE_ATTACKS = """
-import os
+INLINE_ATTACKS = TRIED + """
 import importer
 from service.checks.stages.runtime import runtime_stage
 folder = {folder!r}
 model = os.path.join(folder, "inline.onnx")
-
-def tried(attempt):
-    try:
-        attempt()
-    except OSError as error:
-        return type(error).__name__
-    return "done"
-
-def read(path):
-    with open(path, "rb") as file:
-        file.read(1)
 
 def session():
     with importer.load_model(model) as loaded:

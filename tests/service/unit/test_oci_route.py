@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from in_process import served_app
+from support.service_harness import assert_problem
 
 from service.registry.oci_hook import webhook_secret
 from service.settings import Settings
@@ -48,10 +49,8 @@ def _post(client: TestClient, body: Any, token: str | None = TOKEN) -> Any:
 
 
 def _problem(response: Any, status: int, slug: str) -> str:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
-    assert response.json()["type"].endswith("/" + slug)
-    detail: str = response.json()["detail"]
+    """The problem's detail, once `assert_problem` has checked the problem."""
+    detail: str = assert_problem(response, status, slug)["detail"]
     return detail
 
 

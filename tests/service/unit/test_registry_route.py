@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from in_process import served_app
+from support.service_harness import assert_problem
 
 from service.registry.hook import webhook_secret
 from service.registry.signature import signature_of
@@ -40,10 +41,8 @@ def _signed(payload: Any) -> tuple[bytes, dict[str, str]]:
 
 
 def _problem(response: Any, status: int, slug: str) -> str:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
-    assert response.json()["type"].endswith("/" + slug)
-    detail: str = response.json()["detail"]
+    """The problem's detail, once `assert_problem` has checked the problem."""
+    detail: str = assert_problem(response, status, slug)["detail"]
     return detail
 
 
